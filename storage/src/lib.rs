@@ -1,0 +1,44 @@
+//! Keel's storage engine: one segmented log per partition, written with O_DIRECT
+//! through each shard's io_uring (glommio DMA files).
+//!
+//! Everything here runs on the shard that owns the partition; nothing is `Send` and
+//! nothing is shared between shards. Appends are synchronous and land in memory (the
+//! batch cache and the pending write buffer); the shard's flush loop ([`flush`]) turns
+//! them into aligned DMA writes and one `fdatasync` per dirty file per pass (group
+//! commit), then advances each log's durable offset, which is the high watermark of a
+//! single-node broker. The storage layer knows RecordBatch v2 framing, never Kafka
+//! requests or Raft.
+
+pub mod error;
+pub mod flush;
+pub mod log;
+pub mod segment;
+pub mod signal;
+
+pub use error::StorageError;
+pub use log::{LogConfig, PartitionLog, ReadResult};
+pub use signal::Signal;
+
+/// Alignment of every O_DIRECT write and of the tail page kept in memory.
+pub const PAGE: u64 = 4096;
+
+/// Opens an existing non-empty file on the data device with a DMA read before any log
+/// file is created, so glommio's one-time io_poll probe reads real data instead of
+/// hitting EOF on a new file (which would make it mark the device pollable and fail
+/// every later DMA read with EOPNOTSUPP).
+pub async fn prime_dma_probe(data_dir: &std::path::Path) -> Result<(), StorageError> {
+    let path = data_dir.join(".io-probe");
+    let meta = std::fs::metadata(&path).ok();
+    if meta.map(|m| m.len() < PAGE).unwrap_or(true) {
+        std::fs::write(&path, vec![0u8; PAGE as usize])
+            .map_err(|e| StorageError::io("write io probe", &path, e))?;
+    }
+    let file = glommio::io::DmaFile::open(&path)
+        .await
+        .map_err(|e| StorageError::io("open io probe", &path, e.into()))?;
+    file.read_at_aligned(0, PAGE as usize)
+        .await
+        .map_err(|e| StorageError::io("read io probe", &path, e.into()))?;
+    let _ = file.close().await;
+    Ok(())
+}

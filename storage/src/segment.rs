@@ -1,0 +1,224 @@
+//! One segment file: `<base_offset>.log` holding RecordBatch v2 batches back to back,
+//! plus its sparse in-memory index (rebuilt by the recovery scan at open).
+//!
+//! The index has one entry per `index_interval_bytes` of data and records, for the
+//! batch at that entry, its base offset, its file position and the largest batch
+//! timestamp up to and including it, so one binary search serves both offset and
+//! timestamp lookups.
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use bytes::Bytes;
+use glommio::io::{DmaFile, OpenOptions};
+use keel_protocol::batch::{self, BatchHeader};
+
+use crate::error::StorageError;
+
+/// Bytes read per DMA read during the recovery scan.
+const SCAN_CHUNK_BYTES: usize = 1 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub offset: i64,
+    pub position: u64,
+    pub max_timestamp_so_far: i64,
+}
+
+pub struct Segment {
+    pub base_offset: i64,
+    pub path: PathBuf,
+    pub file: Rc<DmaFile>,
+    /// Logical size: every appended byte, flushed or not.
+    pub size: u64,
+    /// Offset after the last batch in this segment.
+    pub next_offset: i64,
+    pub max_timestamp: i64,
+    pub index: Vec<IndexEntry>,
+    bytes_since_index: u64,
+}
+
+pub fn segment_path(dir: &Path, base_offset: i64) -> PathBuf {
+    dir.join(format!("{base_offset:020}.log"))
+}
+
+/// Base offset encoded in a segment file name, or `None` for other files.
+pub fn parse_segment_name(name: &str) -> Option<i64> {
+    name.strip_suffix(".log")?.parse().ok()
+}
+
+/// Outcome of scanning a segment at open.
+pub struct ScanOutcome {
+    /// Where the valid data ends; bytes past it are torn, zeroed or corrupt.
+    pub valid_len: u64,
+    /// Why the scan stopped before the end of the file, if it did.
+    pub stopped: Option<String>,
+}
+
+impl Segment {
+    pub async fn create(dir: &Path, base_offset: i64) -> Result<Segment, StorageError> {
+        let path = segment_path(dir, base_offset);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .dma_open(&path)
+            .await
+            .map_err(|e| StorageError::io("create segment", &path, e.into()))?;
+        Ok(Segment::new(base_offset, path, Rc::new(file)))
+    }
+
+    pub async fn open(path: PathBuf, base_offset: i64) -> Result<Segment, StorageError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .dma_open(&path)
+            .await
+            .map_err(|e| StorageError::io("open segment", &path, e.into()))?;
+        Ok(Segment::new(base_offset, path, Rc::new(file)))
+    }
+
+    fn new(base_offset: i64, path: PathBuf, file: Rc<DmaFile>) -> Segment {
+        Segment {
+            base_offset,
+            path,
+            file,
+            size: 0,
+            next_offset: base_offset,
+            max_timestamp: -1,
+            index: Vec::new(),
+            bytes_since_index: u64::MAX,
+        }
+    }
+
+    /// Records a batch appended at the current end of the segment.
+    pub fn track_append(&mut self, header: &BatchHeader, index_interval_bytes: u64) {
+        assert!(header.base_offset >= self.next_offset, "offsets must not go backwards");
+        self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
+        if self.bytes_since_index >= index_interval_bytes {
+            self.index.push(IndexEntry {
+                offset: header.base_offset,
+                position: self.size,
+                max_timestamp_so_far: self.max_timestamp,
+            });
+            self.bytes_since_index = 0;
+        }
+        let len = header.total_len() as u64;
+        self.size += len;
+        self.bytes_since_index += len;
+        self.next_offset = header.last_offset() + 1;
+    }
+
+    /// File position from which a scan finds the batch holding `offset`.
+    pub fn position_for_offset(&self, offset: i64) -> u64 {
+        let i = self.index.partition_point(|e| e.offset <= offset);
+        if i == 0 {
+            0
+        } else {
+            self.index[i - 1].position
+        }
+    }
+
+    /// File position from which a scan finds the first batch with a timestamp at or
+    /// after `timestamp`.
+    pub fn position_for_timestamp(&self, timestamp: i64) -> u64 {
+        let k = self.index.partition_point(|e| e.max_timestamp_so_far < timestamp);
+        match k {
+            0 => 0,
+            k => self.index[k - 1].position,
+        }
+    }
+
+    /// Reads `len` bytes at `position` (clamped to the logical size).
+    pub async fn read(&self, position: u64, len: usize) -> Result<Bytes, StorageError> {
+        let len = len.min(self.size.saturating_sub(position) as usize);
+        read_file(&self.file, &self.path, position, len).await
+    }
+
+    /// Scans the whole file from the start, validating every batch's CRC, and calls
+    /// `on_batch` for each valid one. Stops at the first torn, zero or corrupt batch.
+    pub async fn scan(
+        &mut self,
+        index_interval_bytes: u64,
+        mut on_batch: impl FnMut(&BatchHeader, &Bytes),
+    ) -> Result<ScanOutcome, StorageError> {
+        let file_len = self
+            .file
+            .file_size()
+            .await
+            .map_err(|e| StorageError::io("stat segment", &self.path, e.into()))?;
+        let mut pos: u64 = 0;
+        let mut carry = Vec::new();
+        let mut carry_start = 0u64;
+        loop {
+            let mut stop: Option<String> = None;
+            let mut cursor = 0usize;
+            while cursor < carry.len() {
+                let rest = &carry[cursor..];
+                let len = match batch::peek_batch_len(rest) {
+                    None => break,
+                    Some(Err(e)) => {
+                        stop = Some(e.to_string());
+                        break;
+                    }
+                    Some(Ok(len)) => len,
+                };
+                if len > rest.len() {
+                    if carry_start + cursor as u64 + len as u64 > file_len {
+                        stop = Some(format!("torn batch of {len} bytes"));
+                    }
+                    break;
+                }
+                let bytes = Bytes::copy_from_slice(&rest[..len]);
+                match batch::validate(&bytes) {
+                    Ok(h) if h.base_offset >= self.next_offset => {
+                        self.track_append(&h, index_interval_bytes);
+                        on_batch(&h, &bytes);
+                        cursor += len;
+                    }
+                    Ok(h) => {
+                        stop = Some(format!("offset {} goes backwards", h.base_offset));
+                        break;
+                    }
+                    Err(e) => {
+                        stop = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            carry.drain(..cursor);
+            carry_start += cursor as u64;
+            if stop.is_some() || pos >= file_len {
+                if stop.is_none() && !carry.is_empty() {
+                    stop = Some(format!("{} trailing bytes", carry.len()));
+                }
+                return Ok(ScanOutcome { valid_len: carry_start, stopped: stop });
+            }
+            let want = SCAN_CHUNK_BYTES.min((file_len - pos) as usize);
+            let chunk = self
+                .file
+                .read_at(pos, want)
+                .await
+                .map_err(|e| StorageError::io("scan segment", &self.path, e.into()))?;
+            if chunk.is_empty() {
+                pos = file_len;
+            } else {
+                pos += chunk.len() as u64;
+                carry.extend_from_slice(&chunk);
+            }
+        }
+    }
+}
+
+/// Reads `len` bytes at `position` of a segment file.
+pub async fn read_file(file: &DmaFile, path: &Path, position: u64, len: usize) -> Result<Bytes, StorageError> {
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    let data = file
+        .read_at(position, len)
+        .await
+        .map_err(|e| StorageError::io("read segment", path, e.into()))?;
+    Ok(Bytes::copy_from_slice(&data))
+}

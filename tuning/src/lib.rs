@@ -1,0 +1,82 @@
+//! Host tuning for Keel's shards: which CPUs to pin to, how `--memory` is split per
+//! shard, and the memlock limit glommio's io_uring rings need. Runs on the main thread
+//! before any executor starts; it never touches the data path.
+
+/// CPUs this process may run on (its affinity mask), in ascending order.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: `set` is a plain bitmask owned by this frame; sched_getaffinity writes at
+    // most size_of::<cpu_set_t>() bytes into it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+/// Picks `smp` CPUs to pin shards to: the first `smp` allowed CPUs.
+pub fn pick_cpus(smp: usize) -> Result<Vec<usize>, String> {
+    let cpus = allowed_cpus();
+    if smp == 0 || smp > cpus.len() {
+        return Err(format!("--smp {smp} asks for more cores than the {} this process may use", cpus.len()));
+    }
+    Ok(cpus[..smp].to_vec())
+}
+
+/// Raises RLIMIT_MEMLOCK so each executor's registered io_uring buffers fit; glommio
+/// silently falls back to slower paths when they do not. Returns the limit in force.
+pub fn raise_memlock(bytes: u64) -> u64 {
+    // SAFETY: getrlimit/setrlimit read and write the struct we pass, nothing else.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim);
+        if lim.rlim_cur != libc::RLIM_INFINITY && lim.rlim_cur < bytes {
+            let want = libc::rlimit { rlim_cur: bytes, rlim_max: lim.rlim_max.max(bytes) };
+            if libc::setrlimit(libc::RLIMIT_MEMLOCK, &want) != 0 {
+                tracing::warn!(limit = lim.rlim_cur, wanted = bytes, "could not raise RLIMIT_MEMLOCK");
+            }
+            libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim);
+        }
+        lim.rlim_cur
+    }
+}
+
+/// Parses sizes like `2G`, `512M`, `64k` or a plain byte count.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => {
+            let unit = s[i..].to_ascii_lowercase();
+            let mult = match unit.trim_end_matches(['b', 'i']) {
+                "" => 1,
+                "k" => 1 << 10,
+                "m" => 1 << 20,
+                "g" => 1 << 30,
+                "t" => 1u64 << 40,
+                _ => return Err(format!("unknown size unit in {s:?}")),
+            };
+            (&s[..i], mult)
+        }
+        None => (s, 1),
+    };
+    num.trim().parse::<u64>().map(|n| n * mult).map_err(|_| format!("invalid size {s:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
+        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("100").unwrap(), 100);
+        assert!(parse_size("12Q").is_err());
+    }
+    #[test]
+    fn cpus() {
+        assert!(!allowed_cpus().is_empty());
+        assert!(pick_cpus(0).is_err());
+        assert_eq!(pick_cpus(1).unwrap().len(), 1);
+    }
+}
