@@ -1,1 +1,20 @@
-fn main() {}
+use clap::Parser;
+use keel_broker::cli::{Cli, Command, ServeArgs};
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Command::Serve(args)) => args,
+        None => ServeArgs::default(),
+    };
+    let result = args.into_config().and_then(keel_broker::shard::run);
+    if let Err(e) = result {
+        eprintln!("keel: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,119 @@
+//! A small HTTP/1.1 server on `--admin-addr`: `GET /v1/health`, `GET /v1/status`
+//! (JSON) and `GET /metrics` (Prometheus text), gathered from every shard over the
+//! mesh. One request per connection; the admin API is not on the data path.
+
+use std::rc::Rc;
+
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpListener;
+
+use crate::shard::Shard;
+
+/// Largest request head the admin API reads.
+const REQUEST_HEAD_BYTES_MAX: usize = 8192;
+
+#[derive(Debug, Clone, Default)]
+pub struct ShardStats {
+    pub shard: usize,
+    pub partitions: usize,
+    pub connections: usize,
+    pub flush_passes: u64,
+    pub log_flushes: u64,
+    pub log_bytes: u64,
+}
+
+pub fn spawn(shard: &Rc<Shard>) -> Result<(), String> {
+    let addr = shard.config.admin_addr.clone();
+    let listener = TcpListener::bind(&addr).map_err(|e| format!("admin API cannot listen on {addr}: {e}"))?;
+    let shard = shard.clone();
+    glommio::spawn_local(async move {
+        loop {
+            let Ok(mut stream) = listener.accept().await else { continue };
+            let shard = shard.clone();
+            glommio::spawn_local(async move {
+                let mut buf = vec![0u8; REQUEST_HEAD_BYTES_MAX];
+                let mut len = 0;
+                while len < buf.len() {
+                    match stream.read(&mut buf[len..]).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => len += n,
+                    }
+                    if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf[..len]);
+                let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let (status, content_type, body) = route(&shard, &path).await;
+                let response = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+                let _ = stream.close().await;
+            })
+            .detach();
+        }
+    })
+    .detach();
+    tracing::info!(%addr, "admin API listening");
+    Ok(())
+}
+
+async fn route(shard: &Rc<Shard>, path: &str) -> (&'static str, &'static str, String) {
+    match path {
+        "/v1/health" => ("200 OK", "text/plain", "ok\n".into()),
+        "/v1/status" => {
+            let stats = gather(shard).await;
+            let meta = shard.meta();
+            let shards: Vec<String> = stats
+                .iter()
+                .map(|s| format!(r#"{{"shard":{},"partitions":{},"connections":{}}}"#, s.shard, s.partitions, s.connections))
+                .collect();
+            let body = format!(
+                r#"{{"node_id":{},"cluster_id":"{}","topics":{},"shards":[{}]}}"#,
+                shard.config.node_id,
+                meta.cluster_id,
+                meta.topics.len(),
+                shards.join(",")
+            );
+            ("200 OK", "application/json", body + "\n")
+        }
+        "/metrics" => ("200 OK", "text/plain; version=0.0.4", render_metrics(&gather(shard).await)),
+        _ => ("404 Not Found", "text/plain", "not found\n".into()),
+    }
+}
+
+async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
+    shard
+        .submit_to_all(|s| async move {
+            let parts = s.partitions.borrow();
+            ShardStats {
+                shard: s.id,
+                partitions: parts.len(),
+                connections: s.connections.get(),
+                flush_passes: s.flush.passes.get(),
+                log_flushes: s.flush.syncs.get(),
+                log_bytes: parts.values().map(|p| p.log.borrow().size_bytes()).sum(),
+            }
+        })
+        .await
+}
+
+fn render_metrics(stats: &[ShardStats]) -> String {
+    let mut out = String::new();
+    let series: [(&str, &str, &str, fn(&ShardStats) -> u64); 5] = [
+        ("keel_partitions", "gauge", "Partitions owned by the shard", |s| s.partitions as u64),
+        ("keel_connections", "gauge", "Open Kafka connections on the shard", |s| s.connections as u64),
+        ("keel_flush_passes_total", "counter", "Group-commit passes of the shard's flush loop", |s| s.flush_passes),
+        ("keel_log_flushes_total", "counter", "Partition logs written and fdatasynced", |s| s.log_flushes),
+        ("keel_log_bytes", "gauge", "Bytes in the shard's partition logs", |s| s.log_bytes),
+    ];
+    for (name, kind, help, get) in series {
+        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+        for s in stats {
+            out.push_str(&format!("{name}{{shard=\"{}\"}} {}\n", s.shard, get(s)));
+        }
+    }
+    out
+}

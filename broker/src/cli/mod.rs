@@ -1,0 +1,83 @@
+//! The `keel` command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::BrokerConfig;
+
+#[derive(Parser, Debug)]
+#[command(name = "keel", version, about = "Keel: a Kafka-compatible streaming broker, thread-per-core on io_uring")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the broker (the default when no subcommand is given).
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug, Default)]
+pub struct ServeArgs {
+    /// YAML config file; flags override its values.
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Kafka listener, HOST:PORT.
+    #[arg(long)]
+    pub kafka_addr: Option<String>,
+    /// Address given to clients in metadata, HOST:PORT.
+    #[arg(long)]
+    pub advertised_kafka_addr: Option<String>,
+    /// Admin HTTP API, HOST:PORT.
+    #[arg(long)]
+    pub admin_addr: Option<String>,
+    /// Shards: one pinned executor per core.
+    #[arg(long)]
+    pub smp: Option<usize>,
+    /// Memory for all shards, split evenly (e.g. 2G).
+    #[arg(long)]
+    pub memory: Option<String>,
+    #[arg(long)]
+    pub node_id: Option<i32>,
+}
+
+impl ServeArgs {
+    pub fn into_config(self) -> Result<BrokerConfig, String> {
+        let mut c = match &self.config {
+            Some(path) => BrokerConfig::load_yaml(path)?,
+            None => BrokerConfig::default(),
+        };
+        if let Some(v) = self.data_dir {
+            c.data_dir = v;
+        }
+        if let Some(v) = self.kafka_addr {
+            c.kafka_addr = v;
+        }
+        if let Some(v) = self.advertised_kafka_addr {
+            c.advertised_kafka_addr = Some(v);
+        }
+        if let Some(v) = self.admin_addr {
+            c.admin_addr = v;
+        }
+        if let Some(v) = self.smp {
+            c.smp = v;
+        }
+        if let Some(v) = self.memory {
+            c.memory = v;
+        }
+        if let Some(v) = self.node_id {
+            c.node_id = v;
+        }
+        for addr in [&c.kafka_addr, &c.admin_addr] {
+            if std::net::ToSocketAddrs::to_socket_addrs(addr.as_str()).map(|mut a| a.next().is_none()).unwrap_or(true) {
+                return Err(format!("invalid address {addr:?}: expected HOST:PORT"));
+            }
+        }
+        c.memory_bytes()?;
+        Ok(c)
+    }
+}

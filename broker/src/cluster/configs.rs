@@ -1,0 +1,152 @@
+//! Topic configs Keel knows: their defaults, the broker setting each falls back to, and
+//! validation. Unknown names are refused (INVALID_CONFIG), as Kafka does.
+
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Int,
+    Long,
+    Str,
+    Bool,
+    Ratio,
+    List,
+}
+
+pub struct TopicConfigDef {
+    pub name: &'static str,
+    pub default: &'static str,
+    /// The broker config a topic inherits this from.
+    pub broker_name: &'static str,
+    pub kind: Kind,
+}
+
+const fn def(name: &'static str, default: &'static str, broker_name: &'static str, kind: Kind) -> TopicConfigDef {
+    TopicConfigDef { name, default, broker_name, kind }
+}
+
+pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
+    def("cleanup.policy", "delete", "log.cleanup.policy", Kind::List),
+    def("compression.type", "producer", "compression.type", Kind::Str),
+    def("delete.retention.ms", "86400000", "log.cleaner.delete.retention.ms", Kind::Long),
+    def("file.delete.delay.ms", "60000", "log.segment.delete.delay.ms", Kind::Long),
+    def("flush.messages", "9223372036854775807", "log.flush.interval.messages", Kind::Long),
+    def("flush.ms", "9223372036854775807", "log.flush.interval.ms", Kind::Long),
+    def("index.interval.bytes", "4096", "log.index.interval.bytes", Kind::Int),
+    def("max.compaction.lag.ms", "9223372036854775807", "log.cleaner.max.compaction.lag.ms", Kind::Long),
+    def("max.message.bytes", "1048588", "message.max.bytes", Kind::Int),
+    def("message.timestamp.after.max.ms", "3600000", "log.message.timestamp.after.max.ms", Kind::Long),
+    def("message.timestamp.before.max.ms", "9223372036854775807", "log.message.timestamp.before.max.ms", Kind::Long),
+    def("message.timestamp.type", "CreateTime", "log.message.timestamp.type", Kind::Str),
+    def("min.cleanable.dirty.ratio", "0.5", "log.cleaner.min.cleanable.ratio", Kind::Ratio),
+    def("min.compaction.lag.ms", "0", "log.cleaner.min.compaction.lag.ms", Kind::Long),
+    def("min.insync.replicas", "1", "min.insync.replicas", Kind::Int),
+    def("preallocate", "false", "log.preallocate", Kind::Bool),
+    def("retention.bytes", "-1", "log.retention.bytes", Kind::Long),
+    def("retention.ms", "604800000", "log.retention.ms", Kind::Long),
+    def("segment.bytes", "1073741824", "log.segment.bytes", Kind::Int),
+    def("segment.index.bytes", "10485760", "log.index.size.max.bytes", Kind::Int),
+    def("segment.jitter.ms", "0", "log.roll.jitter.ms", Kind::Long),
+    def("segment.ms", "604800000", "log.roll.ms", Kind::Long),
+    def("unclean.leader.election.enable", "false", "unclean.leader.election.enable", Kind::Bool),
+];
+
+/// Broker-level settings reported by DescribeConfigs besides the topic fallbacks.
+pub const BROKER_ONLY_CONFIGS: &[(&str, &str)] = &[
+    ("auto.create.topics.enable", "true"),
+    ("num.partitions", "1"),
+    ("default.replication.factor", "1"),
+    ("offsets.topic.num.partitions", "50"),
+    ("socket.request.max.bytes", "104857600"),
+];
+
+pub fn topic_def(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+pub fn broker_def(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.broker_name == name)
+}
+
+/// Checks a topic config value; returns a message for INVALID_CONFIG.
+pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
+    let d = topic_def(name).ok_or_else(|| format!("Unknown topic config name: {name}"))?;
+    let ok = match d.kind {
+        Kind::Int => value.parse::<i32>().is_ok(),
+        Kind::Long => value.parse::<i64>().is_ok(),
+        Kind::Bool => value == "true" || value == "false",
+        Kind::Ratio => value.parse::<f64>().map(|r| (0.0..=1.0).contains(&r)).unwrap_or(false),
+        Kind::List => value.split(',').all(|p| matches!(p.trim(), "delete" | "compact" | "")),
+        Kind::Str => match name {
+            "message.timestamp.type" => value == "CreateTime" || value == "LogAppendTime",
+            "compression.type" => matches!(value, "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd"),
+            _ => true,
+        },
+    };
+    if !ok {
+        return Err(format!("Invalid value {value} for configuration {name}"));
+    }
+    if name == "max.message.bytes" && value.parse::<i32>().map(|v| v < 0).unwrap_or(true) {
+        return Err(format!("Invalid value {value} for configuration {name}: must be at least 0"));
+    }
+    Ok(())
+}
+
+/// The value in force for a topic config and where it comes from.
+pub fn effective<'a>(
+    name: &str,
+    topic: &'a BTreeMap<String, String>,
+    broker: &'a BTreeMap<String, String>,
+) -> Option<(String, Source)> {
+    let d = topic_def(name)?;
+    if let Some(v) = topic.get(name) {
+        return Some((v.clone(), Source::Topic));
+    }
+    if let Some(v) = broker.get(d.broker_name) {
+        return Some((v.clone(), Source::Broker));
+    }
+    Some((d.default.to_string(), Source::Default))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Topic,
+    Broker,
+    Default,
+}
+
+/// Topic settings the data path reads on every produce, resolved once per change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicSettings {
+    pub max_message_bytes: usize,
+    pub log_append_time: bool,
+    pub segment_bytes: u64,
+}
+
+impl TopicSettings {
+    pub fn resolve(topic: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) -> TopicSettings {
+        let get = |n: &str| effective(n, topic, broker).map(|(v, _)| v).unwrap_or_default();
+        TopicSettings {
+            max_message_bytes: get("max.message.bytes").parse().unwrap_or(1_048_588),
+            log_append_time: get("message.timestamp.type") == "LogAppendTime",
+            segment_bytes: get("segment.bytes").parse::<u64>().unwrap_or(1 << 30).max(4096),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn validation_and_inheritance() {
+        assert!(validate_topic_config("retention.ms", "1000").is_ok());
+        assert!(validate_topic_config("retention.ms", "x").is_err());
+        assert!(validate_topic_config("nope", "1").is_err());
+        assert!(validate_topic_config("cleanup.policy", "compact,delete").is_ok());
+        let mut broker = BTreeMap::new();
+        broker.insert("message.max.bytes".to_string(), "2000".to_string());
+        let topic = BTreeMap::new();
+        assert_eq!(effective("max.message.bytes", &topic, &broker), Some(("2000".into(), Source::Broker)));
+        assert_eq!(TopicSettings::resolve(&topic, &broker).max_message_bytes, 2000);
+    }
+}

@@ -1,0 +1,243 @@
+//! The controller, on shard 0: the only writer of cluster metadata. Each change is
+//! validated, persisted atomically, installed on shard 0 at once (so the next change
+//! starts from it) and then pushed to every shard, which opens or removes partitions.
+//! A change is answered only after every shard has installed it.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use uuid::Uuid;
+
+use super::configs;
+use super::metadata::{Metadata, MetadataStore, TopicMeta};
+use crate::errors;
+use crate::shard::Shard;
+
+/// Producer ids reserved per metadata write.
+const PRODUCER_ID_BLOCK: i64 = 1000;
+pub const TOPIC_NAME_LEN_MAX: usize = 249;
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
+pub struct Controller {
+    store: MetadataStore,
+    next_producer_id: Cell<i64>,
+}
+
+/// A topic to create, as CreateTopics or auto-creation asks.
+#[derive(Debug, Clone)]
+pub struct TopicSpec {
+    pub name: String,
+    /// -1 means the broker default.
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+}
+
+pub type Failure = (i16, String);
+
+impl Controller {
+    pub fn new(data_dir: &std::path::Path, meta: &Metadata) -> Controller {
+        Controller { store: MetadataStore::new(data_dir), next_producer_id: Cell::new(meta.producer_id_block_end) }
+    }
+}
+
+fn controller(shard: &Shard) -> &Controller {
+    assert_eq!(shard.id, 0, "controller work must run on shard 0");
+    shard.controller.as_ref().expect("shard 0 has the controller")
+}
+
+pub fn validate_topic_name(name: &str) -> Result<(), Failure> {
+    let valid = !name.is_empty()
+        && name.len() <= TOPIC_NAME_LEN_MAX
+        && name != "."
+        && name != ".."
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err((errors::INVALID_TOPIC_EXCEPTION, format!("Topic name \"{name}\" is illegal")))
+    }
+}
+
+fn validate_spec(spec: &TopicSpec, meta: &Metadata, default_partitions: i32) -> Result<i32, Failure> {
+    validate_topic_name(&spec.name)?;
+    if meta.topics.contains_key(&spec.name) {
+        return Err((errors::TOPIC_ALREADY_EXISTS, format!("Topic '{}' already exists.", spec.name)));
+    }
+    let partitions = if spec.partitions == -1 { default_partitions } else { spec.partitions };
+    if partitions < 1 || partitions > PARTITIONS_PER_TOPIC_MAX {
+        return Err((errors::INVALID_PARTITIONS, format!("Number of partitions must be in 1..={PARTITIONS_PER_TOPIC_MAX}.")));
+    }
+    if spec.replication_factor != -1 && spec.replication_factor != 1 {
+        return Err((
+            errors::INVALID_REPLICATION_FACTOR,
+            format!("Unable to replicate the partition {} time(s): The target replication factor of {} cannot be reached because only 1 broker(s) are registered.", spec.replication_factor, spec.replication_factor),
+        ));
+    }
+    for (k, v) in &spec.configs {
+        configs::validate_topic_config(k, v).map_err(|m| (errors::INVALID_CONFIG, m))?;
+    }
+    Ok(partitions)
+}
+
+/// Creates topics; each result is the created topic or why not.
+pub async fn create_topics(shard: Rc<Shard>, specs: Vec<TopicSpec>, validate_only: bool) -> Vec<Result<TopicMeta, Failure>> {
+    let mut meta = (*shard.meta()).clone();
+    let mut results = Vec::with_capacity(specs.len());
+    let mut changed = false;
+    for spec in &specs {
+        let r = validate_spec(spec, &meta, shard.config.num_partitions).map(|partitions| {
+            let topic = TopicMeta {
+                id: Uuid::new_v4(),
+                partitions: meta.place(partitions as usize, shard.count),
+                configs: spec.configs.clone(),
+            };
+            if !validate_only {
+                meta.topics.insert(spec.name.clone(), topic.clone());
+                changed = true;
+            }
+            topic
+        });
+        results.push(r);
+    }
+    if changed {
+        if let Err(e) = commit(&shard, meta).await {
+            return specs.iter().map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone()))).collect();
+        }
+    }
+    results
+}
+
+pub async fn delete_topics(shard: Rc<Shard>, names: Vec<String>) -> Vec<Result<Uuid, Failure>> {
+    let mut meta = (*shard.meta()).clone();
+    let results: Vec<_> = names
+        .iter()
+        .map(|n| {
+            meta.topics.remove(n).map(|t| t.id).ok_or((
+                errors::UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.".to_string(),
+            ))
+        })
+        .collect();
+    if results.iter().any(|r| r.is_ok()) {
+        if let Err(e) = commit(&shard, meta).await {
+            return names.iter().map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone()))).collect();
+        }
+    }
+    results
+}
+
+pub async fn create_partitions(shard: Rc<Shard>, changes: Vec<(String, i32)>, validate_only: bool) -> Vec<Result<(), Failure>> {
+    let mut meta = (*shard.meta()).clone();
+    let mut results = Vec::new();
+    let mut changed = false;
+    for (name, count) in &changes {
+        let r = match meta.topics.get(name) {
+            None => Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("The topic '{name}' does not exist."))),
+            Some(t) if (*count as usize) <= t.partitions.len() => Err((
+                errors::INVALID_PARTITIONS,
+                format!("Topic currently has {} partitions, which is higher than the requested {count}.", t.partitions.len()),
+            )),
+            Some(_) if *count > PARTITIONS_PER_TOPIC_MAX => {
+                Err((errors::INVALID_PARTITIONS, format!("Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}.")))
+            }
+            Some(t) => {
+                let added = meta.place(*count as usize - t.partitions.len(), shard.count);
+                if !validate_only {
+                    meta.topics.get_mut(name).expect("checked above").partitions.extend(added);
+                    changed = true;
+                }
+                Ok(())
+            }
+        };
+        results.push(r);
+    }
+    if changed {
+        if let Err(e) = commit(&shard, meta).await {
+            return changes.iter().map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone()))).collect();
+        }
+    }
+    results
+}
+
+/// A config change on a topic ("" resource name = the broker).
+#[derive(Debug, Clone)]
+pub struct ConfigChange {
+    pub topic: Option<String>,
+    /// Replaces every explicit config (legacy AlterConfigs) instead of editing.
+    pub replace: bool,
+    /// (name, Some(value)) sets, (name, None) deletes.
+    pub ops: Vec<(String, Option<String>)>,
+}
+
+pub async fn alter_configs(shard: Rc<Shard>, changes: Vec<ConfigChange>, validate_only: bool) -> Vec<Result<(), Failure>> {
+    let mut meta = (*shard.meta()).clone();
+    let mut results = Vec::new();
+    for change in &changes {
+        let r = apply_config_change(&mut meta, change);
+        results.push(r);
+    }
+    if !validate_only && results.iter().any(|r| r.is_ok()) {
+        if let Err(e) = commit(&shard, meta).await {
+            return changes.iter().map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone()))).collect();
+        }
+    }
+    results
+}
+
+fn apply_config_change(meta: &mut Metadata, change: &ConfigChange) -> Result<(), Failure> {
+    let target = match &change.topic {
+        Some(name) => {
+            &mut meta
+                .topics
+                .get_mut(name)
+                .ok_or((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic {name} does not exist")))?
+                .configs
+        }
+        None => &mut meta.broker_configs,
+    };
+    let mut next = if change.replace { BTreeMap::new() } else { target.clone() };
+    for (name, value) in &change.ops {
+        match value {
+            Some(v) => {
+                if change.topic.is_some() {
+                    configs::validate_topic_config(name, v).map_err(|m| (errors::INVALID_CONFIG, m))?;
+                } else if let Some(d) = configs::broker_def(name) {
+                    configs::validate_topic_config(d.name, v).map_err(|m| (errors::INVALID_CONFIG, m))?;
+                } else {
+                    return Err((errors::INVALID_CONFIG, format!("Cannot update broker config {name} dynamically")));
+                }
+                next.insert(name.clone(), v.clone());
+            }
+            None => {
+                next.remove(name);
+            }
+        }
+    }
+    *target = next;
+    Ok(())
+}
+
+/// Hands out one producer id, persisting a new block when the current one is used up.
+pub async fn allocate_producer_id(shard: Rc<Shard>) -> Result<i64, Failure> {
+    let c = controller(&shard);
+    let id = c.next_producer_id.get();
+    c.next_producer_id.set(id + 1);
+    if id >= shard.meta().producer_id_block_end {
+        let mut meta = (*shard.meta()).clone();
+        meta.producer_id_block_end = id + PRODUCER_ID_BLOCK;
+        commit(&shard, meta).await.map_err(|e| (errors::UNKNOWN_SERVER_ERROR, e))?;
+    }
+    Ok(id)
+}
+
+async fn commit(shard: &Rc<Shard>, mut meta: Metadata) -> Result<(), String> {
+    let c = controller(shard);
+    meta.version = shard.meta().version + 1;
+    meta.reindex();
+    c.store.save(&meta)?;
+    *shard.metadata.borrow_mut() = Rc::new(meta.clone());
+    shard.submit_to_all(move |s| async move { s.apply_metadata(meta).await }).await;
+    Ok(())
+}

@@ -1,0 +1,153 @@
+//! The metadata snapshot every shard holds a copy of, and its file on disk.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TopicMeta {
+    pub id: Uuid,
+    /// Owning shard of each partition, by partition index.
+    pub partitions: Vec<usize>,
+    /// Topic configs set explicitly (not the broker defaults).
+    pub configs: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct Metadata {
+    /// Increases with every change; shards ignore older versions.
+    pub version: u64,
+    pub cluster_id: String,
+    pub topics: BTreeMap<String, TopicMeta>,
+    /// Dynamic broker configs (AlterConfigs on the broker resource).
+    pub broker_configs: BTreeMap<String, String>,
+    /// Producer ids below this may have been handed out.
+    pub producer_id_block_end: i64,
+    #[serde(skip)]
+    by_id: HashMap<Uuid, String>,
+}
+
+impl Metadata {
+    pub fn new_cluster() -> Metadata {
+        let mut m = Metadata { cluster_id: short_id(Uuid::new_v4()), ..Default::default() };
+        m.reindex();
+        m
+    }
+
+    pub fn reindex(&mut self) {
+        self.by_id = self.topics.iter().map(|(n, t)| (t.id, n.clone())).collect();
+    }
+
+    pub fn topic_name(&self, id: &Uuid) -> Option<&str> {
+        self.by_id.get(id).map(|s| s.as_str())
+    }
+
+    pub fn owner(&self, topic: &str, partition: i32) -> Option<usize> {
+        let t = self.topics.get(topic)?;
+        usize::try_from(partition).ok().and_then(|p| t.partitions.get(p).copied())
+    }
+
+    /// Partitions per shard, for least-loaded placement.
+    pub fn shard_load(&self, shards: usize) -> Vec<usize> {
+        let mut load = vec![0; shards];
+        for t in self.topics.values() {
+            for &s in &t.partitions {
+                if s < shards {
+                    load[s] += 1;
+                }
+            }
+        }
+        load
+    }
+
+    /// Places `count` new partitions, each on the currently least-loaded shard.
+    pub fn place(&self, count: usize, shards: usize) -> Vec<usize> {
+        let mut load = self.shard_load(shards);
+        (0..count)
+            .map(|_| {
+                let (s, _) = load.iter().enumerate().min_by_key(|(i, l)| (**l, *i)).expect("at least one shard");
+                load[s] += 1;
+                s
+            })
+            .collect()
+    }
+}
+
+/// Kafka prints cluster ids as 22-character URL-safe base64 of 16 bytes.
+pub fn short_id(id: Uuid) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bytes = id.as_bytes();
+    let mut out = String::with_capacity(22);
+    for chunk in bytes.chunks(3) {
+        let mut n = 0u32;
+        for (i, b) in chunk.iter().enumerate() {
+            n |= (*b as u32) << (16 - 8 * i);
+        }
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+pub struct MetadataStore {
+    path: PathBuf,
+}
+
+impl MetadataStore {
+    pub fn new(data_dir: &Path) -> MetadataStore {
+        MetadataStore { path: data_dir.join("cluster").join("metadata.json") }
+    }
+
+    pub fn load_or_create(&self) -> Result<Metadata, String> {
+        match std::fs::read(&self.path) {
+            Ok(bytes) => {
+                let mut m: Metadata = serde_json::from_slice(&bytes)
+                    .map_err(|e| format!("{} is damaged: {e}", self.path.display()))?;
+                m.reindex();
+                Ok(m)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let m = Metadata::new_cluster();
+                self.save(&m)?;
+                Ok(m)
+            }
+            Err(e) => Err(format!("reading {}: {e}", self.path.display())),
+        }
+    }
+
+    /// Writes atomically: temp file, fsync, rename, fsync of the directory.
+    pub fn save(&self, m: &Metadata) -> Result<(), String> {
+        let dir = self.path.parent().expect("metadata path has a parent");
+        let fail = |e: std::io::Error| format!("saving {}: {e}", self.path.display());
+        std::fs::create_dir_all(dir).map_err(fail)?;
+        let tmp = self.path.with_extension("json.tmp");
+        let mut f = std::fs::File::create(&tmp).map_err(fail)?;
+        f.write_all(&serde_json::to_vec_pretty(m).expect("metadata serializes")).map_err(fail)?;
+        f.sync_all().map_err(fail)?;
+        std::fs::rename(&tmp, &self.path).map_err(fail)?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(fail)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_on_least_loaded_shard() {
+        let mut m = Metadata::new_cluster();
+        assert_eq!(m.place(5, 2), vec![0, 1, 0, 1, 0]);
+        m.topics.insert("a".into(), TopicMeta { id: Uuid::new_v4(), partitions: vec![0, 0, 0], configs: Default::default() });
+        assert_eq!(m.place(3, 2), vec![1, 1, 1]);
+    }
+
+    #[test]
+    fn cluster_id_is_22_chars() {
+        assert_eq!(short_id(Uuid::new_v4()).len(), 22);
+    }
+}

@@ -1,0 +1,70 @@
+//! Broker configuration: defaults, the YAML file, then command-line flags on top.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub data_dir: PathBuf,
+    pub kafka_addr: String,
+    /// Address clients are told to connect to; defaults to `kafka_addr`.
+    pub advertised_kafka_addr: Option<String>,
+    pub admin_addr: String,
+    /// Number of shards (one pinned executor per core).
+    pub smp: usize,
+    /// Memory for all shards, split evenly, e.g. "2G".
+    pub memory: String,
+    pub auto_create_topics: bool,
+    pub num_partitions: i32,
+    pub request_bytes_max: usize,
+    pub connections_max: usize,
+    /// Requests read ahead of their responses on one connection.
+    pub in_flight_requests_max: usize,
+    pub fetch_wait_ms_max: u64,
+    /// Broker-wide defaults for topic configs (e.g. "message.max.bytes").
+    pub topic_defaults: BTreeMap<String, String>,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            node_id: 1,
+            data_dir: PathBuf::from("./keel-data"),
+            kafka_addr: "127.0.0.1:9092".into(),
+            advertised_kafka_addr: None,
+            admin_addr: "127.0.0.1:9644".into(),
+            smp: 1,
+            memory: "1G".into(),
+            auto_create_topics: true,
+            num_partitions: 1,
+            request_bytes_max: 100 << 20,
+            connections_max: 10_000,
+            in_flight_requests_max: 64,
+            fetch_wait_ms_max: 30_000,
+            topic_defaults: BTreeMap::new(),
+        }
+    }
+}
+
+impl BrokerConfig {
+    pub fn load_yaml(path: &std::path::Path) -> Result<BrokerConfig, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        serde_yaml::from_str(&text).map_err(|e| format!("parsing {}: {e}", path.display()))
+    }
+
+    pub fn advertised(&self) -> (String, i32) {
+        let addr = self.advertised_kafka_addr.as_deref().unwrap_or(&self.kafka_addr);
+        match addr.rsplit_once(':') {
+            Some((host, port)) => (host.trim_matches(['[', ']']).to_string(), port.parse().unwrap_or(9092)),
+            None => (addr.to_string(), 9092),
+        }
+    }
+
+    pub fn memory_bytes(&self) -> Result<u64, String> {
+        keel_tuning::parse_size(&self.memory)
+    }
+}

@@ -1,0 +1,43 @@
+//! Kafka error codes Keel answers with, by name. Storage and coordinator errors are
+//! mapped to these only at the handler boundary.
+
+pub const NONE: i16 = 0;
+pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+pub const CORRUPT_MESSAGE: i16 = 2;
+pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+pub const INVALID_FETCH_SIZE: i16 = 4;
+pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+pub const REQUEST_TIMED_OUT: i16 = 7;
+pub const MESSAGE_TOO_LARGE: i16 = 10;
+pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+pub const INVALID_REQUIRED_ACKS: i16 = 21;
+pub const UNSUPPORTED_VERSION: i16 = 35;
+pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+pub const INVALID_PARTITIONS: i16 = 37;
+pub const INVALID_REPLICATION_FACTOR: i16 = 38;
+pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+pub const INVALID_CONFIG: i16 = 40;
+pub const INVALID_REQUEST: i16 = 42;
+pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
+pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+pub const KAFKA_STORAGE_ERROR: i16 = 56;
+pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+pub const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
+pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+pub const INVALID_RECORD: i16 = 87;
+pub const UNKNOWN_TOPIC_ID: i16 = 100;
+pub const INCONSISTENT_TOPIC_ID: i16 = 103;
+
+use keel_storage::StorageError;
+
+pub fn storage_error_code(e: &StorageError) -> i16 {
+    match e {
+        StorageError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
+        StorageError::Corrupt { .. } | StorageError::Io { .. } => KAFKA_STORAGE_ERROR,
+    }
+}

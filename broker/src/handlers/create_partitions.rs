@@ -1,0 +1,32 @@
+//! CreatePartitions: adds partitions to a topic, placed on the least-loaded shards.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+
+use super::str_bytes;
+use crate::cluster::controller;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (0, 3);
+
+pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    let changes: Vec<(String, i32)> = req.topics.iter().map(|t| (t.name.0.to_string(), t.count)).collect();
+    let validate_only = req.validate_only;
+    let results = shard.submit_to(0, move |s| async move { controller::create_partitions(s, changes, validate_only).await }).await;
+    let results = req
+        .topics
+        .into_iter()
+        .zip(results)
+        .map(|(t, r)| {
+            let mut out = CreatePartitionsTopicResult::default().with_name(t.name);
+            if let Err((code, message)) = r {
+                out.error_code = code;
+                out.error_message = Some(str_bytes(&message));
+            }
+            out
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(results)
+}

@@ -1,0 +1,56 @@
+//! DeleteTopics, by name or (v6+) by topic id.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use uuid::Uuid;
+
+use super::str_bytes;
+use crate::cluster::controller;
+use crate::errors;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (1, 6);
+
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let meta = shard.meta();
+    let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
+        req.topics
+            .iter()
+            .map(|t| match &t.name {
+                Some(n) => (Some(n.0.to_string()), t.topic_id),
+                None => (meta.topic_name(&t.topic_id).map(str::to_string), t.topic_id),
+            })
+            .collect()
+    } else {
+        req.topic_names.iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect()
+    };
+    let names: Vec<String> = wanted.iter().filter_map(|(n, _)| n.clone()).collect();
+    let mut results = shard.submit_to(0, move |s| async move { controller::delete_topics(s, names).await }).await.into_iter();
+    let responses = wanted
+        .into_iter()
+        .map(|(name, id)| {
+            let mut r = DeletableTopicResult::default().with_name(name.as_deref().map(|n| TopicName(str_bytes(n))));
+            match name.map(|_| results.next().expect("a result per named topic")) {
+                Some(Ok(topic_id)) => {
+                    if version >= 6 {
+                        r.topic_id = topic_id;
+                    }
+                }
+                Some(Err((code, message))) => {
+                    r.error_code = code;
+                    if version >= 5 {
+                        r.error_message = Some(str_bytes(&message));
+                    }
+                }
+                None => {
+                    r.error_code = errors::UNKNOWN_TOPIC_ID;
+                    r.topic_id = id;
+                }
+            }
+            r
+        })
+        .collect();
+    DeleteTopicsResponse::default().with_responses(responses)
+}

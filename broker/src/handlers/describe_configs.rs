@@ -1,0 +1,154 @@
+//! DescribeConfigs for topics and the broker: every known config with its value in
+//! force, where it comes from, and (when asked) its synonyms.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+
+use super::str_bytes;
+use crate::cluster::configs::{self, Kind, Source};
+use crate::errors;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (1, 4);
+
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+
+// ConfigSource codes of the protocol.
+const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
+const SOURCE_DEFAULT: i8 = 5;
+
+pub fn source_code(s: Source) -> i8 {
+    match s {
+        Source::Topic => SOURCE_DYNAMIC_TOPIC,
+        Source::Broker => SOURCE_DYNAMIC_BROKER,
+        Source::Default => SOURCE_DEFAULT,
+    }
+}
+
+fn type_code(k: Kind) -> i8 {
+    match k {
+        Kind::Bool => 1,
+        Kind::Str => 2,
+        Kind::Int => 3,
+        Kind::Long => 5,
+        Kind::Ratio => 6,
+        Kind::List => 7,
+    }
+}
+
+/// (name, value, source) of every topic config, optionally only `keys`.
+pub fn topic_config_entries(
+    topic: &BTreeMap<String, String>,
+    broker: &BTreeMap<String, String>,
+    keys: Option<&[String]>,
+) -> Vec<(&'static str, String, Source)> {
+    configs::TOPIC_CONFIGS
+        .iter()
+        .filter(|d| keys.map(|k| k.iter().any(|k| k == d.name)).unwrap_or(true))
+        .filter_map(|d| configs::effective(d.name, topic, broker).map(|(v, s)| (d.name, v, s)))
+        .collect()
+}
+
+pub fn handle(shard: &Rc<Shard>, version: i16, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let meta = shard.meta();
+    let results = req
+        .resources
+        .into_iter()
+        .map(|res| {
+            let keys: Option<Vec<String>> = res.configuration_keys.as_ref().map(|k| k.iter().map(|s| s.to_string()).collect());
+            let mut out = DescribeConfigsResult::default()
+                .with_resource_type(res.resource_type)
+                .with_resource_name(res.resource_name.clone());
+            let entries = match res.resource_type {
+                RESOURCE_TOPIC => match meta.topics.get(res.resource_name.as_str()) {
+                    Some(t) => topic_config_entries(&t.configs, &meta.broker_configs, keys.as_deref())
+                        .into_iter()
+                        .map(|(name, value, source)| {
+                            let def = configs::topic_def(name).expect("listed config");
+                            let mut e = entry(name, value, source, def.kind, version);
+                            if req.include_synonyms {
+                                e.synonyms = synonyms(name, &t.configs, &meta.broker_configs);
+                            }
+                            e
+                        })
+                        .collect(),
+                    None => {
+                        out.error_code = errors::UNKNOWN_TOPIC_OR_PARTITION;
+                        out.error_message = Some(str_bytes(&format!("Topic {} does not exist", res.resource_name)));
+                        Vec::new()
+                    }
+                },
+                RESOURCE_BROKER if res.resource_name.is_empty() || res.resource_name.as_str() == shard.config.node_id.to_string() => {
+                    broker_entries(&meta.broker_configs, keys.as_deref(), version)
+                }
+                RESOURCE_BROKER => {
+                    out.error_code = errors::INVALID_REQUEST;
+                    out.error_message = Some(str_bytes("Unknown broker id"));
+                    Vec::new()
+                }
+                _ => {
+                    out.error_code = errors::INVALID_REQUEST;
+                    out.error_message = Some(str_bytes("Unsupported resource type"));
+                    Vec::new()
+                }
+            };
+            out.configs = entries;
+            out
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+fn entry(name: &str, value: String, source: Source, kind: Kind, version: i16) -> DescribeConfigsResourceResult {
+    let mut e = DescribeConfigsResourceResult::default()
+        .with_name(str_bytes(name))
+        .with_value(Some(str_bytes(&value)))
+        .with_config_source(source_code(source));
+    if version >= 3 {
+        e.config_type = type_code(kind);
+    }
+    e
+}
+
+fn synonyms(name: &str, topic: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) -> Vec<DescribeConfigsSynonym> {
+    let def = configs::topic_def(name).expect("listed config");
+    let mut out = Vec::new();
+    if let Some(v) = topic.get(name) {
+        out.push(DescribeConfigsSynonym::default().with_name(str_bytes(name)).with_value(Some(str_bytes(v))).with_source(SOURCE_DYNAMIC_TOPIC));
+    }
+    if let Some(v) = broker.get(def.broker_name) {
+        out.push(
+            DescribeConfigsSynonym::default().with_name(str_bytes(def.broker_name)).with_value(Some(str_bytes(v))).with_source(SOURCE_DYNAMIC_BROKER),
+        );
+    }
+    out.push(
+        DescribeConfigsSynonym::default().with_name(str_bytes(def.broker_name)).with_value(Some(str_bytes(def.default))).with_source(SOURCE_DEFAULT),
+    );
+    out
+}
+
+fn broker_entries(broker: &BTreeMap<String, String>, keys: Option<&[String]>, version: i16) -> Vec<DescribeConfigsResourceResult> {
+    let wanted = |n: &str| keys.map(|k| k.iter().any(|k| k == n)).unwrap_or(true);
+    let mut out: Vec<_> = configs::TOPIC_CONFIGS
+        .iter()
+        .filter(|d| wanted(d.broker_name))
+        .map(|d| match broker.get(d.broker_name) {
+            Some(v) => entry(d.broker_name, v.clone(), Source::Broker, d.kind, version),
+            None => entry(d.broker_name, d.default.to_string(), Source::Default, d.kind, version),
+        })
+        .collect();
+    out.extend(
+        configs::BROKER_ONLY_CONFIGS
+            .iter()
+            .filter(|(n, _)| wanted(n))
+            .map(|(n, v)| entry(n, v.to_string(), Source::Default, Kind::Str, version)),
+    );
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.dedup_by(|a, b| a.name == b.name);
+    out
+}

@@ -1,0 +1,217 @@
+//! Fetch, non-polling: read every partition from its owner shard; if fewer than
+//! `min_bytes` came back, ask the owners to wait until any of the partitions' high
+//! watermarks moves (woken by the flush loop) or `max_wait_ms` passes, then read again.
+//!
+//! Fetch sessions (KIP-227) are refused correctly: every response carries session id
+//! 0, so clients keep sending full fetches; an incremental fetch for a session is
+//! answered FETCH_SESSION_ID_NOT_FOUND.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use keel_storage::log;
+use uuid::Uuid;
+
+use super::scatter;
+use crate::errors;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (4, 17);
+
+#[derive(Clone)]
+struct Want {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    max_bytes: usize,
+}
+
+#[derive(Default)]
+struct Got {
+    error: i16,
+    high_watermark: i64,
+    log_start_offset: i64,
+    records: Vec<Bytes>,
+    bytes: usize,
+}
+
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> FetchResponse {
+    if req.session_epoch > 0 || req.session_id != 0 {
+        return FetchResponse::default().with_error_code(errors::FETCH_SESSION_ID_NOT_FOUND);
+    }
+    let meta = shard.meta();
+    let mut layout: Vec<(TopicName, Uuid, Vec<(i32, Option<i16>)>)> = Vec::new();
+    let mut wants: Vec<(usize, Want)> = Vec::new();
+    let mut want_slots = Vec::new();
+    for t in &req.topics {
+        let name = if version >= 13 { meta.topic_name(&t.topic_id).map(str::to_string) } else { Some(t.topic.0.to_string()) };
+        let mut parts = Vec::new();
+        for p in &t.partitions {
+            let owner = name.as_deref().and_then(|n| meta.owner(n, p.partition));
+            let early = match (&name, owner) {
+                (None, _) => Some(errors::UNKNOWN_TOPIC_ID),
+                (Some(_), None) => Some(errors::UNKNOWN_TOPIC_OR_PARTITION),
+                (Some(n), Some(owner)) => {
+                    want_slots.push((layout.len(), parts.len()));
+                    let max_bytes = p.partition_max_bytes.max(0) as usize;
+                    wants.push((owner, Want { topic: n.clone(), partition: p.partition, offset: p.fetch_offset, max_bytes }));
+                    None
+                }
+            };
+            parts.push((p.partition, early));
+        }
+        layout.push((t.topic.clone(), t.topic_id, parts));
+    }
+    let min_bytes = req.min_bytes.max(0) as usize;
+    let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, shard.config.fetch_wait_ms_max as i32) as u64);
+    let deadline = Instant::now() + max_wait;
+    let mut got = read_all(shard, &wants).await;
+    loop {
+        let total: usize = got.iter().map(|g| g.bytes).sum();
+        let any_error = got.iter().any(|g| g.error != errors::NONE);
+        let left = deadline.saturating_duration_since(Instant::now());
+        if total >= min_bytes.max(1) || any_error || left.is_zero() || wants.is_empty() {
+            break;
+        }
+        wait_any(shard, &wants, &got, left).await;
+        got = read_all(shard, &wants).await;
+    }
+    trim_to_max_bytes(&mut got, req.max_bytes.max(0) as usize);
+    let mut got = got.into_iter();
+    let mut slots = want_slots.into_iter().peekable();
+    let responses = layout
+        .into_iter()
+        .enumerate()
+        .map(|(ti, (topic, topic_id, parts))| {
+            let partitions = parts
+                .into_iter()
+                .enumerate()
+                .map(|(pi, (partition, early))| {
+                    let g = match early {
+                        Some(code) => Got { error: code, high_watermark: -1, log_start_offset: -1, ..Got::default() },
+                        None => {
+                            assert_eq!(slots.next(), Some((ti, pi)), "fetch results follow request order");
+                            got.next().expect("a result for every partition read")
+                        }
+                    };
+                    partition_data(partition, g)
+                })
+                .collect();
+            let mut r = FetchableTopicResponse::default().with_partitions(partitions);
+            if version >= 13 {
+                r.topic_id = topic_id;
+            } else {
+                r.topic = topic;
+            }
+            r
+        })
+        .collect();
+    FetchResponse::default().with_responses(responses)
+}
+
+fn partition_data(partition: i32, g: Got) -> PartitionData {
+    let records = match g.records.len() {
+        0 => Bytes::new(),
+        1 => g.records.into_iter().next().expect("one batch"),
+        _ => {
+            let mut b = BytesMut::with_capacity(g.bytes);
+            for r in &g.records {
+                b.extend_from_slice(r);
+            }
+            b.freeze()
+        }
+    };
+    PartitionData::default()
+        .with_partition_index(partition)
+        .with_error_code(g.error)
+        .with_high_watermark(g.high_watermark)
+        .with_last_stable_offset(g.high_watermark)
+        .with_log_start_offset(g.log_start_offset)
+        .with_records(Some(records))
+}
+
+/// Keeps the response within `max_bytes`, but always the first batch found (KIP-74).
+fn trim_to_max_bytes(got: &mut [Got], max_bytes: usize) {
+    let mut used = 0;
+    for g in got.iter_mut() {
+        let mut keep = 0;
+        for r in &g.records {
+            if used > 0 && used + r.len() > max_bytes {
+                break;
+            }
+            used += r.len();
+            keep += 1;
+        }
+        g.records.truncate(keep);
+        g.bytes = g.records.iter().map(|r| r.len()).sum();
+    }
+}
+
+async fn read_all(shard: &Rc<Shard>, wants: &[(usize, Want)]) -> Vec<Got> {
+    let items = wants.iter().cloned().collect();
+    scatter(shard, items, |s, wants: Vec<Want>| async move {
+        let mut out = Vec::with_capacity(wants.len());
+        for w in wants {
+            out.push(read_one(&s, &w).await);
+        }
+        out
+    })
+    .await
+}
+
+async fn read_one(shard: &Shard, w: &Want) -> Got {
+    let Some(p) = shard.partition(&w.topic, w.partition) else {
+        return Got { error: errors::NOT_LEADER_OR_FOLLOWER, high_watermark: -1, log_start_offset: -1, ..Got::default() };
+    };
+    let (hw, start) = {
+        let l = p.log.borrow();
+        (l.high_watermark(), l.log_start_offset)
+    };
+    let mut got = Got { error: errors::NONE, high_watermark: hw, log_start_offset: start, ..Got::default() };
+    match log::read(&p.log, w.offset, w.max_bytes, hw).await {
+        Ok(r) => {
+            got.records = r.batches;
+            got.bytes = r.bytes;
+        }
+        Err(e) => got.error = errors::storage_error_code(&e),
+    }
+    got
+}
+
+/// Waits on each owner until any partition read there has data past what was read,
+/// or until `left` passes; returns when the first owner answers.
+async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left: Duration) {
+    let mut per_owner: Vec<Vec<(String, i32, i64)>> = vec![Vec::new(); shard.count];
+    for ((owner, w), g) in wants.iter().zip(got) {
+        let next = g.records.last().and_then(|b| keel_protocol::BatchHeader::parse(b).ok()).map(|h| h.last_offset() + 1);
+        per_owner[*owner].push((w.topic.clone(), w.partition, next.unwrap_or(w.offset)));
+    }
+    let waits: Vec<_> = per_owner
+        .into_iter()
+        .enumerate()
+        .filter(|(_, parts)| !parts.is_empty())
+        .map(|(owner, parts)| {
+            let shard = shard.clone();
+            Box::pin(async move { shard.submit_to(owner, move |s| async move { wait_local(&s, parts, left).await }).await })
+                as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+        })
+        .collect();
+    crate::util::first_of(waits).await;
+}
+
+async fn wait_local(shard: &Shard, parts: Vec<(String, i32, i64)>, left: Duration) {
+    let mut waits = Vec::new();
+    for (topic, partition, offset) in parts {
+        let Some(p) = shard.partition(&topic, partition) else { return };
+        let l = p.log.borrow();
+        if l.high_watermark() > offset {
+            return;
+        }
+        waits.push(Box::pin(l.changed.wait()) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>);
+    }
+    waits.push(Box::pin(glommio::timer::sleep(left)));
+    crate::util::first_of(waits).await;
+}

@@ -1,0 +1,100 @@
+//! ListOffsets: earliest, latest, max timestamp, and by timestamp, answered by the
+//! partitions' owner shards.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use keel_storage::log;
+
+use super::scatter;
+use crate::errors;
+use crate::shard::partition::LEADER_EPOCH;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (1, 10);
+
+pub const LATEST: i64 = -1;
+pub const EARLIEST: i64 = -2;
+pub const MAX_TIMESTAMP: i64 = -3;
+pub const EARLIEST_LOCAL: i64 = -4;
+pub const LATEST_TIERED: i64 = -5;
+
+/// (error, timestamp, offset)
+type Answer = (i16, i64, i64);
+
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) -> ListOffsetsResponse {
+    let meta = shard.meta();
+    let mut work = Vec::new();
+    let mut answers: Vec<Option<Answer>> = Vec::new();
+    let mut slots = Vec::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            match meta.owner(&t.name.0, p.partition_index) {
+                Some(owner) => {
+                    slots.push(answers.len());
+                    work.push((owner, (t.name.0.to_string(), p.partition_index, p.timestamp)));
+                    answers.push(None);
+                }
+                None => answers.push(Some((errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1))),
+            }
+        }
+    }
+    let found = scatter(shard, work, |s, items: Vec<(String, i32, i64)>| async move {
+        let mut out = Vec::new();
+        for (topic, partition, ts) in items {
+            out.push(lookup(&s, &topic, partition, ts).await);
+        }
+        out
+    })
+    .await;
+    for (slot, a) in slots.into_iter().zip(found) {
+        answers[slot] = Some(a);
+    }
+    let mut answers = answers.into_iter();
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let (error, timestamp, offset) = answers.next().flatten().expect("an answer per partition");
+                    let mut r = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error)
+                        .with_timestamp(timestamp)
+                        .with_offset(offset);
+                    if version >= 4 && error == errors::NONE && offset >= 0 {
+                        r.leader_epoch = LEADER_EPOCH;
+                    }
+                    r
+                })
+                .collect();
+            ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+async fn lookup(shard: &Shard, topic: &str, partition: i32, timestamp: i64) -> Answer {
+    let Some(p) = shard.partition(topic, partition) else { return (errors::NOT_LEADER_OR_FOLLOWER, -1, -1) };
+    let (start, hw) = {
+        let l = p.log.borrow();
+        (l.log_start_offset, l.high_watermark())
+    };
+    let found = match timestamp {
+        LATEST => return (errors::NONE, -1, hw),
+        EARLIEST | EARLIEST_LOCAL => return (errors::NONE, -1, start),
+        LATEST_TIERED => return (errors::NONE, -1, start - 1),
+        MAX_TIMESTAMP => log::offset_of_max_timestamp(&p.log).await,
+        ts if ts >= 0 => log::offset_for_timestamp(&p.log, ts).await,
+        _ => return (errors::INVALID_REQUEST, -1, -1),
+    };
+    match found {
+        Ok(Some((offset, ts))) => (errors::NONE, ts, offset),
+        Ok(None) => (errors::NONE, -1, -1),
+        Err(e) => (errors::storage_error_code(&e), -1, -1),
+    }
+}

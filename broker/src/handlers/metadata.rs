@@ -1,0 +1,93 @@
+//! Metadata: brokers, topics and partitions; creates missing topics when allowed.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use uuid::Uuid;
+
+use super::str_bytes;
+use crate::cluster::controller::{self, TopicSpec};
+use crate::cluster::metadata::TopicMeta;
+use crate::errors;
+use crate::shard::partition::LEADER_EPOCH;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (0, 12);
+
+/// Authorized-operations bitfield for a topic with no ACLs: READ, WRITE, CREATE,
+/// DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
+pub const TOPIC_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+pub const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> MetadataResponse {
+    let meta = shard.meta();
+    let (host, port) = shard.config.advertised();
+    let node = shard.config.node_id;
+    let allow_create = (version < 4 || req.allow_auto_topic_creation) && shard.config.auto_create_topics;
+    let mut wanted: Vec<(Option<String>, Uuid)> = match &req.topics {
+        None => meta.topics.keys().map(|n| (Some(n.clone()), Uuid::nil())).collect(),
+        Some(list) => list.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)).collect(),
+    };
+    if version == 0 && req.topics.as_ref().map(|t| t.is_empty()).unwrap_or(false) {
+        wanted = meta.topics.keys().map(|n| (Some(n.clone()), Uuid::nil())).collect();
+    }
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter_map(|(n, _)| n.clone())
+        .filter(|n| !meta.topics.contains_key(n) && controller::validate_topic_name(n).is_ok())
+        .collect();
+    let meta = if allow_create && !missing.is_empty() {
+        let specs: Vec<TopicSpec> = missing
+            .into_iter()
+            .map(|name| TopicSpec { name, partitions: -1, replication_factor: -1, configs: Default::default() })
+            .collect();
+        shard.submit_to(0, move |s| async move { controller::create_topics(s, specs, false).await.len() }).await;
+        shard.meta()
+    } else {
+        meta
+    };
+    let include_ops = req.include_topic_authorized_operations;
+    let topics = wanted
+        .into_iter()
+        .map(|(name, id)| {
+            let name = name.or_else(|| meta.topic_name(&id).map(str::to_string));
+            match name.as_ref().and_then(|n| meta.topics.get(n).map(|t| (n, t))) {
+                Some((n, t)) => topic_response(n, t, node, include_ops),
+                None => MetadataResponseTopic::default()
+                    .with_error_code(if name.is_none() { errors::UNKNOWN_TOPIC_ID } else { errors::UNKNOWN_TOPIC_OR_PARTITION })
+                    .with_name(name.map(|n| TopicName(str_bytes(&n))))
+                    .with_topic_id(id)
+                    .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED),
+            }
+        })
+        .collect();
+    MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(BrokerId(node))
+            .with_host(str_bytes(&host))
+            .with_port(port)])
+        .with_cluster_id(Some(str_bytes(&meta.cluster_id)))
+        .with_controller_id(BrokerId(node))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED)
+}
+
+fn topic_response(name: &str, t: &TopicMeta, node: i32, include_ops: bool) -> MetadataResponseTopic {
+    let partitions = (0..t.partitions.len() as i32)
+        .map(|p| {
+            MetadataResponsePartition::default()
+                .with_partition_index(p)
+                .with_leader_id(BrokerId(node))
+                .with_leader_epoch(LEADER_EPOCH)
+                .with_replica_nodes(vec![BrokerId(node)])
+                .with_isr_nodes(vec![BrokerId(node)])
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(str_bytes(name))))
+        .with_topic_id(t.id)
+        .with_is_internal(name.starts_with("__"))
+        .with_partitions(partitions)
+        .with_topic_authorized_operations(if include_ops { TOPIC_OPERATIONS_ALL } else { OPERATIONS_NOT_REQUESTED })
+}

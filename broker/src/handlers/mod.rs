@@ -1,0 +1,166 @@
+//! One file per Kafka API, each declaring the versions it serves. `prepare` checks a
+//! frame's API key and version and decodes it on the connection's task; `run` executes
+//! the handler and encodes its response.
+
+pub mod alter_configs;
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod describe_log_dirs;
+pub mod fetch;
+pub mod incremental_alter_configs;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
+use kafka_protocol::protocol::Encodable;
+use keel_protocol::frame::{self, FrameError};
+
+use crate::shard::Shard;
+
+/// Every API Keel serves, with the versions it serves. ApiVersions advertises exactly
+/// this table.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, produce::VERSIONS.0, produce::VERSIONS.1),
+    (ApiKey::Fetch, fetch::VERSIONS.0, fetch::VERSIONS.1),
+    (ApiKey::ListOffsets, list_offsets::VERSIONS.0, list_offsets::VERSIONS.1),
+    (ApiKey::Metadata, metadata::VERSIONS.0, metadata::VERSIONS.1),
+    (ApiKey::ApiVersions, api_versions::VERSIONS.0, api_versions::VERSIONS.1),
+    (ApiKey::CreateTopics, create_topics::VERSIONS.0, create_topics::VERSIONS.1),
+    (ApiKey::DeleteTopics, delete_topics::VERSIONS.0, delete_topics::VERSIONS.1),
+    (ApiKey::InitProducerId, init_producer_id::VERSIONS.0, init_producer_id::VERSIONS.1),
+    (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS.0, offset_for_leader_epoch::VERSIONS.1),
+    (ApiKey::DescribeConfigs, describe_configs::VERSIONS.0, describe_configs::VERSIONS.1),
+    (ApiKey::AlterConfigs, alter_configs::VERSIONS.0, alter_configs::VERSIONS.1),
+    (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS.0, describe_log_dirs::VERSIONS.1),
+    (ApiKey::CreatePartitions, create_partitions::VERSIONS.0, create_partitions::VERSIONS.1),
+    (ApiKey::IncrementalAlterConfigs, incremental_alter_configs::VERSIONS.0, incremental_alter_configs::VERSIONS.1),
+    (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
+];
+
+pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED.iter().find(|(k, _, _)| *k == key).map(|(_, min, max)| (*min, *max))
+}
+
+pub struct Request {
+    pub api_key: ApiKey,
+    pub version: i16,
+    pub header: RequestHeader,
+    pub body: RequestKind,
+}
+
+pub enum Prepared {
+    /// Answer without running a handler.
+    Respond(Bytes),
+    Run(Request),
+}
+
+/// Checks and decodes one frame. An error means the connection must be closed, as
+/// Kafka does for unknown APIs, unsupported versions and undecodable requests.
+pub fn prepare(_shard: &Shard, frame_bytes: Bytes) -> Result<Prepared, FrameError> {
+    let prefix = frame::peek_prefix(&frame_bytes)?;
+    let api_key = ApiKey::try_from(prefix.api_key).map_err(|_| FrameError::UnknownApiKey { api_key: prefix.api_key })?;
+    let Some((min, max)) = supported_versions(api_key) else {
+        return Err(FrameError::Malformed { api_key, version: prefix.api_version, reason: "API not supported".into() });
+    };
+    if prefix.api_version < min || prefix.api_version > max {
+        if api_key == ApiKey::ApiVersions {
+            // KIP-511: answer an unknown ApiVersions version with a v0 response that
+            // carries UNSUPPORTED_VERSION and our table, so the client can downgrade.
+            return Ok(Prepared::Respond(api_versions::unsupported_version_response(prefix.correlation_id)?));
+        }
+        return Err(FrameError::Malformed { api_key, version: prefix.api_version, reason: "unsupported version".into() });
+    }
+    let decoded = frame::decode_request(frame_bytes)?;
+    Ok(Prepared::Run(Request { api_key, version: decoded.version, header: decoded.header, body: decoded.body }))
+}
+
+fn encode<R: Encodable>(req_key: ApiKey, version: i16, correlation_id: i32, body: &R) -> Option<Bytes> {
+    match frame::encode_response(req_key, version, correlation_id, body) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            tracing::error!(error = %e, "response encoding failed");
+            None
+        }
+    }
+}
+
+/// Runs a decoded request; `None` means no response is sent.
+pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
+    let (key, v, corr) = (req.api_key, req.version, req.header.correlation_id);
+    match req.body {
+        RequestKind::Produce(r) => {
+            let resp = produce::handle(shard, v, r).await?;
+            encode(key, v, corr, &resp)
+        }
+        RequestKind::Fetch(r) => encode(key, v, corr, &fetch::handle(shard, v, r).await),
+        RequestKind::ListOffsets(r) => encode(key, v, corr, &list_offsets::handle(shard, v, r).await),
+        RequestKind::Metadata(r) => encode(key, v, corr, &metadata::handle(shard, v, r).await),
+        RequestKind::ApiVersions(r) => encode(key, v, corr, &api_versions::handle(v, r)),
+        RequestKind::CreateTopics(r) => encode(key, v, corr, &create_topics::handle(shard, v, r).await),
+        RequestKind::DeleteTopics(r) => encode(key, v, corr, &delete_topics::handle(shard, v, r).await),
+        RequestKind::InitProducerId(r) => encode(key, v, corr, &init_producer_id::handle(shard, r).await),
+        RequestKind::OffsetForLeaderEpoch(r) => encode(key, v, corr, &offset_for_leader_epoch::handle(shard, r).await),
+        RequestKind::DescribeConfigs(r) => encode(key, v, corr, &describe_configs::handle(shard, v, r)),
+        RequestKind::AlterConfigs(r) => encode(key, v, corr, &alter_configs::handle(shard, r).await),
+        RequestKind::DescribeLogDirs(r) => encode(key, v, corr, &describe_log_dirs::handle(shard, r).await),
+        RequestKind::CreatePartitions(r) => encode(key, v, corr, &create_partitions::handle(shard, r).await),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            encode(key, v, corr, &incremental_alter_configs::handle(shard, r).await)
+        }
+        RequestKind::DescribeCluster(r) => encode(key, v, corr, &describe_cluster::handle(shard, v, r)),
+        other => {
+            // `prepare` only lets through what SUPPORTED lists, and each has an arm.
+            unreachable!("no handler for a request prepare() accepted: {:?}", std::mem::discriminant(&other))
+        }
+    }
+}
+
+/// Groups items by owner shard, runs `f` on each owner with its items, and returns
+/// the outputs in the items' original order.
+pub async fn scatter<I, O, F, Fut>(shard: &Rc<Shard>, items: Vec<(usize, I)>, f: F) -> Vec<O>
+where
+    I: Send + 'static,
+    O: Send + 'static,
+    F: Fn(Rc<Shard>, Vec<I>) -> Fut + Send + Clone + 'static,
+    Fut: std::future::Future<Output = Vec<O>> + 'static,
+{
+    let n = items.len();
+    let mut per_shard: Vec<(Vec<usize>, Vec<I>)> = (0..shard.count).map(|_| (Vec::new(), Vec::new())).collect();
+    for (i, (owner, item)) in items.into_iter().enumerate() {
+        per_shard[owner].0.push(i);
+        per_shard[owner].1.push(item);
+    }
+    let mut calls = Vec::new();
+    let mut positions = Vec::new();
+    for (owner, (pos, batch)) in per_shard.into_iter().enumerate() {
+        if batch.is_empty() {
+            continue;
+        }
+        let f = f.clone();
+        positions.push(pos);
+        calls.push(shard.submit_to(owner, move |s| f(s, batch)));
+    }
+    let results = keel_storage::flush::join_all(calls).await;
+    let mut out: Vec<Option<O>> = (0..n).map(|_| None).collect();
+    for (pos, outputs) in positions.into_iter().zip(results) {
+        assert_eq!(pos.len(), outputs.len(), "an owner shard answers every item it was sent");
+        for (i, o) in pos.into_iter().zip(outputs) {
+            out[i] = Some(o);
+        }
+    }
+    out.into_iter().map(|o| o.expect("every item answered")).collect()
+}
+
+pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(s.to_string())
+}

@@ -1,0 +1,102 @@
+//! OffsetForLeaderEpoch: the end offset of a leader epoch, from each log's epoch cache
+//! (Kafka's leader-epoch checkpoint), so clients can detect log truncation.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+
+use super::scatter;
+use crate::errors;
+use crate::shard::partition::LEADER_EPOCH;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (2, 4);
+
+/// (error, epoch, end offset)
+type Answer = (i16, i32, i64);
+
+pub async fn handle(shard: &Rc<Shard>, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+    let meta = shard.meta();
+    let mut work = Vec::new();
+    let mut answers: Vec<Option<Answer>> = Vec::new();
+    let mut slots = Vec::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            match meta.owner(&t.topic.0, p.partition) {
+                _ if p.current_leader_epoch > LEADER_EPOCH => answers.push(Some((errors::UNKNOWN_LEADER_EPOCH, -1, -1))),
+                Some(owner) => {
+                    slots.push(answers.len());
+                    work.push((owner, (t.topic.0.to_string(), p.partition, p.leader_epoch)));
+                    answers.push(None);
+                }
+                None => answers.push(Some((errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1))),
+            }
+        }
+    }
+    let found = scatter(shard, work, |s, items: Vec<(String, i32, i32)>| async move {
+        items
+            .into_iter()
+            .map(|(topic, partition, epoch)| match s.partition(&topic, partition) {
+                None => (errors::NOT_LEADER_OR_FOLLOWER, -1, -1),
+                Some(p) => {
+                    let l = p.log.borrow();
+                    let (e, end) = epoch_end(l.epochs(), epoch, l.log_end_offset());
+                    (errors::NONE, e, end)
+                }
+            })
+            .collect::<Vec<Answer>>()
+    })
+    .await;
+    for (slot, a) in slots.into_iter().zip(found) {
+        answers[slot] = Some(a);
+    }
+    let mut answers = answers.into_iter();
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let (error, epoch, end) = answers.next().flatten().expect("an answer per partition");
+                    EpochEndOffset::default()
+                        .with_partition(p.partition)
+                        .with_error_code(error)
+                        .with_leader_epoch(epoch)
+                        .with_end_offset(end)
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default().with_topic(t.topic).with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
+
+/// The largest epoch not above `requested` and the first offset after it.
+pub fn epoch_end(epochs: &[(i32, i64)], requested: i32, log_end: i64) -> (i32, i64) {
+    if epochs.is_empty() {
+        return if requested == LEADER_EPOCH { (LEADER_EPOCH, log_end) } else { (-1, -1) };
+    }
+    let i = epochs.partition_point(|(e, _)| *e <= requested);
+    if i == 0 {
+        return (-1, -1);
+    }
+    let end = epochs.get(i).map(|(_, start)| *start).unwrap_or(log_end);
+    (epochs[i - 1].0, end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::epoch_end;
+    #[test]
+    fn epoch_boundaries() {
+        let epochs = [(0, 0), (2, 50), (5, 90)];
+        assert_eq!(epoch_end(&epochs, 0, 100), (0, 50));
+        assert_eq!(epoch_end(&epochs, 1, 100), (0, 50));
+        assert_eq!(epoch_end(&epochs, 5, 100), (5, 100));
+        assert_eq!(epoch_end(&epochs, 9, 100), (5, 100));
+        assert_eq!(epoch_end(&[(3, 10)], 1, 100), (-1, -1));
+    }
+}

@@ -1,0 +1,99 @@
+//! Produce: partitions are grouped by owner shard; each owner validates, deduplicates
+//! and appends its batches (and with acks=-1 waits for the group commit) while the
+//! other owners do the same; answers are gathered in request order.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use uuid::Uuid;
+
+use super::{scatter, str_bytes};
+use crate::errors;
+use crate::shard::partition::ProduceOutcome;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (3, 13);
+
+struct Part {
+    topic: String,
+    partition: i32,
+    records: Option<Bytes>,
+}
+
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Option<ProduceResponse> {
+    let acks = req.acks;
+    let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
+    let meta = shard.meta();
+    // Slots in request order: (topic name, topic id, partition, outcome or owner).
+    let mut slots: Vec<(TopicName, Uuid, i32, Option<ProduceOutcome>)> = Vec::new();
+    let mut work: Vec<(usize, Part)> = Vec::new();
+    let mut work_slots = Vec::new();
+    for topic in req.topic_data {
+        let name = if version >= 13 { meta.topic_name(&topic.topic_id).map(str::to_string) } else { Some(topic.name.0.to_string()) };
+        for p in topic.partition_data {
+            let early = if ![-1, 0, 1].contains(&acks) {
+                Some(errors::INVALID_REQUIRED_ACKS)
+            } else if req.transactional_id.is_some() {
+                Some(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            } else if name.is_none() {
+                Some(errors::UNKNOWN_TOPIC_ID)
+            } else {
+                None
+            };
+            let owner = name.as_deref().and_then(|n| meta.owner(n, p.index));
+            let outcome = match (early, owner) {
+                (Some(code), _) => Some(failed(code)),
+                (None, None) => Some(failed(errors::UNKNOWN_TOPIC_OR_PARTITION)),
+                (None, Some(owner)) => {
+                    work_slots.push(slots.len());
+                    work.push((owner, Part { topic: name.clone().unwrap_or_default(), partition: p.index, records: p.records }));
+                    None
+                }
+            };
+            slots.push((topic.name.clone(), topic.topic_id, p.index, outcome));
+        }
+    }
+    let outcomes = scatter(shard, work, move |s, parts: Vec<Part>| async move {
+        let calls = parts.into_iter().map(|part| {
+            let s = s.clone();
+            async move {
+                let Some(p) = s.partition(&part.topic, part.partition) else {
+                    return failed(errors::NOT_LEADER_OR_FOLLOWER);
+                };
+                let Some(records) = part.records else { return failed(errors::CORRUPT_MESSAGE) };
+                p.produce(&s, records, acks, timeout).await
+            }
+        });
+        keel_storage::flush::join_all(calls.collect()).await
+    })
+    .await;
+    for (slot, outcome) in work_slots.into_iter().zip(outcomes) {
+        slots[slot].3 = Some(outcome);
+    }
+    if acks == 0 {
+        return None;
+    }
+    let mut responses: Vec<TopicProduceResponse> = Vec::new();
+    for (name, id, partition, outcome) in slots {
+        let o = outcome.expect("every partition answered");
+        let part = PartitionProduceResponse::default()
+            .with_index(partition)
+            .with_error_code(o.error)
+            .with_base_offset(o.base_offset)
+            .with_log_append_time_ms(o.log_append_time)
+            .with_log_start_offset(o.log_start_offset)
+            .with_error_message(o.message.as_deref().map(str_bytes));
+        match responses.last_mut() {
+            Some(t) if t.name == name && t.topic_id == id => t.partition_responses.push(part),
+            _ => responses.push(TopicProduceResponse::default().with_name(name).with_topic_id(id).with_partition_responses(vec![part])),
+        }
+    }
+    Some(ProduceResponse::default().with_responses(responses))
+}
+
+fn failed(code: i16) -> ProduceOutcome {
+    ProduceOutcome { error: code, message: None, base_offset: -1, log_append_time: -1, log_start_offset: -1 }
+}

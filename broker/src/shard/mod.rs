@@ -1,0 +1,186 @@
+//! Shards: one pinned glommio executor per core, each owning a disjoint set of
+//! partitions, its own memory budget, its own log writer and flush loop. Shards share
+//! nothing; they reach each other only through [`mesh`] calls.
+
+pub mod mesh;
+pub mod partition;
+pub mod producer_state;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::rc::Rc;
+
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::{LocalExecutorBuilder, Placement};
+use keel_storage::flush::FlushQueue;
+use keel_storage::LogConfig;
+
+use crate::cluster::controller::Controller;
+use crate::cluster::metadata::{Metadata, MetadataStore};
+use crate::config::BrokerConfig;
+use mesh::{Mesh, MeshMsg};
+use partition::Partition;
+
+/// Key of a partition in a shard's table.
+pub type TopicPartition = (String, i32);
+
+pub struct Shard {
+    pub id: usize,
+    pub count: usize,
+    pub config: Rc<BrokerConfig>,
+    pub mesh: Mesh,
+    pub metadata: RefCell<Rc<Metadata>>,
+    pub partitions: RefCell<HashMap<TopicPartition, Rc<Partition>>>,
+    pub flush: Rc<FlushQueue>,
+    pub log_config: LogConfig,
+    /// Controller state; only shard 0 has it.
+    pub controller: Option<Controller>,
+    pub connections: Cell<usize>,
+}
+
+impl Shard {
+    /// Runs `f` on shard `target` and returns its result. Local calls skip the mesh.
+    pub async fn submit_to<T, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> T
+    where
+        T: Send + 'static,
+        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+    {
+        assert!(target < self.count, "shard {target} does not exist ({} shards)", self.count);
+        if target == self.id {
+            return f(self.clone()).await;
+        }
+        let job: mesh::Job = Box::new(move |shard| Box::pin(async move { Box::new(f(shard).await) as mesh::Reply }));
+        let reply = self.mesh.call(target, job).await;
+        *reply.downcast::<T>().expect("mesh reply has the type its call asked for")
+    }
+
+    /// Runs `f` on every shard concurrently; results in shard order.
+    pub async fn submit_to_all<T, F, Fut>(self: &Rc<Self>, f: F) -> Vec<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Rc<Shard>) -> Fut + Send + Clone + 'static,
+        Fut: Future<Output = T> + 'static,
+    {
+        let calls = (0..self.count).map(|s| self.submit_to(s, f.clone())).collect();
+        keel_storage::flush::join_all(calls).await
+    }
+
+    pub fn meta(&self) -> Rc<Metadata> {
+        self.metadata.borrow().clone()
+    }
+
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
+        self.partitions.borrow().get(&(topic.to_string(), index)).cloned()
+    }
+
+    /// Installs a metadata version: opens partitions newly placed here and removes the
+    /// ones whose topic is gone (or was re-created with a new id).
+    pub async fn apply_metadata(self: &Rc<Self>, meta: Metadata) {
+        if meta.version < self.metadata.borrow().version {
+            return;
+        }
+        let meta = Rc::new(meta);
+        *self.metadata.borrow_mut() = meta.clone();
+        let stale: Vec<TopicPartition> = self
+            .partitions
+            .borrow()
+            .iter()
+            .filter(|((topic, _), p)| meta.topics.get(topic).map(|t| t.id != p.topic_id).unwrap_or(true))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in stale {
+            let p = self.partitions.borrow_mut().remove(&key);
+            if let Some(p) = p {
+                p.remove_files();
+            }
+        }
+        for (name, topic) in &meta.topics {
+            for (index, &owner) in topic.partitions.iter().enumerate() {
+                let key = (name.clone(), index as i32);
+                if owner != self.id {
+                    continue;
+                }
+                let existing = self.partitions.borrow().get(&key).cloned();
+                match existing {
+                    Some(p) => p.update_settings(&topic.configs, &meta.broker_configs),
+                    None => match Partition::open(self, name, topic, index as i32, &meta).await {
+                        Ok(p) => {
+                            self.partitions.borrow_mut().insert(key, Rc::new(p));
+                        }
+                        Err(e) => tracing::error!(topic = %name, partition = index, error = %e, "cannot open partition"),
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// Starts `config.smp` shards and blocks until they stop.
+pub fn run(config: BrokerConfig) -> Result<(), String> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| format!("creating {}: {e}", config.data_dir.display()))?;
+    // A listener bound with SO_REUSEPORT would silently share the port with another
+    // broker; refuse to start if anything holds it.
+    std::net::TcpListener::bind(&config.kafka_addr)
+        .map_err(|e| format!("cannot listen on {}: {e}", config.kafka_addr))?;
+    let metadata = MetadataStore::new(&config.data_dir).load_or_create()?;
+    let cpus = keel_tuning::pick_cpus(config.smp)?;
+    let memory = config.memory_bytes()?;
+    let io_memory = 8usize << 20;
+    keel_tuning::raise_memlock((io_memory as u64 * 3 + (4 << 20)) * config.smp as u64 + (64 << 20));
+    let mesh = MeshBuilder::<MeshMsg, _>::full(cpus.len(), mesh::MESH_CHANNEL_CAPACITY);
+    let per_shard_memory = memory / cpus.len() as u64;
+    tracing::info!(shards = cpus.len(), ?cpus, per_shard_memory, "starting keel");
+    let mut handles = Vec::new();
+    for (i, cpu) in cpus.iter().enumerate() {
+        let (config, metadata, mesh) = (config.clone(), metadata.clone(), mesh.clone());
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(*cpu))
+            .name(&format!("keel-shard-{i}"))
+            .io_memory(io_memory)
+            .spawn(move || async move { shard_main(config, metadata, mesh, per_shard_memory).await })
+            .map_err(|e| format!("starting shard on cpu {cpu}: {e}"))?;
+        handles.push(handle);
+    }
+    for h in handles {
+        h.join().map_err(|e| format!("shard stopped: {e}"))??;
+    }
+    Ok(())
+}
+
+async fn shard_main(
+    config: BrokerConfig,
+    metadata: Metadata,
+    mesh: MeshBuilder<MeshMsg, glommio::channels::channel_mesh::Full>,
+    memory: u64,
+) -> Result<(), String> {
+    keel_storage::prime_dma_probe(&config.data_dir).await.map_err(|e| e.to_string())?;
+    let (senders, receivers) = mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
+    let id = senders.peer_id();
+    let count = senders.nr_consumers();
+    let mesh = Mesh::new(senders);
+    // A quarter of the shard's memory goes to the batch cache, spread over partitions
+    // as they are opened (see `Partition::open`).
+    let log_config = LogConfig { cache_bytes_max: (memory / 4) as usize, ..LogConfig::default() };
+    let controller = (id == 0).then(|| Controller::new(&config.data_dir, &metadata));
+    let shard = Rc::new(Shard {
+        id,
+        count,
+        config: Rc::new(config),
+        mesh,
+        metadata: RefCell::new(Rc::new(Metadata::default())),
+        partitions: RefCell::new(HashMap::new()),
+        flush: FlushQueue::new(),
+        log_config,
+        controller,
+        connections: Cell::new(0),
+    });
+    mesh::serve(&shard, receivers);
+    glommio::spawn_local(shard.flush.clone().run()).detach();
+    shard.apply_metadata(metadata).await;
+    tracing::info!(shard = id, partitions = shard.partitions.borrow().len(), "shard ready");
+    if id == 0 {
+        crate::admin::http::spawn(&shard)?;
+    }
+    crate::net::listener::serve(shard).await
+}

@@ -1,0 +1,222 @@
+//! A partition owned by this shard: its log, its idempotent-producer state and the
+//! topic settings its produce path checks. Lives only on its owner shard.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use keel_protocol::batch::{self, BatchError, BatchHeader};
+use keel_storage::log::{self, PartitionLog};
+use keel_storage::StorageError;
+use uuid::Uuid;
+
+use super::producer_state::{ProducerStates, SeqBatch, SeqCheck};
+use super::Shard;
+use crate::cluster::configs::TopicSettings;
+use crate::cluster::metadata::{Metadata, TopicMeta};
+use crate::errors;
+
+/// Leader epoch of every partition on a single node.
+pub const LEADER_EPOCH: i32 = 0;
+
+pub struct Partition {
+    pub topic: String,
+    pub topic_id: Uuid,
+    pub index: i32,
+    pub log: Rc<RefCell<PartitionLog>>,
+    producers: RefCell<ProducerStates>,
+    settings: RefCell<TopicSettings>,
+}
+
+/// What the produce path answers for one partition.
+#[derive(Debug, Clone, Default)]
+pub struct ProduceOutcome {
+    pub error: i16,
+    pub message: Option<String>,
+    pub base_offset: i64,
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+}
+
+impl ProduceOutcome {
+    fn error(code: i16, message: impl Into<String>) -> ProduceOutcome {
+        ProduceOutcome { error: code, message: Some(message.into()), base_offset: -1, log_append_time: -1, log_start_offset: -1 }
+    }
+}
+
+pub fn partition_dir(data_dir: &std::path::Path, topic: &str, index: i32) -> PathBuf {
+    data_dir.join(format!("{topic}-{index}"))
+}
+
+impl Partition {
+    pub async fn open(shard: &Shard, name: &str, topic: &TopicMeta, index: i32, meta: &Metadata) -> Result<Partition, StorageError> {
+        let dir = partition_dir(&shard.config.data_dir, name, index);
+        let id_file = dir.join("topic-id");
+        // A directory left by a deleted topic of the same name is not this topic's.
+        if let Ok(existing) = std::fs::read_to_string(&id_file) {
+            if existing.trim() != topic.id.to_string() {
+                tracing::warn!(dir = %dir.display(), "removing data of a deleted topic");
+                std::fs::remove_dir_all(&dir).map_err(|e| StorageError::io("remove stale dir", &dir, e))?;
+            }
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::io("create partition dir", &dir, e))?;
+        std::fs::write(&id_file, topic.id.to_string()).map_err(|e| StorageError::io("write topic id", &id_file, e))?;
+        let settings = TopicSettings::resolve(&topic.configs, &meta.broker_configs);
+        let mut config = shard.log_config.clone();
+        config.segment_bytes_max = settings.segment_bytes;
+        config.cache_bytes_max = (config.cache_bytes_max / 64).clamp(1 << 20, 64 << 20);
+        let mut producers = ProducerStates::default();
+        let log = PartitionLog::open(&dir, config, |h| remember_producer(&mut producers, h)).await?;
+        Ok(Partition {
+            topic: name.to_string(),
+            topic_id: topic.id,
+            index,
+            log: Rc::new(RefCell::new(log)),
+            producers: RefCell::new(producers),
+            settings: RefCell::new(settings),
+        })
+    }
+
+    pub fn update_settings(&self, topic: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) {
+        let s = TopicSettings::resolve(topic, broker);
+        self.log.borrow_mut().config.segment_bytes_max = s.segment_bytes;
+        *self.settings.borrow_mut() = s;
+    }
+
+    pub fn remove_files(&self) {
+        let dir = self.log.borrow().dir().to_path_buf();
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition failed");
+        }
+    }
+
+    /// Validates, deduplicates and appends the batches of one produce partition, then
+    /// waits for durability when `acks == -1`.
+    pub async fn produce(&self, shard: &Shard, records: Bytes, acks: i16, timeout: Duration) -> ProduceOutcome {
+        let batches = match batch::split_and_validate(&records) {
+            Ok(b) if b.is_empty() => return ProduceOutcome::error(errors::CORRUPT_MESSAGE, "no record batch"),
+            Ok(b) => b,
+            Err(e) => return ProduceOutcome::error(batch_error_code(&e), e.to_string()),
+        };
+        let settings = self.settings.borrow().clone();
+        if let Some((_, b)) = batches.iter().find(|(_, b)| b.len() > settings.max_message_bytes) {
+            return ProduceOutcome::error(
+                errors::MESSAGE_TOO_LARGE,
+                format!("batch of {} bytes exceeds max.message.bytes {}", b.len(), settings.max_message_bytes),
+            );
+        }
+        if batches.iter().any(|(h, _)| h.is_transactional() || h.is_control()) {
+            return ProduceOutcome::error(errors::INVALID_RECORD, "transactions are not supported yet");
+        }
+        if let Err(e) = log::roll_if_needed(&self.log, records.len()).await {
+            return ProduceOutcome::error(errors::storage_error_code(&e), e.to_string());
+        }
+        // From here to the append nothing awaits: the sequence check and the append
+        // are one atomic step for this partition.
+        let append_time = settings.log_append_time.then(now_ms);
+        let mut first: Option<i64> = None;
+        let mut last_offset = -1;
+        for (h, b) in &batches {
+            match self.check_sequence(h) {
+                SeqCheck::Append => {}
+                SeqCheck::Duplicate { base_offset } => {
+                    first.get_or_insert(base_offset);
+                    continue;
+                }
+                SeqCheck::OutOfOrder { expected } => {
+                    return ProduceOutcome::error(
+                        errors::OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        format!("sequence {} for producer {}, expected {expected}", h.base_sequence, h.producer_id),
+                    )
+                }
+                SeqCheck::FencedEpoch { current } => {
+                    return ProduceOutcome::error(
+                        errors::INVALID_PRODUCER_EPOCH,
+                        format!("epoch {} is older than {current}", h.producer_epoch),
+                    )
+                }
+            }
+            let appended = self.log.borrow_mut().append(b, LEADER_EPOCH, append_time);
+            remember_producer(&mut self.producers.borrow_mut(), &appended);
+            first.get_or_insert(appended.base_offset);
+            last_offset = appended.last_offset();
+        }
+        let base_offset = first.expect("at least one batch");
+        if last_offset >= 0 {
+            shard.flush.mark_dirty(&self.log);
+        }
+        if acks == -1 && last_offset >= 0 {
+            if let Err(code) = self.wait_durable(last_offset, timeout).await {
+                return ProduceOutcome::error(code, "not durable before the request timed out");
+            }
+        }
+        ProduceOutcome {
+            error: errors::NONE,
+            message: None,
+            base_offset,
+            log_append_time: append_time.unwrap_or(-1),
+            log_start_offset: self.log.borrow().log_start_offset,
+        }
+    }
+
+    fn check_sequence(&self, h: &BatchHeader) -> SeqCheck {
+        if !h.has_producer_id() || h.base_sequence < 0 {
+            return SeqCheck::Append;
+        }
+        self.producers.borrow().check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence())
+    }
+
+    /// Waits until `offset` is fsynced (below the high watermark).
+    pub async fn wait_durable(&self, offset: i64, timeout: Duration) -> Result<(), i16> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let wait = {
+                let l = self.log.borrow();
+                if l.high_watermark() > offset {
+                    return Ok(());
+                }
+                if l.flush_error.is_some() {
+                    return Err(errors::KAFKA_STORAGE_ERROR);
+                }
+                l.changed.wait()
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(errors::REQUEST_TIMED_OUT);
+            }
+            futures_lite::future::or(async { wait.await; true }, async {
+                glommio::timer::sleep(left).await;
+                false
+            })
+            .await;
+        }
+    }
+}
+
+fn remember_producer(producers: &mut ProducerStates, h: &BatchHeader) {
+    if h.has_producer_id() && h.base_sequence >= 0 {
+        let batch = SeqBatch {
+            first_seq: h.base_sequence,
+            last_seq: h.last_sequence(),
+            base_offset: h.base_offset,
+            last_offset: h.last_offset(),
+        };
+        producers.record(h.producer_id, h.producer_epoch, batch);
+    }
+}
+
+fn batch_error_code(e: &BatchError) -> i16 {
+    match e {
+        BatchError::BadMagic(_) => errors::UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        BatchError::BadCompression(_) => errors::UNSUPPORTED_COMPRESSION_TYPE,
+        BatchError::BadRecordCount(_) => errors::INVALID_RECORD,
+        _ => errors::CORRUPT_MESSAGE,
+    }
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}

@@ -1,0 +1,349 @@
+package dev.keel.compat;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.CreateTopicsOptions;
+import org.apache.kafka.clients.admin.CreateTopicsResult;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ReplicaInfo;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.TopicListing;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.protocol.ApiKeys;
+import org.apache.kafka.common.protocol.Errors;
+import org.apache.kafka.common.requests.AlterConfigsRequest;
+import org.apache.kafka.common.requests.AlterConfigsResponse;
+import org.apache.kafka.common.requests.ApiError;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+/** AdminClient operations against a single-node broker. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class AdminTest {
+    private static Admin admin;
+
+    @BeforeAll
+    static void open() {
+        admin = Broker.admin();
+    }
+
+    @AfterAll
+    static void close() {
+        if (admin != null) {
+            admin.close(Duration.ofSeconds(10));
+        }
+    }
+
+    private static ConfigResource topicResource(String topic) {
+        return new ConfigResource(ConfigResource.Type.TOPIC, topic);
+    }
+
+    private static Config describeTopicConfig(String topic) throws Exception {
+        ConfigResource r = topicResource(topic);
+        return admin.describeConfigs(List.of(r)).all().get().get(r);
+    }
+
+    private static void assertDynamic(Config config, String name, String value) {
+        ConfigEntry e = config.get(name);
+        assertNotNull(e, "config " + name + " is described");
+        assertEquals(value, e.value(), "value of " + name);
+        assertEquals(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, e.source(), "source of " + name);
+        assertFalse(e.isDefault(), name + " is not a default");
+    }
+
+    private static void assertNotDynamic(Config config, String name) {
+        ConfigEntry e = config.get(name);
+        assertNotNull(e, "config " + name + " is described");
+        assertNotEquals(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, e.source(),
+            name + " must not be a topic override: " + e);
+    }
+
+    private static Throwable causeOf(ExecutionException e) {
+        return e.getCause();
+    }
+
+    @Test
+    void describeClusterReportsOneNodeAndClusterId() throws Exception {
+        DescribeClusterResult r = admin.describeCluster();
+        Collection<Node> nodes = r.nodes().get();
+        assertEquals(1, nodes.size(), "nodes: " + nodes);
+        Node node = nodes.iterator().next();
+        assertTrue(node.id() >= 0, "node id");
+        assertEquals(Broker.bootstrapPort(), node.port(), "advertised port is the bootstrap port");
+        String clusterId = r.clusterId().get();
+        assertNotNull(clusterId, "cluster id");
+        assertFalse(clusterId.isBlank(), "cluster id");
+        assertEquals(clusterId, admin.describeCluster().clusterId().get(), "cluster id is stable");
+    }
+
+    @Test
+    void createTopicWithConfigsThenDescribe() throws Exception {
+        String topic = Broker.uniqueTopic("admin-create");
+        Map<String, String> configs = Map.of(
+            "retention.ms", "3600000",
+            "cleanup.policy", "compact",
+            "max.message.bytes", "200000");
+        CreateTopicsResult created = admin.createTopics(List.of(new NewTopic(topic, 4, (short) 1).configs(configs)));
+        created.all().get();
+        assertEquals(4, created.numPartitions(topic).get(), "numPartitions in the CreateTopics response");
+        assertEquals(1, created.replicationFactor(topic).get(), "replicationFactor in the CreateTopics response");
+        assertNotNull(created.topicId(topic).get(), "topic id in the CreateTopics response");
+
+        Node node = Broker.singleNode(admin);
+        TopicDescription d = Broker.awaitTopic(admin, topic, 4);
+        assertEquals(topic, d.name());
+        assertFalse(d.isInternal());
+        assertEquals(created.topicId(topic).get(), d.topicId(), "same topic id from create and describe");
+        for (int i = 0; i < 4; i++) {
+            TopicPartitionInfo p = d.partitions().get(i);
+            assertEquals(i, p.partition());
+            assertEquals(node.id(), p.leader().id(), "leader of partition " + i);
+            assertEquals(List.of(node.id()), p.replicas().stream().map(Node::id).toList(), "replicas");
+            assertEquals(List.of(node.id()), p.isr().stream().map(Node::id).toList(), "isr");
+        }
+
+        Set<String> names = Broker.listTopics(admin);
+        assertTrue(names.contains(topic), "listTopics contains " + topic);
+        TopicListing listing = admin.listTopics().namesToListings().get().get(topic);
+        assertNotNull(listing);
+        assertFalse(listing.isInternal());
+        assertEquals(d.topicId(), listing.topicId(), "topic id from listTopics");
+
+        Config cfg = describeTopicConfig(topic);
+        for (Map.Entry<String, String> e : configs.entrySet()) {
+            assertDynamic(cfg, e.getKey(), e.getValue());
+        }
+        // A config that was not set is reported, but not as a topic override.
+        assertNotDynamic(cfg, "segment.bytes");
+        assertNotDynamic(cfg, "min.insync.replicas");
+    }
+
+    @Test
+    void createTopicValidateOnlyDoesNotCreate() throws Exception {
+        String topic = Broker.uniqueTopic("admin-validate");
+        admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1)),
+            new CreateTopicsOptions().validateOnly(true)).all().get();
+        Thread.sleep(500);
+        assertFalse(Broker.listTopics(admin).contains(topic), "validateOnly must not create the topic");
+        ExecutionException e = assertThrows(ExecutionException.class,
+            () -> admin.describeTopics(List.of(topic)).allTopicNames().get());
+        assertInstanceOf(UnknownTopicOrPartitionException.class, causeOf(e));
+    }
+
+    @Test
+    void createExistingTopicFails() throws Exception {
+        String topic = Broker.uniqueTopic("admin-exists");
+        Broker.createTopic(admin, topic, 1, Map.of());
+        ExecutionException e = assertThrows(ExecutionException.class,
+            () -> admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get());
+        assertInstanceOf(TopicExistsException.class, causeOf(e));
+        // The failed create did not change the topic.
+        assertEquals(1, Broker.awaitTopic(admin, topic, 1).partitions().size());
+    }
+
+    @Test
+    void describeBrokerConfigs() throws Exception {
+        Node node = Broker.singleNode(admin);
+        ConfigResource r = new ConfigResource(ConfigResource.Type.BROKER, node.idString());
+        Config cfg = admin.describeConfigs(List.of(r)).all().get().get(r);
+        assertFalse(cfg.entries().isEmpty(), "broker config entries");
+        ConfigEntry numPartitions = cfg.get("num.partitions");
+        assertNotNull(numPartitions, "num.partitions is described");
+        assertTrue(Integer.parseInt(numPartitions.value()) >= 1, "num.partitions value: " + numPartitions);
+        ConfigEntry autoCreate = cfg.get("auto.create.topics.enable");
+        assertNotNull(autoCreate, "auto.create.topics.enable is described");
+        assertEquals("true", autoCreate.value());
+    }
+
+    @Test
+    void incrementalAlterConfigsSetAndDelete() throws Exception {
+        String topic = Broker.uniqueTopic("admin-incr");
+        Broker.createTopic(admin, topic, 1, Map.of("retention.ms", "3600000"));
+        ConfigResource r = topicResource(topic);
+
+        admin.incrementalAlterConfigs(Map.of(r, List.of(
+            new AlterConfigOp(new ConfigEntry("retention.ms", "7200000"), AlterConfigOp.OpType.SET),
+            new AlterConfigOp(new ConfigEntry("segment.ms", "600000"), AlterConfigOp.OpType.SET),
+            new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.SET)
+        ))).all().get();
+        Config cfg = describeTopicConfig(topic);
+        assertDynamic(cfg, "retention.ms", "7200000");
+        assertDynamic(cfg, "segment.ms", "600000");
+        assertDynamic(cfg, "cleanup.policy", "compact");
+
+        admin.incrementalAlterConfigs(Map.of(r, List.of(
+            new AlterConfigOp(new ConfigEntry("retention.ms", ""), AlterConfigOp.OpType.DELETE),
+            new AlterConfigOp(new ConfigEntry("cleanup.policy", "delete"), AlterConfigOp.OpType.APPEND)
+        ))).all().get();
+        cfg = describeTopicConfig(topic);
+        assertNotDynamic(cfg, "retention.ms");
+        assertNotEquals("7200000", cfg.get("retention.ms").value(), "retention.ms back to the default");
+        assertDynamic(cfg, "segment.ms", "600000");
+        assertDynamic(cfg, "cleanup.policy", "compact,delete");
+
+        // An unknown config name is rejected and changes nothing.
+        ExecutionException e = assertThrows(ExecutionException.class, () -> admin.incrementalAlterConfigs(Map.of(r,
+            List.of(new AlterConfigOp(new ConfigEntry("no.such.config", "1"), AlterConfigOp.OpType.SET))))
+            .all().get());
+        assertNotNull(causeOf(e));
+        assertDynamic(describeTopicConfig(topic), "segment.ms", "600000");
+    }
+
+    /**
+     * The legacy AlterConfigs request (API key 33) replaces the whole set of topic overrides.
+     * The 4.x Admin client no longer exposes it, so it is sent over a raw connection.
+     */
+    @Test
+    void legacyAlterConfigsReplacesOverrides() throws Exception {
+        String topic = Broker.uniqueTopic("admin-legacy");
+        Broker.createTopic(admin, topic, 1, Map.of("retention.ms", "3600000", "cleanup.policy", "compact"));
+        ConfigResource r = topicResource(topic);
+        try (RawConnection conn = new RawConnection(Broker.bootstrap())) {
+            short version = conn.negotiatedVersion(ApiKeys.ALTER_CONFIGS);
+            assertTrue(version >= 0, "broker supports AlterConfigs");
+            Map<ConfigResource, AlterConfigsRequest.Config> change = Map.of(r, new AlterConfigsRequest.Config(List.of(
+                new AlterConfigsRequest.ConfigEntry("retention.ms", "5400000"),
+                new AlterConfigsRequest.ConfigEntry("segment.ms", "900000"))));
+
+            // validateOnly changes nothing.
+            AlterConfigsResponse validated = (AlterConfigsResponse) conn.send(
+                new AlterConfigsRequest.Builder(change, true).build(version));
+            assertEquals(Errors.NONE, validated.errors().get(r).error(), "validateOnly: " + validated.errors());
+            Config before = describeTopicConfig(topic);
+            assertDynamic(before, "retention.ms", "3600000");
+            assertDynamic(before, "cleanup.policy", "compact");
+            assertNotDynamic(before, "segment.ms");
+
+            AlterConfigsResponse resp = (AlterConfigsResponse) conn.send(
+                new AlterConfigsRequest.Builder(change, false).build(version));
+            ApiError err = resp.errors().get(r);
+            assertNotNull(err, "a result for the topic");
+            assertEquals(Errors.NONE, err.error(), "AlterConfigs: " + err);
+        }
+        Config cfg = describeTopicConfig(topic);
+        assertDynamic(cfg, "retention.ms", "5400000");
+        assertDynamic(cfg, "segment.ms", "900000");
+        // Not in the request, so no longer an override.
+        assertNotDynamic(cfg, "cleanup.policy");
+        assertEquals("delete", cfg.get("cleanup.policy").value(), "cleanup.policy back to the default");
+    }
+
+    @Test
+    void createPartitionsThenProduceToNewPartition() throws Exception {
+        String topic = Broker.uniqueTopic("admin-partitions");
+        Broker.createTopic(admin, topic, 2, Map.of());
+        admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(5))).all().get();
+        TopicDescription d = Broker.awaitTopic(admin, topic, 5);
+        assertEquals(5, d.partitions().size());
+
+        // Fewer partitions than now is rejected.
+        ExecutionException e = assertThrows(ExecutionException.class,
+            () -> admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(3))).all().get());
+        assertNotNull(causeOf(e));
+
+        byte[] value = "to-the-new-partition".getBytes(StandardCharsets.UTF_8);
+        RecordMetadata m;
+        try (KafkaProducer<byte[], byte[]> producer = Broker.producer(Map.of())) {
+            m = producer.send(new ProducerRecord<>(topic, 4, null, value)).get(30, TimeUnit.SECONDS);
+        }
+        assertEquals(4, m.partition());
+        assertEquals(0, m.offset());
+        try (KafkaConsumer<byte[], byte[]> consumer = Broker.consumer(Map.of())) {
+            TopicPartition tp = new TopicPartition(topic, 4);
+            consumer.assign(List.of(tp));
+            consumer.seekToBeginning(List.of(tp));
+            List<ConsumerRecord<byte[], byte[]>> got = Broker.pollAtLeast(consumer, 1, Duration.ofSeconds(20));
+            assertEquals(1, got.size());
+            assertArrayEquals(value, got.get(0).value());
+            assertEquals(0, got.get(0).offset());
+        }
+    }
+
+    @Test
+    void deleteTopic() throws Exception {
+        String topic = Broker.uniqueTopic("admin-delete");
+        Broker.createTopic(admin, topic, 2, Map.of());
+        assertTrue(Broker.listTopics(admin).contains(topic));
+        admin.deleteTopics(List.of(topic)).all().get();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (Broker.listTopics(admin).contains(topic)) {
+            if (System.nanoTime() > deadline) {
+                fail("topic " + topic + " still listed 30 s after deleteTopics");
+            }
+            Thread.sleep(100);
+        }
+        ExecutionException e = assertThrows(ExecutionException.class,
+            () -> admin.describeTopics(List.of(topic)).allTopicNames().get());
+        assertInstanceOf(UnknownTopicOrPartitionException.class, causeOf(e));
+        // Deleting it again reports that it does not exist.
+        ExecutionException again = assertThrows(ExecutionException.class,
+            () -> admin.deleteTopics(List.of(topic)).all().get());
+        assertInstanceOf(UnknownTopicOrPartitionException.class, causeOf(again));
+    }
+
+    @Test
+    void describeLogDirsShowsPartitionSizes() throws Exception {
+        String topic = Broker.uniqueTopic("admin-logdirs");
+        Broker.createTopic(admin, topic, 2, Map.of());
+        try (KafkaProducer<byte[], byte[]> producer = Broker.producer(Map.of())) {
+            for (int i = 0; i < 50; i++) {
+                producer.send(new ProducerRecord<>(topic, 0, null, new byte[500]));
+            }
+            producer.flush();
+        }
+        Node node = Broker.singleNode(admin);
+        TopicPartition p0 = new TopicPartition(topic, 0);
+        TopicPartition p1 = new TopicPartition(topic, 1);
+        Map<String, LogDirDescription> dirs = admin.describeLogDirs(List.of(node.id())).allDescriptions().get()
+            .get(node.id());
+        assertNotNull(dirs, "log dirs of node " + node.id());
+        assertFalse(dirs.isEmpty(), "at least one log dir");
+        Map<TopicPartition, ReplicaInfo> replicas = new HashMap<>();
+        for (Map.Entry<String, LogDirDescription> e : dirs.entrySet()) {
+            assertTrue(e.getValue().error() == null, "log dir " + e.getKey() + " error: " + e.getValue().error());
+            replicas.putAll(e.getValue().replicaInfos());
+        }
+        assertTrue(replicas.containsKey(p0), "partition 0 listed");
+        assertTrue(replicas.containsKey(p1), "partition 1 listed");
+        assertTrue(replicas.get(p0).size() >= 50 * 500, "size of partition 0: " + replicas.get(p0).size());
+        assertEquals(0, replicas.get(p1).size(), "empty partition 1 has size 0");
+        assertFalse(replicas.get(p0).isFuture());
+    }
+}
