@@ -42,6 +42,13 @@ pub fn raise_memlock(bytes: u64) -> u64 {
     }
 }
 
+/// io_uring buffer memory per shard that fits `memlock_bytes` across `shards` shards
+/// of three rings each, with 1 MiB of headroom, in 64 KiB steps, at most `max`.
+pub fn io_memory_per_shard(memlock_bytes: u64, shards: usize, max: usize) -> usize {
+    let usable = memlock_bytes.saturating_sub(1 << 20) / (3 * shards.max(1) as u64);
+    ((usable as usize).min(max) / (64 << 10)) * (64 << 10)
+}
+
 /// Parses sizes like `2G`, `512M`, `64k` or a plain byte count.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
@@ -72,6 +79,12 @@ mod tests {
         assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
         assert_eq!(parse_size("100").unwrap(), 100);
         assert!(parse_size("12Q").is_err());
+    }
+    #[test]
+    fn io_memory_fits_memlock() {
+        assert_eq!(io_memory_per_shard(u64::MAX, 2, 8 << 20), 8 << 20);
+        let m = io_memory_per_shard(8 << 20, 2, 8 << 20);
+        assert!(m * 3 * 2 <= 7 << 20 && m > 0);
     }
     #[test]
     fn cpus() {

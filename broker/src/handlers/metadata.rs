@@ -13,7 +13,7 @@ use crate::errors;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
 
-pub const VERSIONS: (i16, i16) = (0, 12);
+pub const VERSIONS: (i16, i16) = (0, 13);
 
 /// Authorized-operations bitfield for a topic with no ACLs: READ, WRITE, CREATE,
 /// DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.

@@ -7,9 +7,11 @@ pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_log_dirs;
+pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
@@ -45,6 +47,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, create_partitions::VERSIONS.0, create_partitions::VERSIONS.1),
     (ApiKey::IncrementalAlterConfigs, incremental_alter_configs::VERSIONS.0, incremental_alter_configs::VERSIONS.1),
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
+    (ApiKey::DescribeTopicPartitions, describe_topic_partitions::VERSIONS.0, describe_topic_partitions::VERSIONS.1),
+    (ApiKey::DescribeAcls, describe_acls::VERSIONS.0, describe_acls::VERSIONS.1),
 ];
 
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -118,6 +122,8 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
             encode(key, v, corr, &incremental_alter_configs::handle(shard, r).await)
         }
         RequestKind::DescribeCluster(r) => encode(key, v, corr, &describe_cluster::handle(shard, v, r)),
+        RequestKind::DescribeTopicPartitions(r) => encode(key, v, corr, &describe_topic_partitions::handle(shard, r)),
+        RequestKind::DescribeAcls(r) => encode(key, v, corr, &describe_acls::handle(r)),
         other => {
             // `prepare` only lets through what SUPPORTED lists, and each has an arm.
             unreachable!("no handler for a request prepare() accepted: {:?}", std::mem::discriminant(&other))

@@ -22,6 +22,9 @@ use crate::config::BrokerConfig;
 use mesh::{Mesh, MeshMsg};
 use partition::Partition;
 
+/// Registered io_uring buffer memory per shard when the memlock limit allows it.
+const IO_MEMORY_MAX: usize = 8 << 20;
+
 /// Key of a partition in a shard's table.
 pub type TopicPartition = (String, i32);
 
@@ -120,18 +123,26 @@ impl Shard {
 /// Starts `config.smp` shards and blocks until they stop.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
     std::fs::create_dir_all(&config.data_dir).map_err(|e| format!("creating {}: {e}", config.data_dir.display()))?;
-    // A listener bound with SO_REUSEPORT would silently share the port with another
-    // broker; refuse to start if anything holds it.
-    std::net::TcpListener::bind(&config.kafka_addr)
-        .map_err(|e| format!("cannot listen on {}: {e}", config.kafka_addr))?;
+    // Listeners bound with SO_REUSEPORT would silently share the port with another
+    // running broker; refuse to start if something already accepts connections there.
+    // (A plain bind test would also trip over TIME_WAIT sockets after a crash.)
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(config.kafka_addr.as_str())
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("invalid Kafka address {}", config.kafka_addr))?;
+    if std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(300)).is_ok() {
+        return Err(format!("cannot listen on {}: another process is accepting connections there", config.kafka_addr));
+    }
     let metadata = MetadataStore::new(&config.data_dir).load_or_create()?;
     let cpus = keel_tuning::pick_cpus(config.smp)?;
     let memory = config.memory_bytes()?;
-    let io_memory = 8usize << 20;
-    keel_tuning::raise_memlock((io_memory as u64 * 3 + (4 << 20)) * config.smp as u64 + (64 << 20));
+    // Each executor registers its io_memory in three io_uring rings; it must fit the
+    // memlock limit or glommio silently falls back to unregistered buffers.
+    let memlock = keel_tuning::raise_memlock((IO_MEMORY_MAX as u64 * 3 + (4 << 20)) * config.smp as u64 + (64 << 20));
+    let io_memory = keel_tuning::io_memory_per_shard(memlock, config.smp, IO_MEMORY_MAX);
     let mesh = MeshBuilder::<MeshMsg, _>::full(cpus.len(), mesh::MESH_CHANNEL_CAPACITY);
     let per_shard_memory = memory / cpus.len() as u64;
-    tracing::info!(shards = cpus.len(), ?cpus, per_shard_memory, "starting keel");
+    tracing::info!(shards = cpus.len(), ?cpus, per_shard_memory, io_memory, "starting keel");
     let mut handles = Vec::new();
     for (i, cpu) in cpus.iter().enumerate() {
         let (config, metadata, mesh) = (config.clone(), metadata.clone(), mesh.clone());

@@ -1,0 +1,80 @@
+//! DescribeTopicPartitions (KIP-966): topics and partitions with a response limit and a
+//! cursor for paging, as Kafka 4.x's Admin client describes topics.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::describe_topic_partitions_response::{
+    Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName};
+
+use super::metadata::{OPERATIONS_NOT_REQUESTED, TOPIC_OPERATIONS_ALL};
+use super::str_bytes;
+use crate::errors;
+use crate::shard::partition::LEADER_EPOCH;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (0, 0);
+
+pub fn handle(shard: &Rc<Shard>, req: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse {
+    let meta = shard.meta();
+    let node = BrokerId(shard.config.node_id);
+    let mut names: Vec<String> = if req.topics.is_empty() {
+        meta.topics.keys().cloned().collect()
+    } else {
+        req.topics.iter().map(|t| t.name.0.to_string()).collect()
+    };
+    names.sort();
+    let (cursor_topic, cursor_partition) = match &req.cursor {
+        Some(c) => (Some(c.topic_name.0.to_string()), c.partition_index),
+        None => (None, 0),
+    };
+    let mut budget = req.response_partition_limit.max(1) as usize;
+    let mut topics = Vec::new();
+    let mut next_cursor = None;
+    for name in names {
+        if cursor_topic.as_ref().map(|c| &name < c).unwrap_or(false) {
+            continue;
+        }
+        let Some(t) = meta.topics.get(&name) else {
+            topics.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(errors::UNKNOWN_TOPIC_OR_PARTITION)
+                    .with_name(Some(TopicName(str_bytes(&name))))
+                    .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED),
+            );
+            continue;
+        };
+        let first = if cursor_topic.as_deref() == Some(name.as_str()) { cursor_partition.max(0) } else { 0 };
+        let mut partitions = Vec::new();
+        for p in first..t.partitions.len() as i32 {
+            if budget == 0 {
+                next_cursor = Some(Cursor::default().with_topic_name(TopicName(str_bytes(&name))).with_partition_index(p));
+                break;
+            }
+            budget -= 1;
+            partitions.push(
+                DescribeTopicPartitionsResponsePartition::default()
+                    .with_partition_index(p)
+                    .with_leader_id(node)
+                    .with_leader_epoch(LEADER_EPOCH)
+                    .with_replica_nodes(vec![node])
+                    .with_isr_nodes(vec![node])
+                    .with_eligible_leader_replicas(Some(vec![]))
+                    .with_last_known_elr(Some(vec![])),
+            );
+        }
+        topics.push(
+            DescribeTopicPartitionsResponseTopic::default()
+                .with_name(Some(TopicName(str_bytes(&name))))
+                .with_topic_id(t.id)
+                .with_is_internal(name.starts_with("__"))
+                .with_partitions(partitions)
+                .with_topic_authorized_operations(TOPIC_OPERATIONS_ALL),
+        );
+        if next_cursor.is_some() {
+            break;
+        }
+    }
+    DescribeTopicPartitionsResponse::default().with_topics(topics).with_next_cursor(next_cursor)
+}

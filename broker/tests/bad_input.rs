@@ -1,0 +1,112 @@
+//! Malformed and hostile input: the broker answers with the right error or closes the
+//! offending connection, keeps serving everyone else, never panics and appends nothing
+//! from a rejected batch.
+
+mod common;
+
+use bytes::Bytes;
+use common::kafka::*;
+use common::Broker;
+use kafka_protocol::messages::*;
+use keel_protocol::batch::build_batch;
+
+fn api_versions_ok(b: &Broker) {
+    let mut c = b.connect();
+    let r: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0);
+    assert!(r.api_keys.iter().any(|k| k.api_key == ApiKey::Produce as i16));
+}
+
+fn assert_closed(c: &mut common::Conn) {
+    assert!(c.read_frame().is_none(), "connection should have been closed");
+}
+
+#[test]
+fn bad_frames_close_only_their_connection() {
+    let b = Broker::start(2);
+    let bad: Vec<Vec<u8>> = vec![
+        (-1i32).to_be_bytes().to_vec(),
+        i32::MAX.to_be_bytes().to_vec(),
+        0i32.to_be_bytes().to_vec(),
+        // A 3-byte frame cannot hold a request header.
+        [&3i32.to_be_bytes()[..], &[0, 1, 2]].concat(),
+        // Unknown API key 999.
+        [&10i32.to_be_bytes()[..], &999i16.to_be_bytes(), &0i16.to_be_bytes(), &7i32.to_be_bytes(), &[0, 0]].concat(),
+        // Metadata v12 with a garbage body.
+        [&12i32.to_be_bytes()[..], &3i16.to_be_bytes(), &12i16.to_be_bytes(), &7i32.to_be_bytes(), &[0xff, 0xff, 0xff, 0xff]].concat(),
+        // Produce v2 is below what Kafka 4 (and Keel) serve.
+        [&10i32.to_be_bytes()[..], &0i16.to_be_bytes(), &2i16.to_be_bytes(), &7i32.to_be_bytes(), &[0, 0]].concat(),
+    ];
+    for frame in bad {
+        let mut c = b.connect();
+        c.send_raw(&frame);
+        assert_closed(&mut c);
+        api_versions_ok(&b);
+    }
+    // A truncated frame followed by a hang-up.
+    let mut c = b.connect();
+    c.send_raw(&[0, 0, 0, 50, 0, 18]);
+    drop(c);
+    api_versions_ok(&b);
+    let mut b = b;
+    assert!(b.is_running());
+    assert!(!b.log().contains("panicked"), "{}", b.log());
+}
+
+#[test]
+fn unknown_api_versions_version_gets_v0_answer() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    // ApiVersions v99: answered with a v0 body carrying UNSUPPORTED_VERSION.
+    let frame = [&10i32.to_be_bytes()[..], &18i16.to_be_bytes(), &99i16.to_be_bytes(), &42i32.to_be_bytes(), &[0, 0]].concat();
+    c.send_raw(&frame);
+    let mut resp = c.read_frame().unwrap();
+    assert_eq!(&resp[..4], &42i32.to_be_bytes());
+    let mut body = resp.split_off(4);
+    let r = <ApiVersionsResponse as kafka_protocol::protocol::Decodable>::decode(&mut body, 0).unwrap();
+    assert_eq!(r.error_code, 35);
+    assert!(!r.api_keys.is_empty());
+}
+
+#[test]
+fn corrupt_batches_are_refused_and_not_appended() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "bad", 1);
+    let good = build_batch(0, 1, &[(Some(b"k"), Some(b"v"))]);
+    let mut flipped = good.to_vec();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 1;
+    let mut magic1 = good.to_vec();
+    magic1[16] = 1;
+    let truncated = good.slice(..good.len() - 3);
+    let mut bad_len = good.to_vec();
+    bad_len[8..12].copy_from_slice(&5i32.to_be_bytes());
+    let cases: Vec<(Bytes, i16)> = vec![
+        (Bytes::from(flipped), 2),
+        (Bytes::from(magic1), 43),
+        (truncated, 2),
+        (Bytes::from(bad_len), 2),
+        (Bytes::new(), 2),
+    ];
+    for (records, code) in cases {
+        let r = produce(&mut c, -1, &[("bad", 0, records)]);
+        assert_eq!(r.responses[0].partition_responses[0].error_code, code);
+    }
+    let r = produce(&mut c, -1, &[("bad", 0, good)]);
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset), (0, 0), "only the valid batch is appended, at offset 0");
+    // Unknown topic and partition.
+    let r = produce(&mut c, -1, &[("bad", 7, build_batch(0, 1, &[(None, Some(b"x"))]))]);
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 3);
+}
+
+#[test]
+fn oversized_batch_is_message_too_large() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "big", 1);
+    let value = vec![7u8; 1_100_000];
+    let r = produce(&mut c, 1, &[("big", 0, build_batch(0, 1, &[(None, Some(&value))]))]);
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 10);
+}

@@ -1,0 +1,61 @@
+//! Request builders for the tests.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use super::Conn;
+
+pub fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+pub fn create_topic(c: &mut Conn, topic: &str, partitions: i32) -> CreateTopicsResponse {
+    let req = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default().with_name(name(topic)).with_num_partitions(partitions).with_replication_factor(1)])
+        .with_timeout_ms(10_000);
+    c.call(ApiKey::CreateTopics, 7, &req)
+}
+
+pub fn produce(c: &mut Conn, acks: i16, parts: &[(&str, i32, Bytes)]) -> ProduceResponse {
+    let mut topics: Vec<TopicProduceData> = Vec::new();
+    for (t, p, records) in parts {
+        let pd = PartitionProduceData::default().with_index(*p).with_records(Some(records.clone()));
+        match topics.iter_mut().find(|x| x.name.0.as_str() == *t) {
+            Some(x) => x.partition_data.push(pd),
+            None => topics.push(TopicProduceData::default().with_name(name(t)).with_partition_data(vec![pd])),
+        }
+    }
+    let req = ProduceRequest::default().with_acks(acks).with_timeout_ms(10_000).with_topic_data(topics);
+    c.call(ApiKey::Produce, 11, &req)
+}
+
+pub fn fetch(c: &mut Conn, parts: &[(&str, i32, i64)], max_wait_ms: i32, min_bytes: i32) -> FetchResponse {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for (t, p, offset) in parts {
+        let fp = FetchPartition::default().with_partition(*p).with_fetch_offset(*offset).with_partition_max_bytes(1 << 20);
+        match topics.iter_mut().find(|x| x.topic.0.as_str() == *t) {
+            Some(x) => x.partitions.push(fp),
+            None => topics.push(FetchTopic::default().with_topic(name(t)).with_partitions(vec![fp])),
+        }
+    }
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(min_bytes)
+        .with_max_bytes(50 << 20)
+        .with_session_epoch(-1)
+        .with_topics(topics);
+    c.call(ApiKey::Fetch, 12, &req)
+}
+
+/// (key, value) of every record in a fetched `records` blob.
+pub fn records_of(records: &Bytes) -> Vec<(i64, Option<Bytes>, Option<Bytes>)> {
+    let mut buf = records.clone();
+    let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut buf).unwrap();
+    sets.into_iter().flat_map(|s| s.records).map(|r| (r.offset, r.key, r.value)).collect()
+}

@@ -1,0 +1,157 @@
+//! Test harness: starts the real `keel` binary on free ports with a temporary data
+//! directory and talks to it over real sockets with `kafka-protocol` encoders.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::protocol::{encode_request_header_into_buffer, Decodable, Encodable, StrBytes};
+
+pub mod kafka;
+
+pub struct Broker {
+    pub child: Option<Child>,
+    pub port: u16,
+    pub admin_port: u16,
+    pub dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    smp: usize,
+}
+
+/// A free port below the kernel's ephemeral range, so no client socket of the tests
+/// can sit on it when a killed broker is restarted.
+fn free_port() -> u16 {
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
+        ^ (std::process::id() as u64) << 16;
+    for i in 0..1000u64 {
+        let port = 20_000 + ((seed.wrapping_mul(6364136223846793005).wrapping_add(i * 7919)) % 12_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port");
+}
+
+impl Broker {
+    pub fn start(smp: usize) -> Broker {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        let mut b = Broker { child: None, port: free_port(), admin_port: free_port(), dir, _tmp: Some(tmp), smp };
+        b.spawn();
+        b
+    }
+
+    pub fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("keel.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_keel"))
+            .args(["serve", "--data-dir"])
+            .arg(self.dir.join("data"))
+            .args(["--kafka-addr", &format!("127.0.0.1:{}", self.port)])
+            .args(["--admin-addr", &format!("127.0.0.1:{}", self.admin_port)])
+            .args(["--smp", &self.smp.to_string(), "--memory", "256M"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("keel binary starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "broker did not listen: {}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Every shard must be accepting, not only the first to bind.
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().map(|c| c.try_wait().unwrap().is_none()).unwrap_or(false)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("keel.log")).unwrap_or_default()
+    }
+
+    pub fn connect(&self) -> Conn {
+        Broker::connect_port(self.port)
+    }
+
+    pub fn connect_port(port: u16) -> Conn {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.set_nodelay(true).unwrap();
+        Conn { stream: s, next_correlation: 1 }
+    }
+
+    pub fn admin_get(&self, path: &str) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", self.admin_port)).unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub struct Conn {
+    pub stream: TcpStream,
+    next_correlation: i32,
+}
+
+impl Conn {
+    pub fn send_raw(&mut self, frame: &[u8]) {
+        self.stream.write_all(frame).unwrap();
+    }
+
+    /// Reads one response frame; `None` if the broker closed the connection.
+    pub fn read_frame(&mut self) -> Option<Bytes> {
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len).ok()?;
+        let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+        self.stream.read_exact(&mut body).ok()?;
+        Some(Bytes::from(body))
+    }
+
+    pub fn frame<R: Encodable>(&mut self, key: ApiKey, version: i16, body: &R) -> (i32, Vec<u8>) {
+        let correlation = self.next_correlation;
+        self.next_correlation += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation)
+            .with_client_id(Some(StrBytes::from_static_str("keel-tests")));
+        let mut buf = BytesMut::new();
+        encode_request_header_into_buffer(&mut buf, &header).unwrap();
+        body.encode(&mut buf, version).unwrap();
+        let mut frame = (buf.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&buf);
+        (correlation, frame)
+    }
+
+    /// Sends a request and decodes its response.
+    pub fn call<Req: Encodable, Resp: Decodable>(&mut self, key: ApiKey, version: i16, body: &Req) -> Resp {
+        let (correlation, frame) = self.frame(key, version, body);
+        self.send_raw(&frame);
+        let mut resp = self.read_frame().expect("a response");
+        let header_len = if key.response_header_version(version) >= 1 { 5 } else { 4 };
+        assert_eq!(i32::from_be_bytes(resp[..4].try_into().unwrap()), correlation);
+        let mut body = resp.split_off(header_len);
+        Resp::decode(&mut body, version).expect("response decodes")
+    }
+}
