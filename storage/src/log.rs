@@ -486,3 +486,59 @@ fn corrupt(path: &Path, position: u64, reason: String) -> StorageError {
     tracing::error!(path = %path.display(), position, %reason, "corrupt batch not served");
     StorageError::Corrupt { path: path.to_path_buf(), position, reason }
 }
+
+/// First record at or after `timestamp`: its (offset, timestamp), below the high
+/// watermark. Uses the segments' timestamp index, then decodes one batch.
+pub async fn offset_for_timestamp(
+    log: &Rc<RefCell<PartitionLog>>,
+    timestamp: i64,
+) -> Result<Option<(i64, i64)>, StorageError> {
+    let (mut offset, hw) = {
+        let l = log.borrow();
+        let Some(seg) = l.segments.iter().find(|s| s.max_timestamp >= timestamp) else { return Ok(None) };
+        let i = seg.index.partition_point(|e| e.max_timestamp_so_far < timestamp);
+        let start = if i == 0 { seg.base_offset } else { seg.index[i - 1].offset };
+        (start.max(l.log_start_offset), l.durable_offset)
+    };
+    while offset < hw {
+        let r = read(log, offset, 1 << 20, hw).await?;
+        if r.batches.is_empty() {
+            break;
+        }
+        for b in &r.batches {
+            let h = BatchHeader::parse(b).map_err(|e| StorageError::Corrupt {
+                path: log.borrow().dir.clone(),
+                position: 0,
+                reason: e.to_string(),
+            })?;
+            if h.max_timestamp >= timestamp && !h.is_control() {
+                let records = batch::record_timestamps(b).map_err(|e| StorageError::Corrupt {
+                    path: log.borrow().dir.clone(),
+                    position: 0,
+                    reason: e.to_string(),
+                })?;
+                if let Some(found) = records.into_iter().find(|(o, t)| *t >= timestamp && *o >= offset) {
+                    return Ok(Some(found));
+                }
+            }
+            offset = offset.max(h.last_offset() + 1);
+        }
+    }
+    Ok(None)
+}
+
+/// The record with the largest timestamp: its (offset, timestamp).
+pub async fn offset_of_max_timestamp(log: &Rc<RefCell<PartitionLog>>) -> Result<Option<(i64, i64)>, StorageError> {
+    let (max_ts, base, start) = {
+        let l = log.borrow();
+        (l.max_timestamp.0, l.max_timestamp.1, l.log_start_offset)
+    };
+    if max_ts < 0 || base < start {
+        return Ok(None);
+    }
+    let r = read(log, base, 1, i64::MAX).await?;
+    let Some(b) = r.batches.first() else { return Ok(None) };
+    let records = batch::record_timestamps(b)
+        .map_err(|e| StorageError::Corrupt { path: log.borrow().dir.clone(), position: 0, reason: e.to_string() })?;
+    Ok(records.into_iter().find(|(_, t)| *t == max_ts))
+}

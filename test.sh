@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Keel's test command: builds Keel, runs the Rust tests, starts a broker and drives it
+# with real Kafka clients (Java, franz-go, librdkafka, kafka-python, Kafka's own tools).
+# Installs what it needs itself (Maven artifacts, Go modules, pip packages).
+#
+#   ./test.sh            the default run (well under 30 minutes)
+#   ./test.sh --full     also franz-go's whole suite (not only the allowlist)
+#   ./test.sh --oracle   also run the client suites against Apache Kafka 4.x
+#
+# Ends with one line "test.sh: N passed, N failed, N skipped" over every test counted.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$root"
+full=0 oracle=0
+for a in "$@"; do
+  case "$a" in
+    --full) full=1 ;;
+    --oracle) oracle=1 ;;
+    *) echo "usage: $0 [--full] [--oracle]" >&2; exit 2 ;;
+  esac
+done
+port=${KEEL_TEST_PORT:-18092}
+run_dir="$root/target/test-run"
+logs="$run_dir/logs"
+rm -rf "$run_dir"; mkdir -p "$logs"
+passed=0 failed=0 skipped=0
+declare -a summary
+
+note() { printf '\n=== %s ===\n' "$*"; }
+record() { # name passed failed skipped
+  passed=$((passed + $2)); failed=$((failed + $3)); skipped=$((skipped + $4))
+  summary+=("$(printf '%-28s %4s passed %4s failed %4s skipped' "$1" "$2" "$3" "$4")")
+}
+# Counts a suite that produced no parsable summary as one failure.
+record_or_fail() { if [[ -n "$2" ]]; then record "$1" $2; else record "$1" 0 1 0; fi; }
+
+note "build"
+if ! cargo build --release -p keel-broker 2>&1 | tail -n 3; then echo "build failed"; exit 1; fi
+
+note "Rust tests (unit, storage recovery, bad input, multi-shard, kill -9)"
+cargo test --release -p keel-protocol -p keel-storage -p keel-broker -p keel-tuning 2>&1 | tee "$logs/cargo-test.log" | grep -E "^test |test result|panicked" 
+counts=$(awk '/^test result:/ {for(i=1;i<=NF;i++){if($(i+1) ~ /^passed/)p+=$i; if($(i+1) ~ /^failed/)f+=$i; if($(i+1) ~ /^ignored/)s+=$i}} END {if (NR) print p+0, f+0, s+0}' "$logs/cargo-test.log")
+record_or_fail "rust (cargo test)" "$counts"
+
+surefire_counts() { # sums the Surefire totals line
+  grep -E "^\[(INFO|ERROR|WARNING)\] Tests run: [0-9]+, Failures: [0-9]+, Errors: [0-9]+, Skipped: [0-9]+$" "$1" | tail -n 1 |
+    sed -E 's/.*Tests run: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+), Skipped: ([0-9]+)/\1 \2 \3 \4/' |
+    awk '{print $1-$2-$3-$4, $2+$3, $4}'
+}
+pytest_counts() {
+  tail -n 3 "$1" | grep -E "passed|failed" | tail -n 1 |
+    awk '{p=f=s=0; for(i=1;i<=NF;i++){if($(i+1) ~ /^passed/)p=$i; if($(i+1) ~ /^(failed|error)/)f+=$i; if($(i+1) ~ /^skipped/)s=$i} print p, f, s}'
+}
+
+client_suites() { # label bootstrap
+  local label=$1 bootstrap=$2
+  note "$label: Java clients 4.x (producer, consumer, admin)"
+  compat/java/run.sh "$bootstrap" >"$logs/$label-java.log" 2>&1
+  grep -E "Tests run:|FAIL" "$logs/$label-java.log" | tail -n 8
+  record_or_fail "$label java" "$(surefire_counts "$logs/$label-java.log")"
+
+  note "$label: ClientCompatibilityTest"
+  compat/java/client-compat.sh "$bootstrap" >"$logs/$label-client-compat.log" 2>&1
+  tail -n 2 "$logs/$label-client-compat.log"
+  record_or_fail "$label client-compat" "$(grep -E '^client-compat: [0-9]+ passed' "$logs/$label-client-compat.log" | sed -E 's/.* ([0-9]+) passed, ([0-9]+) failed.*/\1 \2 0/')"
+
+  note "$label: librdkafka (confluent-kafka) and kafka-python"
+  compat/python/run.sh "$bootstrap" >"$logs/$label-python.log" 2>&1
+  tail -n 3 "$logs/$label-python.log"
+  record_or_fail "$label python" "$(pytest_counts "$logs/$label-python.log")"
+
+  note "$label: franz-go kgo integration suite"
+  local go_args=("$bootstrap"); ((full)) && go_args+=(--all)
+  RESULTS_LABEL="$label" compat/go/run.sh "${go_args[@]}" >"$logs/$label-franz-go.log" 2>&1
+  grep -E "^(SKIP|FAIL|franz-go:)" "$logs/$label-franz-go.log" | tail -n 20
+  record_or_fail "$label franz-go" "$(grep -E '^franz-go: [0-9]+ passed' "$logs/$label-franz-go.log" | tail -n 1 | sed -E 's/franz-go: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/')"
+
+  note "$label: ProducerPerformance 1,000,000 x 1 KiB acks=all, then ConsumerPerformance"
+  compat/java/perf.sh "$bootstrap" "${PERF_RECORDS:-1000000}" >"$logs/$label-perf.log" 2>&1
+  local rc=$?
+  grep -E "^perf:" "$logs/$label-perf.log" || tail -n 5 "$logs/$label-perf.log"
+  if ((rc == 0)); then record "$label perf" 1 0 0; else record "$label perf" 0 1 0; fi
+}
+
+note "start Keel on 127.0.0.1:$port"
+if compat/keel.sh start "$run_dir/keel" "$port" --smp "${KEEL_TEST_SMP:-2}" --config "$root/compat/keel-test.yaml"; then
+  client_suites keel "127.0.0.1:$port"
+  compat/keel.sh stop "$run_dir/keel"
+  if grep -q "panicked" "$run_dir/keel/keel.log"; then
+    echo "Keel panicked during the run:"; grep -A5 panicked "$run_dir/keel/keel.log" | head -20
+    record "keel no-panic check" 0 1 0
+  else
+    record "keel no-panic check" 1 0 0
+  fi
+else
+  record "keel start" 0 1 0
+fi
+
+if ((oracle)); then
+  note "start Apache Kafka (oracle) on 127.0.0.1:$((port + 1000))"
+  if compat/kafka/kafka.sh start "$run_dir/kafka" "$((port + 1000))"; then
+    client_suites kafka "127.0.0.1:$((port + 1000))"
+    compat/kafka/kafka.sh stop "$run_dir/kafka"
+  else
+    record "kafka start" 0 1 0
+  fi
+fi
+
+note "summary (logs in $logs)"
+printf '%s\n' "${summary[@]}"
+echo "test.sh: $passed passed, $failed failed, $skipped skipped"
+((failed == 0))
