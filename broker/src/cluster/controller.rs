@@ -81,6 +81,22 @@ fn validate_spec(spec: &TopicSpec, meta: &Metadata, default_partitions: i32) -> 
     Ok(partitions)
 }
 
+/// Creates the named topics with the broker defaults if auto-creation is on and the
+/// names are valid; callable from any shard. Returns the metadata in force afterwards.
+pub async fn auto_create_topics(shard: &Rc<Shard>, names: Vec<String>) -> Rc<Metadata> {
+    let meta = shard.meta();
+    let specs: Vec<TopicSpec> = names
+        .into_iter()
+        .filter(|n| !meta.topics.contains_key(n) && validate_topic_name(n).is_ok())
+        .map(|name| TopicSpec { name, partitions: -1, replication_factor: -1, configs: BTreeMap::new() })
+        .collect();
+    if specs.is_empty() || !shard.config.auto_create_topics {
+        return meta;
+    }
+    shard.submit_to(0, move |s| async move { create_topics(s, specs, false).await.len() }).await;
+    shard.meta()
+}
+
 /// Creates topics; each result is the created topic or why not.
 pub async fn create_topics(shard: Rc<Shard>, specs: Vec<TopicSpec>, validate_only: bool) -> Vec<Result<TopicMeta, Failure>> {
     let mut meta = (*shard.meta()).clone();

@@ -7,7 +7,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use uuid::Uuid;
 
 use super::str_bytes;
-use crate::cluster::controller::{self, TopicSpec};
+use crate::cluster::controller;
 use crate::cluster::metadata::TopicMeta;
 use crate::errors;
 use crate::shard::partition::LEADER_EPOCH;
@@ -24,7 +24,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
     let meta = shard.meta();
     let (host, port) = shard.config.advertised();
     let node = shard.config.node_id;
-    let allow_create = (version < 4 || req.allow_auto_topic_creation) && shard.config.auto_create_topics;
+    let allow_create = version < 4 || req.allow_auto_topic_creation;
     let mut wanted: Vec<(Option<String>, Uuid)> = match &req.topics {
         None => meta.topics.keys().map(|n| (Some(n.clone()), Uuid::nil())).collect(),
         Some(list) => list.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)).collect(),
@@ -32,18 +32,9 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
     if version == 0 && req.topics.as_ref().map(|t| t.is_empty()).unwrap_or(false) {
         wanted = meta.topics.keys().map(|n| (Some(n.clone()), Uuid::nil())).collect();
     }
-    let missing: Vec<String> = wanted
-        .iter()
-        .filter_map(|(n, _)| n.clone())
-        .filter(|n| !meta.topics.contains_key(n) && controller::validate_topic_name(n).is_ok())
-        .collect();
-    let meta = if allow_create && !missing.is_empty() {
-        let specs: Vec<TopicSpec> = missing
-            .into_iter()
-            .map(|name| TopicSpec { name, partitions: -1, replication_factor: -1, configs: Default::default() })
-            .collect();
-        shard.submit_to(0, move |s| async move { controller::create_topics(s, specs, false).await.len() }).await;
-        shard.meta()
+    let meta = if allow_create {
+        let names = wanted.iter().filter_map(|(n, _)| n.clone()).collect();
+        controller::auto_create_topics(shard, names).await
     } else {
         meta
     };

@@ -11,6 +11,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use uuid::Uuid;
 
 use super::{scatter, str_bytes};
+use crate::cluster::controller;
 use crate::errors;
 use crate::shard::partition::ProduceOutcome;
 use crate::shard::Shard;
@@ -26,7 +27,16 @@ struct Part {
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Option<ProduceResponse> {
     let acks = req.acks;
     let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
-    let meta = shard.meta();
+    // Producing to a missing topic creates it, as Kafka does through the producer's
+    // metadata request, when auto-creation is on.
+    let mut meta = shard.meta();
+    if version < 13 {
+        let missing: Vec<String> =
+            req.topic_data.iter().map(|t| t.name.0.as_str()).filter(|n| !meta.topics.contains_key(*n)).map(str::to_string).collect();
+        if !missing.is_empty() {
+            meta = controller::auto_create_topics(shard, missing).await;
+        }
+    }
     // Slots in request order: (topic name, topic id, partition, outcome or owner).
     let mut slots: Vec<(TopicName, Uuid, i32, Option<ProduceOutcome>)> = Vec::new();
     let mut work: Vec<(usize, Part)> = Vec::new();
