@@ -27,6 +27,19 @@ pub struct BrokerConfig {
     pub fetch_wait_ms_max: u64,
     /// Broker-wide defaults for topic configs (e.g. "message.max.bytes").
     pub topic_defaults: BTreeMap<String, String>,
+    /// How long a rebalance of an empty classic group waits for more members to join
+    /// (Kafka's `group.initial.rebalance.delay.ms`).
+    pub group_initial_rebalance_delay_ms: i32,
+    /// Bounds on the session timeout classic members may ask for.
+    pub group_min_session_timeout_ms: i32,
+    pub group_max_session_timeout_ms: i32,
+    /// Session timeout and heartbeat interval of KIP-848 consumer group members.
+    pub group_consumer_session_timeout_ms: i32,
+    pub group_consumer_heartbeat_interval_ms: i32,
+    /// Committed offsets of a group that stayed empty this long are deleted.
+    pub offsets_retention_ms: i64,
+    /// Partitions of `__consumer_offsets` when it is created.
+    pub offsets_topic_partitions: i32,
 }
 
 impl Default for BrokerConfig {
@@ -46,6 +59,13 @@ impl Default for BrokerConfig {
             in_flight_requests_max: 64,
             fetch_wait_ms_max: 30_000,
             topic_defaults: BTreeMap::new(),
+            group_initial_rebalance_delay_ms: 3000,
+            group_min_session_timeout_ms: 6000,
+            group_max_session_timeout_ms: 1_800_000,
+            group_consumer_session_timeout_ms: 45_000,
+            group_consumer_heartbeat_interval_ms: 5000,
+            offsets_retention_ms: 7 * 24 * 3600 * 1000,
+            offsets_topic_partitions: 50,
         }
     }
 }

@@ -34,6 +34,28 @@ pub const INVALID_RECORD: i16 = 87;
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
 pub const INCONSISTENT_TOPIC_ID: i16 = 103;
 
+// Group coordinator errors.
+pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+pub const NOT_COORDINATOR: i16 = 16;
+pub const ILLEGAL_GENERATION: i16 = 22;
+pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+pub const INVALID_GROUP_ID: i16 = 24;
+pub const UNKNOWN_MEMBER_ID: i16 = 25;
+pub const INVALID_SESSION_TIMEOUT: i16 = 26;
+pub const REBALANCE_IN_PROGRESS: i16 = 27;
+pub const INVALID_COMMIT_OFFSET_SIZE: i16 = 28;
+pub const NON_EMPTY_GROUP: i16 = 68;
+pub const GROUP_ID_NOT_FOUND: i16 = 69;
+pub const MEMBER_ID_REQUIRED: i16 = 79;
+pub const FENCED_INSTANCE_ID: i16 = 82;
+pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+pub const FENCED_MEMBER_EPOCH: i16 = 110;
+pub const UNRELEASED_INSTANCE_ID: i16 = 111;
+pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
+pub const STALE_MEMBER_EPOCH: i16 = 113;
+
 use keel_storage::StorageError;
 
 pub fn storage_error_code(e: &StorageError) -> i16 {

@@ -11,6 +11,7 @@ pub mod admin;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod coordinator;
 pub mod errors;
 pub mod handlers;
 pub mod net;

@@ -3,6 +3,8 @@ use keel_broker::cli::{Cli, Command, ServeArgs};
 
 fn main() {
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )

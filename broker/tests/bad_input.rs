@@ -117,6 +117,6 @@ fn produce_creates_missing_topics() {
     let mut c = b.connect();
     let r = produce(&mut c, 1, &[("auto-made", 0, build_batch(0, 1, &[(None, Some(b"x"))]))]);
     assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
-    let f = fetch(&mut c, &[("auto-made", 0, 0)], 0, 1);
+    let f = fetch(&mut c, &[("auto-made", 0, 0)], 5000, 1);
     assert_eq!(records_of(f.responses[0].partitions[0].records.as_ref().unwrap()).len(), 1);
 }

@@ -98,3 +98,27 @@ fn acknowledged_batches_survive_kill_9() {
     }
     assert!(acked.len() > 20, "only {} batches acknowledged in all rounds", acked.len());
 }
+
+#[test]
+fn sigterm_flushes_acks_1_data_before_exiting() {
+    let mut b = Broker::start(2);
+    let mut c = b.connect();
+    create_topic(&mut c, "term", 2);
+    let mut acked = 0;
+    for i in 0..200i64 {
+        let r = produce(&mut c, 1, &[("term", (i % 2) as i32, build_batch(0, i, &[(None, Some(format!("v{i}").as_bytes()))]))]);
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+        acked += 1;
+    }
+    let mut child = b.child.take().unwrap();
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "orderly stop exits 0: {status:?}\n{}", b.log());
+    assert!(b.log().contains("every partition flushed"));
+    b.spawn();
+    let mut c = b.connect();
+    let f = fetch(&mut c, &[("term", 0, 0), ("term", 1, 0)], 0, 1);
+    let n: usize = f.responses[0].partitions.iter().map(|p| records_of(p.records.as_ref().unwrap()).len()).sum();
+    assert_eq!(n, acked, "every acks=1 record is on disk after SIGTERM");
+}

@@ -35,7 +35,7 @@ fn retries_are_deduplicated_and_gaps_refused() {
     let mut b = Broker::start(2);
     let mut c = b.connect();
     create_topic(&mut c, "idem", 1);
-    let init: InitProducerIdResponse = c.call(ApiKey::InitProducerId, 4, &InitProducerIdRequest::default().with_transaction_timeout_ms(60_000));
+    let init: InitProducerIdResponse = c.call(ApiKey::InitProducerId, 4, &InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60_000));
     assert_eq!(init.error_code, 0);
     let (pid, epoch) = (init.producer_id.0, init.producer_epoch);
     assert!(pid >= 0);
@@ -79,7 +79,7 @@ fn log_append_time_topics_stamp_batches() {
     let r = produce(&mut c, 1, &[("lat", 0, build_batch(0, 12345, &[(None, Some(b"x"))]))]);
     let p = &r.responses[0].partition_responses[0];
     assert!(p.log_append_time_ms >= before, "log append time {} is before the request", p.log_append_time_ms);
-    let f = fetch(&mut c, &[("lat", 0, 0)], 0, 1);
+    let f = fetch(&mut c, &[("lat", 0, 0)], 5000, 1);
     let records = f.responses[0].partitions[0].records.clone().unwrap();
     let h = BatchHeader::parse(&records).unwrap();
     assert_eq!(h.max_timestamp, p.log_append_time_ms);

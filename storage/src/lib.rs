@@ -6,17 +6,31 @@
 //! batch cache and the pending write buffer); the shard's flush loop ([`flush`]) turns
 //! them into aligned DMA writes and one `fdatasync` per dirty file per pass (group
 //! commit), then advances each log's durable offset, which is the high watermark of a
-//! single-node broker. The storage layer knows RecordBatch v2 framing, never Kafka
-//! requests or Raft.
+//! single-node broker. Background work — [`retention`], [`compaction`] — runs in the
+//! caller's low-share task queue, yields, and moves file deletion and truncation to
+//! glommio's blocking thread. The storage layer knows RecordBatch v2 framing, never
+//! Kafka requests or Raft.
 
+pub mod batch_filter;
+pub mod checkpoint;
+pub mod compaction;
 pub mod error;
 pub mod flush;
 pub mod log;
+pub mod producer_tail;
+mod read;
+pub mod recovery;
+pub mod retention;
 pub mod segment;
+pub mod segment_io;
 pub mod signal;
+mod truncate;
 
+pub use compaction::{CompactionOutcome, CompactionPolicy};
 pub use error::StorageError;
 pub use log::{LogConfig, PartitionLog, ReadResult};
+pub use recovery::OpenKind;
+pub use retention::{RetentionOutcome, RetentionPolicy};
 pub use signal::Signal;
 
 /// Alignment of every O_DIRECT write and of the tail page kept in memory.

@@ -1,10 +1,13 @@
 //! One segment file: `<base_offset>.log` holding RecordBatch v2 batches back to back,
-//! plus its sparse in-memory index (rebuilt by the recovery scan at open).
+//! plus its sparse in-memory index (rebuilt by the recovery scan at open, or restored
+//! from the clean-shutdown checkpoint).
 //!
 //! The index has one entry per `index_interval_bytes` of data and records, for the
 //! batch at that entry, its base offset, its file position and the largest batch
 //! timestamp up to and including it, so one binary search serves both offset and
-//! timestamp lookups.
+//! timestamp lookups. Kafka keeps two files (`.index`, `.timeindex`) per segment; one
+//! in-memory vector is smaller, needs no fsync on the write path, and is persisted
+//! only at a clean shutdown.
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -31,9 +34,17 @@ pub struct Segment {
     pub file: Rc<DmaFile>,
     /// Logical size: every appended byte, flushed or not.
     pub size: u64,
+    /// Bytes known to be written and fsynced; reads never go past them.
+    pub durable_size: u64,
     /// Offset after the last batch in this segment.
     pub next_offset: i64,
     pub max_timestamp: i64,
+    /// Base offset of the batch holding `max_timestamp`.
+    pub max_timestamp_offset: i64,
+    /// Max timestamp of the first batch: what `segment.ms` measures from, as in Kafka.
+    pub rolling_timestamp: i64,
+    /// Bytes reserved on disk with fallocate (the file size itself is not changed).
+    pub preallocated: u64,
     pub index: Vec<IndexEntry>,
     bytes_since_index: u64,
 }
@@ -58,6 +69,11 @@ pub struct ScanOutcome {
 impl Segment {
     pub async fn create(dir: &Path, base_offset: i64) -> Result<Segment, StorageError> {
         let path = segment_path(dir, base_offset);
+        Segment::create_at(path, base_offset).await
+    }
+
+    /// Creates (truncating) a segment file at `path`, which may be a temporary name.
+    pub async fn create_at(path: PathBuf, base_offset: i64) -> Result<Segment, StorageError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -79,14 +95,18 @@ impl Segment {
         Ok(Segment::new(base_offset, path, Rc::new(file)))
     }
 
-    fn new(base_offset: i64, path: PathBuf, file: Rc<DmaFile>) -> Segment {
+    pub fn new(base_offset: i64, path: PathBuf, file: Rc<DmaFile>) -> Segment {
         Segment {
             base_offset,
             path,
             file,
             size: 0,
+            durable_size: 0,
             next_offset: base_offset,
             max_timestamp: -1,
+            max_timestamp_offset: -1,
+            rolling_timestamp: -1,
+            preallocated: 0,
             index: Vec::new(),
             bytes_since_index: u64::MAX,
         }
@@ -95,7 +115,13 @@ impl Segment {
     /// Records a batch appended at the current end of the segment.
     pub fn track_append(&mut self, header: &BatchHeader, index_interval_bytes: u64) {
         assert!(header.base_offset >= self.next_offset, "offsets must not go backwards");
-        self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
+        if self.size == 0 {
+            self.rolling_timestamp = header.max_timestamp;
+        }
+        if header.max_timestamp > self.max_timestamp {
+            self.max_timestamp = header.max_timestamp;
+            self.max_timestamp_offset = header.base_offset;
+        }
         if self.bytes_since_index >= index_interval_bytes {
             self.index.push(IndexEntry {
                 offset: header.base_offset,
@@ -136,8 +162,10 @@ impl Segment {
         read_file(&self.file, &self.path, position, len).await
     }
 
-    /// Scans the whole file from the start, validating every batch's CRC, and calls
-    /// `on_batch` for each valid one. Stops at the first torn, zero or corrupt batch.
+    /// Scans the file from `from` (a batch boundary whose earlier batches were already
+    /// tracked), validating every batch's CRC, and calls `on_batch` for each valid one.
+    /// Stops at the first torn, zero or corrupt batch, yielding to other tasks between
+    /// chunks.
     pub async fn scan(
         &mut self,
         index_interval_bytes: u64,
@@ -148,9 +176,9 @@ impl Segment {
             .file_size()
             .await
             .map_err(|e| StorageError::io("stat segment", &self.path, e.into()))?;
-        let mut pos: u64 = 0;
+        let mut pos: u64 = self.size;
         let mut carry = Vec::new();
-        let mut carry_start = 0u64;
+        let mut carry_start = self.size;
         loop {
             let mut stop: Option<String> = None;
             let mut cursor = 0usize;
@@ -193,6 +221,15 @@ impl Segment {
                 if stop.is_none() && !carry.is_empty() {
                     stop = Some(format!("{} trailing bytes", carry.len()));
                 }
+                // The zero padding of a last page written whole is the clean end of
+                // the data, not damage.
+                let padding = carry_start + (carry.len() as u64) == file_len
+                    && file_len - carry_start < crate::PAGE
+                    && carry.iter().all(|b| *b == 0);
+                if padding {
+                    stop = None;
+                }
+                self.durable_size = self.size;
                 return Ok(ScanOutcome { valid_len: carry_start, stopped: stop });
             }
             let want = SCAN_CHUNK_BYTES.min((file_len - pos) as usize);
@@ -207,11 +244,58 @@ impl Segment {
                 pos += chunk.len() as u64;
                 carry.extend_from_slice(&chunk);
             }
+            glommio::yield_if_needed().await;
+        }
+    }
+
+    /// Drops index entries at or after `size` (after a truncation inside the segment).
+    pub fn truncate_index(&mut self, size: u64) {
+        let keep = self.index.partition_point(|e| e.position < size);
+        self.index.truncate(keep);
+    }
+
+    /// Restores a segment's in-memory state from a clean-shutdown checkpoint.
+    pub fn restore(&mut self, state: &SegmentState) {
+        self.size = state.size;
+        self.durable_size = state.size;
+        self.next_offset = state.next_offset;
+        self.max_timestamp = state.max_timestamp;
+        self.max_timestamp_offset = state.max_timestamp_offset;
+        self.rolling_timestamp = state.rolling_timestamp;
+        self.index = state.index.clone();
+        self.bytes_since_index = state.bytes_since_index;
+    }
+
+    /// The in-memory state a clean-shutdown checkpoint keeps for this segment.
+    pub fn state(&self) -> SegmentState {
+        SegmentState {
+            base_offset: self.base_offset,
+            size: self.size,
+            next_offset: self.next_offset,
+            max_timestamp: self.max_timestamp,
+            max_timestamp_offset: self.max_timestamp_offset,
+            rolling_timestamp: self.rolling_timestamp,
+            bytes_since_index: self.bytes_since_index,
+            index: self.index.clone(),
         }
     }
 }
 
-/// Reads `len` bytes at `position` of a segment file.
+/// What a segment's open needs instead of a scan, as a clean shutdown records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentState {
+    pub base_offset: i64,
+    pub size: u64,
+    pub next_offset: i64,
+    pub max_timestamp: i64,
+    pub max_timestamp_offset: i64,
+    pub rolling_timestamp: i64,
+    pub bytes_since_index: u64,
+    pub index: Vec<IndexEntry>,
+}
+
+/// Reads `len` bytes at `position` of a segment file. May return fewer bytes when the
+/// file is shorter (a segment truncated or released while a reader held it).
 pub async fn read_file(file: &DmaFile, path: &Path, position: u64, len: usize) -> Result<Bytes, StorageError> {
     if len == 0 {
         return Ok(Bytes::new());
@@ -221,4 +305,19 @@ pub async fn read_file(file: &DmaFile, path: &Path, position: u64, len: usize) -
         .await
         .map_err(|e| StorageError::io("read segment", path, e.into()))?;
     Ok(Bytes::copy_from_slice(&data))
+}
+
+/// Releases a segment file no longer in the log without stalling the reactor: the
+/// truncation that frees its extents and the unlink run on glommio's blocking thread;
+/// the close that remains is cheap. Readers still holding the file see short reads.
+pub async fn release_file(file: Rc<DmaFile>, path: Option<&Path>) {
+    if let Err(e) = file.truncate(0).await {
+        tracing::warn!(path = ?path, error = %e, "truncating a released segment failed");
+    }
+    if let Some(path) = path {
+        if let Err(e) = glommio::io::remove(path).await {
+            tracing::warn!(path = %path.display(), error = %e, "removing a released segment failed");
+        }
+    }
+    let _ = file.close_rc().await;
 }

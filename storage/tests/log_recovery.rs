@@ -13,7 +13,13 @@ fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Se
 }
 
 fn small_config() -> LogConfig {
-    LogConfig { segment_bytes_max: 64 << 10, index_interval_bytes: 1024, cache_bytes_max: 0, read_ahead_bytes: 8192 }
+    LogConfig {
+        segment_bytes_max: 64 << 10,
+        index_interval_bytes: 1024,
+        cache_bytes_max: 0,
+        read_ahead_bytes: 8192,
+        ..LogConfig::default()
+    }
 }
 
 async fn open(dir: &std::path::Path) -> Rc<RefCell<PartitionLog>> {

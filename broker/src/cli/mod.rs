@@ -43,6 +43,10 @@ pub struct ServeArgs {
     pub memory: Option<String>,
     #[arg(long)]
     pub node_id: Option<i32>,
+    /// Wait of a rebalance of an empty consumer group for more members (Kafka's
+    /// group.initial.rebalance.delay.ms); tests pass 0.
+    #[arg(long)]
+    pub group_initial_rebalance_delay_ms: Option<i32>,
 }
 
 impl ServeArgs {
@@ -71,6 +75,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.node_id {
             c.node_id = v;
+        }
+        if let Some(v) = self.group_initial_rebalance_delay_ms {
+            c.group_initial_rebalance_delay_ms = v;
         }
         for addr in [&c.kafka_addr, &c.admin_addr] {
             if std::net::ToSocketAddrs::to_socket_addrs(addr.as_str()).map(|mut a| a.next().is_none()).unwrap_or(true) {

@@ -49,6 +49,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("segment.jitter.ms", "0", "log.roll.jitter.ms", Kind::Long),
     def("segment.ms", "604800000", "log.roll.ms", Kind::Long),
     def("unclean.leader.election.enable", "false", "unclean.leader.election.enable", Kind::Bool),
+    // Keel's own: answer acks=-1 before the fsync (see docs/ARCHITECTURE.md, storage).
+    def("write.caching", "false", "write.caching.default", Kind::Bool),
 ];
 
 /// Broker-level settings reported by DescribeConfigs besides the topic fallbacks.
@@ -121,6 +123,17 @@ pub struct TopicSettings {
     pub max_message_bytes: usize,
     pub log_append_time: bool,
     pub segment_bytes: u64,
+    pub segment_ms: i64,
+    /// `cleanup.policy` contains `delete` / `compact`.
+    pub cleanup_delete: bool,
+    pub cleanup_compact: bool,
+    pub retention_ms: i64,
+    pub retention_bytes: i64,
+    pub delete_retention_ms: i64,
+    pub min_compaction_lag_ms: i64,
+    pub min_cleanable_dirty_ratio: f64,
+    /// acks=-1 is answered once appended, before the fsync.
+    pub write_caching: bool,
 }
 
 impl TopicSettings {
@@ -130,6 +143,15 @@ impl TopicSettings {
             max_message_bytes: get("max.message.bytes").parse().unwrap_or(1_048_588),
             log_append_time: get("message.timestamp.type") == "LogAppendTime",
             segment_bytes: get("segment.bytes").parse::<u64>().unwrap_or(1 << 30).max(4096),
+            segment_ms: get("segment.ms").parse::<i64>().unwrap_or(604_800_000).max(1),
+            cleanup_delete: get("cleanup.policy").split(',').any(|p| p.trim() == "delete"),
+            cleanup_compact: get("cleanup.policy").split(',').any(|p| p.trim() == "compact"),
+            retention_ms: get("retention.ms").parse().unwrap_or(604_800_000),
+            retention_bytes: get("retention.bytes").parse().unwrap_or(-1),
+            delete_retention_ms: get("delete.retention.ms").parse().unwrap_or(86_400_000),
+            min_compaction_lag_ms: get("min.compaction.lag.ms").parse().unwrap_or(0),
+            min_cleanable_dirty_ratio: get("min.cleanable.dirty.ratio").parse().unwrap_or(0.5),
+            write_caching: get("write.caching") == "true",
         }
     }
 }
@@ -148,5 +170,20 @@ mod tests {
         let topic = BTreeMap::new();
         assert_eq!(effective("max.message.bytes", &topic, &broker), Some(("2000".into(), Source::Broker)));
         assert_eq!(TopicSettings::resolve(&topic, &broker).max_message_bytes, 2000);
+    }
+
+    #[test]
+    fn storage_settings_resolve() {
+        let broker = BTreeMap::new();
+        let s = TopicSettings::resolve(&BTreeMap::new(), &broker);
+        assert!(s.cleanup_delete && !s.cleanup_compact && !s.write_caching);
+        assert_eq!((s.retention_ms, s.retention_bytes), (604_800_000, -1));
+        let topic: BTreeMap<String, String> = [("cleanup.policy", "compact,delete"), ("retention.bytes", "1000"), ("write.caching", "true")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let s = TopicSettings::resolve(&topic, &broker);
+        assert!(s.cleanup_delete && s.cleanup_compact && s.write_caching);
+        assert_eq!(s.retention_bytes, 1000);
     }
 }

@@ -4,21 +4,34 @@
 
 pub mod alter_configs;
 pub mod api_versions;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_topics;
 pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_topic_partitions;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sync_group;
 
 use std::rc::Rc;
 
@@ -49,6 +62,20 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
     (ApiKey::DescribeTopicPartitions, describe_topic_partitions::VERSIONS.0, describe_topic_partitions::VERSIONS.1),
     (ApiKey::DescribeAcls, describe_acls::VERSIONS.0, describe_acls::VERSIONS.1),
+    // Consumer groups and offsets (group coordinator).
+    (ApiKey::OffsetCommit, offset_commit::VERSIONS.0, offset_commit::VERSIONS.1),
+    (ApiKey::OffsetFetch, offset_fetch::VERSIONS.0, offset_fetch::VERSIONS.1),
+    (ApiKey::FindCoordinator, find_coordinator::VERSIONS.0, find_coordinator::VERSIONS.1),
+    (ApiKey::JoinGroup, join_group::VERSIONS.0, join_group::VERSIONS.1),
+    (ApiKey::Heartbeat, heartbeat::VERSIONS.0, heartbeat::VERSIONS.1),
+    (ApiKey::LeaveGroup, leave_group::VERSIONS.0, leave_group::VERSIONS.1),
+    (ApiKey::SyncGroup, sync_group::VERSIONS.0, sync_group::VERSIONS.1),
+    (ApiKey::DescribeGroups, describe_groups::VERSIONS.0, describe_groups::VERSIONS.1),
+    (ApiKey::ListGroups, list_groups::VERSIONS.0, list_groups::VERSIONS.1),
+    (ApiKey::DeleteGroups, delete_groups::VERSIONS.0, delete_groups::VERSIONS.1),
+    (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
+    (ApiKey::ConsumerGroupHeartbeat, consumer_group_heartbeat::VERSIONS.0, consumer_group_heartbeat::VERSIONS.1),
+    (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS.0, consumer_group_describe::VERSIONS.1),
 ];
 
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -124,6 +151,21 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
         RequestKind::DescribeCluster(r) => encode(key, v, corr, &describe_cluster::handle(shard, v, r)),
         RequestKind::DescribeTopicPartitions(r) => encode(key, v, corr, &describe_topic_partitions::handle(shard, r)),
         RequestKind::DescribeAcls(r) => encode(key, v, corr, &describe_acls::handle(r)),
+        RequestKind::FindCoordinator(r) => encode(key, v, corr, &find_coordinator::handle(shard, v, r).await),
+        RequestKind::JoinGroup(r) => encode(key, v, corr, &join_group::handle(shard, v, &req.header, r).await),
+        RequestKind::SyncGroup(r) => encode(key, v, corr, &sync_group::handle(shard, v, r).await),
+        RequestKind::Heartbeat(r) => encode(key, v, corr, &heartbeat::handle(shard, r).await),
+        RequestKind::LeaveGroup(r) => encode(key, v, corr, &leave_group::handle(shard, v, r).await),
+        RequestKind::OffsetCommit(r) => encode(key, v, corr, &offset_commit::handle(shard, v, r).await),
+        RequestKind::OffsetFetch(r) => encode(key, v, corr, &offset_fetch::handle(shard, v, r).await),
+        RequestKind::OffsetDelete(r) => encode(key, v, corr, &offset_delete::handle(shard, r).await),
+        RequestKind::ListGroups(r) => encode(key, v, corr, &list_groups::handle(shard, v, r).await),
+        RequestKind::DescribeGroups(r) => encode(key, v, corr, &describe_groups::handle(shard, v, r).await),
+        RequestKind::DeleteGroups(r) => encode(key, v, corr, &delete_groups::handle(shard, r).await),
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            encode(key, v, corr, &consumer_group_heartbeat::handle(shard, v, &req.header, r).await)
+        }
+        RequestKind::ConsumerGroupDescribe(r) => encode(key, v, corr, &consumer_group_describe::handle(shard, v, r).await),
         other => {
             // `prepare` only lets through what SUPPORTED lists, and each has an arm.
             unreachable!("no handler for a request prepare() accepted: {:?}", std::mem::discriminant(&other))

@@ -5,6 +5,7 @@
 pub mod mesh;
 pub mod partition;
 pub mod producer_state;
+pub mod shutdown;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -40,6 +41,8 @@ pub struct Shard {
     /// Controller state; only shard 0 has it.
     pub controller: Option<Controller>,
     pub connections: Cell<usize>,
+    /// Groups and offsets of the `__consumer_offsets` partitions this shard owns.
+    pub coordinator: RefCell<crate::coordinator::Coordinator>,
 }
 
 impl Shard {
@@ -140,6 +143,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     // memlock limit or glommio silently falls back to unregistered buffers.
     let memlock = keel_tuning::raise_memlock((IO_MEMORY_MAX as u64 * 3 + (4 << 20)) * config.smp as u64 + (64 << 20));
     let io_memory = keel_tuning::io_memory_per_shard(memlock, config.smp, IO_MEMORY_MAX);
+    shutdown::install();
     let mesh = MeshBuilder::<MeshMsg, _>::full(cpus.len(), mesh::MESH_CHANNEL_CAPACITY);
     let per_shard_memory = memory / cpus.len() as u64;
     tracing::info!(shards = cpus.len(), ?cpus, per_shard_memory, io_memory, "starting keel");
@@ -185,13 +189,16 @@ async fn shard_main(
         log_config,
         controller,
         connections: Cell::new(0),
+        coordinator: RefCell::new(crate::coordinator::Coordinator::default()),
     });
     mesh::serve(&shard, receivers);
     glommio::spawn_local(shard.flush.clone().run()).detach();
     shard.apply_metadata(metadata).await;
+    crate::coordinator::shell::start(&shard).await;
     tracing::info!(shard = id, partitions = shard.partitions.borrow().len(), "shard ready");
     if id == 0 {
         crate::admin::http::spawn(&shard)?;
+        glommio::spawn_local(shutdown::watch(shard.clone())).detach();
     }
     crate::net::listener::serve(shard).await
 }

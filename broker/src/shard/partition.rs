@@ -67,6 +67,7 @@ impl Partition {
         let settings = TopicSettings::resolve(&topic.configs, &meta.broker_configs);
         let mut config = shard.log_config.clone();
         config.segment_bytes_max = settings.segment_bytes;
+        config.segment_ms_max = settings.segment_ms;
         config.cache_bytes_max = (config.cache_bytes_max / 64).clamp(1 << 20, 64 << 20);
         let mut producers = ProducerStates::default();
         let log = PartitionLog::open(&dir, config, |h| remember_producer(&mut producers, h)).await?;
@@ -82,8 +83,16 @@ impl Partition {
 
     pub fn update_settings(&self, topic: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) {
         let s = TopicSettings::resolve(topic, broker);
-        self.log.borrow_mut().config.segment_bytes_max = s.segment_bytes;
+        let mut log = self.log.borrow_mut();
+        log.config.segment_bytes_max = s.segment_bytes;
+        log.config.segment_ms_max = s.segment_ms;
+        drop(log);
         *self.settings.borrow_mut() = s;
+    }
+
+    /// The topic settings in force (retention and compaction read them).
+    pub fn settings(&self) -> TopicSettings {
+        self.settings.borrow().clone()
     }
 
     pub fn remove_files(&self) {
@@ -111,7 +120,14 @@ impl Partition {
         if batches.iter().any(|(h, _)| h.is_transactional() || h.is_control()) {
             return ProduceOutcome::error(errors::INVALID_RECORD, "transactions are not supported yet");
         }
-        if let Err(e) = log::roll_if_needed(&self.log, records.len()).await {
+        if let Some(e) = &self.log.borrow().flush_error {
+            // The disk refuses writes (full or failing): refuse more appends until a
+            // flush succeeds rather than queue them in memory. Clients retry this code.
+            return ProduceOutcome::error(errors::KAFKA_STORAGE_ERROR, format!("log not writable: {e}"));
+        }
+        let newest = batches.iter().map(|(h, _)| h.max_timestamp).max().unwrap_or(-1);
+        let incoming_timestamp = if settings.log_append_time { now_ms() } else { newest };
+        if let Err(e) = log::roll_if_needed_at(&self.log, records.len(), incoming_timestamp).await {
             return ProduceOutcome::error(errors::storage_error_code(&e), e.to_string());
         }
         // From here to the append nothing awaits: the sequence check and the append
@@ -148,7 +164,9 @@ impl Partition {
         if last_offset >= 0 {
             shard.flush.mark_dirty(&self.log);
         }
-        if acks == -1 && last_offset >= 0 {
+        // With write caching (opt-in per topic) acks=-1 is answered once appended; the
+        // flush loop still writes it within one pass.
+        if acks == -1 && last_offset >= 0 && !settings.write_caching {
             if let Err(code) = self.wait_durable(last_offset, timeout).await {
                 return ProduceOutcome::error(code, "not durable before the request timed out");
             }

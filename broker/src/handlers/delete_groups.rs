@@ -1,0 +1,24 @@
+//! DeleteGroups: an empty group and all its offsets are deleted (tombstones in
+//! `__consumer_offsets`); an active one answers NON_EMPTY_GROUP.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+
+use crate::coordinator::{admin_ops, routing};
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (0, 2);
+
+pub async fn handle(shard: &Rc<Shard>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let calls = req.groups_names.into_iter().map(|group_id| async move {
+        let id = group_id.0.to_string();
+        let code = routing::on_coordinator(shard, &id.clone(), move |s, p| admin_ops::delete_group(s, p, id))
+            .await
+            .unwrap_or_else(|code| code);
+        DeletableGroupResult::default().with_group_id(group_id).with_error_code(code)
+    });
+    let results = keel_storage::flush::join_all(calls.collect()).await;
+    DeleteGroupsResponse::default().with_results(results)
+}

@@ -1,0 +1,79 @@
+//! FindCoordinator: every coordinator is this broker (single node). A group key is
+//! checked and its `__consumer_offsets` partition made to exist, so that the
+//! coordinator answered is ready to take the group's requests. Batched keys (v4+)
+//! are answered one by one.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
+
+use super::str_bytes;
+use crate::coordinator::routing;
+use crate::errors;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (0, 6);
+
+const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
+
+/// (error, message) for one key, or success.
+async fn find(shard: &Rc<Shard>, key_type: i8, key: &str) -> Result<(), (i16, String)> {
+    match key_type {
+        KEY_TYPE_GROUP if key.is_empty() => Err((errors::INVALID_REQUEST, "Group id must not be empty.".into())),
+        KEY_TYPE_GROUP => routing::coordinator_of(shard, key)
+            .await
+            .map(|_| ())
+            .map_err(|code| (code, "The coordinator is not available.".into())),
+        KEY_TYPE_TRANSACTION => {
+            Err((errors::COORDINATOR_NOT_AVAILABLE, "Transactions are not supported yet.".into()))
+        }
+        other => Err((errors::INVALID_REQUEST, format!("Unsupported coordinator key type {other}."))),
+    }
+}
+
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
+    let (host, port) = shard.config.advertised();
+    let node_id = shard.config.node_id;
+    let mut resp = FindCoordinatorResponse::default();
+    if version < 4 {
+        match find(shard, req.key_type, &req.key).await {
+            Ok(()) => {
+                resp.node_id = node_id.into();
+                resp.host = str_bytes(&host);
+                resp.port = port;
+                if version >= 1 {
+                    resp.error_message = None;
+                }
+            }
+            Err((code, message)) => {
+                resp.error_code = code;
+                resp.node_id = (-1).into();
+                resp.port = -1;
+                if version >= 1 {
+                    resp.error_message = Some(str_bytes(&message));
+                }
+            }
+        }
+        return resp;
+    }
+    for key in req.coordinator_keys {
+        let c = match find(shard, req.key_type, &key).await {
+            Ok(()) => Coordinator::default()
+                .with_key(key)
+                .with_node_id(node_id.into())
+                .with_host(str_bytes(&host))
+                .with_port(port)
+                .with_error_message(None),
+            Err((code, message)) => Coordinator::default()
+                .with_key(key)
+                .with_node_id((-1).into())
+                .with_port(-1)
+                .with_error_code(code)
+                .with_error_message(Some(str_bytes(&message))),
+        };
+        resp.coordinators.push(c);
+    }
+    resp
+}

@@ -1,0 +1,22 @@
+//! Heartbeat of a classic group member: keeps its session alive and tells it when a
+//! rebalance started (REBALANCE_IN_PROGRESS).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
+
+use crate::coordinator::{classic_ops, routing};
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (0, 4);
+
+pub async fn handle(shard: &Rc<Shard>, req: HeartbeatRequest) -> HeartbeatResponse {
+    let group_id = req.group_id.0.to_string();
+    let (member_id, generation) = (req.member_id.to_string(), req.generation_id);
+    let instance_id = req.group_instance_id.as_deref().map(str::to_string);
+    let gid = group_id.clone();
+    let code = routing::on_coordinator(shard, &group_id, move |s, p| classic_ops::heartbeat(s, p, gid, member_id, instance_id, generation))
+        .await
+        .unwrap_or_else(|code| code);
+    HeartbeatResponse::default().with_error_code(code)
+}

@@ -1,0 +1,35 @@
+//! SyncGroup: forwarded to the coordinator shard; followers stay parked until the
+//! leader's assignment is durable.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+
+use super::str_bytes;
+use crate::coordinator::classic::{SyncRequest, SyncResult};
+use crate::coordinator::{classic_ops, routing};
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (0, 5);
+
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: SyncGroupRequest) -> SyncGroupResponse {
+    let group_id = req.group_id.0.to_string();
+    let sync = SyncRequest {
+        member_id: req.member_id.to_string(),
+        instance_id: req.group_instance_id.as_deref().map(str::to_string),
+        generation: req.generation_id,
+        protocol_type: req.protocol_type.as_deref().map(str::to_string),
+        protocol: req.protocol_name.as_deref().map(str::to_string),
+        assignments: req.assignments.into_iter().map(|a| (a.member_id.to_string(), a.assignment)).collect(),
+    };
+    let gid = group_id.clone();
+    let r = routing::on_coordinator(shard, &group_id, move |s, p| classic_ops::sync(s, p, gid, sync))
+        .await
+        .unwrap_or_else(SyncResult::error);
+    let mut resp = SyncGroupResponse::default().with_error_code(r.error).with_assignment(r.assignment);
+    if version >= 5 {
+        resp.protocol_type = r.protocol_type.as_deref().map(str_bytes);
+        resp.protocol_name = r.protocol.as_deref().map(str_bytes);
+    }
+    resp
+}

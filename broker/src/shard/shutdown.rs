@@ -1,0 +1,93 @@
+//! Orderly stop on SIGTERM or SIGINT: every shard flushes every partition it owns
+//! (all appended data reaches the disk, the high watermark meets the log end), then
+//! the process exits. A `kill -9` skips this and relies on recovery instead.
+//!
+//! Signals are blocked in every thread and taken by one plain thread with `sigwait`;
+//! it only sets a flag that shard 0 checks on a timer, so no signal handler ever runs
+//! inside an executor.
+
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::Shard;
+
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+const STOP_POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// How long a stop waits for flushes before exiting anyway.
+const STOP_FLUSH_WAIT_MAX: Duration = Duration::from_secs(30);
+
+fn stop_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset only write into the set we own.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        set
+    }
+}
+
+/// Blocks SIGTERM/SIGINT in this thread (and the threads it spawns afterwards) and
+/// starts the thread that waits for them. Call before starting the executors.
+pub fn install() {
+    let set = stop_signals();
+    // SAFETY: pthread_sigmask reads `set` and changes only this thread's mask.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    std::thread::Builder::new()
+        .name("keel-signals".into())
+        .spawn(move || loop {
+            let mut sig = 0;
+            // SAFETY: sigwait reads `set` and writes the signal number into `sig`.
+            if unsafe { libc::sigwait(&set, &mut sig) } == 0 {
+                tracing::info!(signal = sig, "stopping: flushing every partition");
+                STOP_REQUESTED.store(true, Ordering::SeqCst);
+            }
+        })
+        .expect("starting the signal thread");
+}
+
+/// Runs on shard 0: waits for a stop request, flushes every shard, exits.
+pub async fn watch(shard: Rc<Shard>) {
+    while !STOP_REQUESTED.load(Ordering::SeqCst) {
+        glommio::timer::sleep(STOP_POLL_INTERVAL).await;
+    }
+    let flushed = futures_lite::future::or(
+        async {
+            shard.submit_to_all(|s| async move { flush_all(&s).await }).await;
+            true
+        },
+        async {
+            glommio::timer::sleep(STOP_FLUSH_WAIT_MAX).await;
+            false
+        },
+    )
+    .await;
+    if flushed {
+        tracing::info!("every partition flushed; exiting");
+        std::process::exit(0);
+    }
+    eprintln!("keel: partitions not flushed within {STOP_FLUSH_WAIT_MAX:?}; exiting, recovery will run at the next start");
+    std::process::exit(1);
+}
+
+/// Waits until every partition of this shard has all its appends on disk. The flush
+/// loop does the writing, so two flushes of one log never run at once.
+async fn flush_all(shard: &Shard) {
+    let partitions: Vec<_> = shard.partitions.borrow().values().cloned().collect();
+    for p in partitions {
+        loop {
+            let wait = {
+                let l = p.log.borrow();
+                if !l.is_dirty() && l.high_watermark() >= l.log_end_offset() {
+                    break;
+                }
+                l.changed.wait()
+            };
+            shard.flush.mark_dirty(&p.log);
+            futures_lite::future::or(wait, glommio::timer::sleep(Duration::from_millis(50))).await;
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Reads: from the batch cache when the tail is asked for, else DMA reads of the
+//! segment files with read-ahead; and the timestamp lookups ListOffsets needs.
+//!
+//! A read takes no lock. It follows segments by base offset (never by position in
+//! the segment list, which retention and compaction change under it), holds the
+//! `Rc<DmaFile>` of the segment it is reading, and never reads past the bytes known
+//! durable. A segment replaced or released meanwhile is still readable through that
+//! handle or gives a short read, which ends the read early; every batch returned from
+//! disk has passed its CRC check.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use bytes::Bytes;
+use glommio::io::DmaFile;
+use keel_protocol::batch::{self, BatchHeader};
+
+use crate::error::StorageError;
+use crate::log::PartitionLog;
+use crate::segment;
+
+pub struct ReadResult {
+    pub batches: Vec<Bytes>,
+    pub bytes: usize,
+}
+
+impl PartitionLog {
+    fn read_cached(&self, offset: i64, max_bytes: usize, upto: i64) -> Option<ReadResult> {
+        let (first, _) = self.cache.front()?;
+        if first.base_offset > offset {
+            return None;
+        }
+        let mut out = ReadResult { batches: Vec::new(), bytes: 0 };
+        let start = self.cache.partition_point(|(h, _)| h.last_offset() < offset);
+        for (h, b) in self.cache.range(start..) {
+            if h.base_offset >= upto || (out.bytes > 0 && out.bytes + b.len() > max_bytes) {
+                break;
+            }
+            out.bytes += b.len();
+            out.batches.push(b.clone());
+        }
+        Some(out)
+    }
+
+    /// The segment holding `offset` (the last with a base at or below it) and where to
+    /// start scanning for it.
+    fn locate(&self, offset: i64) -> Option<(SegmentView, u64)> {
+        let i = self.segments.partition_point(|s| s.base_offset <= offset);
+        let seg = &self.segments[i.checked_sub(1)?];
+        Some((SegmentView::of(seg), seg.position_for_offset(offset)))
+    }
+
+    /// The first segment after the one based at `base`.
+    fn segment_after(&self, base: i64) -> Option<SegmentView> {
+        let i = self.segments.partition_point(|s| s.base_offset <= base);
+        self.segments.get(i).map(SegmentView::of)
+    }
+}
+
+/// What a read needs of a segment, taken once so the log can change meanwhile.
+struct SegmentView {
+    base_offset: i64,
+    file: Rc<DmaFile>,
+    path: PathBuf,
+    durable_size: u64,
+}
+
+impl SegmentView {
+    fn of(seg: &segment::Segment) -> SegmentView {
+        SegmentView {
+            base_offset: seg.base_offset,
+            file: seg.file.clone(),
+            path: seg.path.clone(),
+            durable_size: seg.durable_size,
+        }
+    }
+}
+
+/// Reads batches from `offset` (the batch holding it first) up to `max_bytes` (at
+/// least one batch), never past `upto` or the high watermark. Every batch read from
+/// disk has its CRC checked before it is returned.
+pub async fn read(
+    log: &Rc<RefCell<PartitionLog>>,
+    offset: i64,
+    max_bytes: usize,
+    upto: i64,
+) -> Result<ReadResult, StorageError> {
+    let mut out = ReadResult { batches: Vec::new(), bytes: 0 };
+    let (upto, mut seg, mut position, mut want) = {
+        let l = log.borrow();
+        l.check_range(offset)?;
+        let upto = upto.min(l.durable_offset);
+        if offset >= upto {
+            return Ok(out);
+        }
+        if let Some(hit) = l.read_cached(offset, max_bytes, upto) {
+            return Ok(hit);
+        }
+        let Some((seg, position)) = l.locate(offset) else { return Ok(out) };
+        (upto, seg, position, l.config.read_ahead_bytes.max(max_bytes))
+    };
+    loop {
+        if position >= seg.durable_size {
+            match log.borrow().segment_after(seg.base_offset) {
+                Some(next) => seg = next,
+                None => return Ok(out),
+            }
+            position = 0;
+            continue;
+        }
+        let len = want.min((seg.durable_size - position) as usize);
+        let data = segment::read_file(&seg.file, &seg.path, position, len).await?;
+        let short = data.len() < len;
+        let mut cursor = 0;
+        while cursor < data.len() {
+            let rest = &data[cursor..];
+            let need = match batch::peek_batch_len(rest) {
+                Some(Ok(need)) => need,
+                Some(Err(e)) => return Err(corrupt(&seg.path, position + cursor as u64, e.to_string())),
+                None => batch::BATCH_HEADER_LEN,
+            };
+            if need > rest.len() {
+                if cursor == 0 {
+                    if position + need as u64 > seg.durable_size && !short {
+                        let reason = format!("batch of {need} bytes runs past the segment's end");
+                        return Err(corrupt(&seg.path, position, reason));
+                    }
+                    // The next batch is larger than the read: read it whole.
+                    want = want.max(need);
+                }
+                break;
+            }
+            let header = BatchHeader::parse(rest).map_err(|e| corrupt(&seg.path, position, e.to_string()))?;
+            if header.base_offset >= upto {
+                return Ok(out);
+            }
+            if header.last_offset() >= offset {
+                if !out.batches.is_empty() && out.bytes + need > max_bytes {
+                    return Ok(out);
+                }
+                let bytes = data.slice(cursor..cursor + need);
+                batch::validate(&bytes).map_err(|e| corrupt(&seg.path, position + cursor as u64, e.to_string()))?;
+                out.bytes += need;
+                out.batches.push(bytes);
+            }
+            cursor += need;
+        }
+        if out.bytes >= max_bytes || short {
+            // A short read means the segment was released or truncated under us.
+            return Ok(out);
+        }
+        position += cursor as u64;
+    }
+}
+
+fn corrupt(path: &Path, position: u64, reason: String) -> StorageError {
+    tracing::error!(path = %path.display(), position, %reason, "corrupt batch not served");
+    StorageError::Corrupt { path: path.to_path_buf(), position, reason }
+}
+
+fn corrupt_in(log: &Rc<RefCell<PartitionLog>>, reason: String) -> StorageError {
+    StorageError::Corrupt { path: log.borrow().dir.clone(), position: 0, reason }
+}
+
+/// First record at or after `timestamp`: its (offset, timestamp), below the high
+/// watermark. Uses the segments' timestamp index, then decodes one batch.
+pub async fn offset_for_timestamp(
+    log: &Rc<RefCell<PartitionLog>>,
+    timestamp: i64,
+) -> Result<Option<(i64, i64)>, StorageError> {
+    let (mut offset, hw) = {
+        let l = log.borrow();
+        let Some(seg) = l.segments.iter().find(|s| s.max_timestamp >= timestamp) else { return Ok(None) };
+        let i = seg.index.partition_point(|e| e.max_timestamp_so_far < timestamp);
+        let start = if i == 0 { seg.base_offset } else { seg.index[i - 1].offset };
+        (start.max(l.log_start_offset), l.durable_offset)
+    };
+    while offset < hw {
+        let r = read(log, offset, 1 << 20, hw).await?;
+        if r.batches.is_empty() {
+            break;
+        }
+        for b in &r.batches {
+            let h = BatchHeader::parse(b).map_err(|e| corrupt_in(log, e.to_string()))?;
+            if h.max_timestamp >= timestamp && !h.is_control() && h.records_count > 0 {
+                let records = batch::record_timestamps(b).map_err(|e| corrupt_in(log, e.to_string()))?;
+                if let Some(found) = records.into_iter().find(|(o, t)| *t >= timestamp && *o >= offset) {
+                    return Ok(Some(found));
+                }
+            }
+            offset = offset.max(h.last_offset() + 1);
+        }
+    }
+    Ok(None)
+}
+
+/// The record with the largest timestamp: its (offset, timestamp).
+pub async fn offset_of_max_timestamp(log: &Rc<RefCell<PartitionLog>>) -> Result<Option<(i64, i64)>, StorageError> {
+    let (max_ts, base, start) = {
+        let l = log.borrow();
+        let best = l
+            .segments
+            .iter()
+            .filter(|s| s.max_timestamp >= 0)
+            .fold((-1i64, -1i64), |acc, s| if s.max_timestamp > acc.0 { (s.max_timestamp, s.max_timestamp_offset) } else { acc });
+        (best.0, best.1, l.log_start_offset)
+    };
+    if max_ts < 0 || base < start {
+        return Ok(None);
+    }
+    let r = read(log, base, 1, i64::MAX).await?;
+    let Some(b) = r.batches.first() else { return Ok(None) };
+    let records = batch::record_timestamps(b).map_err(|e| corrupt_in(log, e.to_string()))?;
+    Ok(records.into_iter().find(|(_, t)| *t == max_ts))
+}

@@ -1,0 +1,354 @@
+//! Opening a log: the recovery scan after a crash, or the clean-shutdown checkpoint
+//! after a clean stop; and `close`, which writes that checkpoint.
+//!
+//! After a crash every segment is scanned, every batch's CRC checked, and the log is
+//! truncated at the first torn, zeroed or corrupt batch (later segments were written
+//! after it and never acknowledged, since a flush syncs all files before the durable
+//! offset moves). That costs time proportional to the whole log. A clean `close`
+//! flushes, then records each segment's size, offsets, timestamps and sparse index,
+//! the epoch cache and the producers' recent batch headers in `clean.ckpt`; the next
+//! open checks the files still have exactly those sizes, restores that state without
+//! reading a byte of data, and removes the checkpoint before the log can change, so a
+//! later crash never trusts a stale one. Start-up then costs one stat per segment.
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::rc::Rc;
+
+use bytes::{Buf, BufMut};
+use keel_protocol::batch::BatchHeader;
+
+use crate::checkpoint::{self, PartitionState, CLEAN_FILE, STATE_FILE};
+use crate::error::StorageError;
+use crate::log::{self, note_epoch, sync_or_die, LogConfig, PartitionLog};
+use crate::segment::{self, IndexEntry, Segment, SegmentState};
+use crate::PAGE;
+
+/// How a log was opened, for logs and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenKind {
+    /// Restored from the clean-shutdown checkpoint without scanning.
+    Clean,
+    /// Every segment scanned.
+    Scanned,
+}
+
+impl PartitionLog {
+    /// Opens (recovering) or creates the log in `dir`. `on_batch` sees every valid
+    /// batch after a scan, or, after a clean shutdown, each producer's recent batches
+    /// (enough to rebuild idempotent-producer state).
+    pub async fn open(
+        dir: &Path,
+        config: LogConfig,
+        on_batch: impl FnMut(&BatchHeader),
+    ) -> Result<PartitionLog, StorageError> {
+        Ok(PartitionLog::open_reporting(dir, config, on_batch).await?.0)
+    }
+
+    /// `open`, also telling whether the clean-shutdown checkpoint was used.
+    pub async fn open_reporting(
+        dir: &Path,
+        config: LogConfig,
+        mut on_batch: impl FnMut(&BatchHeader),
+    ) -> Result<(PartitionLog, OpenKind), StorageError> {
+        std::fs::create_dir_all(dir).map_err(|e| StorageError::io("create log dir", dir, e))?;
+        let bases = list_segments(dir)?;
+        let state = checkpoint::read(dir, STATE_FILE).await.and_then(|b| PartitionState::decode(&b)).unwrap_or_default();
+        let clean = checkpoint::read(dir, CLEAN_FILE).await.and_then(|b| CleanState::decode(&b));
+        let mut log = PartitionLog::empty(dir, config);
+        let mut kind = OpenKind::Scanned;
+        if let Some(clean) = clean {
+            checkpoint::remove(dir, CLEAN_FILE).await?;
+            if restore_clean(&mut log, &bases, &clean).await? {
+                kind = OpenKind::Clean;
+                for h in &clean.producers {
+                    log.producers.note(h);
+                    on_batch(h);
+                }
+            } else {
+                tracing::warn!(dir = %dir.display(), "clean-shutdown checkpoint does not match the files; scanning");
+                log = PartitionLog::empty(dir, log.config.clone());
+            }
+        }
+        if kind == OpenKind::Scanned {
+            scan_all(&mut log, &bases, &mut on_batch).await?;
+        }
+        if log.segments.is_empty() {
+            log.segments.push(Segment::create(dir, state.log_start_offset.max(0)).await?);
+            log.next_offset = state.log_start_offset.max(0);
+        }
+        log.log_start_offset = log.segments[0].base_offset;
+        log.cleaned_upto = state.cleaned_upto;
+        if state.log_start_offset > log.next_offset {
+            // The checkpoint says records up to there were deleted, but recovery lost
+            // even more: start empty where the deletions ended, as Kafka does.
+            tracing::warn!(dir = %dir.display(), start = state.log_start_offset, end = log.next_offset,
+                "log start offset past the recovered end; starting empty there");
+            start_empty_at(&mut log, state.log_start_offset).await?;
+        }
+        log.advance_start(state.log_start_offset.min(log.next_offset));
+        log.durable_offset = log.next_offset;
+        log.load_tail().await?;
+        Ok((log, kind))
+    }
+}
+
+fn list_segments(dir: &Path) -> Result<Vec<i64>, StorageError> {
+    let mut bases = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| StorageError::io("list log dir", dir, e))? {
+        let entry = entry.map_err(|e| StorageError::io("list log dir", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(base) = segment::parse_segment_name(name) {
+            bases.push(base);
+        } else if name.ends_with(".cleaned") || name.ends_with(".tmp") {
+            // Output of a compaction or checkpoint write that never completed.
+            let path = entry.path();
+            std::fs::remove_file(&path).map_err(|e| StorageError::io("remove leftover", &path, e))?;
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+async fn scan_all(
+    log: &mut PartitionLog,
+    bases: &[i64],
+    on_batch: &mut impl FnMut(&BatchHeader),
+) -> Result<(), StorageError> {
+    let mut damaged = false;
+    for &base in bases {
+        let path = segment::segment_path(&log.dir, base);
+        if damaged {
+            tracing::error!(path = %path.display(), "removing segment after a damaged one");
+            std::fs::remove_file(&path).map_err(|e| StorageError::io("remove segment", &path, e))?;
+            continue;
+        }
+        let mut seg = Segment::open(path.clone(), base.max(log.next_offset)).await?;
+        let (epochs, producers) = (&mut log.epochs, &mut log.producers);
+        let outcome = seg
+            .scan(log.config.index_interval_bytes, |h, _| {
+                note_epoch(epochs, h);
+                producers.note(h);
+                on_batch(h);
+            })
+            .await?;
+        if let Some(reason) = outcome.stopped {
+            tracing::warn!(path = %path.display(), valid_len = outcome.valid_len, %reason,
+                "log recovery truncates at the last valid batch");
+            damaged = true;
+        }
+        let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
+        if file_len != outcome.valid_len {
+            seg.file.truncate(outcome.valid_len).await.map_err(|e| StorageError::io("truncate", &path, e.into()))?;
+            sync_or_die(&seg.file, &path).await;
+        }
+        log.next_offset = seg.next_offset;
+        log.segments.push(seg);
+    }
+    Ok(())
+}
+
+/// Restores the log from a clean-shutdown checkpoint if the files match it exactly.
+async fn restore_clean(log: &mut PartitionLog, bases: &[i64], clean: &CleanState) -> Result<bool, StorageError> {
+    if clean.segments.iter().map(|s| s.base_offset).ne(bases.iter().copied()) || clean.segments.is_empty() {
+        return Ok(false);
+    }
+    let last = clean.segments.len() - 1;
+    for (i, state) in clean.segments.iter().enumerate() {
+        let path = segment::segment_path(&log.dir, state.base_offset);
+        let mut seg = Segment::open(path.clone(), state.base_offset).await?;
+        let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
+        // The active segment's last page is written whole, zero-padded.
+        let padded = state.size.div_ceil(PAGE) * PAGE;
+        if file_len != state.size && !(i == last && file_len == padded) {
+            return Ok(false);
+        }
+        seg.restore(state);
+        log.segments.push(seg);
+    }
+    log.next_offset = clean.next_offset;
+    log.epochs = clean.epochs.clone();
+    Ok(true)
+}
+
+/// Replaces every segment with one empty segment starting at `offset`.
+async fn start_empty_at(log: &mut PartitionLog, offset: i64) -> Result<(), StorageError> {
+    for seg in std::mem::take(&mut log.segments) {
+        segment::release_file(seg.file, Some(&seg.path)).await;
+    }
+    log.segments.push(Segment::create(&log.dir, offset).await?);
+    log.next_offset = offset;
+    log.epochs.clear();
+    log.producers = Default::default();
+    Ok(())
+}
+
+/// Flushes the log and writes the clean-shutdown checkpoint. Nothing may be appended
+/// afterwards (a later change would only make the next open fall back to a scan).
+pub async fn close(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
+    let lock = log.borrow().io_lock();
+    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
+    log::flush_locked(log).await?;
+    let (dir, body) = {
+        let l = log.borrow();
+        let clean = CleanState {
+            next_offset: l.next_offset,
+            epochs: l.epochs.clone(),
+            producers: l.producers.headers(),
+            segments: l.segments.iter().map(Segment::state).collect(),
+        };
+        (l.dir.clone(), clean.encode())
+    };
+    checkpoint::write(&dir, CLEAN_FILE, body).await
+}
+
+/// What `clean.ckpt` holds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CleanState {
+    next_offset: i64,
+    epochs: Vec<(i32, i64)>,
+    producers: Vec<BatchHeader>,
+    segments: Vec<SegmentState>,
+}
+
+impl CleanState {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.put_i64(self.next_offset);
+        b.put_u32(self.epochs.len() as u32);
+        for (epoch, start) in &self.epochs {
+            b.put_i32(*epoch);
+            b.put_i64(*start);
+        }
+        b.put_u32(self.producers.len() as u32);
+        for h in &self.producers {
+            put_header(&mut b, h);
+        }
+        b.put_u32(self.segments.len() as u32);
+        for s in &self.segments {
+            for v in [s.base_offset, s.size as i64, s.next_offset, s.max_timestamp, s.max_timestamp_offset] {
+                b.put_i64(v);
+            }
+            b.put_i64(s.rolling_timestamp);
+            b.put_u64(s.bytes_since_index);
+            b.put_u32(s.index.len() as u32);
+            for e in &s.index {
+                b.put_i64(e.offset);
+                b.put_u64(e.position);
+                b.put_i64(e.max_timestamp_so_far);
+            }
+        }
+        b
+    }
+
+    /// Decodes a checkpoint body; `None` if it is short or inconsistent.
+    fn decode(mut b: &[u8]) -> Option<CleanState> {
+        let next_offset = get_i64(&mut b)?;
+        let mut epochs = Vec::new();
+        for _ in 0..get_u32(&mut b)? {
+            epochs.push((get_i32(&mut b)?, get_i64(&mut b)?));
+        }
+        let mut producers = Vec::new();
+        for _ in 0..get_u32(&mut b)? {
+            producers.push(get_header(&mut b)?);
+        }
+        let mut segments = Vec::new();
+        for _ in 0..get_u32(&mut b)? {
+            let (base_offset, size, next, max_ts, max_ts_offset) =
+                (get_i64(&mut b)?, get_i64(&mut b)?, get_i64(&mut b)?, get_i64(&mut b)?, get_i64(&mut b)?);
+            let rolling_timestamp = get_i64(&mut b)?;
+            let bytes_since_index = get_i64(&mut b)? as u64;
+            let mut index = Vec::new();
+            for _ in 0..get_u32(&mut b)? {
+                let (offset, position, ts) = (get_i64(&mut b)?, get_i64(&mut b)? as u64, get_i64(&mut b)?);
+                index.push(IndexEntry { offset, position, max_timestamp_so_far: ts });
+            }
+            segments.push(SegmentState {
+                base_offset,
+                size: u64::try_from(size).ok()?,
+                next_offset: next,
+                max_timestamp: max_ts,
+                max_timestamp_offset: max_ts_offset,
+                rolling_timestamp,
+                bytes_since_index,
+                index,
+            });
+        }
+        b.is_empty().then_some(CleanState { next_offset, epochs, producers, segments })
+    }
+}
+
+fn put_header(b: &mut Vec<u8>, h: &BatchHeader) {
+    b.put_i64(h.base_offset);
+    b.put_i32(h.batch_length);
+    b.put_i32(h.partition_leader_epoch);
+    b.put_i16(h.attributes);
+    b.put_i32(h.last_offset_delta);
+    b.put_i64(h.base_timestamp);
+    b.put_i64(h.max_timestamp);
+    b.put_i64(h.producer_id);
+    b.put_i16(h.producer_epoch);
+    b.put_i32(h.base_sequence);
+    b.put_i32(h.records_count);
+}
+
+fn get_header(b: &mut &[u8]) -> Option<BatchHeader> {
+    Some(BatchHeader {
+        base_offset: get_i64(b)?,
+        batch_length: get_i32(b)?,
+        partition_leader_epoch: get_i32(b)?,
+        magic: 2,
+        crc: 0,
+        attributes: get_i16(b)?,
+        last_offset_delta: get_i32(b)?,
+        base_timestamp: get_i64(b)?,
+        max_timestamp: get_i64(b)?,
+        producer_id: get_i64(b)?,
+        producer_epoch: get_i16(b)?,
+        base_sequence: get_i32(b)?,
+        records_count: get_i32(b)?,
+    })
+}
+
+fn get_i64(b: &mut &[u8]) -> Option<i64> {
+    (b.len() >= 8).then(|| b.get_i64())
+}
+fn get_i32(b: &mut &[u8]) -> Option<i32> {
+    (b.len() >= 4).then(|| b.get_i32())
+}
+fn get_u32(b: &mut &[u8]) -> Option<u32> {
+    (b.len() >= 4).then(|| b.get_u32())
+}
+fn get_i16(b: &mut &[u8]) -> Option<i16> {
+    (b.len() >= 2).then(|| b.get_i16())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_state_round_trip_and_truncation() {
+        let clean = CleanState {
+            next_offset: 99,
+            epochs: vec![(0, 0), (3, 50)],
+            producers: Vec::new(),
+            segments: vec![SegmentState {
+                base_offset: 0,
+                size: 8192,
+                next_offset: 99,
+                max_timestamp: 5,
+                max_timestamp_offset: 10,
+                rolling_timestamp: 1,
+                bytes_since_index: 100,
+                index: vec![IndexEntry { offset: 0, position: 0, max_timestamp_so_far: 1 }],
+            }],
+        };
+        let body = clean.encode();
+        assert_eq!(CleanState::decode(&body), Some(clean));
+        for cut in 0..body.len() {
+            assert!(CleanState::decode(&body[..cut]).is_none(), "cut at {cut} accepted");
+        }
+    }
+}

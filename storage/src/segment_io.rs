@@ -1,0 +1,146 @@
+//! Sequential segment I/O for background work: a chunked batch reader and an aligned
+//! streaming writer, both with bounded memory whatever the segment's size.
+//!
+//! Compaction reads a segment twice (building the key map, then filtering) and writes
+//! its replacement; neither may hold a whole segment (up to `segment.bytes`, 1 GiB by
+//! default) in memory, and every write must be an O_DIRECT write of whole pages.
+
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use glommio::io::DmaFile;
+use keel_protocol::batch::{self, BatchHeader};
+
+use crate::error::StorageError;
+use crate::log::sync_or_die;
+use crate::segment::{self, Segment};
+use crate::PAGE;
+
+/// Bytes read or written per DMA operation.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// Reads the validated batches of one segment file in order.
+pub struct SegmentReader {
+    file: Rc<DmaFile>,
+    path: PathBuf,
+    size: u64,
+    position: u64,
+    buffer: Bytes,
+}
+
+impl SegmentReader {
+    pub fn new(seg: &Segment) -> SegmentReader {
+        SegmentReader {
+            file: seg.file.clone(),
+            path: seg.path.clone(),
+            size: seg.durable_size,
+            position: 0,
+            buffer: Bytes::new(),
+        }
+    }
+
+    /// The next batch, CRC-checked; `None` at the end of the segment.
+    pub async fn next(&mut self) -> Result<Option<(BatchHeader, Bytes)>, StorageError> {
+        loop {
+            let need = match batch::peek_batch_len(&self.buffer) {
+                Some(Ok(need)) => need,
+                Some(Err(e)) => return Err(self.corrupt(e.to_string())),
+                None => batch::BATCH_LOG_OVERHEAD,
+            };
+            if self.buffer.len() >= need && need > batch::BATCH_LOG_OVERHEAD {
+                let bytes = self.buffer.split_to(need);
+                let header = batch::validate(&bytes).map_err(|e| self.corrupt(e.to_string()))?;
+                self.position += need as u64;
+                return Ok(Some((header, bytes)));
+            }
+            let read_from = self.position + self.buffer.len() as u64;
+            if read_from >= self.size {
+                if self.buffer.is_empty() {
+                    return Ok(None);
+                }
+                return Err(self.corrupt(format!("{} trailing bytes", self.buffer.len())));
+            }
+            let want = CHUNK_BYTES.max(need - self.buffer.len()).min((self.size - read_from) as usize);
+            let chunk = segment::read_file(&self.file, &self.path, read_from, want).await?;
+            if chunk.len() < want {
+                return Err(self.corrupt("segment shorter than its recorded size".into()));
+            }
+            let mut joined = Vec::with_capacity(self.buffer.len() + chunk.len());
+            joined.extend_from_slice(&self.buffer);
+            joined.extend_from_slice(&chunk);
+            self.buffer = Bytes::from(joined);
+        }
+    }
+
+    fn corrupt(&self, reason: String) -> StorageError {
+        tracing::error!(path = %self.path.display(), position = self.position, %reason, "corrupt batch in background read");
+        StorageError::Corrupt { path: self.path.clone(), position: self.position, reason }
+    }
+}
+
+/// Writes a new segment file front to back with whole-page O_DIRECT writes, keeping
+/// at most one chunk in memory, and builds its in-memory [`Segment`] as it goes.
+pub struct SegmentWriter {
+    segment: Segment,
+    buffer: Vec<u8>,
+    written: u64,
+    index_interval_bytes: u64,
+}
+
+impl SegmentWriter {
+    /// Creates (truncating) `path` for a segment based at `base_offset`.
+    pub async fn create(path: PathBuf, base_offset: i64, index_interval_bytes: u64) -> Result<SegmentWriter, StorageError> {
+        let segment = Segment::create_at(path, base_offset).await?;
+        Ok(SegmentWriter { segment, buffer: Vec::new(), written: 0, index_interval_bytes })
+    }
+
+    pub fn size(&self) -> u64 {
+        self.segment.size
+    }
+
+    pub async fn push(&mut self, header: &BatchHeader, bytes: &[u8]) -> Result<(), StorageError> {
+        self.segment.track_append(header, self.index_interval_bytes);
+        self.buffer.extend_from_slice(bytes);
+        if self.buffer.len() >= CHUNK_BYTES {
+            let full = self.buffer.len() / PAGE as usize * PAGE as usize;
+            self.write(full).await?;
+        }
+        Ok(())
+    }
+
+    async fn write(&mut self, len: usize) -> Result<(), StorageError> {
+        let padded = len.div_ceil(PAGE as usize) * PAGE as usize;
+        let file = &self.segment.file;
+        let mut buf = file.alloc_dma_buffer(padded);
+        let slice = buf.as_bytes_mut();
+        slice[..len].copy_from_slice(&self.buffer[..len]);
+        slice[len..].fill(0);
+        let path = &self.segment.path;
+        let n = file.write_at(buf, self.written).await.map_err(|e| StorageError::io("write segment", path, e.into()))?;
+        if n < padded {
+            return Err(StorageError::io("short write", path, std::io::Error::from_raw_os_error(crate::log::libc_enospc())));
+        }
+        self.buffer.drain(..len);
+        self.written += len as u64;
+        Ok(())
+    }
+
+    /// Writes what remains, cuts the file to its logical size and fsyncs it.
+    pub async fn finish(mut self) -> Result<Segment, StorageError> {
+        if !self.buffer.is_empty() {
+            self.write(self.buffer.len()).await?;
+        }
+        let (file, path) = (&self.segment.file, &self.segment.path);
+        file.truncate(self.segment.size).await.map_err(|e| StorageError::io("truncate segment", path, e.into()))?;
+        sync_or_die(file, path).await;
+        self.segment.durable_size = self.segment.size;
+        Ok(self.segment)
+    }
+
+    /// Abandons the file (removing it).
+    pub async fn abandon(self) {
+        let path = self.segment.path.clone();
+        segment::release_file(self.segment.file, Some(&path)).await;
+    }
+}
