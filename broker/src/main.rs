@@ -1,6 +1,11 @@
 use clap::Parser;
 use keel_broker::cli::{Cli, Command, ServeArgs};
 
+/// Keeps hostile element counts in requests from aborting the process; see
+/// `keel_protocol::alloc`.
+#[global_allocator]
+static ALLOCATOR: keel_protocol::alloc::GuardedAllocator = keel_protocol::alloc::GuardedAllocator;
+
 fn main() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

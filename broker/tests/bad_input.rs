@@ -34,6 +34,9 @@ fn bad_frames_close_only_their_connection() {
         [&10i32.to_be_bytes()[..], &999i16.to_be_bytes(), &0i16.to_be_bytes(), &7i32.to_be_bytes(), &[0, 0]].concat(),
         // Metadata v12 with a garbage body.
         [&12i32.to_be_bytes()[..], &3i16.to_be_bytes(), &12i16.to_be_bytes(), &7i32.to_be_bytes(), &[0xff, 0xff, 0xff, 0xff]].concat(),
+        // CreateTopics v7 claiming 4 billion topics in a 16-byte body: the decoder must
+        // fail on the missing bytes, not abort on the allocation.
+        [&16i32.to_be_bytes()[..], &19i16.to_be_bytes(), &7i16.to_be_bytes(), &7i32.to_be_bytes(), &[0xff, 0xff, 0], &[0xff, 0xff, 0xff, 0xff, 0x0f]].concat(),
         // Produce v2 is below what Kafka 4 (and Keel) serve.
         [&10i32.to_be_bytes()[..], &0i16.to_be_bytes(), &2i16.to_be_bytes(), &7i32.to_be_bytes(), &[0, 0]].concat(),
     ];

@@ -70,9 +70,17 @@ pub fn decode_request(frame: Bytes) -> Result<RequestFrame, FrameError> {
     let malformed = |e: anyhow::Error| FrameError::Malformed { api_key, version, reason: e.to_string() };
     let mut buf = frame;
     let header_version = api_key.request_header_version(version);
-    let header = RequestHeader::decode(&mut buf, header_version).map_err(malformed)?;
-    let body = RequestKind::decode(api_key, &mut buf, version).map_err(malformed)?;
-    Ok(RequestFrame { api_key, version, header, body })
+    // The decoder is third-party code fed network input: a panic in it must become a
+    // malformed request, never a dead shard.
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let header = RequestHeader::decode(&mut buf, header_version)?;
+        let body = RequestKind::decode(api_key, &mut buf, version)?;
+        Ok::<_, anyhow::Error>((header, body))
+    }))
+    .map_err(|_| anyhow::anyhow!("decoder panicked"))
+    .and_then(|r| r)
+    .map_err(malformed)?;
+    Ok(RequestFrame { api_key, version, header: decoded.0, body: decoded.1 })
 }
 
 /// Encodes a full response frame: size prefix, response header, body.

@@ -8,6 +8,7 @@
 //! Runs on every shard. It never does I/O and knows nothing about shards or storage:
 //! everything here is a pure function of bytes, so it is fuzzable and unit-tested alone.
 
+pub mod alloc;
 pub mod batch;
 pub mod frame;
 
