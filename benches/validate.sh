@@ -60,17 +60,20 @@ VERSION="$(bash "$KAFKA" version)"
 "$BENCH" e2e --bootstrap "$BOOT" --topic validate-warm-up --partitions 6 --warmup 0s --duration 15s \
   --rate 0 --consumers 1 > "$OUT/warm-up.txt" 2>&1
 
+# Client CPU of a whole tool run (user, system, wall seconds) goes to NAME.cpu.
+TIMEFORMAT='%U %S %R'
+
 producer_performance() { # name topic throughput records warmup-records
-  java "${JAVA_OPTS[@]}" -cp "$CP" org.apache.kafka.tools.ProducerPerformance \
-    --bootstrap-server "$BOOT" --topic "$2" --num-records "$4" --warmup-records "$5" \
-    --record-size 1024 --throughput "$3" --command-property "${PRODUCER_PROPS[@]}" \
-    > "$OUT/$1.txt" 2>&1
+  { time java "${JAVA_OPTS[@]}" -cp "$CP" org.apache.kafka.tools.ProducerPerformance \
+      --bootstrap-server "$BOOT" --topic "$2" --num-records "$4" --warmup-records "$5" \
+      --record-size 1024 --throughput "$3" --command-property "${PRODUCER_PROPS[@]}" \
+      > "$OUT/$1.txt" 2>&1 ; } 2> "$OUT/$1.cpu"
   tail -n 1 "$OUT/$1.txt"
 }
 
 keel_bench() { # name subcommand args...
   local name="$1"; shift
-  "$BENCH" "$@" --json-out "$OUT/$name.json" > "$OUT/$name.txt" 2>&1
+  { time "$BENCH" "$@" --json-out "$OUT/$name.json" > "$OUT/$name.txt" 2>&1 ; } 2> "$OUT/$name.cpu"
   grep -E "records/s|latency ms" "$OUT/$name.txt" || tail -n 5 "$OUT/$name.txt"
 }
 

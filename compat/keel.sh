@@ -18,6 +18,17 @@ wait_port() {
   return 1
 }
 
+# Ready means the admin API answers and the Kafka port accepts: right after a crash the
+# kernel may still accept connections on a dead process's listeners for a moment.
+wait_ready() {
+  local port=$1 admin=$2 deadline=$((SECONDS + ${3:-60}))
+  while ((SECONDS < deadline)); do
+    if curl -sf --max-time 1 "http://127.0.0.1:$admin/v1/health" >/dev/null 2>&1 && wait_port "$port" 1; then return 0; fi
+    sleep 0.2
+  done
+  return 1
+}
+
 cmd=${1:-}
 case "$cmd" in
   start)
@@ -30,7 +41,7 @@ case "$cmd" in
     nohup "$bin" serve --data-dir "$dir/data" --kafka-addr "127.0.0.1:$port" \
       --admin-addr "127.0.0.1:$((port + 100))" "$@" >>"$dir/keel.log" 2>&1 &
     echo $! >"$dir/keel.pid"
-    if ! wait_port "$port" 60 || ! kill -0 "$(cat "$dir/keel.pid")" 2>/dev/null; then
+    if ! wait_ready "$port" "$((port + 100))" 60 || ! kill -0 "$(cat "$dir/keel.pid")" 2>/dev/null; then
       echo "keel.sh: broker did not start; log tail:" >&2; tail -n 30 "$dir/keel.log" >&2; exit 1
     fi
     echo "keel.sh: ready on 127.0.0.1:$port (pid $(cat "$dir/keel.pid"))"

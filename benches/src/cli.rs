@@ -326,10 +326,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
                 mode,
                 drop_caches: args.drop_caches,
             };
+            // Each run prints its own summary as it finishes.
             let runs = workloads::run_named(&args.name, &context, probe.as_mut())?;
-            for run in &runs {
-                print_result(&run.result);
-            }
             args.output.write(&runs)
         }
         Command::Suite(args) => crate::suite::run_suite(&args),

@@ -204,6 +204,34 @@ pub fn run_producer(
     flush(producer)
 }
 
+/// Longest the priming of new partitions may take.
+const PRIME_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Write one tiny record (no timestamp header, so consumers do not time it) to
+/// every partition and wait until all are acknowledged: a new partition that a
+/// broker lists in Metadata may still refuse writes for a while, and that start-up
+/// cost should not land in the measured window. Returns the seconds it took.
+pub fn prime_partitions(spec: &LoadSpec, partitions: &[(String, i32)]) -> Result<f64, String> {
+    let started = Instant::now();
+    let recorder = Arc::new(Recorder::new(u64::MAX, u64::MAX));
+    let producer = create_producer(spec, recorder.clone())?;
+    for (topic, partition) in partitions {
+        let record = BaseRecord::with_opaque_to(topic, 0usize)
+            .partition(*partition)
+            .payload(&b"p"[..]);
+        producer
+            .send::<(), [u8]>(record)
+            .map_err(|(error, _)| format!("priming {topic}/{partition}: {error}"))?;
+    }
+    producer
+        .flush(PRIME_TIMEOUT)
+        .map_err(|error| format!("priming did not finish in {PRIME_TIMEOUT:?}: {error}"))?;
+    if let Some(error) = crate::stats::lock(&recorder.first_error).clone() {
+        return Err(format!("priming failed: {error}"));
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
 fn flush(producer: ThreadedProducer<DeliveryContext>) -> Result<(), String> {
     producer
         .flush(FLUSH_TIMEOUT)

@@ -148,6 +148,9 @@ const METRICS: &[Metric] = &[
         r.resources.as_ref().and_then(|x| x.fsyncs_per_sec)
     }),
     ("load generator CPU cores", |r| r.generator_cpu_cores),
+    ("new partitions writable after s (not measured)", |r| {
+        r.prime_secs
+    }),
     ("errors", |r| Some(r.errors as f64)),
 ];
 
@@ -246,7 +249,11 @@ fn ladder_table(out: &mut String, results: &SuiteResults, broker: &str) {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} / {} / {} / {} | {} / {} / {} / {} | {} |",
-            num(r.target_rate),
+            if rung.variant.contains("retried") {
+                format!("{} (run again)", num(r.target_rate))
+            } else {
+                num(r.target_rate)
+            },
             num(r.publish_rate),
             if r.met_target() && r.errors == 0 {
                 "yes"
@@ -324,10 +331,13 @@ fn short_label(workload: &str, variant: &str) -> String {
     }
 }
 
+/// A percentile drawn on the ladder plots: name, how to read it, line dash.
+type PercentileLine = (&'static str, fn(&Percentiles) -> f64, &'static str);
+
 fn plots(dir: &Path, results: &SuiteResults) -> Result<Vec<String>, String> {
     let mut written = Vec::new();
     let brokers = ["kafka", "keel"];
-    let styles: [(&str, fn(&Percentiles) -> f64, &str); 3] = [
+    let styles: [PercentileLine; 3] = [
         ("p50", |p| p.p50, ""),
         ("p99", |p| p.p99, "6 3"),
         ("p99.9", |p| p.p999, "2 3"),
@@ -350,7 +360,9 @@ fn plots(dir: &Path, results: &SuiteResults) -> Result<Vec<String>, String> {
             let rungs: Vec<&WorkloadRun> = results
                 .runs
                 .iter()
-                .filter(|r| r.workload == "ladder" && r.broker == broker)
+                .filter(|r| {
+                    r.workload == "ladder" && r.broker == broker && !r.variant.contains("retried")
+                })
                 .collect();
             for (name, percentile, dash) in styles {
                 let points = rungs

@@ -61,6 +61,8 @@ pub struct LoadResult {
     pub end_to_end_latency: Option<Percentiles>,
     /// Backlog runs: seconds from consumer start until the backlog was gone.
     pub caught_up_secs: Option<f64>,
+    /// Seconds until every new partition acknowledged a first record (not measured).
+    pub prime_secs: Option<f64>,
     pub resources: Option<Resources>,
     /// CPU the load generator itself used over the window (it shares the machine).
     pub generator_cpu_cores: Option<f64>,
@@ -191,6 +193,7 @@ pub fn run_load(
             spec.topics
         ));
     }
+    let prime_secs = producer::prime_partitions(spec, &partitions)?;
 
     // The window is fixed once t0 is known; until then nothing is measured.
     let recorder = Arc::new(Recorder::new(u64::MAX, u64::MAX));
@@ -335,6 +338,7 @@ pub fn run_load(
     }
     let mut result = summarize(label, spec, &recorder, resources, caught_up_secs, timeline);
     result.generator_cpu_cores = generator_cores;
+    result.prime_secs = Some(prime_secs);
     Ok(result)
 }
 
@@ -391,6 +395,7 @@ fn summarize(
         publish_delay: Percentiles::from_histogram(&lock(&recorder.publish_delay).total),
         end_to_end_latency: end_to_end,
         caught_up_secs,
+        prime_secs: None,
         resources,
         generator_cpu_cores: None,
         timeline,
@@ -472,8 +477,8 @@ pub fn run_catch_up(
     let bytes = recorder.consumed_bytes.load(Ordering::Relaxed) as f64;
     let mut resources = resources;
     if let Some(resources) = resources.as_mut() {
-        resources.disk_bytes_per_payload_byte =
-            (bytes > 0.0).then(|| resources.disk_write_bytes as f64 / bytes);
+        // Nothing is written per byte read: the ratio is for writes only.
+        resources.disk_bytes_per_payload_byte = None;
     }
     let first_error = lock(&recorder.first_error).clone();
     let result = LoadResult {

@@ -145,6 +145,13 @@ pub async fn compact(
         l.cleaned_upto = l.cleaned_upto.max(map.covered_upto);
     }
     persist_state(log).await?;
+    if outcome.segments_rewritten > 0 {
+        crate::stats::update(|s| {
+            s.compaction_passes += 1;
+            s.compaction_records_removed += outcome.records_removed;
+            s.compaction_bytes_reclaimed += outcome.bytes_before.saturating_sub(outcome.bytes_after);
+        });
+    }
     Ok(Some(outcome))
 }
 
@@ -257,15 +264,27 @@ async fn rewrite_segment(
         segment::release_file(rebuilt.file, Some(&cleaned_path)).await;
         return Ok(());
     };
-    glommio::io::rename(&cleaned_path, &path).await.map_err(|e| StorageError::io("rename cleaned segment", &path, e.into()))?;
-    rebuilt.path = path.clone();
     let after = rebuilt.size;
-    let old = {
-        let mut l = log.borrow_mut();
+    // An emptied segment goes altogether, unless it is the first: its name keeps the
+    // log start offset across restarts. The offsets it held stay unused.
+    let remove = after == 0 && i > 0;
+    {
         // Cached copies of the rewritten batches would serve what compaction removed.
+        let mut l = log.borrow_mut();
         let seg_end = l.segments.get(i + 1).map(|s| s.base_offset).unwrap_or(i64::MAX);
         l.drop_cached_below(seg_end);
-        std::mem::replace(&mut l.segments[i], rebuilt)
+    }
+    let old = if remove {
+        let old = log.borrow_mut().segments.remove(i);
+        segment::release_file(rebuilt.file, Some(&cleaned_path)).await;
+        glommio::io::remove(&path).await.map_err(|e| StorageError::io("remove emptied segment", &path, e.into()))?;
+        old
+    } else {
+        glommio::io::rename(&cleaned_path, &path)
+            .await
+            .map_err(|e| StorageError::io("rename cleaned segment", &path, e.into()))?;
+        rebuilt.path = path.clone();
+        std::mem::replace(&mut log.borrow_mut().segments[i], rebuilt)
     };
     drop(permit);
     let dir = log.borrow().dir.clone();

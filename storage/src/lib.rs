@@ -24,6 +24,7 @@ pub mod retention;
 pub mod segment;
 pub mod segment_io;
 pub mod signal;
+pub mod stats;
 mod truncate;
 
 pub use compaction::{CompactionOutcome, CompactionPolicy};

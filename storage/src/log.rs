@@ -165,6 +165,10 @@ impl PartitionLog {
     pub fn cleaned_upto(&self) -> i64 {
         self.cleaned_upto
     }
+    /// Bytes appended but not yet handed to a completed write.
+    pub fn unflushed_bytes(&self) -> usize {
+        self.pending.len() + self.queued.iter().map(|w| w.data.len()).sum::<usize>()
+    }
     pub fn is_dirty(&self) -> bool {
         !self.pending.is_empty() || !self.queued.is_empty()
     }
@@ -404,9 +408,18 @@ pub async fn flush(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> 
 /// `flush` for a caller already holding the io lock.
 pub(crate) async fn flush_locked(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
     let (writes, target, (active_base, active_size)) = log.borrow_mut().take_writes();
-    let mut synced: Vec<(Rc<DmaFile>, PathBuf)> = Vec::new();
+    // Each file is fsynced before the next one is written (writes come in segment
+    // order): valid data in a segment then proves every earlier one complete on disk,
+    // which recovery relies on to tell a torn write from damage.
+    let mut unsynced: Option<(Rc<DmaFile>, PathBuf)> = None;
     for (i, w) in writes.iter().enumerate() {
+        if let Some((file, path)) = unsynced.take_if(|(f, _)| !Rc::ptr_eq(f, &w.file)) {
+            sync_or_die(&file, &path).await;
+        }
         if let Err(e) = write_aligned(w).await {
+            if let Some((file, path)) = unsynced.take() {
+                sync_or_die(&file, &path).await;
+            }
             let mut l = log.borrow_mut();
             let mut queued: Vec<PendingWrite> = writes.into_iter().skip(i).collect();
             queued.append(&mut l.queued);
@@ -415,12 +428,10 @@ pub(crate) async fn flush_locked(log: &Rc<RefCell<PartitionLog>>) -> Result<(), 
             l.changed.notify();
             return Err(e);
         }
-        if !synced.iter().any(|(f, _)| Rc::ptr_eq(f, &w.file)) {
-            synced.push((w.file.clone(), w.path.clone()));
-        }
+        unsynced.get_or_insert_with(|| (w.file.clone(), w.path.clone()));
     }
-    for (file, path) in &synced {
-        sync_or_die(file, path).await;
+    if let Some((file, path)) = unsynced {
+        sync_or_die(&file, &path).await;
     }
     let mut l = log.borrow_mut();
     assert!(target >= l.durable_offset, "durable offset must not go backwards");
@@ -441,12 +452,11 @@ pub(crate) async fn flush_locked(log: &Rc<RefCell<PartitionLog>>) -> Result<(), 
 async fn write_aligned(w: &PendingWrite) -> Result<(), StorageError> {
     assert_eq!(w.position % PAGE, 0, "O_DIRECT writes start on a page boundary");
     if let Some(size) = w.preallocate_to {
+        // A failed reservation (no room for a whole step, or a file system without
+        // fallocate) is not an error: the write below needs only its own pages and
+        // reports ENOSPC itself when the disk is really full.
         if let Err(e) = w.file.pre_allocate(size, true).await {
-            let e: std::io::Error = e.into();
-            if e.raw_os_error() == Some(libc_enospc()) {
-                return Err(StorageError::io("preallocate segment", &w.path, e));
-            }
-            tracing::debug!(path = %w.path.display(), error = %e, "preallocation unsupported; writing without it");
+            tracing::debug!(path = %w.path.display(), error = %e, "preallocation failed; writing without it");
         }
     }
     let len = (w.data.len() as u64).div_ceil(PAGE) * PAGE;

@@ -155,6 +155,7 @@ pub async fn read(
 }
 
 fn corrupt(path: &Path, position: u64, reason: String) -> StorageError {
+    crate::stats::update(|s| s.corrupt_batches_read += 1);
     tracing::error!(path = %path.display(), position, %reason, "corrupt batch not served");
     StorageError::Corrupt { path: path.to_path_buf(), position, reason }
 }

@@ -1,10 +1,15 @@
 //! Opening a log: the recovery scan after a crash, or the clean-shutdown checkpoint
 //! after a clean stop; and `close`, which writes that checkpoint.
 //!
-//! After a crash every segment is scanned, every batch's CRC checked, and the log is
-//! truncated at the first torn, zeroed or corrupt batch (later segments were written
-//! after it and never acknowledged, since a flush syncs all files before the durable
-//! offset moves). That costs time proportional to the whole log. A clean `close`
+//! After a crash every segment is scanned and every batch's CRC checked. A torn,
+//! zeroed or corrupt batch with no valid data after it in later segments is a torn
+//! write: the log is truncated there (later segments hold only data never
+//! acknowledged, since a flush syncs all files before the durable offset moves). When
+//! a later segment does start with a valid batch, the bad batch was fsynced before it
+//! (the flush loop syncs a sealed segment before writing the next), so it is damage
+//! on disk, not a torn write: it is reported (error log, `damaged_segments_found`) and
+//! kept; reads reaching it fail their CRC check and are answered with an error, and
+//! everything else stays served. That costs time proportional to the whole log. A clean `close`
 //! flushes, then records each segment's size, offsets, timestamps and sparse index,
 //! the epoch cache and the producers' recent batch headers in `clean.ckpt`; the next
 //! open checks the files still have exactly those sizes, restores that state without
@@ -89,6 +94,10 @@ impl PartitionLog {
         log.advance_start(state.log_start_offset.min(log.next_offset));
         log.durable_offset = log.next_offset;
         log.load_tail().await?;
+        crate::stats::update(|s| match kind {
+            OpenKind::Clean => s.opens_clean += 1,
+            OpenKind::Scanned => s.opens_scanned += 1,
+        });
         Ok((log, kind))
     }
 }
@@ -116,11 +125,11 @@ async fn scan_all(
     bases: &[i64],
     on_batch: &mut impl FnMut(&BatchHeader),
 ) -> Result<(), StorageError> {
-    let mut damaged = false;
-    for &base in bases {
+    let mut torn = false;
+    for (i, &base) in bases.iter().enumerate() {
         let path = segment::segment_path(&log.dir, base);
-        if damaged {
-            tracing::error!(path = %path.display(), "removing segment after a damaged one");
+        if torn {
+            tracing::error!(path = %path.display(), "removing segment written after a torn one");
             std::fs::remove_file(&path).map_err(|e| StorageError::io("remove segment", &path, e))?;
             continue;
         }
@@ -133,13 +142,28 @@ async fn scan_all(
                 on_batch(h);
             })
             .await?;
-        if let Some(reason) = outcome.stopped {
-            tracing::warn!(path = %path.display(), valid_len = outcome.valid_len, %reason,
-                "log recovery truncates at the last valid batch");
-            damaged = true;
-        }
         let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
-        if file_len != outcome.valid_len {
+        let rot = match &outcome.stopped {
+            Some(_) => later_segment_has_data(&log.dir, &bases[i + 1..]).await?,
+            None => false,
+        };
+        if let Some(reason) = outcome.stopped {
+            if rot {
+                // Written and fsynced before later data: this is damage, not a torn
+                // write. Keep the bytes; reads reaching them fail their CRC check.
+                crate::stats::update(|s| s.damaged_segments_found += 1);
+                tracing::error!(path = %path.display(), position = outcome.valid_len, %reason,
+                    "damaged batch inside the log: it and the rest of this segment are not served");
+                seg.size = file_len;
+                seg.durable_size = file_len;
+            } else {
+                crate::stats::update(|s| s.recovery_truncations += 1);
+                tracing::warn!(path = %path.display(), valid_len = outcome.valid_len, %reason,
+                    "log recovery truncates at the last valid batch");
+                torn = true;
+            }
+        }
+        if !rot && file_len != outcome.valid_len {
             seg.file.truncate(outcome.valid_len).await.map_err(|e| StorageError::io("truncate", &path, e.into()))?;
             sync_or_die(&seg.file, &path).await;
         }
@@ -147,6 +171,24 @@ async fn scan_all(
         log.segments.push(seg);
     }
     Ok(())
+}
+
+/// True when one of the segments based at `bases` starts with a valid batch. The
+/// flush loop fsyncs a sealed segment before it writes the next one, so valid data in
+/// a later segment proves every earlier segment was complete on disk.
+async fn later_segment_has_data(dir: &Path, bases: &[i64]) -> Result<bool, StorageError> {
+    for &base in bases {
+        let path = segment::segment_path(dir, base);
+        let seg = Segment::open(path.clone(), base).await?;
+        let head = segment::read_file(&seg.file, &path, 0, keel_protocol::batch::BATCH_LOG_OVERHEAD).await?;
+        if let Some(Ok(len)) = keel_protocol::batch::peek_batch_len(&head) {
+            let first = segment::read_file(&seg.file, &path, 0, len).await?;
+            if first.len() == len && keel_protocol::batch::validate(&first).is_ok() {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// Restores the log from a clean-shutdown checkpoint if the files match it exactly.

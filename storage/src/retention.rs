@@ -147,6 +147,10 @@ pub async fn enforce(
     };
     drop(permit);
     if outcome.segments_deleted > 0 {
+        crate::stats::update(|s| {
+            s.retention_segments_deleted += outcome.segments_deleted as u64;
+            s.retention_bytes_deleted += outcome.bytes_deleted;
+        });
         log.borrow().changed.notify();
         let dir = log.borrow().dir.clone();
         for seg in released {

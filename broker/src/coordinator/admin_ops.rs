@@ -99,11 +99,11 @@ pub async fn delete_offsets_and_group(
         })
         .collect();
     if drop_group {
-        let key = match shard.coordinator.borrow().groups.get(group_id) {
-            Some(Group::Consumer(_)) => RecordKey::ConsumerGroup { group: group_id.to_string() },
-            _ => RecordKey::Group { group: group_id.to_string() },
-        };
-        tombstones.push((records::encode_key(&key), None));
+        // Both kinds of group record: a group that changed protocol has left one of
+        // each, and compaction keeps the older one until its own tombstone.
+        for key in [RecordKey::Group { group: group_id.to_string() }, RecordKey::ConsumerGroup { group: group_id.to_string() }] {
+            tombstones.push((records::encode_key(&key), None));
+        }
     }
     if tombstones.is_empty() {
         return Ok(());

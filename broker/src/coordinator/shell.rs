@@ -32,6 +32,7 @@ const REPLAY_READ_BYTES: usize = 1 << 20;
 
 /// A record to append: key, and value or `None` for a tombstone.
 pub type KeyValue = (Bytes, Option<Bytes>);
+type KeyValueRef<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 
 impl Coordinator {
     /// Parks a JoinGroup response until an action completes it. A member that joins
@@ -58,7 +59,7 @@ impl Coordinator {
 pub async fn append(shard: &Rc<Shard>, partition: i32, records: &[KeyValue]) -> Result<i64, i16> {
     assert!(!records.is_empty(), "an append carries at least one record");
     let p = shard.partition(OFFSETS_TOPIC, partition).ok_or(errors::NOT_COORDINATOR)?;
-    let refs: Vec<(Option<&[u8]>, Option<&[u8]>)> = records.iter().map(|(k, v)| (Some(&k[..]), v.as_deref())).collect();
+    let refs: Vec<KeyValueRef> = records.iter().map(|(k, v)| (Some(&k[..]), v.as_deref())).collect();
     let batch = build_batch(0, now_ms(), &refs);
     let outcome = p.produce(shard, batch, -1, APPEND_TIMEOUT).await;
     match outcome.error {
@@ -216,7 +217,8 @@ fn spawn_timer(shard: &Rc<Shard>) {
     let shard = shard.clone();
     glommio::spawn_local(async move {
         let mut retention_checked = now_ms();
-        let mut metadata_seen = shard.meta().version;
+        // 0: check once at start-up too, for topics deleted while the broker was down.
+        let mut metadata_seen = 0;
         loop {
             glommio::timer::sleep(TICK).await;
             let now = now_ms();
@@ -312,7 +314,7 @@ async fn expire_offsets(shard: &Rc<Shard>, now: i64) {
             };
             let expired = c.offsets.expired(id, now, retention, empty_since);
             let drop_group = expired.len() == c.offsets.group(id).count();
-            if !expired.is_empty() || (drop_group && empty_since.map_or(true, |s| s + retention <= now)) {
+            if !expired.is_empty() || (drop_group && !matches!(empty_since, Some(s) if s + retention > now)) {
                 work.push((id.clone(), expired, drop_group));
             }
         }

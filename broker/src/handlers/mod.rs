@@ -9,6 +9,7 @@ pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_acls;
 pub mod describe_cluster;
@@ -62,6 +63,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
     (ApiKey::DescribeTopicPartitions, describe_topic_partitions::VERSIONS.0, describe_topic_partitions::VERSIONS.1),
     (ApiKey::DescribeAcls, describe_acls::VERSIONS.0, describe_acls::VERSIONS.1),
+    (ApiKey::DeleteRecords, delete_records::VERSIONS.0, delete_records::VERSIONS.1),
     // Consumer groups and offsets (group coordinator).
     (ApiKey::OffsetCommit, offset_commit::VERSIONS.0, offset_commit::VERSIONS.1),
     (ApiKey::OffsetFetch, offset_fetch::VERSIONS.0, offset_fetch::VERSIONS.1),
@@ -151,6 +153,7 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
         RequestKind::DescribeCluster(r) => encode(key, v, corr, &describe_cluster::handle(shard, v, r)),
         RequestKind::DescribeTopicPartitions(r) => encode(key, v, corr, &describe_topic_partitions::handle(shard, r)),
         RequestKind::DescribeAcls(r) => encode(key, v, corr, &describe_acls::handle(r)),
+        RequestKind::DeleteRecords(r) => encode(key, v, corr, &delete_records::handle(shard, r).await),
         RequestKind::FindCoordinator(r) => encode(key, v, corr, &find_coordinator::handle(shard, v, r).await),
         RequestKind::JoinGroup(r) => encode(key, v, corr, &join_group::handle(shard, v, &req.header, r).await),
         RequestKind::SyncGroup(r) => encode(key, v, corr, &sync_group::handle(shard, v, r).await),

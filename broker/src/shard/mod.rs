@@ -2,6 +2,7 @@
 //! partitions, its own memory budget, its own log writer and flush loop. Shards share
 //! nothing; they reach each other only through [`mesh`] calls.
 
+pub mod housekeeping;
 pub mod mesh;
 pub mod partition;
 pub mod producer_state;
@@ -133,7 +134,17 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
         .ok()
         .and_then(|mut a| a.next())
         .ok_or_else(|| format!("invalid Kafka address {}", config.kafka_addr))?;
-    if std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(300)).is_ok() {
+    // After a crash the kernel tears a dead process's io_uring down asynchronously, and
+    // its listening sockets keep accepting for a moment: only a port that keeps
+    // accepting for a few seconds belongs to a live broker.
+    let accepting = (0..15).all(|_| {
+        let open = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(300)).is_ok();
+        if open {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        open
+    });
+    if accepting {
         return Err(format!("cannot listen on {}: another process is accepting connections there", config.kafka_addr));
     }
     let metadata = MetadataStore::new(&config.data_dir).load_or_create()?;
@@ -193,6 +204,7 @@ async fn shard_main(
     });
     mesh::serve(&shard, receivers);
     glommio::spawn_local(shard.flush.clone().run()).detach();
+    housekeeping::spawn(&shard);
     shard.apply_metadata(metadata).await;
     crate::coordinator::shell::start(&shard).await;
     tracing::info!(shard = id, partitions = shard.partitions.borrow().len(), "shard ready");

@@ -21,6 +21,9 @@ use crate::errors;
 
 /// Leader epoch of every partition on a single node.
 pub const LEADER_EPOCH: i32 = 0;
+/// Appended bytes a partition may hold before they are written; past it, produce
+/// waits for the flush loop.
+pub const UNFLUSHED_BYTES_MAX: usize = 16 << 20;
 
 pub struct Partition {
     pub topic: String,
@@ -120,15 +123,21 @@ impl Partition {
         if batches.iter().any(|(h, _)| h.is_transactional() || h.is_control()) {
             return ProduceOutcome::error(errors::INVALID_RECORD, "transactions are not supported yet");
         }
-        if let Some(e) = &self.log.borrow().flush_error {
-            // The disk refuses writes (full or failing): refuse more appends until a
-            // flush succeeds rather than queue them in memory. Clients retry this code.
-            return ProduceOutcome::error(errors::KAFKA_STORAGE_ERROR, format!("log not writable: {e}"));
-        }
         let newest = batches.iter().map(|(h, _)| h.max_timestamp).max().unwrap_or(-1);
         let incoming_timestamp = if settings.log_append_time { now_ms() } else { newest };
-        if let Err(e) = log::roll_if_needed_at(&self.log, records.len(), incoming_timestamp).await {
-            return ProduceOutcome::error(errors::storage_error_code(&e), e.to_string());
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Err(refused) = self.wait_writable(deadline).await {
+                return refused;
+            }
+            if let Err(e) = log::roll_if_needed_at(&self.log, records.len(), incoming_timestamp).await {
+                return ProduceOutcome::error(errors::storage_error_code(&e), e.to_string());
+            }
+            // A roll may have awaited while others appended: check again, with no
+            // await before the append.
+            if self.writable_now() {
+                break;
+            }
         }
         // From here to the append nothing awaits: the sequence check and the append
         // are one atomic step for this partition.
@@ -185,6 +194,36 @@ impl Partition {
             return SeqCheck::Append;
         }
         self.producers.borrow().check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence())
+    }
+
+    /// Backpressure before an append. While the disk refuses writes (full or failing)
+    /// appends are refused with KAFKA_STORAGE_ERROR, which clients retry, until a flush
+    /// succeeds; while more than `UNFLUSHED_BYTES_MAX` wait for the flush loop, the
+    /// append waits for it. Either way memory does not fill with data the disk cannot
+    /// take, and what is queued when space returns is bounded.
+    async fn wait_writable(&self, deadline: Instant) -> Result<(), ProduceOutcome> {
+        loop {
+            let wait = {
+                let l = self.log.borrow();
+                if let Some(e) = &l.flush_error {
+                    return Err(ProduceOutcome::error(errors::KAFKA_STORAGE_ERROR, format!("log not writable: {e}")));
+                }
+                if l.unflushed_bytes() < UNFLUSHED_BYTES_MAX {
+                    return Ok(());
+                }
+                l.changed.wait()
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ProduceOutcome::error(errors::REQUEST_TIMED_OUT, "the log's flush did not keep up"));
+            }
+            futures_lite::future::or(wait, glommio::timer::sleep(left)).await;
+        }
+    }
+
+    fn writable_now(&self) -> bool {
+        let l = self.log.borrow();
+        l.flush_error.is_none() && l.unflushed_bytes() < UNFLUSHED_BYTES_MAX
     }
 
     /// Waits until `offset` is fsynced (below the high watermark).

@@ -59,3 +59,37 @@ pub fn records_of(records: &Bytes) -> Vec<(i64, Option<Bytes>, Option<Bytes>)> {
     let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut buf).unwrap();
     sets.into_iter().flat_map(|s| s.records).map(|r| (r.offset, r.key, r.value)).collect()
 }
+
+pub fn create_topic_with_configs(c: &mut Conn, topic: &str, partitions: i32, configs: &[(&str, &str)]) -> CreateTopicsResponse {
+    use kafka_protocol::messages::create_topics_request::CreatableTopicConfig;
+    let configs = configs
+        .iter()
+        .map(|(k, v)| CreatableTopicConfig::default().with_name(StrBytes::from_string(k.to_string())).with_value(Some(StrBytes::from_string(v.to_string()))))
+        .collect();
+    let t = CreatableTopic::default().with_name(name(topic)).with_num_partitions(partitions).with_replication_factor(1).with_configs(configs);
+    c.call(ApiKey::CreateTopics, 7, &CreateTopicsRequest::default().with_topics(vec![t]).with_timeout_ms(10_000))
+}
+
+/// DeleteRecords for one partition: (error, low watermark).
+pub fn delete_records(c: &mut Conn, topic: &str, partition: i32, offset: i64) -> (i16, i64) {
+    use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+    let p = DeleteRecordsPartition::default().with_partition_index(partition).with_offset(offset);
+    let req = DeleteRecordsRequest::default()
+        .with_topics(vec![DeleteRecordsTopic::default().with_name(name(topic)).with_partitions(vec![p])])
+        .with_timeout_ms(10_000);
+    let r: DeleteRecordsResponse = c.call(ApiKey::DeleteRecords, 2, &req);
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.low_watermark)
+}
+
+/// ListOffsets for one partition (-2 earliest, -1 latest): (error, offset).
+pub fn list_offset(c: &mut Conn, topic: &str, partition: i32, timestamp: i64) -> (i16, i64) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    let p = ListOffsetsPartition::default().with_partition_index(partition).with_timestamp(timestamp);
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default().with_name(name(topic)).with_partitions(vec![p])]);
+    let r: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 7, &req);
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}

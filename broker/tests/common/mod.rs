@@ -59,13 +59,24 @@ impl Broker {
             .spawn()
             .expect("keel binary starts");
         self.child = Some(child);
+        // Ready means a request is answered: right after a crash the kernel may still
+        // accept connections on the dead process's listeners for a moment.
         let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "broker did not listen: {}", self.log());
+        while !self.answers_api_versions() {
+            assert!(self.is_running(), "broker exited: {}", self.log());
+            assert!(Instant::now() < deadline, "broker did not answer: {}", self.log());
             std::thread::sleep(Duration::from_millis(50));
         }
         // Every shard must be accepting, not only the first to bind.
         std::thread::sleep(Duration::from_millis(200));
+    }
+
+    fn answers_api_versions(&self) -> bool {
+        let Ok(s) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
+        s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        let mut c = Conn { stream: s, next_correlation: 1 };
+        let (_, frame) = c.frame(ApiKey::ApiVersions, 3, &kafka_protocol::messages::ApiVersionsRequest::default());
+        c.stream.write_all(&frame).is_ok() && c.read_frame().is_some()
     }
 
     pub fn kill9(&mut self) {
@@ -84,6 +95,9 @@ impl Broker {
     }
 
     pub fn connect(&self) -> Conn {
+        if let Err(e) = TcpStream::connect(("127.0.0.1", self.port)) {
+            panic!("broker on port {} is not accepting connections ({e}); its log:\n{}", self.port, self.log());
+        }
         Broker::connect_port(self.port)
     }
 

@@ -434,6 +434,7 @@ impl ClassicGroup {
         }
         self.protocol = self.select_protocol();
         self.transition(ClassicState::CompletingRebalance, now_ms);
+        tracing::info!(group = %self.id, generation = self.generation, members = self.members.len(), protocol = ?self.protocol, "join phase completed");
         let leader = self.leader.clone().unwrap_or_default();
         let ids: Vec<String> = self.members.keys().cloned().collect();
         for id in ids {

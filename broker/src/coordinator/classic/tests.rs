@@ -136,7 +136,7 @@ fn a_fourth_member_rebalances_a_stable_group() {
     g.assignment_persisted(gen + 1, errors::NONE, 60, &mut out);
     let done = syncs(&out);
     assert_eq!(done.len(), 2);
-    assert!(done.iter().any(|(id, r)| *id == "d" && r.assignment == Bytes::from("D")));
+    assert!(done.iter().any(|(id, r)| *id == "d" && r.assignment == "D"));
     assert_eq!(g.state(), ClassicState::Stable);
     // b and c sync late and get their (empty, unassigned) assignment at once.
     match g.sync_group(sync("b", gen + 1, &[]), 70, &mut out) {

@@ -107,8 +107,8 @@ fn three_members_then_a_fourth_converge_without_sharing_partitions() {
             assert_exclusive(&clients, 12);
         }
     }
-    for i in 0..clients.len() {
-        beat(&mut g, &t, &mut clients[i], 100);
+    for c in clients.iter_mut() {
+        beat(&mut g, &t, c, 100);
     }
     assert_eq!(g.state_name(), "Stable");
     let epochs: BTreeSet<i32> = clients.iter().map(|m| m.epoch).collect();

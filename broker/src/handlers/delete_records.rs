@@ -1,0 +1,97 @@
+//! DeleteRecords (v0-2): moves each partition's log start offset forward, as Kafka's
+//! `kafka-delete-records.sh` and `Admin.deleteRecords` ask. The owner shard persists
+//! the new start offset before answering; fetches below it answer
+//! OFFSET_OUT_OF_RANGE at once, ListOffsets earliest returns it, and the segments
+//! wholly below it are deleted by the shard's housekeeping task (not on this path).
+//!
+//! Kafka's checks, in its order: internal topics refuse (INVALID_TOPIC_EXCEPTION),
+//! topics without `delete` in `cleanup.policy` refuse (POLICY_VIOLATION), offsets
+//! above the high watermark or negative (except -1, "up to the high watermark") are
+//! OFFSET_OUT_OF_RANGE. A single node has no followers to wait for, so `timeout_ms`
+//! is never reached.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
+use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+use keel_storage::retention;
+
+use super::scatter;
+use crate::errors;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (0, 2);
+
+/// Topics clients may not delete records from.
+const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
+
+/// (error, low watermark)
+type Answer = (i16, i64);
+
+pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let meta = shard.meta();
+    let mut work = Vec::new();
+    let mut answers: Vec<Option<Answer>> = Vec::new();
+    let mut slots = Vec::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            let topic = t.name.0.as_str();
+            match meta.owner(topic, p.partition_index) {
+                _ if INTERNAL_TOPICS.contains(&topic) => answers.push(Some((errors::INVALID_TOPIC_EXCEPTION, -1))),
+                Some(owner) => {
+                    slots.push(answers.len());
+                    work.push((owner, (topic.to_string(), p.partition_index, p.offset)));
+                    answers.push(None);
+                }
+                None => answers.push(Some((errors::UNKNOWN_TOPIC_OR_PARTITION, -1))),
+            }
+        }
+    }
+    let done = scatter(shard, work, |s, items: Vec<(String, i32, i64)>| async move {
+        let mut out = Vec::with_capacity(items.len());
+        for (topic, partition, offset) in items {
+            out.push(delete_one(&s, &topic, partition, offset).await);
+        }
+        out
+    })
+    .await;
+    for (slot, a) in slots.into_iter().zip(done) {
+        answers[slot] = Some(a);
+    }
+    let mut answers = answers.into_iter();
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let (error, low_watermark) = answers.next().flatten().expect("an answer per partition");
+                    DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_low_watermark(low_watermark)
+                        .with_error_code(error)
+                })
+                .collect();
+            DeleteRecordsTopicResult::default().with_name(t.name).with_partitions(partitions)
+        })
+        .collect();
+    DeleteRecordsResponse::default().with_topics(topics)
+}
+
+async fn delete_one(shard: &Shard, topic: &str, partition: i32, offset: i64) -> Answer {
+    let Some(p) = shard.partition(topic, partition) else { return (errors::NOT_LEADER_OR_FOLLOWER, -1) };
+    if !p.settings().cleanup_delete {
+        return (errors::POLICY_VIOLATION, -1);
+    }
+    match retention::delete_records(&p.log, offset).await {
+        Ok(low_watermark) => (errors::NONE, low_watermark),
+        Err(e) => {
+            if !matches!(e, keel_storage::StorageError::OffsetOutOfRange { .. }) {
+                tracing::error!(topic, partition, error = %e, "DeleteRecords failed");
+            }
+            (errors::storage_error_code(&e), -1)
+        }
+    }
+}

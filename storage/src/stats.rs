@@ -1,0 +1,44 @@
+//! Storage counters of the current shard, for the broker's `/metrics`.
+//!
+//! A shard is one thread and owns its logs, so the counters are thread-local cells:
+//! no atomics, no sharing, and each shard reports its own.
+
+use std::cell::Cell;
+
+/// A snapshot of one shard's storage counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StorageStats {
+    /// Segments deleted by retention (time, size or log start offset).
+    pub retention_segments_deleted: u64,
+    pub retention_bytes_deleted: u64,
+    /// Compaction passes that rewrote at least one segment, and what they removed.
+    pub compaction_passes: u64,
+    pub compaction_records_removed: u64,
+    pub compaction_bytes_reclaimed: u64,
+    /// Batches that failed their CRC (or framing) when read; never served.
+    pub corrupt_batches_read: u64,
+    /// Segments cut short at open because their tail was torn.
+    pub recovery_truncations: u64,
+    /// Segments found at open with a damaged batch inside the log (kept, not served).
+    pub damaged_segments_found: u64,
+    /// Logs opened from a clean-shutdown checkpoint / by scanning.
+    pub opens_clean: u64,
+    pub opens_scanned: u64,
+}
+
+thread_local! {
+    static STATS: Cell<StorageStats> = Cell::new(StorageStats::default());
+}
+
+/// This shard's counters.
+pub fn snapshot() -> StorageStats {
+    STATS.with(Cell::get)
+}
+
+pub(crate) fn update(f: impl FnOnce(&mut StorageStats)) {
+    STATS.with(|s| {
+        let mut v = s.get();
+        f(&mut v);
+        s.set(v);
+    });
+}

@@ -1,0 +1,62 @@
+//! Start-up time after a clean close versus after a crash, on a log of
+//! `KEEL_RESTART_MB` megabytes (default 256). Ignored by default (it writes that much):
+//! `cargo test -p keel-storage --release --test restart_time -- --ignored --nocapture`.
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Instant;
+
+use glommio::LocalExecutorBuilder;
+use keel_protocol::batch::build_batch;
+use keel_storage::log::{self, LogConfig, PartitionLog};
+use keel_storage::{recovery, OpenKind};
+
+fn config() -> LogConfig {
+    LogConfig { segment_bytes_max: 64 << 20, ..LogConfig::default() }
+}
+
+async fn open(dir: &Path) -> (Rc<RefCell<PartitionLog>>, OpenKind, f64) {
+    let start = Instant::now();
+    let (l, kind) = PartitionLog::open_reporting(dir, config(), |_| {}).await.unwrap();
+    (Rc::new(RefCell::new(l)), kind, start.elapsed().as_secs_f64() * 1000.0)
+}
+
+#[test]
+#[ignore]
+fn clean_restart_skips_the_scan() {
+    let megabytes: usize = std::env::var("KEEL_RESTART_MB").ok().and_then(|s| s.parse().ok()).unwrap_or(256);
+    let tmp = tempfile::tempdir_in(std::env::var("KEEL_RESTART_DIR").unwrap_or_else(|_| "/tmp".into())).unwrap();
+    let data = tmp.path().to_path_buf();
+    LocalExecutorBuilder::default()
+        .spawn(move || async move {
+            keel_storage::prime_dma_probe(&data).await.unwrap();
+            let dir = data.join("t-0");
+            let (l, _, _) = open(&dir).await;
+            let value = vec![7u8; 16 << 10];
+            let records: Vec<(Option<&[u8]>, Option<&[u8]>)> = (0..4).map(|_| (None, Some(&value[..]))).collect();
+            let batch = build_batch(0, 1, &records);
+            let batches = (megabytes << 20) / batch.len();
+            for i in 0..batches {
+                log::roll_if_needed(&l, batch.len()).await.unwrap();
+                l.borrow_mut().append(&batch, 0, None);
+                if i % 64 == 63 {
+                    log::flush(&l).await.unwrap();
+                }
+            }
+            log::flush(&l).await.unwrap();
+            let end = l.borrow().log_end_offset();
+            drop(l);
+            let (l, kind, scanned_ms) = open(&dir).await;
+            assert_eq!((kind, l.borrow().log_end_offset()), (OpenKind::Scanned, end));
+            recovery::close(&l).await.unwrap();
+            drop(l);
+            let (l, kind, clean_ms) = open(&dir).await;
+            assert_eq!((kind, l.borrow().log_end_offset()), (OpenKind::Clean, end));
+            let segments = l.borrow().segment_count();
+            println!("{megabytes} MiB in {segments} segments: open after crash {scanned_ms:.1} ms, after clean close {clean_ms:.1} ms");
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
