@@ -121,4 +121,11 @@ fn sigterm_flushes_acks_1_data_before_exiting() {
     let f = fetch(&mut c, &[("term", 0, 0), ("term", 1, 0)], 0, 1);
     let n: usize = f.responses[0].partitions.iter().map(|p| records_of(p.records.as_ref().unwrap()).len()).sum();
     assert_eq!(n, acked, "every acks=1 record is on disk after SIGTERM");
+    // The orderly stop wrote clean-shutdown checkpoints: no partition was scanned.
+    let metrics = b.admin_get("/metrics");
+    let opened = |name: &str| -> u64 {
+        metrics.lines().filter(|l| l.starts_with(name)).filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum()
+    };
+    assert_eq!(opened("keel_log_opens_clean_total{"), 2, "{metrics}");
+    assert_eq!(opened("keel_log_opens_scanned_total{"), 0, "{metrics}");
 }

@@ -2,7 +2,7 @@
 
 Every test talks to the broker named by KEEL_BOOTSTRAP (host:port). Topics get
 names unique to the run and are deleted when the session ends. No test uses a
-consumer group: consumers are assigned partitions and start at explicit
+consumer group except test_f_groups.py: consumers are assigned partitions and start at explicit
 offsets, and never commit.
 """
 

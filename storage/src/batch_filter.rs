@@ -212,8 +212,10 @@ mod tests {
             let mut buf = rebuilt.clone();
             let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
             let got: Vec<_> = set.records.iter().map(|r| (r.offset, r.timestamp, r.key.clone())).collect();
-            let want: Vec<_> =
-                [101i64, 103, 105].iter().map(|&o| (o, 4900 + o, Some(Bytes::from(format!("k{}", (o - 100) % 3))))).collect();
+            let want: Vec<_> = [101i64, 103, 105]
+                .iter()
+                .map(|&o| (o, 4900 + o, Some(Bytes::from(format!("k{}", (o - 100) % 3)))))
+                .collect();
             assert_eq!(got, want, "{c:?}");
         }
     }
@@ -227,6 +229,9 @@ mod tests {
         let h2 = keel_protocol::batch::validate(&empty).unwrap();
         assert_eq!((h2.base_offset, h2.last_offset(), h2.records_count, h2.compression()), (100, 105, 0, 0));
         assert_eq!(h2.last_sequence(), h.last_sequence());
+        // Readers that decode records (the group coordinator's replay) see no record.
+        let mut buf = empty.clone();
+        assert!(kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap().records.is_empty());
     }
 
     #[test]

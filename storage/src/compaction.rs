@@ -100,7 +100,10 @@ impl PartitionLog {
         if count == 0 || first_dirty >= end {
             return None;
         }
-        let live = self.segments[..count].iter().enumerate().filter(|(i, _)| self.segments[i + 1].base_offset > self.log_start_offset);
+        let live = self.segments[..count]
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.segments[i + 1].base_offset > self.log_start_offset);
         let (mut total, mut dirty) = (0u64, 0u64);
         for (i, seg) in live {
             total += seg.size;
@@ -169,12 +172,19 @@ impl KeyMap {
 
     async fn build(log: &Rc<RefCell<PartitionLog>>, range: &Range, bytes_max: usize) -> Result<KeyMap, StorageError> {
         let entries_max = (bytes_max / KEY_MAP_ENTRY_BYTES).max(1);
-        let mut map =
-            KeyMap { latest: HashMap::new(), hashers: (RandomState::new(), RandomState::new()), covered_upto: range.end };
+        let mut map = KeyMap {
+            latest: HashMap::new(),
+            hashers: (RandomState::new(), RandomState::new()),
+            covered_upto: range.end,
+        };
         let readers: Vec<SegmentReader> = {
             let l = log.borrow();
             let segs = &l.segments[..range.segment_count];
-            segs.iter().enumerate().filter(|(i, _)| l.segments[i + 1].base_offset > range.first_dirty).map(|(_, s)| SegmentReader::new(s)).collect()
+            segs.iter()
+                .enumerate()
+                .filter(|(i, _)| l.segments[i + 1].base_offset > range.first_dirty)
+                .map(|(_, s)| SegmentReader::new(s))
+                .collect()
         };
         for mut reader in readers {
             while let Some((h, batch)) = reader.next().await? {
@@ -258,7 +268,8 @@ async fn rewrite_segment(
     let mut rebuilt = writer.finish().await?;
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
-    let still_there = log.borrow().segments.iter().position(|s| s.base_offset == base && Rc::ptr_eq(&s.file, &original));
+    let still_there =
+        log.borrow().segments.iter().position(|s| s.base_offset == base && Rc::ptr_eq(&s.file, &original));
     let Some(i) = still_there else {
         drop(permit);
         segment::release_file(rebuilt.file, Some(&cleaned_path)).await;

@@ -2,10 +2,12 @@
 //! offsets that matter (log start, durable = high watermark, log end).
 //!
 //! Appends are synchronous: the patched batch goes to the tail cache and to the pending
-//! buffer of the active segment. `flush` (called only by the shard's flush loop, so
-//! never concurrently for one log) writes pending bytes with O_DIRECT from 4 KiB-aligned
-//! buffers, rewriting the partial tail page kept in memory, fdatasyncs, and then moves
-//! the durable offset. Readers never see past the durable offset.
+//! buffer of the active segment. `flush` (called by the shard's flush loop, and by
+//! retention and `close`) writes pending bytes with O_DIRECT from 4 KiB-aligned
+//! buffers, rewriting the partial tail page kept in memory, fdatasyncs each file before
+//! writing the next, and then moves the durable offset. Readers never see past the
+//! durable offset. The active segment is preallocated in steps (fallocate keeping the
+//! size), so block allocation happens ahead of the writes rather than inside them.
 //!
 //! Everything that changes files under the log (flush, truncation, retention removing
 //! segments, compaction swapping one) holds the log's `io_lock`, so a flush never
@@ -139,6 +141,22 @@ impl PartitionLog {
         assert_eq!(tail.len(), len, "tail page shorter than the segment says");
         self.tail_position = position;
         self.tail = tail;
+        Ok(())
+    }
+
+    /// `load_tail` for a log already shared: no borrow is held across the read.
+    pub(crate) async fn reload_tail(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
+        let (file, path, position, len) = {
+            let l = log.borrow();
+            let active = l.active();
+            let position = active.size / PAGE * PAGE;
+            (active.file.clone(), active.path.clone(), position, (active.size - position) as usize)
+        };
+        let tail = crate::segment::read_file(&file, &path, position, len).await?.to_vec();
+        assert_eq!(tail.len(), len, "tail page shorter than the segment says");
+        let mut l = log.borrow_mut();
+        l.tail_position = position;
+        l.tail = tail;
         Ok(())
     }
 
@@ -353,14 +371,16 @@ async fn roll_while(
     mut should_roll: impl FnMut(&PartitionLog) -> bool,
 ) -> Result<(), StorageError> {
     loop {
+        let another_roll = {
+            let l = log.borrow();
+            l.rolling.then(|| l.changed.wait())
+        };
+        if let Some(done) = another_roll {
+            done.await;
+            continue;
+        }
         let (dir, base) = {
             let l = log.borrow();
-            if l.rolling {
-                let wait = l.changed.wait();
-                drop(l);
-                wait.await;
-                continue;
-            }
             if !should_roll(&l) {
                 return Ok(());
             }
@@ -398,7 +418,7 @@ fn seal_active(l: &mut PartitionLog) {
 }
 
 /// Writes and fsyncs everything appended so far, then advances the durable offset.
-/// Only the shard's flush loop (and tasks holding the io lock) call this.
+/// Serialized with every other file change of the log by its io lock.
 pub async fn flush(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
     let lock = log.borrow().io_lock();
     let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
@@ -465,11 +485,8 @@ async fn write_aligned(w: &PendingWrite) -> Result<(), StorageError> {
         let slice = buf.as_bytes_mut();
         slice[..w.data.len()].copy_from_slice(&w.data);
         slice[w.data.len()..].fill(0);
-        let written = w
-            .file
-            .write_at(buf, w.position)
-            .await
-            .map_err(|e| StorageError::io("write segment", &w.path, e.into()))?;
+        let written =
+            w.file.write_at(buf, w.position).await.map_err(|e| StorageError::io("write segment", &w.path, e.into()))?;
         if (written as u64) < len {
             return Err(StorageError::io("short write", &w.path, std::io::Error::from_raw_os_error(libc_enospc())));
         }

@@ -200,11 +200,13 @@ pub async fn offset_for_timestamp(
 pub async fn offset_of_max_timestamp(log: &Rc<RefCell<PartitionLog>>) -> Result<Option<(i64, i64)>, StorageError> {
     let (max_ts, base, start) = {
         let l = log.borrow();
-        let best = l
-            .segments
-            .iter()
-            .filter(|s| s.max_timestamp >= 0)
-            .fold((-1i64, -1i64), |acc, s| if s.max_timestamp > acc.0 { (s.max_timestamp, s.max_timestamp_offset) } else { acc });
+        let best = l.segments.iter().filter(|s| s.max_timestamp >= 0).fold((-1i64, -1i64), |acc, s| {
+            if s.max_timestamp > acc.0 {
+                (s.max_timestamp, s.max_timestamp_offset)
+            } else {
+                acc
+            }
+        });
         (best.0, best.1, l.log_start_offset)
     };
     if max_ts < 0 || base < start {

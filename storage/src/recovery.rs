@@ -58,7 +58,8 @@ impl PartitionLog {
     ) -> Result<(PartitionLog, OpenKind), StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| StorageError::io("create log dir", dir, e))?;
         let bases = list_segments(dir)?;
-        let state = checkpoint::read(dir, STATE_FILE).await.and_then(|b| PartitionState::decode(&b)).unwrap_or_default();
+        let state =
+            checkpoint::read(dir, STATE_FILE).await.and_then(|b| PartitionState::decode(&b)).unwrap_or_default();
         let clean = checkpoint::read(dir, CLEAN_FILE).await.and_then(|b| CleanState::decode(&b));
         let mut log = PartitionLog::empty(dir, config);
         let mut kind = OpenKind::Scanned;

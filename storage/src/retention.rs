@@ -197,7 +197,9 @@ mod tests {
     use super::*;
 
     fn segs(spec: &[(i64, u64, i64)]) -> Vec<SegmentSummary> {
-        spec.iter().map(|&(base_offset, size, max_timestamp)| SegmentSummary { base_offset, size, max_timestamp }).collect()
+        spec.iter()
+            .map(|&(base_offset, size, max_timestamp)| SegmentSummary { base_offset, size, max_timestamp })
+            .collect()
     }
 
     const KEEP: RetentionPolicy = RetentionPolicy { delete: true, retention_ms: -1, retention_bytes: -1 };

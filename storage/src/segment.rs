@@ -171,11 +171,8 @@ impl Segment {
         index_interval_bytes: u64,
         mut on_batch: impl FnMut(&BatchHeader, &Bytes),
     ) -> Result<ScanOutcome, StorageError> {
-        let file_len = self
-            .file
-            .file_size()
-            .await
-            .map_err(|e| StorageError::io("stat segment", &self.path, e.into()))?;
+        let file_len =
+            self.file.file_size().await.map_err(|e| StorageError::io("stat segment", &self.path, e.into()))?;
         let mut pos: u64 = self.size;
         let mut carry = Vec::new();
         let mut carry_start = self.size;
@@ -300,10 +297,7 @@ pub async fn read_file(file: &DmaFile, path: &Path, position: u64, len: usize) -
     if len == 0 {
         return Ok(Bytes::new());
     }
-    let data = file
-        .read_at(position, len)
-        .await
-        .map_err(|e| StorageError::io("read segment", path, e.into()))?;
+    let data = file.read_at(position, len).await.map_err(|e| StorageError::io("read segment", path, e.into()))?;
     Ok(Bytes::copy_from_slice(&data))
 }
 

@@ -90,7 +90,11 @@ pub struct SegmentWriter {
 
 impl SegmentWriter {
     /// Creates (truncating) `path` for a segment based at `base_offset`.
-    pub async fn create(path: PathBuf, base_offset: i64, index_interval_bytes: u64) -> Result<SegmentWriter, StorageError> {
+    pub async fn create(
+        path: PathBuf,
+        base_offset: i64,
+        index_interval_bytes: u64,
+    ) -> Result<SegmentWriter, StorageError> {
         let segment = Segment::create_at(path, base_offset).await?;
         Ok(SegmentWriter { segment, buffer: Vec::new(), written: 0, index_interval_bytes })
     }
@@ -117,9 +121,14 @@ impl SegmentWriter {
         slice[..len].copy_from_slice(&self.buffer[..len]);
         slice[len..].fill(0);
         let path = &self.segment.path;
-        let n = file.write_at(buf, self.written).await.map_err(|e| StorageError::io("write segment", path, e.into()))?;
+        let n =
+            file.write_at(buf, self.written).await.map_err(|e| StorageError::io("write segment", path, e.into()))?;
         if n < padded {
-            return Err(StorageError::io("short write", path, std::io::Error::from_raw_os_error(crate::log::libc_enospc())));
+            return Err(StorageError::io(
+                "short write",
+                path,
+                std::io::Error::from_raw_os_error(crate::log::libc_enospc()),
+            ));
         }
         self.buffer.drain(..len);
         self.written += len as u64;

@@ -61,22 +61,24 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
     // When compaction emptied the end of the kept segment, no batch records where the
     // log ends: a new active segment named after the end does, so that a restart does
     // not hand out those offsets again.
-    let fresh = if rebuilt.next_offset < end { Some(Segment::create(&log.borrow().dir.clone(), end).await?) } else { None };
-    let mut l = log.borrow_mut();
-    let old = std::mem::replace(&mut l.segments[keep - 1], rebuilt);
-    drop(old);
-    l.segments.extend(fresh);
-    l.next_offset = end;
-    l.durable_offset = l.durable_offset.min(end);
-    l.truncate_cache(end);
-    l.epochs.retain(|(_, first)| *first < end);
-    l.producers.truncate(end);
-    l.cleaned_upto = l.cleaned_upto.min(end);
-    // The caller (the Raft layer) does not append while it truncates.
-    assert!(l.pending.is_empty() && l.queued.is_empty(), "append during truncate");
-    drop(l);
-    log.borrow_mut().load_tail().await?;
-    crate::checkpoint::sync_dir(&log.borrow().dir.clone()).await?;
+    let dir = log.borrow().dir.clone();
+    let fresh = if rebuilt.next_offset < end { Some(Segment::create(&dir, end).await?) } else { None };
+    {
+        let mut l = log.borrow_mut();
+        let old = std::mem::replace(&mut l.segments[keep - 1], rebuilt);
+        drop(old);
+        l.segments.extend(fresh);
+        l.next_offset = end;
+        l.durable_offset = l.durable_offset.min(end);
+        l.truncate_cache(end);
+        l.epochs.retain(|(_, first)| *first < end);
+        l.producers.truncate(end);
+        l.cleaned_upto = l.cleaned_upto.min(end);
+        // The caller (the Raft layer) does not append while it truncates.
+        assert!(l.pending.is_empty() && l.queued.is_empty(), "append during truncate");
+    }
+    PartitionLog::reload_tail(log).await?;
+    crate::checkpoint::sync_dir(&dir).await?;
     crate::retention::persist_state(log).await?;
     log.borrow().changed.notify();
     Ok(())

@@ -46,8 +46,11 @@ fn write_log(dir: &Path) -> BTreeMap<i64, Vec<u8>> {
 }
 
 fn segment_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().map(|e| e == "log").unwrap_or(false)).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().map(|e| e == "log").unwrap_or(false))
+        .collect();
     files.sort();
     files
 }
@@ -162,7 +165,11 @@ fn no_flipped_byte_ever_serves_different_data() {
         let (_, got) = read_each(&dir);
         for (offset, r) in got {
             if let Ok(v) = r {
-                assert_eq!(Some(&v), written.get(&offset), "round {round}: flip at {position} of {file:?} served bad data");
+                assert_eq!(
+                    Some(&v),
+                    written.get(&offset),
+                    "round {round}: flip at {position} of {file:?} served bad data"
+                );
             }
         }
     }

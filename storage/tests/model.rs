@@ -74,7 +74,8 @@ impl Model {
                 return true;
             }
             let Some(key) = &r.key else { return false };
-            let superseded = snapshot.iter().any(|o| o.offset > r.offset && o.offset < upto && o.key.as_ref() == Some(key));
+            let superseded =
+                snapshot.iter().any(|o| o.offset > r.offset && o.offset < upto && o.key.as_ref() == Some(key));
             let expired = r.value.is_none() && r.timestamp + delete_retention_ms <= now;
             !superseded && !expired
         });
@@ -106,7 +107,7 @@ fn make_batch(rng: &mut StdRng, m: &Model, seq: &mut i32) -> (Bytes, Vec<Rec>) {
         let value = (!rng.gen_bool(0.1)).then(|| vec![rng.gen::<u8>(); rng.gen_range(0..300)]);
         recs.push(Rec { offset: m.end + i, key, value, timestamp: m.now - rng.gen_range(0..3000) });
     }
-    let pairs: Vec<(Option<&[u8]>, Option<&[u8]>)> = recs.iter().map(|r| (r.key.as_deref(), r.value.as_deref())).collect();
+    let pairs: Vec<_> = recs.iter().map(|r| (r.key.as_deref(), r.value.as_deref())).collect();
     let base_ts = recs[0].timestamp;
     let built = build_batch(0, base_ts, &pairs);
     // build_batch stamps every record with base_ts; the model follows it.
@@ -301,8 +302,14 @@ async fn run_case(seed: u64, steps: usize, dir: &Path) {
         };
         if std::env::var("KEEL_MODEL_TRACE").is_ok() {
             let lb = l.borrow();
-            eprintln!("step {step} {op}: start {} end {} hw {} segments {:?} cleaned {}", lb.log_start_offset,
-                lb.log_end_offset(), lb.high_watermark(), lb.segment_bases(), lb.cleaned_upto());
+            eprintln!(
+                "step {step} {op}: start {} end {} hw {} segments {:?} cleaned {}",
+                lb.log_start_offset,
+                lb.log_end_offset(),
+                lb.high_watermark(),
+                lb.segment_bases(),
+                lb.cleaned_upto()
+            );
         }
         check(&l, &m, &mut rng, step, op).await;
     }
@@ -332,7 +339,8 @@ fn expected_retention(l: &Rc<RefCell<PartitionLog>>, m: &Model, policy: &Retenti
     let summaries: Vec<SegmentSummary> = lb.segment_summaries();
     for (i, s) in summaries.iter().enumerate() {
         let next = bases.get(i + 1).copied().unwrap_or(i64::MAX);
-        let newest = m.records.iter().filter(|r| r.offset >= s.base_offset && r.offset < next).map(|r| r.timestamp).max();
+        let newest =
+            m.records.iter().filter(|r| r.offset >= s.base_offset && r.offset < next).map(|r| r.timestamp).max();
         assert!(newest.unwrap_or(-1) <= s.max_timestamp, "segment {} max timestamp below its records'", s.base_offset);
     }
     let plan = retention::plan(&summaries, m.start, m.durable, m.end, m.now, policy);

@@ -34,7 +34,7 @@ fn clean_restart_skips_the_scan() {
             let dir = data.join("t-0");
             let (l, _, _) = open(&dir).await;
             let value = vec![7u8; 16 << 10];
-            let records: Vec<(Option<&[u8]>, Option<&[u8]>)> = (0..4).map(|_| (None, Some(&value[..]))).collect();
+            let records = [(None, Some(&value[..])); 4];
             let batch = build_batch(0, 1, &records);
             let batches = (megabytes << 20) / batch.len();
             for i in 0..batches {

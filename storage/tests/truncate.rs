@@ -123,11 +123,12 @@ fn truncate_below_the_log_start_restarts_the_log_there() {
         append(&l, 30, 2, "x").await;
         assert_eq!(retention::delete_records(&l, 30).await.unwrap(), 30);
         log::truncate(&l, 20).await.unwrap();
-        let lb = l.borrow();
-        assert_eq!((lb.log_start_offset, lb.log_end_offset(), lb.high_watermark()), (20, 20, 20));
-        assert_eq!(lb.segment_count(), 1);
-        assert!(lb.epochs().is_empty());
-        drop(lb);
+        {
+            let lb = l.borrow();
+            assert_eq!((lb.log_start_offset, lb.log_end_offset(), lb.high_watermark()), (20, 20, 20));
+            assert_eq!(lb.segment_count(), 1);
+            assert!(lb.epochs().is_empty());
+        }
         append(&l, 3, 4, "after").await;
         drop(l);
         let l = open(&dir).await;

@@ -20,6 +20,7 @@ pub struct ShardStats {
     pub flush_passes: u64,
     pub log_flushes: u64,
     pub log_bytes: u64,
+    pub storage: keel_storage::stats::StorageStats,
 }
 
 pub fn spawn(shard: &Rc<Shard>) -> Result<(), String> {
@@ -95,6 +96,7 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
                 flush_passes: s.flush.passes.get(),
                 log_flushes: s.flush.syncs.get(),
                 log_bytes: parts.values().map(|p| p.log.borrow().size_bytes()).sum(),
+                storage: keel_storage::stats::snapshot(),
             }
         })
         .await
@@ -102,12 +104,22 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
 
 fn render_metrics(stats: &[ShardStats]) -> String {
     let mut out = String::new();
-    let series: [(&str, &str, &str, fn(&ShardStats) -> u64); 5] = [
+    let series: [(&str, &str, &str, fn(&ShardStats) -> u64); 15] = [
         ("keel_partitions", "gauge", "Partitions owned by the shard", |s| s.partitions as u64),
         ("keel_connections", "gauge", "Open Kafka connections on the shard", |s| s.connections as u64),
         ("keel_flush_passes_total", "counter", "Group-commit passes of the shard's flush loop", |s| s.flush_passes),
         ("keel_log_flushes_total", "counter", "Partition logs written and fdatasynced", |s| s.log_flushes),
         ("keel_log_bytes", "gauge", "Bytes in the shard's partition logs", |s| s.log_bytes),
+        ("keel_retention_segments_deleted_total", "counter", "Segments deleted by retention", |s| s.storage.retention_segments_deleted),
+        ("keel_retention_bytes_deleted_total", "counter", "Bytes deleted by retention", |s| s.storage.retention_bytes_deleted),
+        ("keel_compaction_passes_total", "counter", "Compaction passes that rewrote a segment", |s| s.storage.compaction_passes),
+        ("keel_compaction_records_removed_total", "counter", "Records removed by compaction", |s| s.storage.compaction_records_removed),
+        ("keel_compaction_bytes_reclaimed_total", "counter", "Bytes reclaimed by compaction", |s| s.storage.compaction_bytes_reclaimed),
+        ("keel_corrupt_batches_read_total", "counter", "Batches that failed their CRC when read (never served)", |s| s.storage.corrupt_batches_read),
+        ("keel_recovery_truncations_total", "counter", "Segments cut at a torn tail during recovery", |s| s.storage.recovery_truncations),
+        ("keel_damaged_segments_total", "counter", "Segments with damage inside the log found at open", |s| s.storage.damaged_segments_found),
+        ("keel_log_opens_clean_total", "counter", "Logs opened from a clean-shutdown checkpoint", |s| s.storage.opens_clean),
+        ("keel_log_opens_scanned_total", "counter", "Logs opened by a recovery scan", |s| s.storage.opens_scanned),
     ];
     for (name, kind, help, get) in series {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));

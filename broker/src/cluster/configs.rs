@@ -49,7 +49,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("segment.jitter.ms", "0", "log.roll.jitter.ms", Kind::Long),
     def("segment.ms", "604800000", "log.roll.ms", Kind::Long),
     def("unclean.leader.election.enable", "false", "unclean.leader.election.enable", Kind::Bool),
-    // Keel's own: answer acks=-1 before the fsync (see docs/ARCHITECTURE.md, storage).
+    // Keel's own: answer acks=-1 before the fsync (trade-off at `TopicSettings::write_caching`).
     def("write.caching", "false", "write.caching.default", Kind::Bool),
 ];
 
@@ -132,7 +132,14 @@ pub struct TopicSettings {
     pub delete_retention_ms: i64,
     pub min_compaction_lag_ms: i64,
     pub min_cleanable_dirty_ratio: f64,
-    /// acks=-1 is answered once appended, before the fsync.
+    /// `write.caching` (topic) / `write.caching.default` (broker), off by default:
+    /// acks=-1 is answered once the batch is appended in memory, before the flush loop
+    /// writes and fsyncs it. The trade-off: an acknowledged record is lost if the
+    /// process or the machine dies before that flush pass completes, a window of one
+    /// pass (the fsync latency, a few milliseconds; longer while the disk stalls, and
+    /// never more than `UNFLUSHED_BYTES_MAX` per partition, since produce waits past
+    /// it). Consumers are unaffected: the high watermark still moves only after the
+    /// fsync, so no consumer ever reads a record a crash takes back.
     pub write_caching: bool,
 }
 

@@ -26,9 +26,9 @@ async fn find(shard: &Rc<Shard>, key_type: i8, key: &str) -> Result<(), (i16, St
             .await
             .map(|_| ())
             .map_err(|code| (code, "The coordinator is not available.".into())),
-        KEY_TYPE_TRANSACTION => {
-            Err((errors::COORDINATOR_NOT_AVAILABLE, "Transactions are not supported yet.".into()))
-        }
+        // Not retriable on purpose: a transactional producer must fail at once with a
+        // clear message instead of retrying a coordinator that will never exist.
+        KEY_TYPE_TRANSACTION => Err((errors::INVALID_REQUEST, "Transactions are not supported by this broker yet.".into())),
         other => Err((errors::INVALID_REQUEST, format!("Unsupported coordinator key type {other}."))),
     }
 }

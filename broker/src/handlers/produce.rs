@@ -50,6 +50,9 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Opt
                 Some(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             } else if name.is_none() {
                 Some(errors::UNKNOWN_TOPIC_ID)
+            } else if name.as_deref() == Some(crate::coordinator::OFFSETS_TOPIC) {
+                // Only the group coordinator writes its internal topic, as in Kafka.
+                Some(errors::INVALID_TOPIC_EXCEPTION)
             } else {
                 None
             };

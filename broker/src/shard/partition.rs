@@ -98,6 +98,12 @@ impl Partition {
         self.settings.borrow().clone()
     }
 
+    /// Flushes the log and writes its clean-shutdown checkpoint, so the next start
+    /// skips the recovery scan. For an orderly stop, after the last append.
+    pub async fn close(&self) -> Result<(), StorageError> {
+        keel_storage::recovery::close(&self.log).await
+    }
+
     pub fn remove_files(&self) {
         let dir = self.log.borrow().dir().to_path_buf();
         if let Err(e) = std::fs::remove_dir_all(&dir) {
