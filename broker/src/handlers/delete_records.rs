@@ -16,7 +16,7 @@ use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionRe
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use keel_storage::retention;
 
-use super::scatter;
+use super::answer_partitions;
 use crate::errors;
 use crate::shard::Shard;
 
@@ -29,35 +29,25 @@ const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
 type Answer = (i16, i64);
 
 pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
-    let meta = shard.meta();
-    let mut work = Vec::new();
-    let mut answers: Vec<Option<Answer>> = Vec::new();
-    let mut slots = Vec::new();
-    for t in &req.topics {
-        for p in &t.partitions {
+    let items = req
+        .topics
+        .iter()
+        .flat_map(|t| {
             let topic = t.name.0.as_str();
-            match meta.owner(topic, p.partition_index) {
-                _ if INTERNAL_TOPICS.contains(&topic) => answers.push(Some((errors::INVALID_TOPIC_EXCEPTION, -1))),
-                Some(owner) => {
-                    slots.push(answers.len());
-                    work.push((owner, (topic.to_string(), p.partition_index, p.offset)));
-                    answers.push(None);
+            t.partitions.iter().map(move |p| {
+                if INTERNAL_TOPICS.contains(&topic) {
+                    Err((errors::INVALID_TOPIC_EXCEPTION, -1))
+                } else {
+                    Ok((topic.to_string(), p.partition_index, p.offset))
                 }
-                None => answers.push(Some((errors::UNKNOWN_TOPIC_OR_PARTITION, -1))),
-            }
-        }
-    }
-    let done = scatter(shard, work, |s, items: Vec<(String, i32, i64)>| async move {
-        let mut out = Vec::with_capacity(items.len());
-        for (topic, partition, offset) in items {
-            out.push(delete_one(&s, &topic, partition, offset).await);
-        }
-        out
+            })
+        })
+        .collect();
+    let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1);
+    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, offset| async move {
+        delete_one(&s, &topic, partition, offset).await
     })
     .await;
-    for (slot, a) in slots.into_iter().zip(done) {
-        answers[slot] = Some(a);
-    }
     let mut answers = answers.into_iter();
     let topics = req
         .topics
@@ -67,7 +57,7 @@ pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecor
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error, low_watermark) = answers.next().flatten().expect("an answer per partition");
+                    let (error, low_watermark) = answers.next().expect("an answer per partition");
                     DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(low_watermark)

@@ -7,7 +7,7 @@ use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionRespon
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use keel_storage::log;
 
-use super::scatter;
+use super::answer_partitions;
 use crate::errors;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
@@ -24,33 +24,16 @@ pub const LATEST_TIERED: i64 = -5;
 type Answer = (i16, i64, i64);
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) -> ListOffsetsResponse {
-    let meta = shard.meta();
-    let mut work = Vec::new();
-    let mut answers: Vec<Option<Answer>> = Vec::new();
-    let mut slots = Vec::new();
-    for t in &req.topics {
-        for p in &t.partitions {
-            match meta.owner(&t.name.0, p.partition_index) {
-                Some(owner) => {
-                    slots.push(answers.len());
-                    work.push((owner, (t.name.0.to_string(), p.partition_index, p.timestamp)));
-                    answers.push(None);
-                }
-                None => answers.push(Some((errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1))),
-            }
-        }
-    }
-    let found = scatter(shard, work, |s, items: Vec<(String, i32, i64)>| async move {
-        let mut out = Vec::new();
-        for (topic, partition, ts) in items {
-            out.push(lookup(&s, &topic, partition, ts).await);
-        }
-        out
+    let items = req
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| Ok((t.name.0.to_string(), p.partition_index, p.timestamp))))
+        .collect();
+    let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
+    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, ts| async move {
+        lookup(&s, &topic, partition, ts).await
     })
     .await;
-    for (slot, a) in slots.into_iter().zip(found) {
-        answers[slot] = Some(a);
-    }
     let mut answers = answers.into_iter();
     let topics = req
         .topics
@@ -60,7 +43,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) ->
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error, timestamp, offset) = answers.next().flatten().expect("an answer per partition");
+                    let (error, timestamp, offset) = answers.next().expect("an answer per partition");
                     let mut r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(error)

@@ -212,6 +212,51 @@ where
     out.into_iter().map(|o| o.expect("every item answered")).collect()
 }
 
+/// Answers every partition a request names, in request order. `items` holds, per
+/// partition, either what its owner needs to answer it or an answer already known
+/// (a refusal decided up front). Partitions that exist are sent to their owner shards,
+/// one call per owner, and answered there by `answer`; the others get `unknown`.
+pub async fn answer_partitions<I, O, F, Fut>(shard: &Rc<Shard>, items: Vec<Result<(String, i32, I), O>>, unknown: O, answer: F) -> Vec<O>
+where
+    I: Send + 'static,
+    O: Send + Clone + 'static,
+    F: Fn(Rc<Shard>, String, i32, I) -> Fut + Send + Clone + 'static,
+    Fut: std::future::Future<Output = O> + 'static,
+{
+    let meta = shard.meta();
+    let mut out: Vec<Option<O>> = Vec::with_capacity(items.len());
+    let mut work = Vec::new();
+    let mut slots = Vec::new();
+    for item in items {
+        match item {
+            Err(known) => out.push(Some(known)),
+            Ok((topic, partition, input)) => match meta.owner(&topic, partition) {
+                Some(owner) => {
+                    slots.push(out.len());
+                    work.push((owner, (topic, partition, input)));
+                    out.push(None);
+                }
+                None => out.push(Some(unknown.clone())),
+            },
+        }
+    }
+    let found = scatter(shard, work, move |s, items: Vec<(String, i32, I)>| {
+        let answer = answer.clone();
+        async move {
+            let mut answers = Vec::with_capacity(items.len());
+            for (topic, partition, input) in items {
+                answers.push(answer(s.clone(), topic, partition, input).await);
+            }
+            answers
+        }
+    })
+    .await;
+    for (slot, o) in slots.into_iter().zip(found) {
+        out[slot] = Some(o);
+    }
+    out.into_iter().map(|o| o.expect("every partition answered")).collect()
+}
+
 pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
     kafka_protocol::protocol::StrBytes::from_string(s.to_string())
 }

@@ -6,51 +6,39 @@ use std::rc::Rc;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
-use super::scatter;
+use super::answer_partitions;
 use crate::errors;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (2, 4);
 
-/// (error, epoch, end offset)
-type Answer = (i16, i32, i64);
-
 pub async fn handle(shard: &Rc<Shard>, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
-    let meta = shard.meta();
-    let mut work = Vec::new();
-    let mut answers: Vec<Option<Answer>> = Vec::new();
-    let mut slots = Vec::new();
-    for t in &req.topics {
-        for p in &t.partitions {
-            match meta.owner(&t.topic.0, p.partition) {
-                _ if p.current_leader_epoch > LEADER_EPOCH => answers.push(Some((errors::UNKNOWN_LEADER_EPOCH, -1, -1))),
-                Some(owner) => {
-                    slots.push(answers.len());
-                    work.push((owner, (t.topic.0.to_string(), p.partition, p.leader_epoch)));
-                    answers.push(None);
-                }
-                None => answers.push(Some((errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1))),
-            }
-        }
-    }
-    let found = scatter(shard, work, |s, items: Vec<(String, i32, i32)>| async move {
-        items
-            .into_iter()
-            .map(|(topic, partition, epoch)| match s.partition(&topic, partition) {
-                None => (errors::NOT_LEADER_OR_FOLLOWER, -1, -1),
-                Some(p) => {
-                    let l = p.log.borrow();
-                    let (e, end) = epoch_end(l.epochs(), epoch, l.log_end_offset());
-                    (errors::NONE, e, end)
+    let items = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                if p.current_leader_epoch > LEADER_EPOCH {
+                    Err((errors::UNKNOWN_LEADER_EPOCH, -1, -1))
+                } else {
+                    Ok((t.topic.0.to_string(), p.partition, p.leader_epoch))
                 }
             })
-            .collect::<Vec<Answer>>()
+        })
+        .collect();
+    let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
+    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, epoch| async move {
+        match s.partition(&topic, partition) {
+            None => (errors::NOT_LEADER_OR_FOLLOWER, -1, -1),
+            Some(p) => {
+                let l = p.log.borrow();
+                let (e, end) = epoch_end(l.epochs(), epoch, l.log_end_offset());
+                (errors::NONE, e, end)
+            }
+        }
     })
     .await;
-    for (slot, a) in slots.into_iter().zip(found) {
-        answers[slot] = Some(a);
-    }
     let mut answers = answers.into_iter();
     let topics = req
         .topics
@@ -60,7 +48,7 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetForLeaderEpochRequest) -> Offs
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error, epoch, end) = answers.next().flatten().expect("an answer per partition");
+                    let (error, epoch, end) = answers.next().expect("an answer per partition");
                     EpochEndOffset::default()
                         .with_partition(p.partition)
                         .with_error_code(error)
