@@ -152,12 +152,11 @@ fn trim_to_max_bytes(got: &mut [Got], max_bytes: usize) {
 
 async fn read_all(shard: &Rc<Shard>, wants: &[(usize, Want)]) -> Vec<Got> {
     let items = wants.iter().cloned().collect();
+    // An owner reads its partitions concurrently: catch-up reads are DMA reads, and
+    // one partition's disk latency must not queue the others behind it.
     scatter(shard, items, |s, wants: Vec<Want>| async move {
-        let mut out = Vec::with_capacity(wants.len());
-        for w in wants {
-            out.push(read_one(&s, &w).await);
-        }
-        out
+        let reads = wants.iter().map(|w| read_one(&s, w)).collect();
+        keel_storage::flush::join_all(reads).await
     })
     .await
 }
