@@ -22,27 +22,32 @@ pub fn resource_target(shard: &Shard, resource_type: i8, name: &str) -> Result<O
     }
 }
 
+/// Sends the valid changes to the controller and answers every resource in request
+/// order, the refused ones with their reason.
+pub async fn apply(shard: &Rc<Shard>, changes: Vec<Result<ConfigChange, Failure>>, validate_only: bool) -> Vec<Result<(), Failure>> {
+    let valid: Vec<ConfigChange> = changes.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
+    let mut results =
+        shard.submit_to(0, move |s| async move { controller::alter_configs(s, valid, validate_only).await }).await.into_iter();
+    changes.into_iter().map(|c| c.and_then(|_| results.next().expect("a result per change"))).collect()
+}
+
 pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigsResponse {
-    let mut changes = Vec::new();
-    let mut early = Vec::new();
-    for r in &req.resources {
-        match resource_target(shard, r.resource_type, &r.resource_name) {
-            Ok(topic) => {
+    let changes = req
+        .resources
+        .iter()
+        .map(|r| {
+            resource_target(shard, r.resource_type, &r.resource_name).map(|topic| {
                 let ops = r.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))).collect();
-                changes.push(ConfigChange { topic, replace: true, ops });
-                early.push(None);
-            }
-            Err(e) => early.push(Some(e)),
-        }
-    }
-    let validate_only = req.validate_only;
-    let mut results = shard.submit_to(0, move |s| async move { controller::alter_configs(s, changes, validate_only).await }).await.into_iter();
+                ConfigChange { topic, replace: true, ops }
+            })
+        })
+        .collect();
+    let results = apply(shard, changes, req.validate_only).await;
     let responses = req
         .resources
         .into_iter()
-        .zip(early)
-        .map(|(r, e)| {
-            let result = e.map(Err).unwrap_or_else(|| results.next().expect("a result per change"));
+        .zip(results)
+        .map(|(r, result)| {
             let mut out = AlterConfigsResourceResponse::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name);
             if let Err((code, message)) = result {
                 out.error_code = code;

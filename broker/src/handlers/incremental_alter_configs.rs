@@ -5,10 +5,10 @@ use std::rc::Rc;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
-use super::alter_configs::resource_target;
+use super::alter_configs::{apply, resource_target};
 use super::str_bytes;
 use crate::cluster::configs;
-use crate::cluster::controller::{self, ConfigChange, Failure};
+use crate::cluster::controller::{ConfigChange, Failure};
 use crate::errors;
 use crate::shard::Shard;
 
@@ -21,8 +21,7 @@ const OP_SUBTRACT: i8 = 3;
 
 pub async fn handle(shard: &Rc<Shard>, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
     let meta = shard.meta();
-    let mut changes = Vec::new();
-    let mut early: Vec<Option<Failure>> = Vec::new();
+    let mut changes: Vec<Result<ConfigChange, Failure>> = Vec::new();
     for r in &req.resources {
         let change = resource_target(shard, r.resource_type, &r.resource_name).and_then(|topic| {
             let current = match &topic {
@@ -61,22 +60,14 @@ pub async fn handle(shard: &Rc<Shard>, req: IncrementalAlterConfigsRequest) -> I
             }
             Ok(ConfigChange { topic, replace: false, ops })
         });
-        match change {
-            Ok(c) => {
-                changes.push(c);
-                early.push(None);
-            }
-            Err(e) => early.push(Some(e)),
-        }
+        changes.push(change);
     }
-    let validate_only = req.validate_only;
-    let mut results = shard.submit_to(0, move |s| async move { controller::alter_configs(s, changes, validate_only).await }).await.into_iter();
+    let results = apply(shard, changes, req.validate_only).await;
     let responses = req
         .resources
         .into_iter()
-        .zip(early)
-        .map(|(r, e)| {
-            let result = e.map(Err).unwrap_or_else(|| results.next().expect("a result per change"));
+        .zip(results)
+        .map(|(r, result)| {
             let mut out = AlterConfigsResourceResponse::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name);
             if let Err((code, message)) = result {
                 out.error_code = code;
