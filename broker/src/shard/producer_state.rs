@@ -74,14 +74,6 @@ impl ProducerStates {
             entry.batches.pop_front();
         }
     }
-
-    pub fn len(&self) -> usize {
-        self.producers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.producers.is_empty()
-    }
 }
 
 #[cfg(test)]
