@@ -6,8 +6,9 @@
 //! retention and `close`) writes pending bytes with O_DIRECT from 4 KiB-aligned
 //! buffers, rewriting the partial tail page kept in memory, fdatasyncs each file before
 //! writing the next, and then moves the durable offset. Readers never see past the
-//! durable offset. The active segment is preallocated in steps (fallocate keeping the
-//! size), so block allocation happens ahead of the writes rather than inside them.
+//! durable offset. The active segment is zero-filled ahead of its end, so an append
+//! overwrites blocks that are already allocated and written: its fdatasync then carries
+//! no file-system metadata (no extent conversion, no size change), only the data.
 //!
 //! Everything that changes files under the log (flush, truncation, retention removing
 //! segments, compaction swapping one) holds the log's `io_lock`, so a flush never
@@ -48,8 +49,9 @@ pub struct LogConfig {
     pub cache_bytes_max: usize,
     /// Smallest DMA read issued for a catch-up fetch.
     pub read_ahead_bytes: usize,
-    /// Disk space reserved ahead of the active segment's end, in steps of this size
-    /// (never past `segment_bytes_max`); 0 disables preallocation.
+    /// Most zeroed bytes kept written ahead of the active segment's end (a new segment
+    /// starts with less and grows towards it); never past `segment_bytes_max`; 0
+    /// disables preallocation.
     pub preallocate_step_bytes: u64,
 }
 
@@ -61,7 +63,7 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             cache_bytes_max: 4 << 20,
             read_ahead_bytes: 256 << 10,
-            preallocate_step_bytes: 8 << 20,
+            preallocate_step_bytes: 4 << 20,
         }
     }
 }
@@ -75,8 +77,8 @@ pub(crate) struct PendingWrite {
     pub(crate) data: Vec<u8>,
     /// Set for a segment that was rolled away from: its final logical size.
     pub(crate) seal_size: Option<u64>,
-    /// Reserve the file up to this size (fallocate, keeping the size) before writing.
-    pub(crate) preallocate_to: Option<u64>,
+    /// A range past the data to fill with zeros alongside the write.
+    pub(crate) zero_fill: Option<(u64, u64)>,
 }
 
 pub struct PartitionLog {
@@ -234,17 +236,14 @@ impl PartitionLog {
             let position = self.tail_position;
             let end = position + (data.len() as u64).div_ceil(PAGE) * PAGE;
             let active = self.segments.last_mut().expect("active segment");
-            let preallocate_to = (step > 0 && end > active.preallocated).then(|| {
-                active.preallocated = end.div_ceil(step).saturating_mul(step).min(segment_max.max(end));
-                active.preallocated
-            });
+            let zero_fill = zero_fill_range(active, end, step, segment_max);
             writes.push(PendingWrite {
                 file: active.file.clone(),
                 path: active.path.clone(),
                 position,
                 data,
                 seal_size: None,
-                preallocate_to,
+                zero_fill,
             });
             self.tail_position += full;
         }
@@ -411,7 +410,7 @@ fn seal_active(l: &mut PartitionLog) {
         position: l.tail_position,
         data,
         seal_size: Some(old.size),
-        preallocate_to: None,
+        zero_fill: None,
     };
     l.queued.push(write);
     l.tail_position = 0;
@@ -469,16 +468,52 @@ pub(crate) async fn flush_locked(log: &Rc<RefCell<PartitionLog>>) -> Result<(), 
     Ok(())
 }
 
-async fn write_aligned(w: &PendingWrite) -> Result<(), StorageError> {
-    assert_eq!(w.position % PAGE, 0, "O_DIRECT writes start on a page boundary");
-    if let Some(size) = w.preallocate_to {
-        // A failed reservation (no room for a whole step, or a file system without
-        // fallocate) is not an error: the write below needs only its own pages and
-        // reports ENOSPC itself when the disk is really full.
-        if let Err(e) = w.file.pre_allocate(size, true).await {
-            tracing::debug!(path = %w.path.display(), error = %e, "preallocation failed; writing without it");
+/// The zeros to write past `end` (the aligned end of this write) so that the active
+/// segment keeps between half and all of its headroom written ahead. The headroom
+/// grows with the segment (at least 256 KiB, at most `step`), so a thousand quiet
+/// partitions do not each zero megabytes.
+fn zero_fill_range(active: &mut Segment, end: u64, step: u64, segment_max: u64) -> Option<(u64, u64)> {
+    const GRAIN: u64 = 64 << 10;
+    let headroom = end.clamp(256 << 10, step.max(256 << 10));
+    if step == 0 || active.preallocated >= end + headroom / 2 {
+        return None;
+    }
+    let from = active.preallocated.max(end);
+    let to = (end + headroom).div_ceil(GRAIN).saturating_mul(GRAIN).min(segment_max.max(end));
+    active.preallocated = to;
+    (to > from).then_some((from, to))
+}
+
+/// Writes zeros over `[from, to)`, past every byte of data. A failure (a full disk)
+/// is not an error: the data write needs only its own pages and reports ENOSPC itself.
+async fn write_zeros(w: &PendingWrite, from: u64, to: u64) {
+    let mut at = from;
+    while at < to {
+        let len = (to - at).min(crate::segment_io::CHUNK_BYTES as u64);
+        let mut buf = w.file.alloc_dma_buffer(len as usize);
+        buf.as_bytes_mut().fill(0);
+        match w.file.write_at(buf, at).await {
+            Ok(n) if n as u64 == len => at += len,
+            Ok(_) | Err(_) => {
+                tracing::debug!(path = %w.path.display(), at, "zero-filling ahead failed; writing without it");
+                return;
+            }
         }
     }
+}
+
+async fn write_aligned(w: &PendingWrite) -> Result<(), StorageError> {
+    assert_eq!(w.position % PAGE, 0, "O_DIRECT writes start on a page boundary");
+    let zeros = async {
+        if let Some((from, to)) = w.zero_fill {
+            write_zeros(w, from, to).await;
+        }
+    };
+    let (result, ()) = futures_lite::future::zip(write_data(w), zeros).await;
+    result
+}
+
+async fn write_data(w: &PendingWrite) -> Result<(), StorageError> {
     let len = (w.data.len() as u64).div_ceil(PAGE) * PAGE;
     if len > 0 {
         let mut buf = w.file.alloc_dma_buffer(len as usize);

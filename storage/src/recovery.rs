@@ -157,6 +157,10 @@ async fn scan_all(
                     "damaged batch inside the log: it and the rest of this segment are not served");
                 seg.size = file_len;
                 seg.durable_size = file_len;
+            } else if outcome.zero_tail {
+                // Zero fill written ahead of the data: the log simply ends here.
+                tracing::debug!(path = %path.display(), valid_len = outcome.valid_len, "log ends before its zero fill");
+                torn = true;
             } else {
                 crate::stats::update(|s| s.recovery_truncations += 1);
                 tracing::warn!(path = %path.display(), valid_len = outcome.valid_len, %reason,
@@ -202,12 +206,14 @@ async fn restore_clean(log: &mut PartitionLog, bases: &[i64], clean: &CleanState
         let path = segment::segment_path(&log.dir, state.base_offset);
         let mut seg = Segment::open(path.clone(), state.base_offset).await?;
         let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
-        // The active segment's last page is written whole, zero-padded.
         let padded = state.size.div_ceil(PAGE) * PAGE;
-        if file_len != state.size && !(i == last && file_len == padded) {
+        // The active segment's last page is written whole and may be followed by the
+        // zero fill written ahead of it.
+        if file_len != state.size && !(i == last && file_len >= padded) {
             return Ok(false);
         }
         seg.restore(state);
+        seg.preallocated = file_len;
         log.segments.push(seg);
     }
     log.next_offset = clean.next_offset;

@@ -43,7 +43,8 @@ pub struct Segment {
     pub max_timestamp_offset: i64,
     /// Max timestamp of the first batch: what `segment.ms` measures from, as in Kafka.
     pub rolling_timestamp: i64,
-    /// Bytes reserved on disk with fallocate (the file size itself is not changed).
+    /// The file is written (with zeros past the data) up to here, as far as this
+    /// process knows; appends below it overwrite allocated blocks.
     pub preallocated: u64,
     pub index: Vec<IndexEntry>,
     bytes_since_index: u64,
@@ -64,6 +65,9 @@ pub struct ScanOutcome {
     pub valid_len: u64,
     /// Why the scan stopped before the end of the file, if it did.
     pub stopped: Option<String>,
+    /// Everything past `valid_len` is zeros: the end of the data, or a write that
+    /// never reached the disk, not damaged bytes.
+    pub zero_tail: bool,
 }
 
 impl Segment {
@@ -218,16 +222,14 @@ impl Segment {
                 if stop.is_none() && !carry.is_empty() {
                     stop = Some(format!("{} trailing bytes", carry.len()));
                 }
-                // The zero padding of a last page written whole is the clean end of
-                // the data, not damage.
-                let padding = carry_start + (carry.len() as u64) == file_len
-                    && file_len - carry_start < crate::PAGE
-                    && carry.iter().all(|b| *b == 0);
-                if padding {
+                // Zeros from here to the end of the file are the zero fill written
+                // ahead of the data (or the padding of a last page written whole).
+                let zero_tail = carry.iter().all(|b| *b == 0) && self.zeros_from(pos, file_len).await?;
+                if zero_tail && file_len - carry_start < crate::PAGE {
                     stop = None;
                 }
                 self.durable_size = self.size;
-                return Ok(ScanOutcome { valid_len: carry_start, stopped: stop });
+                return Ok(ScanOutcome { valid_len: carry_start, stopped: stop, zero_tail });
             }
             let want = SCAN_CHUNK_BYTES.min((file_len - pos) as usize);
             let chunk = self
@@ -243,6 +245,27 @@ impl Segment {
             }
             glommio::yield_if_needed().await;
         }
+    }
+
+    /// Whether `[from, to)` of the file holds only zeros.
+    async fn zeros_from(&self, mut from: u64, to: u64) -> Result<bool, StorageError> {
+        while from < to {
+            let want = SCAN_CHUNK_BYTES.min((to - from) as usize);
+            let chunk = self
+                .file
+                .read_at(from, want)
+                .await
+                .map_err(|e| StorageError::io("scan segment", &self.path, e.into()))?;
+            if chunk.is_empty() {
+                return Ok(true);
+            }
+            if chunk.iter().any(|b| *b != 0) {
+                return Ok(false);
+            }
+            from += chunk.len() as u64;
+            glommio::yield_if_needed().await;
+        }
+        Ok(true)
     }
 
     /// Drops index entries at or after `size` (after a truncation inside the segment).

@@ -1,17 +1,17 @@
-//! The active segment reserves disk space ahead of its end in steps (fallocate keeping
-//! the file size, so recovery sees only written bytes), and a sealed segment gives the
-//! unused reservation back.
+//! The active segment is zero-filled ahead of its end, so appends overwrite written
+//! blocks; the zero fill is never read as data, a sealed segment gives it back, and a
+//! restart (clean or not) ends the log where the data ends.
 
 use std::cell::RefCell;
-use std::os::unix::fs::MetadataExt;
 use std::rc::Rc;
 
 use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::build_batch;
 use keel_storage::log::{self, LogConfig, PartitionLog};
+use keel_storage::recovery;
 
 #[test]
-fn active_segment_is_reserved_in_steps_and_sealed_ones_are_trimmed() {
+fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().to_path_buf();
     LocalExecutorBuilder::default()
@@ -20,26 +20,40 @@ fn active_segment_is_reserved_in_steps_and_sealed_ones_are_trimmed() {
             let dir = data.join("t-0");
             let step = 1u64 << 20;
             let config = LogConfig { segment_bytes_max: 4 << 20, preallocate_step_bytes: step, ..LogConfig::default() };
-            let l = Rc::new(RefCell::new(PartitionLog::open(&dir, config, |_| {}).await.unwrap()));
+            let l = Rc::new(RefCell::new(PartitionLog::open(&dir, config.clone(), |_| {}).await.unwrap()));
             let b = build_batch(0, 1, &[(None, Some(&[1u8; 1000][..]))]);
             log::roll_if_needed(&l, b.len()).await.unwrap();
             l.borrow_mut().append(&b, 0, None);
             log::flush(&l).await.unwrap();
             let first = dir.join(format!("{:020}.log", 0));
-            let meta = std::fs::metadata(&first).unwrap();
-            assert_eq!(meta.len(), 4096, "the file size is what was written");
-            if meta.blocks() * 512 < step {
-                eprintln!("file system without fallocate: nothing reserved, nothing to check");
-                return;
-            }
+            let bytes = std::fs::read(&first).unwrap();
+            assert!(bytes.len() >= 256 << 10, "zeros are written ahead: {} bytes", bytes.len());
+            assert_eq!(&bytes[..b.len()], &b[..]);
+            assert!(bytes[b.len()..].iter().all(|x| *x == 0), "past the data there are only zeros");
+
+            // A crash: the next open scans and ends the log before the zero fill.
+            drop(l);
+            let l = Rc::new(RefCell::new(PartitionLog::open(&dir, config.clone(), |_| {}).await.unwrap()));
+            assert_eq!(l.borrow().log_end_offset(), 1, "zero fill is not read as data");
+            log::roll_if_needed(&l, b.len()).await.unwrap();
+            l.borrow_mut().append(&b, 0, None);
+            log::flush(&l).await.unwrap();
+
+            // A clean stop keeps the zero fill and restores without scanning.
+            recovery::close(&l).await.unwrap();
+            drop(l);
+            let (l, kind) = PartitionLog::open_reporting(&dir, config.clone(), |_| {}).await.unwrap();
+            assert_eq!(kind, keel_storage::OpenKind::Clean);
+            assert_eq!(l.log_end_offset(), 2);
+            let l = Rc::new(RefCell::new(l));
+
             log::roll(&l).await.unwrap();
             log::flush(&l).await.unwrap();
             let sealed = std::fs::metadata(&first).unwrap();
-            assert_eq!(sealed.len(), b.len() as u64);
-            assert!(sealed.blocks() * 512 < step, "sealing gives the reservation back: {} blocks", sealed.blocks());
+            assert_eq!(sealed.len(), 2 * b.len() as u64, "sealing cuts the zero fill off");
             drop(l);
             let l = PartitionLog::open(&dir, LogConfig::default(), |_| {}).await.unwrap();
-            assert_eq!(l.log_end_offset(), 1, "reserved space is not read as data");
+            assert_eq!(l.log_end_offset(), 2);
         })
         .unwrap()
         .join()
