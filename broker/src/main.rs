@@ -11,7 +11,8 @@ fn main() {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
     let cli = Cli::parse();

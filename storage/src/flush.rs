@@ -95,5 +95,8 @@ pub async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output>
         }
     })
     .await;
-    results.into_iter().map(|r| r.expect("every future completed")).collect()
+    results
+        .into_iter()
+        .map(|r| r.expect("every future completed"))
+        .collect()
 }

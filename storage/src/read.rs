@@ -31,8 +31,13 @@ impl PartitionLog {
         if first.base_offset > offset {
             return None;
         }
-        let mut out = ReadResult { batches: Vec::new(), bytes: 0 };
-        let start = self.cache.partition_point(|(h, _)| h.last_offset() < offset);
+        let mut out = ReadResult {
+            batches: Vec::new(),
+            bytes: 0,
+        };
+        let start = self
+            .cache
+            .partition_point(|(h, _)| h.last_offset() < offset);
         for (h, b) in self.cache.range(start..) {
             if h.base_offset >= upto || (out.bytes > 0 && out.bytes + b.len() > max_bytes) {
                 break;
@@ -86,7 +91,10 @@ pub async fn read(
     max_bytes: usize,
     upto: i64,
 ) -> Result<ReadResult, StorageError> {
-    let mut out = ReadResult { batches: Vec::new(), bytes: 0 };
+    let mut out = ReadResult {
+        batches: Vec::new(),
+        bytes: 0,
+    };
     let (upto, mut seg, mut position, mut want) = {
         let l = log.borrow();
         l.check_range(offset)?;
@@ -97,8 +105,15 @@ pub async fn read(
         if let Some(hit) = l.read_cached(offset, max_bytes, upto) {
             return Ok(hit);
         }
-        let Some((seg, position)) = l.locate(offset) else { return Ok(out) };
-        (upto, seg, position, l.config.read_ahead_bytes.max(max_bytes))
+        let Some((seg, position)) = l.locate(offset) else {
+            return Ok(out);
+        };
+        (
+            upto,
+            seg,
+            position,
+            l.config.read_ahead_bytes.max(max_bytes),
+        )
     };
     loop {
         if position >= seg.durable_size {
@@ -117,7 +132,9 @@ pub async fn read(
             let rest = &data[cursor..];
             let need = match batch::peek_batch_len(rest) {
                 Some(Ok(need)) => need,
-                Some(Err(e)) => return Err(corrupt(&seg.path, position + cursor as u64, e.to_string())),
+                Some(Err(e)) => {
+                    return Err(corrupt(&seg.path, position + cursor as u64, e.to_string()))
+                }
                 None => batch::BATCH_HEADER_LEN,
             };
             if need > rest.len() {
@@ -131,7 +148,8 @@ pub async fn read(
                 }
                 break;
             }
-            let header = BatchHeader::parse(rest).map_err(|e| corrupt(&seg.path, position, e.to_string()))?;
+            let header = BatchHeader::parse(rest)
+                .map_err(|e| corrupt(&seg.path, position, e.to_string()))?;
             if header.base_offset >= upto {
                 return Ok(out);
             }
@@ -140,7 +158,8 @@ pub async fn read(
                     return Ok(out);
                 }
                 let bytes = data.slice(cursor..cursor + need);
-                batch::validate(&bytes).map_err(|e| corrupt(&seg.path, position + cursor as u64, e.to_string()))?;
+                batch::validate(&bytes)
+                    .map_err(|e| corrupt(&seg.path, position + cursor as u64, e.to_string()))?;
                 out.bytes += need;
                 out.batches.push(bytes);
             }
@@ -157,11 +176,19 @@ pub async fn read(
 fn corrupt(path: &Path, position: u64, reason: String) -> StorageError {
     crate::stats::update(|s| s.corrupt_batches_read += 1);
     tracing::error!(path = %path.display(), position, %reason, "corrupt batch not served");
-    StorageError::Corrupt { path: path.to_path_buf(), position, reason }
+    StorageError::Corrupt {
+        path: path.to_path_buf(),
+        position,
+        reason,
+    }
 }
 
 fn corrupt_in(log: &Rc<RefCell<PartitionLog>>, reason: String) -> StorageError {
-    StorageError::Corrupt { path: log.borrow().dir.clone(), position: 0, reason }
+    StorageError::Corrupt {
+        path: log.borrow().dir.clone(),
+        position: 0,
+        reason,
+    }
 }
 
 /// First record at or after `timestamp`: its (offset, timestamp), below the high
@@ -172,9 +199,17 @@ pub async fn offset_for_timestamp(
 ) -> Result<Option<(i64, i64)>, StorageError> {
     let (mut offset, hw) = {
         let l = log.borrow();
-        let Some(seg) = l.segments.iter().find(|s| s.max_timestamp >= timestamp) else { return Ok(None) };
-        let i = seg.index.partition_point(|e| e.max_timestamp_so_far < timestamp);
-        let start = if i == 0 { seg.base_offset } else { seg.index[i - 1].offset };
+        let Some(seg) = l.segments.iter().find(|s| s.max_timestamp >= timestamp) else {
+            return Ok(None);
+        };
+        let i = seg
+            .index
+            .partition_point(|e| e.max_timestamp_so_far < timestamp);
+        let start = if i == 0 {
+            seg.base_offset
+        } else {
+            seg.index[i - 1].offset
+        };
         (start.max(l.log_start_offset), l.durable_offset)
     };
     while offset < hw {
@@ -185,8 +220,12 @@ pub async fn offset_for_timestamp(
         for b in &r.batches {
             let h = BatchHeader::parse(b).map_err(|e| corrupt_in(log, e.to_string()))?;
             if h.max_timestamp >= timestamp && !h.is_control() && h.records_count > 0 {
-                let records = batch::record_timestamps(b).map_err(|e| corrupt_in(log, e.to_string()))?;
-                if let Some(found) = records.into_iter().find(|(o, t)| *t >= timestamp && *o >= offset) {
+                let records =
+                    batch::record_timestamps(b).map_err(|e| corrupt_in(log, e.to_string()))?;
+                if let Some(found) = records
+                    .into_iter()
+                    .find(|(o, t)| *t >= timestamp && *o >= offset)
+                {
                     return Ok(Some(found));
                 }
             }
@@ -197,23 +236,31 @@ pub async fn offset_for_timestamp(
 }
 
 /// The record with the largest timestamp: its (offset, timestamp).
-pub async fn offset_of_max_timestamp(log: &Rc<RefCell<PartitionLog>>) -> Result<Option<(i64, i64)>, StorageError> {
+pub async fn offset_of_max_timestamp(
+    log: &Rc<RefCell<PartitionLog>>,
+) -> Result<Option<(i64, i64)>, StorageError> {
     let (max_ts, base, start) = {
         let l = log.borrow();
-        let best = l.segments.iter().filter(|s| s.max_timestamp >= 0).fold((-1i64, -1i64), |acc, s| {
-            if s.max_timestamp > acc.0 {
-                (s.max_timestamp, s.max_timestamp_offset)
-            } else {
-                acc
-            }
-        });
+        let best =
+            l.segments
+                .iter()
+                .filter(|s| s.max_timestamp >= 0)
+                .fold((-1i64, -1i64), |acc, s| {
+                    if s.max_timestamp > acc.0 {
+                        (s.max_timestamp, s.max_timestamp_offset)
+                    } else {
+                        acc
+                    }
+                });
         (best.0, best.1, l.log_start_offset)
     };
     if max_ts < 0 || base < start {
         return Ok(None);
     }
     let r = read(log, base, 1, i64::MAX).await?;
-    let Some(b) = r.batches.first() else { return Ok(None) };
+    let Some(b) = r.batches.first() else {
+        return Ok(None);
+    };
     let records = batch::record_timestamps(b).map_err(|e| corrupt_in(log, e.to_string()))?;
     Ok(records.into_iter().find(|(_, t)| *t == max_ts))
 }

@@ -11,10 +11,12 @@
 //! kept; reads reaching it fail their CRC check and are answered with an error, and
 //! everything else stays served. That costs time proportional to the whole log. A clean `close`
 //! flushes, then records each segment's size, offsets, timestamps and sparse index,
-//! the epoch cache and the producers' recent batch headers in `clean.ckpt`; the next
-//! open checks the files still have exactly those sizes, restores that state without
-//! reading a byte of data, and removes the checkpoint before the log can change, so a
-//! later crash never trusts a stale one. Start-up then costs one stat per segment.
+//! the epoch cache and the producers' recent batch headers under the partition's
+//! `clean` key in the shard's state store ([`crate::kv`]); the next open checks the
+//! files still have exactly those sizes, restores that state without reading a byte
+//! of data, and deletes the key (durably) before the log can change, so a later crash
+//! never trusts a stale one. Start-up then costs one stat per segment. A log opened
+//! without state keys (the state store's own log) always scans.
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -23,8 +25,9 @@ use std::rc::Rc;
 use bytes::{Buf, BufMut};
 use keel_protocol::batch::BatchHeader;
 
-use crate::checkpoint::{self, PartitionState, CLEAN_FILE, STATE_FILE};
+use crate::checkpoint::{PartitionState, CLEAN_KEY, STATE_KEY};
 use crate::error::StorageError;
+use crate::kv::StateKeys;
 use crate::log::{self, note_epoch, sync_or_die, LogConfig, PartitionLog};
 use crate::segment::{self, IndexEntry, Segment, SegmentState};
 use crate::PAGE;
@@ -42,29 +45,40 @@ impl PartitionLog {
     /// Opens (recovering) or creates the log in `dir`. `on_batch` sees every valid
     /// batch after a scan, or, after a clean shutdown, each producer's recent batches
     /// (enough to rebuild idempotent-producer state).
+    /// `state` says where the log's small state lives (log start offset, cleaner
+    /// position, clean-shutdown checkpoint); without it none is read or kept.
     pub async fn open(
         dir: &Path,
         config: LogConfig,
+        state: Option<StateKeys>,
         on_batch: impl FnMut(&BatchHeader),
     ) -> Result<PartitionLog, StorageError> {
-        Ok(PartitionLog::open_reporting(dir, config, on_batch).await?.0)
+        Ok(PartitionLog::open_reporting(dir, config, state, on_batch)
+            .await?
+            .0)
     }
 
     /// `open`, also telling whether the clean-shutdown checkpoint was used.
     pub async fn open_reporting(
         dir: &Path,
         config: LogConfig,
+        keys: Option<StateKeys>,
         mut on_batch: impl FnMut(&BatchHeader),
     ) -> Result<(PartitionLog, OpenKind), StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| StorageError::io("create log dir", dir, e))?;
         let bases = list_segments(dir)?;
-        let state =
-            checkpoint::read(dir, STATE_FILE).await.and_then(|b| PartitionState::decode(&b)).unwrap_or_default();
-        let clean = checkpoint::read(dir, CLEAN_FILE).await.and_then(|b| CleanState::decode(&b));
+        let saved = |name: &str| keys.as_ref().and_then(|k| k.kv.get(&k.key(name)));
+        let state = saved(STATE_KEY)
+            .and_then(|b| PartitionState::decode(&b))
+            .unwrap_or_default();
+        let clean = saved(CLEAN_KEY).and_then(|b| CleanState::decode(&b));
         let mut log = PartitionLog::empty(dir, config);
+        log.state_keys = keys.clone();
         let mut kind = OpenKind::Scanned;
         if let Some(clean) = clean {
-            checkpoint::remove(dir, CLEAN_FILE).await?;
+            if let Some(k) = &keys {
+                k.kv.delete(&k.key(CLEAN_KEY)).await?;
+            }
             if restore_clean(&mut log, &bases, &clean).await? {
                 kind = OpenKind::Clean;
                 for h in &clean.producers {
@@ -80,7 +94,8 @@ impl PartitionLog {
             scan_all(&mut log, &bases, &mut on_batch).await?;
         }
         if log.segments.is_empty() {
-            log.segments.push(Segment::create(dir, state.log_start_offset.max(0)).await?);
+            log.segments
+                .push(Segment::create(dir, state.log_start_offset.max(0)).await?);
             log.next_offset = state.log_start_offset.max(0);
         }
         log.log_start_offset = log.segments[0].base_offset;
@@ -95,10 +110,13 @@ impl PartitionLog {
         log.advance_start(state.log_start_offset.min(log.next_offset));
         log.durable_offset = log.next_offset;
         log.load_tail().await?;
-        crate::stats::update(|s| match kind {
-            OpenKind::Clean => s.opens_clean += 1,
-            OpenKind::Scanned => s.opens_scanned += 1,
-        });
+        // Counted for partitions only: the state store's own log always scans.
+        if keys.is_some() {
+            crate::stats::update(|s| match kind {
+                OpenKind::Clean => s.opens_clean += 1,
+                OpenKind::Scanned => s.opens_scanned += 1,
+            });
+        }
         Ok((log, kind))
     }
 }
@@ -111,10 +129,11 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>, StorageError> {
         let Some(name) = name.to_str() else { continue };
         if let Some(base) = segment::parse_segment_name(name) {
             bases.push(base);
-        } else if name.ends_with(".cleaned") || name.ends_with(".tmp") {
-            // Output of a compaction or checkpoint write that never completed.
+        } else if name.ends_with(".cleaned") {
+            // Output of a compaction that never completed.
             let path = entry.path();
-            std::fs::remove_file(&path).map_err(|e| StorageError::io("remove leftover", &path, e))?;
+            std::fs::remove_file(&path)
+                .map_err(|e| StorageError::io("remove leftover", &path, e))?;
         }
     }
     bases.sort_unstable();
@@ -131,7 +150,8 @@ async fn scan_all(
         let path = segment::segment_path(&log.dir, base);
         if torn {
             tracing::error!(path = %path.display(), "removing segment written after a torn one");
-            std::fs::remove_file(&path).map_err(|e| StorageError::io("remove segment", &path, e))?;
+            std::fs::remove_file(&path)
+                .map_err(|e| StorageError::io("remove segment", &path, e))?;
             continue;
         }
         let mut seg = Segment::open(path.clone(), base.max(log.next_offset)).await?;
@@ -143,7 +163,11 @@ async fn scan_all(
                 on_batch(h);
             })
             .await?;
-        let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
+        let file_len = seg
+            .file
+            .file_size()
+            .await
+            .map_err(|e| StorageError::io("stat", &path, e.into()))?;
         let rot = match &outcome.stopped {
             Some(_) => later_segment_has_data(&log.dir, &bases[i + 1..]).await?,
             None => false,
@@ -169,7 +193,10 @@ async fn scan_all(
             }
         }
         if !rot && file_len != outcome.valid_len {
-            seg.file.truncate(outcome.valid_len).await.map_err(|e| StorageError::io("truncate", &path, e.into()))?;
+            seg.file
+                .truncate(outcome.valid_len)
+                .await
+                .map_err(|e| StorageError::io("truncate", &path, e.into()))?;
             sync_or_die(&seg.file, &path).await;
         }
         log.next_offset = seg.next_offset;
@@ -185,7 +212,13 @@ async fn later_segment_has_data(dir: &Path, bases: &[i64]) -> Result<bool, Stora
     for &base in bases {
         let path = segment::segment_path(dir, base);
         let seg = Segment::open(path.clone(), base).await?;
-        let head = segment::read_file(&seg.file, &path, 0, keel_protocol::batch::BATCH_LOG_OVERHEAD).await?;
+        let head = segment::read_file(
+            &seg.file,
+            &path,
+            0,
+            keel_protocol::batch::BATCH_LOG_OVERHEAD,
+        )
+        .await?;
         if let Some(Ok(len)) = keel_protocol::batch::peek_batch_len(&head) {
             let first = segment::read_file(&seg.file, &path, 0, len).await?;
             if first.len() == len && keel_protocol::batch::validate(&first).is_ok() {
@@ -197,15 +230,29 @@ async fn later_segment_has_data(dir: &Path, bases: &[i64]) -> Result<bool, Stora
 }
 
 /// Restores the log from a clean-shutdown checkpoint if the files match it exactly.
-async fn restore_clean(log: &mut PartitionLog, bases: &[i64], clean: &CleanState) -> Result<bool, StorageError> {
-    if clean.segments.iter().map(|s| s.base_offset).ne(bases.iter().copied()) || clean.segments.is_empty() {
+async fn restore_clean(
+    log: &mut PartitionLog,
+    bases: &[i64],
+    clean: &CleanState,
+) -> Result<bool, StorageError> {
+    if clean
+        .segments
+        .iter()
+        .map(|s| s.base_offset)
+        .ne(bases.iter().copied())
+        || clean.segments.is_empty()
+    {
         return Ok(false);
     }
     let last = clean.segments.len() - 1;
     for (i, state) in clean.segments.iter().enumerate() {
         let path = segment::segment_path(&log.dir, state.base_offset);
         let mut seg = Segment::open(path.clone(), state.base_offset).await?;
-        let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
+        let file_len = seg
+            .file
+            .file_size()
+            .await
+            .map_err(|e| StorageError::io("stat", &path, e.into()))?;
         let padded = state.size.div_ceil(PAGE) * PAGE;
         // The active segment's last page is written whole and may be followed by the
         // zero fill written ahead of it.
@@ -237,9 +284,12 @@ async fn start_empty_at(log: &mut PartitionLog, offset: i64) -> Result<(), Stora
 /// afterwards (a later change would only make the next open fall back to a scan).
 pub async fn close(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
     let lock = log.borrow().io_lock();
-    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
+    let _permit = lock
+        .acquire_permit(1)
+        .await
+        .expect("the io lock is never closed");
     log::flush_locked(log).await?;
-    let (dir, body) = {
+    let (keys, body) = {
         let l = log.borrow();
         let clean = CleanState {
             next_offset: l.next_offset,
@@ -247,12 +297,15 @@ pub async fn close(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> 
             producers: l.producers.headers(),
             segments: l.segments.iter().map(Segment::state).collect(),
         };
-        (l.dir.clone(), clean.encode())
+        (l.state_keys.clone(), clean.encode())
     };
-    checkpoint::write(&dir, CLEAN_FILE, body).await
+    match keys {
+        Some(k) => k.kv.put(&k.key(CLEAN_KEY), body.into()).await,
+        None => Ok(()),
+    }
 }
 
-/// What `clean.ckpt` holds.
+/// What the clean-shutdown checkpoint holds.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CleanState {
     next_offset: i64,
@@ -276,7 +329,13 @@ impl CleanState {
         }
         b.put_u32(self.segments.len() as u32);
         for s in &self.segments {
-            for v in [s.base_offset, s.size as i64, s.next_offset, s.max_timestamp, s.max_timestamp_offset] {
+            for v in [
+                s.base_offset,
+                s.size as i64,
+                s.next_offset,
+                s.max_timestamp,
+                s.max_timestamp_offset,
+            ] {
                 b.put_i64(v);
             }
             b.put_i64(s.rolling_timestamp);
@@ -304,14 +363,24 @@ impl CleanState {
         }
         let mut segments = Vec::new();
         for _ in 0..get_u32(&mut b)? {
-            let (base_offset, size, next, max_ts, max_ts_offset) =
-                (get_i64(&mut b)?, get_i64(&mut b)?, get_i64(&mut b)?, get_i64(&mut b)?, get_i64(&mut b)?);
+            let (base_offset, size, next, max_ts, max_ts_offset) = (
+                get_i64(&mut b)?,
+                get_i64(&mut b)?,
+                get_i64(&mut b)?,
+                get_i64(&mut b)?,
+                get_i64(&mut b)?,
+            );
             let rolling_timestamp = get_i64(&mut b)?;
             let bytes_since_index = get_i64(&mut b)? as u64;
             let mut index = Vec::new();
             for _ in 0..get_u32(&mut b)? {
-                let (offset, position, ts) = (get_i64(&mut b)?, get_i64(&mut b)? as u64, get_i64(&mut b)?);
-                index.push(IndexEntry { offset, position, max_timestamp_so_far: ts });
+                let (offset, position, ts) =
+                    (get_i64(&mut b)?, get_i64(&mut b)? as u64, get_i64(&mut b)?);
+                index.push(IndexEntry {
+                    offset,
+                    position,
+                    max_timestamp_so_far: ts,
+                });
             }
             segments.push(SegmentState {
                 base_offset,
@@ -324,7 +393,12 @@ impl CleanState {
                 index,
             });
         }
-        b.is_empty().then_some(CleanState { next_offset, epochs, producers, segments })
+        b.is_empty().then_some(CleanState {
+            next_offset,
+            epochs,
+            producers,
+            segments,
+        })
     }
 }
 
@@ -391,13 +465,20 @@ mod tests {
                 max_timestamp_offset: 10,
                 rolling_timestamp: 1,
                 bytes_since_index: 100,
-                index: vec![IndexEntry { offset: 0, position: 0, max_timestamp_so_far: 1 }],
+                index: vec![IndexEntry {
+                    offset: 0,
+                    position: 0,
+                    max_timestamp_so_far: 1,
+                }],
             }],
         };
         let body = clean.encode();
         assert_eq!(CleanState::decode(&body), Some(clean));
         for cut in 0..body.len() {
-            assert!(CleanState::decode(&body[..cut]).is_none(), "cut at {cut} accepted");
+            assert!(
+                CleanState::decode(&body[..cut]).is_none(),
+                "cut at {cut} accepted"
+            );
         }
     }
 }

@@ -9,7 +9,11 @@ use keel_protocol::batch::build_batch;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 
 fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-    LocalExecutorBuilder::default().spawn(move || async move { f().await }).unwrap().join().unwrap();
+    LocalExecutorBuilder::default()
+        .spawn(move || async move { f().await })
+        .unwrap()
+        .join()
+        .unwrap();
 }
 
 fn small_config() -> LogConfig {
@@ -23,14 +27,24 @@ fn small_config() -> LogConfig {
 }
 
 async fn open(dir: &std::path::Path) -> Rc<RefCell<PartitionLog>> {
-    keel_storage::prime_dma_probe(dir.parent().unwrap()).await.unwrap();
-    Rc::new(RefCell::new(PartitionLog::open(dir, small_config(), |_| {}).await.unwrap()))
+    keel_storage::prime_dma_probe(dir.parent().unwrap())
+        .await
+        .unwrap();
+    Rc::new(RefCell::new(
+        PartitionLog::open(dir, small_config(), Some(state_keys(dir).await), |_| {})
+            .await
+            .unwrap(),
+    ))
 }
 
 async fn append_n(l: &Rc<RefCell<PartitionLog>>, n: usize, value_len: usize) {
     for i in 0..n {
         let value = vec![(i % 251) as u8; value_len];
-        let b = build_batch(0, 1000 + i as i64, &[(Some(format!("k{i}").as_bytes()), Some(&value))]);
+        let b = build_batch(
+            0,
+            1000 + i as i64,
+            &[(Some(format!("k{i}").as_bytes()), Some(&value))],
+        );
         log::roll_if_needed(l, b.len()).await.unwrap();
         l.borrow_mut().append(&b, 0, None);
         if i % 7 == 0 {
@@ -123,4 +137,13 @@ fn batch_starts(file: &[u8]) -> Vec<usize> {
         out.push(pos);
     }
     out
+}
+
+/// The partition's state keys in a state store beside its directory, opened afresh
+/// (as a restarted broker would).
+async fn state_keys(dir: &std::path::Path) -> keel_storage::kv::StateKeys {
+    let kv = keel_storage::kv::ShardKv::open_standalone(&dir.parent().unwrap().join(".kv"))
+        .await
+        .unwrap();
+    kv.keys("p/")
 }

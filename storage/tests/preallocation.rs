@@ -19,22 +19,45 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
             keel_storage::prime_dma_probe(&data).await.unwrap();
             let dir = data.join("t-0");
             let step = 1u64 << 20;
-            let config = LogConfig { segment_bytes_max: 4 << 20, preallocate_step_bytes: step, ..LogConfig::default() };
-            let l = Rc::new(RefCell::new(PartitionLog::open(&dir, config.clone(), |_| {}).await.unwrap()));
+            let config = LogConfig {
+                segment_bytes_max: 4 << 20,
+                preallocate_step_bytes: step,
+                ..LogConfig::default()
+            };
+            let l = Rc::new(RefCell::new(
+                PartitionLog::open(&dir, config.clone(), Some(state_keys(&dir).await), |_| {})
+                    .await
+                    .unwrap(),
+            ));
             let b = build_batch(0, 1, &[(None, Some(&[1u8; 1000][..]))]);
             log::roll_if_needed(&l, b.len()).await.unwrap();
             l.borrow_mut().append(&b, 0, None);
             log::flush(&l).await.unwrap();
             let first = dir.join(format!("{:020}.log", 0));
             let bytes = std::fs::read(&first).unwrap();
-            assert!(bytes.len() >= 256 << 10, "zeros are written ahead: {} bytes", bytes.len());
+            assert!(
+                bytes.len() >= 256 << 10,
+                "zeros are written ahead: {} bytes",
+                bytes.len()
+            );
             assert_eq!(&bytes[..b.len()], &b[..]);
-            assert!(bytes[b.len()..].iter().all(|x| *x == 0), "past the data there are only zeros");
+            assert!(
+                bytes[b.len()..].iter().all(|x| *x == 0),
+                "past the data there are only zeros"
+            );
 
             // A crash: the next open scans and ends the log before the zero fill.
             drop(l);
-            let l = Rc::new(RefCell::new(PartitionLog::open(&dir, config.clone(), |_| {}).await.unwrap()));
-            assert_eq!(l.borrow().log_end_offset(), 1, "zero fill is not read as data");
+            let l = Rc::new(RefCell::new(
+                PartitionLog::open(&dir, config.clone(), Some(state_keys(&dir).await), |_| {})
+                    .await
+                    .unwrap(),
+            ));
+            assert_eq!(
+                l.borrow().log_end_offset(),
+                1,
+                "zero fill is not read as data"
+            );
             log::roll_if_needed(&l, b.len()).await.unwrap();
             l.borrow_mut().append(&b, 0, None);
             log::flush(&l).await.unwrap();
@@ -42,7 +65,14 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
             // A clean stop keeps the zero fill and restores without scanning.
             recovery::close(&l).await.unwrap();
             drop(l);
-            let (l, kind) = PartitionLog::open_reporting(&dir, config.clone(), |_| {}).await.unwrap();
+            let (l, kind) = PartitionLog::open_reporting(
+                &dir,
+                config.clone(),
+                Some(state_keys(&dir).await),
+                |_| {},
+            )
+            .await
+            .unwrap();
             assert_eq!(kind, keel_storage::OpenKind::Clean);
             assert_eq!(l.log_end_offset(), 2);
             let l = Rc::new(RefCell::new(l));
@@ -50,12 +80,32 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
             log::roll(&l).await.unwrap();
             log::flush(&l).await.unwrap();
             let sealed = std::fs::metadata(&first).unwrap();
-            assert_eq!(sealed.len(), 2 * b.len() as u64, "sealing cuts the zero fill off");
+            assert_eq!(
+                sealed.len(),
+                2 * b.len() as u64,
+                "sealing cuts the zero fill off"
+            );
             drop(l);
-            let l = PartitionLog::open(&dir, LogConfig::default(), |_| {}).await.unwrap();
+            let l = PartitionLog::open(
+                &dir,
+                LogConfig::default(),
+                Some(state_keys(&dir).await),
+                |_| {},
+            )
+            .await
+            .unwrap();
             assert_eq!(l.log_end_offset(), 2);
         })
         .unwrap()
         .join()
         .unwrap();
+}
+
+/// The partition's state keys in a state store beside its directory, opened afresh
+/// (as a restarted broker would).
+async fn state_keys(dir: &std::path::Path) -> keel_storage::kv::StateKeys {
+    let kv = keel_storage::kv::ShardKv::open_standalone(&dir.parent().unwrap().join(".kv"))
+        .await
+        .unwrap();
+    kv.keys("p/")
 }

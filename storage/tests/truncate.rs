@@ -12,24 +12,51 @@ use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::{recovery, retention};
 
 fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-    LocalExecutorBuilder::default().spawn(move || async move { f().await }).unwrap().join().unwrap();
+    LocalExecutorBuilder::default()
+        .spawn(move || async move { f().await })
+        .unwrap()
+        .join()
+        .unwrap();
 }
 
 fn config() -> LogConfig {
-    LogConfig { segment_bytes_max: 4096, index_interval_bytes: 512, cache_bytes_max: 8192, ..LogConfig::default() }
+    LogConfig {
+        segment_bytes_max: 4096,
+        index_interval_bytes: 512,
+        cache_bytes_max: 8192,
+        ..LogConfig::default()
+    }
 }
 
 async fn open(dir: &Path) -> Rc<RefCell<PartitionLog>> {
-    keel_storage::prime_dma_probe(dir.parent().unwrap()).await.unwrap();
-    Rc::new(RefCell::new(PartitionLog::open(dir, config(), |_| {}).await.unwrap()))
+    keel_storage::prime_dma_probe(dir.parent().unwrap())
+        .await
+        .unwrap();
+    Rc::new(RefCell::new(
+        PartitionLog::open(dir, config(), Some(state_keys(dir).await), |_| {})
+            .await
+            .unwrap(),
+    ))
 }
 
 /// Appends `n` two-record batches in `epoch`, flushing at the end.
-async fn append(l: &Rc<RefCell<PartitionLog>>, n: usize, epoch: i32, tag: &str) -> Vec<BatchHeader> {
+async fn append(
+    l: &Rc<RefCell<PartitionLog>>,
+    n: usize,
+    epoch: i32,
+    tag: &str,
+) -> Vec<BatchHeader> {
     let mut out = Vec::new();
     for i in 0..n {
         let value = format!("{tag}-{i}-{}", "v".repeat(400));
-        let b = build_batch(0, 1000 + i as i64, &[(Some(b"a"), Some(value.as_bytes())), (Some(b"b"), Some(b"x"))]);
+        let b = build_batch(
+            0,
+            1000 + i as i64,
+            &[
+                (Some(b"a"), Some(value.as_bytes())),
+                (Some(b"b"), Some(b"x")),
+            ],
+        );
         log::roll_if_needed(l, b.len()).await.unwrap();
         out.push(l.borrow_mut().append(&b, epoch, None));
     }
@@ -48,7 +75,10 @@ async fn records(l: &Rc<RefCell<PartitionLog>>) -> Vec<(i64, String)> {
             let mut buf = b.clone();
             let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
             for rec in set.records.into_iter().filter(|r| r.offset >= offset) {
-                out.push((rec.offset, String::from_utf8_lossy(&rec.value.unwrap()).into_owned()));
+                out.push((
+                    rec.offset,
+                    String::from_utf8_lossy(&rec.value.unwrap()).into_owned(),
+                ));
             }
             offset = BatchHeader::parse(&b).unwrap().last_offset() + 1;
         }
@@ -64,12 +94,18 @@ fn truncate_cuts_across_segments_and_survives_restarts() {
         let l = open(&dir).await;
         append(&l, 20, 1, "e1").await;
         let second = append(&l, 20, 3, "e3").await;
-        assert!(l.borrow().segment_count() >= 4, "batches span several segments");
+        assert!(
+            l.borrow().segment_count() >= 4,
+            "batches span several segments"
+        );
         assert_eq!(l.borrow().epochs(), &[(1, 0), (3, 40)]);
         // Cut in the middle of epoch 3, inside an older segment.
         let cut = second[5].base_offset;
         log::truncate(&l, cut).await.unwrap();
-        assert_eq!((l.borrow().log_end_offset(), l.borrow().high_watermark()), (cut, cut));
+        assert_eq!(
+            (l.borrow().log_end_offset(), l.borrow().high_watermark()),
+            (cut, cut)
+        );
         assert_eq!(l.borrow().epochs(), &[(1, 0), (3, 40)]);
         assert_eq!(records(&l).await.len() as i64, cut);
         // The new leader's entries take the offsets after the cut.
@@ -86,12 +122,20 @@ fn truncate_cuts_across_segments_and_survives_restarts() {
         drop(l);
 
         let l = open(&dir).await;
-        assert_eq!(records(&l).await, before, "a crash restart reads the truncated log");
+        assert_eq!(
+            records(&l).await,
+            before,
+            "a crash restart reads the truncated log"
+        );
         assert_eq!(l.borrow().epochs(), &[(1, 0), (3, 40), (5, cut)]);
         recovery::close(&l).await.unwrap();
         drop(l);
         let l = open(&dir).await;
-        assert_eq!(records(&l).await, before, "a clean restart reads the truncated log");
+        assert_eq!(
+            records(&l).await,
+            before,
+            "a clean restart reads the truncated log"
+        );
     });
 }
 
@@ -125,7 +169,14 @@ fn truncate_below_the_log_start_restarts_the_log_there() {
         log::truncate(&l, 20).await.unwrap();
         {
             let lb = l.borrow();
-            assert_eq!((lb.log_start_offset, lb.log_end_offset(), lb.high_watermark()), (20, 20, 20));
+            assert_eq!(
+                (
+                    lb.log_start_offset,
+                    lb.log_end_offset(),
+                    lb.high_watermark()
+                ),
+                (20, 20, 20)
+            );
             assert_eq!(lb.segment_count(), 1);
             assert!(lb.epochs().is_empty());
         }
@@ -133,6 +184,19 @@ fn truncate_below_the_log_start_restarts_the_log_there() {
         drop(l);
         let l = open(&dir).await;
         let lb = l.borrow();
-        assert_eq!((lb.log_start_offset, lb.log_end_offset()), (20, 26), "the restart point is durable");
+        assert_eq!(
+            (lb.log_start_offset, lb.log_end_offset()),
+            (20, 26),
+            "the restart point is durable"
+        );
     });
+}
+
+/// The partition's state keys in a state store beside its directory, opened afresh
+/// (as a restarted broker would).
+async fn state_keys(dir: &std::path::Path) -> keel_storage::kv::StateKeys {
+    let kv = keel_storage::kv::ShardKv::open_standalone(&dir.parent().unwrap().join(".kv"))
+        .await
+        .unwrap();
+    kv.keys("p/")
 }

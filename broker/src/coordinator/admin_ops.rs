@@ -46,10 +46,16 @@ pub fn list(shard: &Shard) -> Result<Vec<ListedGroup>, i16> {
 }
 
 /// Describes a group in the classic form (KIP-848 groups too); `Ok(None)` if unknown.
-pub fn describe(shard: &Shard, partition: i32, group_id: &str) -> Result<Option<DescribedGroup>, i16> {
+pub fn describe(
+    shard: &Shard,
+    partition: i32,
+    group_id: &str,
+) -> Result<Option<DescribedGroup>, i16> {
     routing::check_coordinator(shard, partition)?;
     let c = shard.coordinator.borrow();
-    let Some(group) = c.groups.get(group_id) else { return Ok(None) };
+    let Some(group) = c.groups.get(group_id) else {
+        return Ok(None);
+    };
     let (protocol_data, members) = match group {
         Group::Classic(g) => g.describe(),
         Group::Consumer(g) => g.describe_classic(&*shard.meta()),
@@ -73,7 +79,11 @@ pub async fn delete_group(shard: Rc<Shard>, partition: i32, group_id: String) ->
         match c.groups.get(&group_id) {
             None => return errors::GROUP_ID_NOT_FOUND,
             Some(g) if !g.is_empty() => return errors::NON_EMPTY_GROUP,
-            Some(_) => c.offsets.group(&group_id).map(|(tp, _)| tp.clone()).collect(),
+            Some(_) => c
+                .offsets
+                .group(&group_id)
+                .map(|(tp, _)| tp.clone())
+                .collect(),
         }
     };
     match delete_offsets_and_group(&shard, partition, &group_id, offsets, true).await {
@@ -94,14 +104,25 @@ pub async fn delete_offsets_and_group(
     let mut tombstones: Vec<KeyValue> = offsets
         .iter()
         .map(|(topic, p)| {
-            let key = RecordKey::Offset { group: group_id.to_string(), topic: topic.clone(), partition: *p };
+            let key = RecordKey::Offset {
+                group: group_id.to_string(),
+                topic: topic.clone(),
+                partition: *p,
+            };
             (records::encode_key(&key), None)
         })
         .collect();
     if drop_group {
         // Both kinds of group record: a group that changed protocol has left one of
         // each, and compaction keeps the older one until its own tombstone.
-        for key in [RecordKey::Group { group: group_id.to_string() }, RecordKey::ConsumerGroup { group: group_id.to_string() }] {
+        for key in [
+            RecordKey::Group {
+                group: group_id.to_string(),
+            },
+            RecordKey::ConsumerGroup {
+                group: group_id.to_string(),
+            },
+        ] {
             tombstones.push((records::encode_key(&key), None));
         }
     }

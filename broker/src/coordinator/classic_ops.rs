@@ -4,7 +4,9 @@
 
 use std::rc::Rc;
 
-use super::classic::{ClassicGroup, JoinOutcome, JoinRequest, JoinResult, SyncOutcome, SyncRequest, SyncResult};
+use super::classic::{
+    ClassicGroup, JoinOutcome, JoinRequest, JoinResult, SyncOutcome, SyncRequest, SyncResult,
+};
 use super::{limits, routing, shell, Group};
 use crate::errors;
 use crate::shard::partition::now_ms;
@@ -13,16 +15,30 @@ use crate::shard::Shard;
 /// A classic group for `group_id`, created when `create` (a new member joins); an empty
 /// consumer-protocol group is converted. Errors when a non-empty group of the other
 /// protocol holds the id, or when the group is unknown and may not be created.
-fn classic_group<'a>(groups: &'a mut std::collections::HashMap<String, Group>, group_id: &str, create: bool, shard: &Shard) -> Result<&'a mut ClassicGroup, i16> {
+fn classic_group<'a>(
+    groups: &'a mut std::collections::HashMap<String, Group>,
+    group_id: &str,
+    create: bool,
+    shard: &Shard,
+) -> Result<&'a mut ClassicGroup, i16> {
     let convert = match groups.get(group_id) {
         None if !create => return Err(errors::UNKNOWN_MEMBER_ID),
         None => true,
         Some(Group::Consumer(g)) if g.member_count() == 0 && create => true,
-        Some(Group::Consumer(_)) => return Err(if create { errors::INCONSISTENT_GROUP_PROTOCOL } else { errors::UNKNOWN_MEMBER_ID }),
+        Some(Group::Consumer(_)) => {
+            return Err(if create {
+                errors::INCONSISTENT_GROUP_PROTOCOL
+            } else {
+                errors::UNKNOWN_MEMBER_ID
+            })
+        }
         Some(Group::Classic(_)) => false,
     };
     if convert {
-        groups.insert(group_id.to_string(), Group::Classic(ClassicGroup::new(group_id, limits(&shard.config), now_ms())));
+        groups.insert(
+            group_id.to_string(),
+            Group::Classic(ClassicGroup::new(group_id, limits(&shard.config), now_ms())),
+        );
     }
     match groups.get_mut(group_id) {
         Some(Group::Classic(g)) => {
@@ -33,7 +49,12 @@ fn classic_group<'a>(groups: &'a mut std::collections::HashMap<String, Group>, g
     }
 }
 
-pub async fn join(shard: Rc<Shard>, partition: i32, group_id: String, req: JoinRequest) -> JoinResult {
+pub async fn join(
+    shard: Rc<Shard>,
+    partition: i32,
+    group_id: String,
+    req: JoinRequest,
+) -> JoinResult {
     if let Err(code) = routing::check_coordinator(&shard, partition) {
         return JoinResult::error(code, &req.member_id);
     }
@@ -44,7 +65,8 @@ pub async fn join(shard: Rc<Shard>, partition: i32, group_id: String, req: JoinR
     let member_id = req.member_id.clone();
     let parked = {
         let mut c = shard.coordinator.borrow_mut();
-        let group = match classic_group(&mut c.groups, &group_id, req.member_id.is_empty(), &shard) {
+        let group = match classic_group(&mut c.groups, &group_id, req.member_id.is_empty(), &shard)
+        {
             Ok(g) => g,
             Err(code) => return JoinResult::error(code, &member_id),
         };
@@ -56,11 +78,19 @@ pub async fn join(shard: Rc<Shard>, partition: i32, group_id: String, req: JoinR
     shell::dispatch(&shard, &group_id, partition, out);
     match parked {
         Err(result) => result,
-        Ok(rx) => rx.recv().await.unwrap_or_else(|| JoinResult::error(errors::REBALANCE_IN_PROGRESS, &member_id)),
+        Ok(rx) => rx
+            .recv()
+            .await
+            .unwrap_or_else(|| JoinResult::error(errors::REBALANCE_IN_PROGRESS, &member_id)),
     }
 }
 
-pub async fn sync(shard: Rc<Shard>, partition: i32, group_id: String, req: SyncRequest) -> SyncResult {
+pub async fn sync(
+    shard: Rc<Shard>,
+    partition: i32,
+    group_id: String,
+    req: SyncRequest,
+) -> SyncResult {
     if let Err(code) = routing::check_coordinator(&shard, partition) {
         return SyncResult::error(code);
     }
@@ -79,7 +109,10 @@ pub async fn sync(shard: Rc<Shard>, partition: i32, group_id: String, req: SyncR
     shell::dispatch(&shard, &group_id, partition, out);
     match parked {
         Err(result) => result,
-        Ok(rx) => rx.recv().await.unwrap_or_else(|| SyncResult::error(errors::REBALANCE_IN_PROGRESS)),
+        Ok(rx) => rx
+            .recv()
+            .await
+            .unwrap_or_else(|| SyncResult::error(errors::REBALANCE_IN_PROGRESS)),
     }
 }
 
@@ -102,7 +135,12 @@ pub async fn heartbeat(
 }
 
 /// LeaveGroup: per-member codes, or one code for the request.
-pub async fn leave(shard: Rc<Shard>, partition: i32, group_id: String, members: Vec<(String, Option<String>)>) -> Result<Vec<i16>, i16> {
+pub async fn leave(
+    shard: Rc<Shard>,
+    partition: i32,
+    group_id: String,
+    members: Vec<(String, Option<String>)>,
+) -> Result<Vec<i16>, i16> {
     routing::check_coordinator(&shard, partition)?;
     let mut out = Vec::new();
     let codes = {

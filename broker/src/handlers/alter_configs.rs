@@ -14,21 +14,42 @@ use crate::shard::Shard;
 pub const VERSIONS: (i16, i16) = (0, 2);
 
 /// The change a resource names, or why it cannot be changed.
-pub fn resource_target(shard: &Shard, resource_type: i8, name: &str) -> Result<Option<String>, Failure> {
+pub fn resource_target(
+    shard: &Shard,
+    resource_type: i8,
+    name: &str,
+) -> Result<Option<String>, Failure> {
     match resource_type {
         RESOURCE_TOPIC => Ok(Some(name.to_string())),
         RESOURCE_BROKER if name.is_empty() || name == shard.config.node_id.to_string() => Ok(None),
-        _ => Err((errors::INVALID_REQUEST, format!("Unsupported resource {resource_type}/{name}"))),
+        _ => Err((
+            errors::INVALID_REQUEST,
+            format!("Unsupported resource {resource_type}/{name}"),
+        )),
     }
 }
 
 /// Sends the valid changes to the controller and answers every resource in request
 /// order, the refused ones with their reason.
-pub async fn apply(shard: &Rc<Shard>, changes: Vec<Result<ConfigChange, Failure>>, validate_only: bool) -> Vec<Result<(), Failure>> {
-    let valid: Vec<ConfigChange> = changes.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
-    let mut results =
-        shard.submit_to(0, move |s| async move { controller::alter_configs(s, valid, validate_only).await }).await.into_iter();
-    changes.into_iter().map(|c| c.and_then(|_| results.next().expect("a result per change"))).collect()
+pub async fn apply(
+    shard: &Rc<Shard>,
+    changes: Vec<Result<ConfigChange, Failure>>,
+    validate_only: bool,
+) -> Vec<Result<(), Failure>> {
+    let valid: Vec<ConfigChange> = changes
+        .iter()
+        .filter_map(|c| c.as_ref().ok().cloned())
+        .collect();
+    let mut results = shard
+        .submit_to(0, move |s| async move {
+            controller::alter_configs(s, valid, validate_only).await
+        })
+        .await
+        .into_iter();
+    changes
+        .into_iter()
+        .map(|c| c.and_then(|_| results.next().expect("a result per change")))
+        .collect()
 }
 
 pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigsResponse {
@@ -37,8 +58,16 @@ pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigs
         .iter()
         .map(|r| {
             resource_target(shard, r.resource_type, &r.resource_name).map(|topic| {
-                let ops = r.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))).collect();
-                ConfigChange { topic, replace: true, ops }
+                let ops = r
+                    .configs
+                    .iter()
+                    .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                    .collect();
+                ConfigChange {
+                    topic,
+                    replace: true,
+                    ops,
+                }
             })
         })
         .collect();
@@ -48,7 +77,9 @@ pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigs
         .into_iter()
         .zip(results)
         .map(|(r, result)| {
-            let mut out = AlterConfigsResourceResponse::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name);
+            let mut out = AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name);
             if let Err((code, message)) = result {
                 out.error_code = code;
                 out.error_message = Some(str_bytes(&message));

@@ -12,7 +12,9 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use keel_storage::retention;
 
@@ -64,14 +66,18 @@ pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecor
                         .with_error_code(error)
                 })
                 .collect();
-            DeleteRecordsTopicResult::default().with_name(t.name).with_partitions(partitions)
+            DeleteRecordsTopicResult::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
         })
         .collect();
     DeleteRecordsResponse::default().with_topics(topics)
 }
 
 async fn delete_one(shard: &Shard, topic: &str, partition: i32, offset: i64) -> Answer {
-    let Some(p) = shard.partition(topic, partition) else { return (errors::NOT_LEADER_OR_FOLLOWER, -1) };
+    let Some(p) = shard.partition(topic, partition) else {
+        return (errors::NOT_LEADER_OR_FOLLOWER, -1);
+    };
     if !p.settings().cleanup_delete {
         return (errors::POLICY_VIOLATION, -1);
     }

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::str_bytes;
@@ -54,36 +56,51 @@ pub fn topic_config_entries(
         .collect()
 }
 
-pub fn handle(shard: &Rc<Shard>, version: i16, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    version: i16,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
     let meta = shard.meta();
     let results = req
         .resources
         .into_iter()
         .map(|res| {
-            let keys: Option<Vec<String>> = res.configuration_keys.as_ref().map(|k| k.iter().map(|s| s.to_string()).collect());
+            let keys: Option<Vec<String>> = res
+                .configuration_keys
+                .as_ref()
+                .map(|k| k.iter().map(|s| s.to_string()).collect());
             let mut out = DescribeConfigsResult::default()
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name.clone());
             let entries = match res.resource_type {
                 RESOURCE_TOPIC => match meta.topics.get(res.resource_name.as_str()) {
-                    Some(t) => topic_config_entries(&t.configs, &meta.broker_configs, keys.as_deref())
-                        .into_iter()
-                        .map(|(name, value, source)| {
-                            let def = configs::topic_def(name).expect("listed config");
-                            let mut e = entry(name, value, source, def.kind, version);
-                            if req.include_synonyms {
-                                e.synonyms = synonyms(name, &t.configs, &meta.broker_configs);
-                            }
-                            e
-                        })
-                        .collect(),
+                    Some(t) => {
+                        topic_config_entries(&t.configs, &meta.broker_configs, keys.as_deref())
+                            .into_iter()
+                            .map(|(name, value, source)| {
+                                let def = configs::topic_def(name).expect("listed config");
+                                let mut e = entry(name, value, source, def.kind, version);
+                                if req.include_synonyms {
+                                    e.synonyms = synonyms(name, &t.configs, &meta.broker_configs);
+                                }
+                                e
+                            })
+                            .collect()
+                    }
                     None => {
                         out.error_code = errors::UNKNOWN_TOPIC_OR_PARTITION;
-                        out.error_message = Some(str_bytes(&format!("Topic {} does not exist", res.resource_name)));
+                        out.error_message = Some(str_bytes(&format!(
+                            "Topic {} does not exist",
+                            res.resource_name
+                        )));
                         Vec::new()
                     }
                 },
-                RESOURCE_BROKER if res.resource_name.is_empty() || res.resource_name.as_str() == shard.config.node_id.to_string() => {
+                RESOURCE_BROKER
+                    if res.resource_name.is_empty()
+                        || res.resource_name.as_str() == shard.config.node_id.to_string() =>
+                {
                     broker_entries(&meta.broker_configs, keys.as_deref(), version)
                 }
                 RESOURCE_BROKER => {
@@ -104,7 +121,13 @@ pub fn handle(shard: &Rc<Shard>, version: i16, req: DescribeConfigsRequest) -> D
     DescribeConfigsResponse::default().with_results(results)
 }
 
-fn entry(name: &str, value: String, source: Source, kind: Kind, version: i16) -> DescribeConfigsResourceResult {
+fn entry(
+    name: &str,
+    value: String,
+    source: Source,
+    kind: Kind,
+    version: i16,
+) -> DescribeConfigsResourceResult {
     let mut e = DescribeConfigsResourceResult::default()
         .with_name(str_bytes(name))
         .with_value(Some(str_bytes(&value)))
@@ -115,31 +138,56 @@ fn entry(name: &str, value: String, source: Source, kind: Kind, version: i16) ->
     e
 }
 
-fn synonyms(name: &str, topic: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) -> Vec<DescribeConfigsSynonym> {
+fn synonyms(
+    name: &str,
+    topic: &BTreeMap<String, String>,
+    broker: &BTreeMap<String, String>,
+) -> Vec<DescribeConfigsSynonym> {
     let def = configs::topic_def(name).expect("listed config");
     let mut out = Vec::new();
     if let Some(v) = topic.get(name) {
-        out.push(DescribeConfigsSynonym::default().with_name(str_bytes(name)).with_value(Some(str_bytes(v))).with_source(SOURCE_DYNAMIC_TOPIC));
+        out.push(
+            DescribeConfigsSynonym::default()
+                .with_name(str_bytes(name))
+                .with_value(Some(str_bytes(v)))
+                .with_source(SOURCE_DYNAMIC_TOPIC),
+        );
     }
     if let Some(v) = broker.get(def.broker_name) {
         out.push(
-            DescribeConfigsSynonym::default().with_name(str_bytes(def.broker_name)).with_value(Some(str_bytes(v))).with_source(SOURCE_DYNAMIC_BROKER),
+            DescribeConfigsSynonym::default()
+                .with_name(str_bytes(def.broker_name))
+                .with_value(Some(str_bytes(v)))
+                .with_source(SOURCE_DYNAMIC_BROKER),
         );
     }
     out.push(
-        DescribeConfigsSynonym::default().with_name(str_bytes(def.broker_name)).with_value(Some(str_bytes(def.default))).with_source(SOURCE_DEFAULT),
+        DescribeConfigsSynonym::default()
+            .with_name(str_bytes(def.broker_name))
+            .with_value(Some(str_bytes(def.default)))
+            .with_source(SOURCE_DEFAULT),
     );
     out
 }
 
-fn broker_entries(broker: &BTreeMap<String, String>, keys: Option<&[String]>, version: i16) -> Vec<DescribeConfigsResourceResult> {
+fn broker_entries(
+    broker: &BTreeMap<String, String>,
+    keys: Option<&[String]>,
+    version: i16,
+) -> Vec<DescribeConfigsResourceResult> {
     let wanted = |n: &str| keys.map(|k| k.iter().any(|k| k == n)).unwrap_or(true);
     let mut out: Vec<_> = configs::TOPIC_CONFIGS
         .iter()
         .filter(|d| wanted(d.broker_name))
         .map(|d| match broker.get(d.broker_name) {
             Some(v) => entry(d.broker_name, v.clone(), Source::Broker, d.kind, version),
-            None => entry(d.broker_name, d.default.to_string(), Source::Default, d.kind, version),
+            None => entry(
+                d.broker_name,
+                d.default.to_string(),
+                Source::Default,
+                d.kind,
+                version,
+            ),
         })
         .collect();
     out.extend(

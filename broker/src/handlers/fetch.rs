@@ -47,7 +47,11 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
     let mut wants: Vec<(usize, Want)> = Vec::new();
     let mut want_slots = Vec::new();
     for t in &req.topics {
-        let name = if version >= 13 { meta.topic_name(&t.topic_id).map(str::to_string) } else { Some(t.topic.0.to_string()) };
+        let name = if version >= 13 {
+            meta.topic_name(&t.topic_id).map(str::to_string)
+        } else {
+            Some(t.topic.0.to_string())
+        };
         let mut parts = Vec::new();
         for p in &t.partitions {
             let owner = name.as_deref().and_then(|n| meta.owner(n, p.partition));
@@ -57,7 +61,15 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
                 (Some(n), Some(owner)) => {
                     want_slots.push((layout.len(), parts.len()));
                     let max_bytes = p.partition_max_bytes.max(0) as usize;
-                    wants.push((owner, Want { topic: n.clone(), partition: p.partition, offset: p.fetch_offset, max_bytes }));
+                    wants.push((
+                        owner,
+                        Want {
+                            topic: n.clone(),
+                            partition: p.partition,
+                            offset: p.fetch_offset,
+                            max_bytes,
+                        },
+                    ));
                     None
                 }
             };
@@ -66,7 +78,10 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
         layout.push((t.topic.clone(), t.topic_id, parts));
     }
     let min_bytes = req.min_bytes.max(0) as usize;
-    let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, shard.config.fetch_wait_ms_max as i32) as u64);
+    let max_wait = Duration::from_millis(
+        req.max_wait_ms
+            .clamp(0, shard.config.fetch_wait_ms_max as i32) as u64,
+    );
     let deadline = Instant::now() + max_wait;
     let mut got = read_all(shard, &wants).await;
     loop {
@@ -91,9 +106,18 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
                 .enumerate()
                 .map(|(pi, (partition, early))| {
                     let g = match early {
-                        Some(code) => Got { error: code, high_watermark: -1, log_start_offset: -1, ..Got::default() },
+                        Some(code) => Got {
+                            error: code,
+                            high_watermark: -1,
+                            log_start_offset: -1,
+                            ..Got::default()
+                        },
                         None => {
-                            assert_eq!(slots.next(), Some((ti, pi)), "fetch results follow request order");
+                            assert_eq!(
+                                slots.next(),
+                                Some((ti, pi)),
+                                "fetch results follow request order"
+                            );
                             got.next().expect("a result for every partition read")
                         }
                     };
@@ -163,13 +187,23 @@ async fn read_all(shard: &Rc<Shard>, wants: &[(usize, Want)]) -> Vec<Got> {
 
 async fn read_one(shard: &Shard, w: &Want) -> Got {
     let Some(p) = shard.partition(&w.topic, w.partition) else {
-        return Got { error: errors::NOT_LEADER_OR_FOLLOWER, high_watermark: -1, log_start_offset: -1, ..Got::default() };
+        return Got {
+            error: errors::NOT_LEADER_OR_FOLLOWER,
+            high_watermark: -1,
+            log_start_offset: -1,
+            ..Got::default()
+        };
     };
     let (hw, start) = {
         let l = p.log.borrow();
         (l.high_watermark(), l.log_start_offset)
     };
-    let mut got = Got { error: errors::NONE, high_watermark: hw, log_start_offset: start, ..Got::default() };
+    let mut got = Got {
+        error: errors::NONE,
+        high_watermark: hw,
+        log_start_offset: start,
+        ..Got::default()
+    };
     match log::read(&p.log, w.offset, w.max_bytes, hw).await {
         Ok(r) => {
             got.records = r.batches;
@@ -185,7 +219,11 @@ async fn read_one(shard: &Shard, w: &Want) -> Got {
 async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left: Duration) {
     let mut per_owner: Vec<Vec<(String, i32, i64)>> = vec![Vec::new(); shard.count];
     for ((owner, w), g) in wants.iter().zip(got) {
-        let next = g.records.last().and_then(|b| keel_protocol::BatchHeader::parse(b).ok()).map(|h| h.last_offset() + 1);
+        let next = g
+            .records
+            .last()
+            .and_then(|b| keel_protocol::BatchHeader::parse(b).ok())
+            .map(|h| h.last_offset() + 1);
         per_owner[*owner].push((w.topic.clone(), w.partition, next.unwrap_or(w.offset)));
     }
     let waits: Vec<_> = per_owner
@@ -194,8 +232,14 @@ async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left:
         .filter(|(_, parts)| !parts.is_empty())
         .map(|(owner, parts)| {
             let shard = shard.clone();
-            Box::pin(async move { shard.submit_to(owner, move |s| async move { wait_local(&s, parts, left).await }).await })
-                as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+            Box::pin(async move {
+                shard
+                    .submit_to(
+                        owner,
+                        move |s| async move { wait_local(&s, parts, left).await },
+                    )
+                    .await
+            }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
         })
         .collect();
     crate::util::first_of(waits).await;
@@ -204,12 +248,16 @@ async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left:
 async fn wait_local(shard: &Shard, parts: Vec<(String, i32, i64)>, left: Duration) {
     let mut waits = Vec::new();
     for (topic, partition, offset) in parts {
-        let Some(p) = shard.partition(&topic, partition) else { return };
+        let Some(p) = shard.partition(&topic, partition) else {
+            return;
+        };
         let l = p.log.borrow();
         if l.high_watermark() > offset {
             return;
         }
-        waits.push(Box::pin(l.changed.wait()) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>);
+        waits
+            .push(Box::pin(l.changed.wait())
+                as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>);
     }
     waits.push(Box::pin(glommio::timer::sleep(left)));
     crate::util::first_of(waits).await;

@@ -15,8 +15,10 @@ pub async fn handle(shard: &Rc<Shard>, req: HeartbeatRequest) -> HeartbeatRespon
     let (member_id, generation) = (req.member_id.to_string(), req.generation_id);
     let instance_id = req.group_instance_id.as_deref().map(str::to_string);
     let gid = group_id.clone();
-    let code = routing::on_coordinator(shard, &group_id, move |s, p| classic_ops::heartbeat(s, p, gid, member_id, instance_id, generation))
-        .await
-        .unwrap_or_else(|code| code);
+    let code = routing::on_coordinator(shard, &group_id, move |s, p| {
+        classic_ops::heartbeat(s, p, gid, member_id, instance_id, generation)
+    })
+    .await
+    .unwrap_or_else(|code| code);
     HeartbeatResponse::default().with_error_code(code)
 }

@@ -14,7 +14,9 @@ use crate::shard::Shard;
 pub const VERSIONS: (i16, i16) = (0, 5);
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListGroupsRequest) -> ListGroupsResponse {
-    let per_shard = shard.submit_to_all(|s| async move { admin_ops::list(&s) }).await;
+    let per_shard = shard
+        .submit_to_all(|s| async move { admin_ops::list(&s) })
+        .await;
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
     let mut resp = ListGroupsResponse::default();
@@ -31,7 +33,9 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListGroupsRequest) -> 
         .filter(|g| states.is_empty() || states.contains(&g.state.to_lowercase()))
         .filter(|g| types.is_empty() || types.contains(&g.group_type.to_lowercase()))
         .map(|g| {
-            let mut listed = ListedGroup::default().with_group_id(GroupId(str_bytes(&g.group_id))).with_protocol_type(str_bytes(&g.protocol_type));
+            let mut listed = ListedGroup::default()
+                .with_group_id(GroupId(str_bytes(&g.group_id)))
+                .with_protocol_type(str_bytes(&g.protocol_type));
             if version >= 4 {
                 listed.group_state = str_bytes(&g.state);
             }
@@ -42,7 +46,10 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListGroupsRequest) -> 
         })
         .collect();
     if resp.error_code != errors::NONE {
-        tracing::debug!(code = resp.error_code, "ListGroups while a coordinator shard is loading");
+        tracing::debug!(
+            code = resp.error_code,
+            "ListGroups while a coordinator shard is loading"
+        );
     }
     resp
 }

@@ -3,7 +3,9 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use keel_storage::log;
 
@@ -23,16 +25,27 @@ pub const LATEST_TIERED: i64 = -5;
 /// (error, timestamp, offset)
 type Answer = (i16, i64, i64);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    version: i16,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
     let items = req
         .topics
         .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| Ok((t.name.0.to_string(), p.partition_index, p.timestamp))))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| Ok((t.name.0.to_string(), p.partition_index, p.timestamp)))
+        })
         .collect();
     let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
-    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, ts| async move {
-        lookup(&s, &topic, partition, ts).await
-    })
+    let answers = answer_partitions(
+        shard,
+        items,
+        unknown,
+        |s, topic, partition, ts| async move { lookup(&s, &topic, partition, ts).await },
+    )
     .await;
     let mut answers = answers.into_iter();
     let topics = req
@@ -43,7 +56,8 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) ->
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error, timestamp, offset) = answers.next().expect("an answer per partition");
+                    let (error, timestamp, offset) =
+                        answers.next().expect("an answer per partition");
                     let mut r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(error)
@@ -55,14 +69,18 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) ->
                     r
                 })
                 .collect();
-            ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(partitions)
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
 }
 
 async fn lookup(shard: &Shard, topic: &str, partition: i32, timestamp: i64) -> Answer {
-    let Some(p) = shard.partition(topic, partition) else { return (errors::NOT_LEADER_OR_FOLLOWER, -1, -1) };
+    let Some(p) = shard.partition(topic, partition) else {
+        return (errors::NOT_LEADER_OR_FOLLOWER, -1, -1);
+    };
     let (start, hw) = {
         let l = p.log.borrow();
         (l.log_start_offset, l.high_watermark())

@@ -24,15 +24,24 @@ struct Part {
     records: Option<Bytes>,
 }
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Option<ProduceResponse> {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    version: i16,
+    req: ProduceRequest,
+) -> Option<ProduceResponse> {
     let acks = req.acks;
     let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
     // Producing to a missing topic creates it, as Kafka does through the producer's
     // metadata request, when auto-creation is on.
     let mut meta = shard.meta();
     if version < 13 {
-        let missing: Vec<String> =
-            req.topic_data.iter().map(|t| t.name.0.as_str()).filter(|n| !meta.topics.contains_key(*n)).map(str::to_string).collect();
+        let missing: Vec<String> = req
+            .topic_data
+            .iter()
+            .map(|t| t.name.0.as_str())
+            .filter(|n| !meta.topics.contains_key(*n))
+            .map(str::to_string)
+            .collect();
         if !missing.is_empty() {
             meta = controller::auto_create_topics(shard, missing).await;
         }
@@ -42,7 +51,11 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Opt
     let mut work: Vec<(usize, Part)> = Vec::new();
     let mut work_slots = Vec::new();
     for topic in req.topic_data {
-        let name = if version >= 13 { meta.topic_name(&topic.topic_id).map(str::to_string) } else { Some(topic.name.0.to_string()) };
+        let name = if version >= 13 {
+            meta.topic_name(&topic.topic_id).map(str::to_string)
+        } else {
+            Some(topic.name.0.to_string())
+        };
         for p in topic.partition_data {
             let early = if ![-1, 0, 1].contains(&acks) {
                 Some(errors::INVALID_REQUIRED_ACKS)
@@ -62,7 +75,14 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Opt
                 (None, None) => Some(failed(errors::UNKNOWN_TOPIC_OR_PARTITION)),
                 (None, Some(owner)) => {
                     work_slots.push(slots.len());
-                    work.push((owner, Part { topic: name.clone().unwrap_or_default(), partition: p.index, records: p.records }));
+                    work.push((
+                        owner,
+                        Part {
+                            topic: name.clone().unwrap_or_default(),
+                            partition: p.index,
+                            records: p.records,
+                        },
+                    ));
                     None
                 }
             };
@@ -76,7 +96,9 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Opt
                 let Some(p) = s.partition(&part.topic, part.partition) else {
                     return failed(errors::NOT_LEADER_OR_FOLLOWER);
                 };
-                let Some(records) = part.records else { return failed(errors::CORRUPT_MESSAGE) };
+                let Some(records) = part.records else {
+                    return failed(errors::CORRUPT_MESSAGE);
+                };
                 p.produce(&s, records, acks, timeout).await
             }
         });
@@ -101,12 +123,23 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Opt
             .with_error_message(o.message.as_deref().map(str_bytes));
         match responses.last_mut() {
             Some(t) if t.name == name && t.topic_id == id => t.partition_responses.push(part),
-            _ => responses.push(TopicProduceResponse::default().with_name(name).with_topic_id(id).with_partition_responses(vec![part])),
+            _ => responses.push(
+                TopicProduceResponse::default()
+                    .with_name(name)
+                    .with_topic_id(id)
+                    .with_partition_responses(vec![part]),
+            ),
         }
     }
     Some(ProduceResponse::default().with_responses(responses))
 }
 
 fn failed(code: i16) -> ProduceOutcome {
-    ProduceOutcome { error: code, message: None, base_offset: -1, log_append_time: -1, log_start_offset: -1 }
+    ProduceOutcome {
+        error: code,
+        message: None,
+        base_offset: -1,
+        log_append_time: -1,
+        log_start_offset: -1,
+    }
 }

@@ -56,7 +56,9 @@ pub async fn watch(shard: Rc<Shard>) {
     }
     let flushed = futures_lite::future::or(
         async {
-            shard.submit_to_all(|s| async move { flush_all(&s).await }).await;
+            shard
+                .submit_to_all(|s| async move { flush_all(&s).await })
+                .await;
             true
         },
         async {

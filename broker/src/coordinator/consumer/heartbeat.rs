@@ -5,7 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
-use super::{intersects, split, Assignment, ConsumerGroup, ConsumerMember, MemberState, TopicLookup, RECONCILING_HEARTBEAT_INTERVAL_MS};
+use super::{
+    intersects, split, Assignment, ConsumerGroup, ConsumerMember, MemberState, TopicLookup,
+    RECONCILING_HEARTBEAT_INTERVAL_MS,
+};
 use crate::coordinator::assignor::{self, MemberSpec};
 use crate::errors;
 
@@ -65,11 +68,14 @@ fn to_assignment(list: &[(Uuid, Vec<i32>)]) -> Assignment {
 }
 
 fn to_list(a: &Assignment) -> Vec<(Uuid, Vec<i32>)> {
-    a.iter().map(|(t, s)| (*t, s.iter().copied().collect())).collect()
+    a.iter()
+        .map(|(t, s)| (*t, s.iter().copied().collect()))
+        .collect()
 }
 
 fn is_subset(a: &Assignment, b: &Assignment) -> bool {
-    a.iter().all(|(t, s)| b.get(t).is_some_and(|o| s.is_subset(o)))
+    a.iter()
+        .all(|(t, s)| b.get(t).is_some_and(|o| s.is_subset(o)))
 }
 
 impl ConsumerGroup {
@@ -96,20 +102,36 @@ impl ConsumerGroup {
     ) -> Result<HeartbeatResponse, Failure> {
         if let Some(a) = &req.server_assignor {
             if !assignor::ASSIGNORS.contains(&a.as_str()) {
-                return Err(fail(errors::UNSUPPORTED_ASSIGNOR, &format!("Assignor {a} is not supported. Supported assignors: uniform, range.")));
+                return Err(fail(
+                    errors::UNSUPPORTED_ASSIGNOR,
+                    &format!("Assignor {a} is not supported. Supported assignors: uniform, range."),
+                ));
             }
         }
-        if req.subscribed_topic_regex.as_deref().is_some_and(|r| !r.is_empty()) {
-            return Err(fail(errors::INVALID_REQUEST, "Regular expression subscriptions are not supported yet."));
+        if req
+            .subscribed_topic_regex
+            .as_deref()
+            .is_some_and(|r| !r.is_empty())
+        {
+            return Err(fail(
+                errors::INVALID_REQUEST,
+                "Regular expression subscriptions are not supported yet.",
+            ));
         }
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == LEAVE_STATIC_EPOCH {
             return self.leave(req);
         }
-        let full_request = req.rebalance_timeout_ms != -1 && req.subscribed_topic_names.is_some() && req.owned.is_some();
+        let full_request = req.rebalance_timeout_ms != -1
+            && req.subscribed_topic_names.is_some()
+            && req.owned.is_some();
         let mut changed = false;
         let id = if req.member_epoch == JOIN_EPOCH {
             changed |= self.join(&req, now_ms)?;
-            if req.member_id.is_empty() { req.new_member_id.clone() } else { req.member_id.clone() }
+            if req.member_id.is_empty() {
+                req.new_member_id.clone()
+            } else {
+                req.member_id.clone()
+            }
         } else {
             self.check_epoch(&req)?;
             req.member_id.clone()
@@ -132,7 +154,9 @@ impl ConsumerGroup {
             member_id: id.clone(),
             member_epoch: m.epoch,
             heartbeat_interval_ms: if converging {
-                settings.heartbeat_interval_ms.min(RECONCILING_HEARTBEAT_INTERVAL_MS)
+                settings
+                    .heartbeat_interval_ms
+                    .min(RECONCILING_HEARTBEAT_INTERVAL_MS)
             } else {
                 settings.heartbeat_interval_ms
             },
@@ -142,32 +166,64 @@ impl ConsumerGroup {
 
     fn leave(&mut self, req: HeartbeatRequest) -> Result<HeartbeatResponse, Failure> {
         let id = match (&req.instance_id, req.member_id.is_empty()) {
-            (Some(instance), true) => self.static_members.get(instance).cloned().unwrap_or_default(),
+            (Some(instance), true) => self
+                .static_members
+                .get(instance)
+                .cloned()
+                .unwrap_or_default(),
             _ => req.member_id.clone(),
         };
         if self.remove_member(&id).is_none() {
-            return Err(fail(errors::UNKNOWN_MEMBER_ID, &format!("Member {id} is not a member of group {}.", self.id)));
+            return Err(fail(
+                errors::UNKNOWN_MEMBER_ID,
+                &format!("Member {id} is not a member of group {}.", self.id),
+            ));
         }
         self.epoch += 1;
-        Ok(HeartbeatResponse { member_id: id, member_epoch: req.member_epoch, heartbeat_interval_ms: 0, assignment: None })
+        Ok(HeartbeatResponse {
+            member_id: id,
+            member_epoch: req.member_epoch,
+            heartbeat_interval_ms: 0,
+            assignment: None,
+        })
     }
 
     /// A (re)joining member starts from nothing; returns true (the membership changed).
     fn join(&mut self, req: &HeartbeatRequest, now_ms: i64) -> Result<bool, Failure> {
         if req.rebalance_timeout_ms < 0 {
-            return Err(fail(errors::INVALID_REQUEST, "RebalanceTimeoutMs must be provided when joining."));
+            return Err(fail(
+                errors::INVALID_REQUEST,
+                "RebalanceTimeoutMs must be provided when joining.",
+            ));
         }
         if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
-            return Err(fail(errors::INVALID_REQUEST, "SubscribedTopicNames or SubscribedTopicRegex must be set when joining."));
+            return Err(fail(
+                errors::INVALID_REQUEST,
+                "SubscribedTopicNames or SubscribedTopicRegex must be set when joining.",
+            ));
         }
-        if req.owned.as_ref().is_some_and(|o| o.iter().any(|(_, p)| !p.is_empty())) {
-            return Err(fail(errors::INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."));
+        if req
+            .owned
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|(_, p)| !p.is_empty()))
+        {
+            return Err(fail(
+                errors::INVALID_REQUEST,
+                "TopicPartitions must be empty when (re-)joining.",
+            ));
         }
-        let id = if req.member_id.is_empty() { req.new_member_id.clone() } else { req.member_id.clone() };
+        let id = if req.member_id.is_empty() {
+            req.new_member_id.clone()
+        } else {
+            req.member_id.clone()
+        };
         if let Some(instance) = &req.instance_id {
             if let Some(holder) = self.static_members.get(instance) {
                 if *holder != id {
-                    return Err(fail(errors::UNRELEASED_INSTANCE_ID, &format!("Static member {instance} is still held by member {holder}.")));
+                    return Err(fail(
+                        errors::UNRELEASED_INSTANCE_ID,
+                        &format!("Static member {instance} is still held by member {holder}."),
+                    ));
                 }
             }
         }
@@ -203,9 +259,17 @@ impl ConsumerGroup {
     /// behind if it simply missed the response that moved it (and owns nothing new).
     fn check_epoch(&self, req: &HeartbeatRequest) -> Result<(), Failure> {
         let Some(m) = self.members.get(&req.member_id) else {
-            return Err(fail(errors::UNKNOWN_MEMBER_ID, &format!("Member {} is not a member of group {}.", req.member_id, self.id)));
+            return Err(fail(
+                errors::UNKNOWN_MEMBER_ID,
+                &format!(
+                    "Member {} is not a member of group {}.",
+                    req.member_id, self.id
+                ),
+            ));
         };
-        let fenced = || fail(errors::FENCED_MEMBER_EPOCH, &format!("The consumer group member has a smaller member epoch ({}) than the one known by the group coordinator ({}). The member must abandon all its partitions and rejoin.", req.member_epoch, m.epoch));
+        let fenced = || {
+            fail(errors::FENCED_MEMBER_EPOCH, &format!("The consumer group member has a smaller member epoch ({}) than the one known by the group coordinator ({}). The member must abandon all its partitions and rejoin.", req.member_epoch, m.epoch))
+        };
         if req.member_epoch > m.epoch {
             return Err(fail(
                 errors::FENCED_MEMBER_EPOCH,
@@ -214,7 +278,10 @@ impl ConsumerGroup {
         }
         if req.member_epoch < m.epoch {
             let lost_response = req.member_epoch == m.previous_epoch
-                && req.owned.as_deref().is_some_and(|o| is_subset(&to_assignment(o), &m.assigned));
+                && req
+                    .owned
+                    .as_deref()
+                    .is_some_and(|o| is_subset(&to_assignment(o), &m.assigned));
             if !lost_response {
                 return Err(fenced());
             }
@@ -223,9 +290,18 @@ impl ConsumerGroup {
     }
 
     /// Applies the fields the request changes; true if the assignment depends on them.
-    fn update_member(&mut self, id: &str, req: &HeartbeatRequest, settings: Settings, now_ms: i64) -> bool {
+    fn update_member(
+        &mut self,
+        id: &str,
+        req: &HeartbeatRequest,
+        settings: Settings,
+        now_ms: i64,
+    ) -> bool {
         let mut changed = false;
-        let new_topics = req.subscribed_topic_names.as_ref().map(|t| t.iter().cloned().collect::<BTreeSet<String>>());
+        let new_topics = req
+            .subscribed_topic_names
+            .as_ref()
+            .map(|t| t.iter().cloned().collect::<BTreeSet<String>>());
         if let Some(topics) = new_topics {
             let old = self.members[id].subscribed.clone();
             if topics != old {
@@ -255,8 +331,11 @@ impl ConsumerGroup {
     /// True when a subscribed topic appeared, vanished or changed its partition count
     /// since the target assignment was computed.
     fn topics_changed(&mut self, topics: &impl TopicLookup) -> bool {
-        let now: BTreeMap<String, Option<(Uuid, i32)>> =
-            self.subscriptions.keys().map(|t| (t.clone(), topics.topic_by_name(t))).collect();
+        let now: BTreeMap<String, Option<(Uuid, i32)>> = self
+            .subscriptions
+            .keys()
+            .map(|t| (t.clone(), topics.topic_by_name(t)))
+            .collect();
         if now != self.topics_seen {
             self.topics_seen = now;
             return true;
@@ -272,24 +351,35 @@ impl ConsumerGroup {
                 *votes.entry(a.as_str()).or_default() += 1;
             }
         }
-        let name = votes.iter().max_by_key(|(n, v)| (**v, std::cmp::Reverse(**n))).map(|(n, _)| n.to_string());
+        let name = votes
+            .iter()
+            .max_by_key(|(n, v)| (**v, std::cmp::Reverse(**n)))
+            .map(|(n, _)| n.to_string());
         self.assignor = name.unwrap_or_else(|| assignor::UNIFORM.to_string());
         let mut partitions = BTreeMap::new();
         let subscribed_ids: BTreeMap<&str, BTreeSet<Uuid>> = self
             .members
             .iter()
             .map(|(id, m)| {
-                let ids = m.subscribed.iter().filter_map(|t| topics.topic_by_name(t)).map(|(tid, count)| {
-                    partitions.insert(tid, count);
-                    tid
-                });
+                let ids = m
+                    .subscribed
+                    .iter()
+                    .filter_map(|t| topics.topic_by_name(t))
+                    .map(|(tid, count)| {
+                        partitions.insert(tid, count);
+                        tid
+                    });
                 (id.as_str(), ids.collect())
             })
             .collect();
         let empty = Assignment::new();
         let specs: Vec<MemberSpec> = subscribed_ids
             .iter()
-            .map(|(id, ids)| MemberSpec { id, topics: ids, current: self.target.get(*id).unwrap_or(&empty) })
+            .map(|(id, ids)| MemberSpec {
+                id,
+                topics: ids,
+                current: self.target.get(*id).unwrap_or(&empty),
+            })
             .collect();
         self.target = assignor::assign(&self.assignor, &specs, &partitions);
         self.target_epoch = self.epoch;
@@ -348,7 +438,11 @@ impl ConsumerGroup {
             m.previous_epoch = m.epoch;
             m.epoch = self.target_epoch;
         }
-        m.state = if waiting { MemberState::UnreleasedPartitions } else { MemberState::Stable };
+        m.state = if waiting {
+            MemberState::UnreleasedPartitions
+        } else {
+            MemberState::Stable
+        };
         m.revocation_deadline_ms = None;
     }
 }

@@ -1,0 +1,266 @@
+//! The shard's key-value store for small broker state: each partition's log start
+//! offset and cleaner position, and its clean-shutdown checkpoint.
+//!
+//! The store is itself a log: a put or a delete is one record batch (key, value or
+//! tombstone) appended to an internal [`PartitionLog`] in `<data dir>/.kv/shard-<id>`,
+//! and written by the shard's flush loop in the same pass as the partitions' data:
+//! the same O_DIRECT writer, the same group commit, the same CRC-checked recovery. A
+//! write returns once it is durable. Opening replays the log into a map.
+//!
+//! When the log outgrows four times its live entries, a snapshot of the map is
+//! appended to a fresh segment and, once durable, the older segments are removed.
+//! Replaying the whole history or any suffix that starts at a snapshot gives the same
+//! map (a snapshot re-puts every live key, and a key deleted before it stays deleted),
+//! so a crash anywhere in that sequence loses nothing.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use keel_protocol::batch::build_batch;
+
+use crate::batch_filter;
+use crate::error::StorageError;
+use crate::flush::FlushQueue;
+use crate::log::{self, LogConfig, PartitionLog};
+use crate::retention::{self, RetentionPolicy};
+use crate::segment_io::SegmentReader;
+
+/// The log grows to this size before a snapshot is considered.
+const SNAPSHOT_MIN_BYTES: u64 = 4 << 20;
+/// Records per snapshot batch.
+const SNAPSHOT_BATCH_RECORDS: usize = 256;
+
+pub struct ShardKv {
+    log: Rc<RefCell<PartitionLog>>,
+    flush: Rc<FlushQueue>,
+    map: RefCell<BTreeMap<String, Bytes>>,
+    snapshotting: Cell<bool>,
+}
+
+impl ShardKv {
+    /// Opens (recovering) the store in `dir`; `flush` is the shard's flush loop.
+    pub async fn open(dir: &Path, flush: Rc<FlushQueue>) -> Result<Rc<ShardKv>, StorageError> {
+        let config = LogConfig {
+            segment_bytes_max: 256 << 20,
+            preallocate_step_bytes: 256 << 10,
+            ..LogConfig::default()
+        };
+        let log = Rc::new(RefCell::new(
+            PartitionLog::open(dir, config, None, |_| {}).await?,
+        ));
+        let mut map = BTreeMap::new();
+        let segments: Vec<_> = log
+            .borrow()
+            .segments
+            .iter()
+            .map(SegmentReader::new)
+            .collect();
+        for mut reader in segments {
+            while let Some((header, batch)) = reader.next().await? {
+                let body = batch_filter::decompressed_body(&header, &batch)
+                    .map_err(|e| corrupt(dir, e))?;
+                for r in batch_filter::parse_records(&header, &body).map_err(|e| corrupt(dir, e))? {
+                    let Some(key) = r.key.and_then(|k| std::str::from_utf8(k).ok()) else {
+                        continue;
+                    };
+                    match r.value {
+                        Some(v) => map.insert(key.to_string(), Bytes::copy_from_slice(v)),
+                        None => map.remove(key),
+                    };
+                }
+            }
+        }
+        let kv = Rc::new(ShardKv {
+            log,
+            flush,
+            map: RefCell::new(map),
+            snapshotting: Cell::new(false),
+        });
+        kv.snapshot_if_large().await?;
+        Ok(kv)
+    }
+
+    /// Opens a store with a flush loop of its own, for logs used outside a broker
+    /// shard (tools and tests).
+    pub async fn open_standalone(dir: &Path) -> Result<Rc<ShardKv>, StorageError> {
+        let flush = FlushQueue::new();
+        glommio::spawn_local(flush.clone().run()).detach();
+        ShardKv::open(dir, flush).await
+    }
+
+    /// The keys of one partition's state.
+    pub fn keys(self: &Rc<Self>, prefix: &str) -> StateKeys {
+        StateKeys {
+            kv: self.clone(),
+            prefix: prefix.to_string(),
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<Bytes> {
+        self.map.borrow().get(key).cloned()
+    }
+
+    /// Keys starting with `prefix`, in order.
+    pub fn keys_with_prefix(&self, prefix: &str) -> Vec<String> {
+        self.map
+            .borrow()
+            .range(prefix.to_string()..)
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+
+    /// Sets `key` to `value`, durably.
+    pub async fn put(&self, key: &str, value: Bytes) -> Result<(), StorageError> {
+        self.write(&[(key, Some(value))]).await
+    }
+
+    /// Removes `key`, durably (a no-op if it is absent).
+    pub async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        if !self.map.borrow().contains_key(key) {
+            return Ok(());
+        }
+        self.write(&[(key, None)]).await
+    }
+
+    /// Applies the changes as one batch, so they become durable together.
+    pub async fn write(&self, changes: &[(&str, Option<Bytes>)]) -> Result<(), StorageError> {
+        let records: Vec<(Option<&[u8]>, Option<&[u8]>)> = changes
+            .iter()
+            .map(|(k, v)| (Some(k.as_bytes()), v.as_deref()))
+            .collect();
+        let batch = build_batch(0, now_ms(), &records);
+        log::roll_if_needed(&self.log, batch.len()).await?;
+        // The map changes with the append, in one step, so its order is the log's.
+        let last = self.log.borrow_mut().append(&batch, 0, None).last_offset();
+        let mut map = self.map.borrow_mut();
+        for (k, v) in changes {
+            match v {
+                Some(v) => map.insert(k.to_string(), v.clone()),
+                None => map.remove(*k),
+            };
+        }
+        drop(map);
+        self.wait_durable(last).await?;
+        self.snapshot_if_large().await
+    }
+
+    async fn wait_durable(&self, offset: i64) -> Result<(), StorageError> {
+        self.flush.mark_dirty(&self.log);
+        loop {
+            let wait = {
+                let l = self.log.borrow();
+                if l.high_watermark() > offset {
+                    return Ok(());
+                }
+                if let Some(e) = &l.flush_error {
+                    return Err(StorageError::io(
+                        "write state",
+                        l.dir(),
+                        std::io::Error::other(e.clone()),
+                    ));
+                }
+                l.changed.wait()
+            };
+            wait.await;
+        }
+    }
+
+    async fn snapshot_if_large(&self) -> Result<(), StorageError> {
+        let size = self.log.borrow().size_bytes();
+        let live: u64 = self
+            .map
+            .borrow()
+            .iter()
+            .map(|(k, v)| (k.len() + v.len() + 32) as u64)
+            .sum();
+        if self.snapshotting.get() || size < SNAPSHOT_MIN_BYTES || size < 4 * live {
+            return Ok(());
+        }
+        self.snapshotting.set(true);
+        let result = self.snapshot().await;
+        self.snapshotting.set(false);
+        result
+    }
+
+    async fn snapshot(&self) -> Result<(), StorageError> {
+        log::roll(&self.log).await?;
+        let (first, last) = {
+            let map = self.map.borrow();
+            let mut l = self.log.borrow_mut();
+            let first = l.log_end_offset();
+            let entries: Vec<_> = map.iter().collect();
+            for chunk in entries.chunks(SNAPSHOT_BATCH_RECORDS) {
+                let records: Vec<_> = chunk
+                    .iter()
+                    .map(|(k, v)| (Some(k.as_bytes()), Some(&v[..])))
+                    .collect();
+                l.append(&build_batch(0, now_ms(), &records), 0, None);
+            }
+            (first, l.log_end_offset() - 1)
+        };
+        if last >= first {
+            self.wait_durable(last).await?;
+        }
+        retention::delete_records(&self.log, first).await?;
+        let policy = RetentionPolicy {
+            delete: false,
+            retention_ms: -1,
+            retention_bytes: -1,
+        };
+        let outcome = retention::enforce(&self.log, now_ms(), &policy).await?;
+        tracing::info!(
+            entries = self.map.borrow().len(),
+            segments_removed = outcome.segments_deleted,
+            "state store snapshot"
+        );
+        Ok(())
+    }
+
+    /// Bytes the store's log holds on disk (for tests and metrics).
+    pub fn log_bytes(&self) -> u64 {
+        self.log.borrow().size_bytes()
+    }
+}
+
+fn corrupt(dir: &Path, reason: String) -> StorageError {
+    StorageError::Corrupt {
+        path: dir.to_path_buf(),
+        position: 0,
+        reason,
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Where a partition keeps its state in the shard's store: keys under `prefix`.
+#[derive(Clone)]
+pub struct StateKeys {
+    pub kv: Rc<ShardKv>,
+    pub prefix: String,
+}
+
+impl StateKeys {
+    pub fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    /// Removes every key of this partition (its topic was deleted).
+    pub async fn remove_all(&self) -> Result<(), StorageError> {
+        let keys = self.kv.keys_with_prefix(&self.prefix);
+        let changes: Vec<(&str, Option<Bytes>)> = keys.iter().map(|k| (k.as_str(), None)).collect();
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.kv.write(&changes).await
+    }
+}
