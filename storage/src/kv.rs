@@ -129,14 +129,17 @@ impl ShardKv {
 
     /// Applies the changes as one batch, so they become durable together.
     pub async fn write(&self, changes: &[(&str, Option<Bytes>)]) -> Result<(), StorageError> {
-        let records: Vec<(Option<&[u8]>, Option<&[u8]>)> = changes
-            .iter()
-            .map(|(k, v)| (Some(k.as_bytes()), v.as_deref()))
-            .collect();
+        let records: Vec<_> = changes.iter().map(|(k, v)| (Some(k.as_bytes()), v.as_deref())).collect();
         let batch = build_batch(0, now_ms(), &records);
         log::roll_if_needed(&self.log, batch.len()).await?;
         // The map changes with the append, in one step, so its order is the log's.
         let last = self.log.borrow_mut().append(&batch, 0, None).last_offset();
+        self.apply(changes);
+        self.wait_durable(last).await?;
+        self.snapshot_if_large().await
+    }
+
+    fn apply(&self, changes: &[(&str, Option<Bytes>)]) {
         let mut map = self.map.borrow_mut();
         for (k, v) in changes {
             match v {
@@ -144,9 +147,6 @@ impl ShardKv {
                 None => map.remove(*k),
             };
         }
-        drop(map);
-        self.wait_durable(last).await?;
-        self.snapshot_if_large().await
     }
 
     async fn wait_durable(&self, offset: i64) -> Result<(), StorageError> {
