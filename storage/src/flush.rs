@@ -10,6 +10,7 @@ use std::rc::Rc;
 
 use futures_lite::future;
 
+use crate::cache::ShardCache;
 use crate::log::{self, PartitionLog};
 use crate::signal::Signal;
 
@@ -17,6 +18,8 @@ use crate::signal::Signal;
 pub struct FlushQueue {
     dirty: RefCell<Vec<Rc<RefCell<PartitionLog>>>>,
     wake: Rc<Signal>,
+    /// The shard's batch-cache budget, enforced after every pass.
+    cache: Option<Rc<ShardCache>>,
     /// Completed passes and their fdatasync count, for metrics.
     pub passes: std::cell::Cell<u64>,
     pub syncs: std::cell::Cell<u64>,
@@ -25,6 +28,14 @@ pub struct FlushQueue {
 impl FlushQueue {
     pub fn new() -> Rc<FlushQueue> {
         Rc::new(FlushQueue::default())
+    }
+
+    /// A flush loop that also keeps the shard's batch caches within `cache`.
+    pub fn with_cache(cache: Rc<ShardCache>) -> Rc<FlushQueue> {
+        Rc::new(FlushQueue {
+            cache: Some(cache),
+            ..FlushQueue::default()
+        })
     }
 
     /// Schedules `log` for the next pass.
@@ -64,6 +75,9 @@ impl FlushQueue {
                 if let Err(l) = r {
                     self.mark_dirty(&l);
                 }
+            }
+            if let Some(cache) = &self.cache {
+                cache.evict();
             }
             self.passes.set(self.passes.get() + 1);
             self.syncs.set(self.syncs.get() + count);

@@ -46,6 +46,7 @@ impl ShardKv {
         let config = LogConfig {
             segment_bytes_max: 256 << 20,
             preallocate_step_bytes: 256 << 10,
+            cache_bytes_max: 0,
             ..LogConfig::default()
         };
         let log = Rc::new(RefCell::new(
@@ -129,7 +130,10 @@ impl ShardKv {
 
     /// Applies the changes as one batch, so they become durable together.
     pub async fn write(&self, changes: &[(&str, Option<Bytes>)]) -> Result<(), StorageError> {
-        let records: Vec<_> = changes.iter().map(|(k, v)| (Some(k.as_bytes()), v.as_deref())).collect();
+        let records: Vec<_> = changes
+            .iter()
+            .map(|(k, v)| (Some(k.as_bytes()), v.as_deref()))
+            .collect();
         let batch = build_batch(0, now_ms(), &records);
         log::roll_if_needed(&self.log, batch.len()).await?;
         // The map changes with the append, in one step, so its order is the log's.

@@ -12,6 +12,7 @@
 //! Kafka requests or Raft.
 
 pub mod batch_filter;
+pub mod cache;
 pub mod checkpoint;
 pub mod compaction;
 pub mod error;

@@ -20,15 +20,15 @@
 //! retention and compaction in their own modules.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use glommio::io::DmaFile;
 use glommio::sync::Semaphore;
 use keel_protocol::batch::{self, BatchHeader};
 
+use crate::cache::BatchCache;
 use crate::error::StorageError;
 use crate::producer_tail::ProducerTail;
 use crate::segment::Segment;
@@ -88,8 +88,7 @@ pub struct PartitionLog {
     pub log_start_offset: i64,
     pub(crate) next_offset: i64,
     pub(crate) durable_offset: i64,
-    pub(crate) cache: VecDeque<(BatchHeader, Bytes)>,
-    pub(crate) cache_bytes: usize,
+    pub(crate) cache: BatchCache,
     /// Bytes of the active segment not yet handed to a write.
     pub(crate) pending: Vec<u8>,
     /// The partial last page of the active segment, rewritten by the next write.
@@ -120,8 +119,7 @@ impl PartitionLog {
             log_start_offset: 0,
             next_offset: 0,
             durable_offset: 0,
-            cache: VecDeque::new(),
-            cache_bytes: 0,
+            cache: BatchCache::default(),
             pending: Vec::new(),
             tail: Vec::new(),
             tail_position: 0,
@@ -185,6 +183,11 @@ impl PartitionLog {
     pub fn size_bytes(&self) -> u64 {
         self.segments.iter().map(|s| s.size).sum()
     }
+    /// Bytes of batches held in memory for tail reads.
+    pub fn cache_bytes(&self) -> usize {
+        self.cache.bytes()
+    }
+
     pub fn segment_count(&self) -> usize {
         self.segments.len()
     }
@@ -239,8 +242,7 @@ impl PartitionLog {
         self.producers.note(&header);
         self.next_offset = header.last_offset() + 1;
         self.pending.extend_from_slice(&bytes);
-        self.cache_bytes += bytes.len();
-        self.cache.push_back((header, bytes));
+        self.cache.push_back(header, bytes);
         header
     }
 
@@ -288,35 +290,26 @@ impl PartitionLog {
     }
 
     pub(crate) fn evict_cache(&mut self) {
-        while self.cache_bytes > self.config.cache_bytes_max {
-            match self.cache.front() {
-                Some((h, b)) if h.last_offset() < self.durable_offset => {
-                    self.cache_bytes -= b.len();
-                    self.cache.pop_front();
-                }
-                _ => break,
-            }
-        }
+        self.cache
+            .evict_to(self.config.cache_bytes_max, self.durable_offset);
     }
 
     /// Drops cached batches at or after `offset` (the log was truncated there).
     pub(crate) fn truncate_cache(&mut self, offset: i64) {
-        while let Some((h, b)) = self.cache.back() {
+        while let Some((h, _)) = self.cache.back() {
             if h.last_offset() < offset {
                 break;
             }
-            self.cache_bytes -= b.len();
             self.cache.pop_back();
         }
     }
 
     /// Drops cached batches that start below `offset` (their segment was rewritten).
     pub(crate) fn drop_cached_below(&mut self, offset: i64) {
-        while let Some((h, b)) = self.cache.front() {
+        while let Some((h, _)) = self.cache.front() {
             if h.base_offset >= offset {
                 break;
             }
-            self.cache_bytes -= b.len();
             self.cache.pop_front();
         }
     }

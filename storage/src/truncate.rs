@@ -162,7 +162,6 @@ async fn restart_at(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), 
         l.log_start_offset = offset;
         l.cleaned_upto = offset;
         l.cache.clear();
-        l.cache_bytes = 0;
         l.pending.clear();
         l.queued.clear();
         l.tail.clear();

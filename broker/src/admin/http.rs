@@ -20,6 +20,7 @@ pub struct ShardStats {
     pub flush_passes: u64,
     pub log_flushes: u64,
     pub log_bytes: u64,
+    pub cache_bytes: u64,
     pub storage: keel_storage::stats::StorageStats,
 }
 
@@ -106,6 +107,7 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
                 flush_passes: s.flush.passes.get(),
                 log_flushes: s.flush.syncs.get(),
                 log_bytes: parts.values().map(|p| p.log.borrow().size_bytes()).sum(),
+                cache_bytes: s.cache.used() as u64,
                 storage: keel_storage::stats::snapshot(),
             }
         })
@@ -114,12 +116,18 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
 
 fn render_metrics(stats: &[ShardStats]) -> String {
     let mut out = String::new();
-    let series: [(&str, &str, &str, fn(&ShardStats) -> u64); 15] = [
+    let series: [(&str, &str, &str, fn(&ShardStats) -> u64); 16] = [
         (
             "keel_partitions",
             "gauge",
             "Partitions owned by the shard",
             |s| s.partitions as u64,
+        ),
+        (
+            "keel_batch_cache_bytes",
+            "gauge",
+            "Batches cached in memory for tail reads, all partitions of the shard",
+            |s| s.cache_bytes,
         ),
         (
             "keel_connections",

@@ -42,12 +42,14 @@ pub async fn heartbeat(
             }
             // An empty classic group (e.g. one that only committed offsets) is upgraded.
             Some(Group::Classic(g)) if g.member_count() == 0 && joining => true,
-            Some(Group::Classic(_)) => return Err((
-                errors::GROUP_ID_NOT_FOUND,
-                format!(
+            Some(Group::Classic(_)) => {
+                return Err((
+                    errors::GROUP_ID_NOT_FOUND,
+                    format!(
                     "Group {group_id} is not a consumer group: it has classic protocol members."
                 ),
-            )),
+                ))
+            }
             Some(Group::Consumer(_)) => false,
         };
         if replace {

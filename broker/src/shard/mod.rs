@@ -15,6 +15,7 @@ use std::rc::Rc;
 
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
+use keel_storage::cache::ShardCache;
 use keel_storage::flush::FlushQueue;
 use keel_storage::kv::ShardKv;
 use keel_storage::LogConfig;
@@ -39,6 +40,8 @@ pub struct Shard {
     pub metadata: RefCell<Rc<Metadata>>,
     pub partitions: RefCell<HashMap<TopicPartition, Rc<Partition>>>,
     pub flush: Rc<FlushQueue>,
+    /// The batch-cache budget of all this shard's partitions.
+    pub cache: Rc<ShardCache>,
     /// Small state of this shard's partitions, written by `flush` with their data.
     pub kv: Rc<ShardKv>,
     pub log_config: LogConfig,
@@ -252,14 +255,15 @@ async fn shard_main(
     let id = senders.peer_id();
     let count = senders.nr_consumers();
     let mesh = Mesh::new(senders);
-    // A quarter of the shard's memory goes to the batch cache, spread over partitions
-    // as they are opened (see `Partition::open`).
+    let controller = (id == 0).then(|| Controller::new(&config.data_dir, &metadata));
+    // A quarter of the shard's memory goes to the batch caches of all its partitions;
+    // any one partition may use all of it while the others are quiet.
+    let cache = ShardCache::new((memory / 4) as usize);
     let log_config = LogConfig {
-        cache_bytes_max: (memory / 4) as usize,
+        cache_bytes_max: cache.limit(),
         ..LogConfig::default()
     };
-    let controller = (id == 0).then(|| Controller::new(&config.data_dir, &metadata));
-    let flush = FlushQueue::new();
+    let flush = FlushQueue::with_cache(cache.clone());
     glommio::spawn_local(flush.clone().run()).detach();
     let kv_dir = config.data_dir.join(".kv").join(format!("shard-{id}"));
     let kv = ShardKv::open(&kv_dir, flush.clone())
@@ -273,6 +277,7 @@ async fn shard_main(
         metadata: RefCell::new(Rc::new(Metadata::default())),
         partitions: RefCell::new(HashMap::new()),
         flush,
+        cache,
         kv,
         log_config,
         controller,

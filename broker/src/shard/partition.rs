@@ -95,18 +95,19 @@ impl Partition {
         let mut config = shard.log_config.clone();
         config.segment_bytes_max = settings.segment_bytes;
         config.segment_ms_max = settings.segment_ms;
-        config.cache_bytes_max = (config.cache_bytes_max / 64).clamp(1 << 20, 64 << 20);
         let mut producers = ProducerStates::default();
         let keys = shard.kv.keys(&state_prefix(topic.id, index));
         let log = PartitionLog::open(&dir, config, Some(keys), |h| {
             remember_producer(&mut producers, h)
         })
         .await?;
+        let log = Rc::new(RefCell::new(log));
+        shard.cache.adopt(&log);
         Ok(Partition {
             topic: name.to_string(),
             topic_id: topic.id,
             index,
-            log: Rc::new(RefCell::new(log)),
+            log,
             producers: RefCell::new(producers),
             settings: RefCell::new(settings),
         })
