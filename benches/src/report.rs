@@ -5,7 +5,7 @@ use crate::run::LoadResult;
 use crate::stats::Percentiles;
 use crate::suite::SuiteResults;
 use crate::svg::{self, broker_color, Series};
-use crate::workloads::WorkloadRun;
+use crate::workloads::{WorkloadRun, RETENTION_BASELINE, RETENTION_DELETING};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::path::Path;
@@ -325,6 +325,36 @@ fn goals(out: &mut String, results: &SuiteResults) {
         out,
         "| p99 publish <= 1/5 of Kafka's at fixed rates | {line} |"
     );
+    // Retention: p99 while deleting against the same load with nothing deleted.
+    let step = |broker| {
+        let p99 = |variant| {
+            find(&results.runs, "retention", variant, broker).map(|r| r.result.publish_latency.p99)
+        };
+        match (p99(RETENTION_BASELINE), p99(RETENTION_DELETING)) {
+            (Some(before), Some(during)) if before > 0.0 => Some((before, during)),
+            _ => None,
+        }
+    };
+    let line = match (step("keel"), step("kafka")) {
+        (Some((kb, kd)), kafka) => format!(
+            "Keel p99 {} ms before, {} ms while deleting ({:+.0}%); Kafka {} | {}",
+            num(kb),
+            num(kd),
+            (kd / kb - 1.0) * 100.0,
+            kafka.map_or("not measured".into(), |(b, d)| format!(
+                "{} ms before, {} ms while deleting ({:+.0}%)",
+                num(b),
+                num(d),
+                (d / b - 1.0) * 100.0
+            )),
+            if kd <= kb * 1.1 { "yes" } else { "no" }
+        ),
+        (None, _) => "not measured | -".into(),
+    };
+    let _ = writeln!(
+        out,
+        "| no latency step when retention deletes (p99 within 10% of before) | {line} |"
+    );
 }
 
 /// A bar label short enough for the plot's label column.
@@ -333,6 +363,8 @@ fn short_label(workload: &str, variant: &str) -> String {
         "producers-4-vs-50" | "keyed-partitions" => variant.to_string(),
         "catch-up" if variant.starts_with("write") => "catch-up write".into(),
         "catch-up" => "catch-up read".into(),
+        "retention" if variant == RETENTION_BASELINE => "retention baseline".into(),
+        "retention" => "retention deleting".into(),
         _ => workload.to_string(),
     }
 }

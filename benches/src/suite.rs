@@ -20,11 +20,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Broker-level settings the workloads need from Apache Kafka: retention must be
-/// checked often enough to run inside a quick measurement, and deleted segments
-/// removed promptly (defaults: 5 minutes and 60 seconds).
+/// Broker-level settings the workloads need from Apache Kafka: retention must start
+/// and be checked often enough to run inside a quick measurement, and deleted
+/// segments removed promptly (defaults: first check after 30 s, then every 5
+/// minutes; deletion 60 seconds after).
 pub const KAFKA_EXTRA_PROPS: &str =
-    "log.retention.check.interval.ms=5000\nlog.segment.delete.delay.ms=1000";
+    "log.initial.task.delay.ms=1000\nlog.retention.check.interval.ms=5000\nlog.segment.delete.delay.ms=1000";
 
 #[derive(Debug, Args)]
 pub struct SuiteArgs {

@@ -67,7 +67,7 @@ pub const ALL: &[Workload] = &[
     Workload { name: "ladder", about: "fixed-rate steps until the broker delivers < 99% of target; publish and e2e latency per rung", run: ladder },
     Workload { name: "producers-4-vs-50", about: "the same byte rate from 4 producers and from 50 producers", run: producers_4_vs_50 },
     Workload { name: "keyed-partitions", about: "keyed records (round-robin keys) over 400 (full: 1,000) partitions: many small batches", run: keyed_partitions },
-    Workload { name: "retention", about: "retention.bytes small enough that segments are deleted during measurement", run: retention },
+    Workload { name: "retention", about: "the same load without deletion, then with retention.bytes small enough that segments are deleted all through the measurement", run: retention },
     Workload { name: "backlog-drain", about: "consumers start late and drain a backlog while producers keep a constant rate", run: backlog_drain },
     Workload { name: "catch-up", about: "write a backlog, drop the page cache, read it all from disk with one consumer", run: catch_up },
 ];
@@ -300,40 +300,47 @@ fn offsets(client: &ClientOptions, topics: &[String]) -> Result<(i64, i64, usize
 
 fn retention(
     context: &Context,
-    probe: Option<&mut ResourceProbe>,
+    mut probe: Option<&mut ResourceProbe>,
 ) -> Result<Vec<WorkloadRun>, String> {
     let mode = context.mode;
     let retention_bytes: u64 = 8 << 20;
-    let spec = LoadSpec {
-        partitions: 6,
-        topic_configs: vec![
-            ("retention.bytes".into(), retention_bytes.to_string()),
-            ("segment.bytes".into(), (1u64 << 20).to_string()),
-        ],
-        producers: 2,
-        consumers: 1,
-        rate: mode.pick(20_000.0, 40_000.0),
-        warmup: mode.pick(Duration::from_secs(5), Duration::from_secs(15)),
-        duration: mode.pick(Duration::from_secs(15), Duration::from_secs(120)),
-        drain_timeout: Duration::from_secs(10),
-        ..base_spec(context, "retention")
-    };
-    let mut run = measure(
-        context,
-        "retention",
-        "8 MiB per partition, 1 MiB segments",
-        &spec,
-        probe,
-    )?;
-    match offsets(&spec.client, &spec.topics) {
-        Ok((deleted, end, advanced)) => run.notes.push(format!(
-            "retention deleted {deleted} of {end} records; log start offset advanced on {advanced} of {} partitions",
-            spec.partitions
-        )),
-        Err(error) => run.notes.push(format!("could not read log start offsets: {error}")),
+    let mut runs = Vec::new();
+    // The same load twice: first with nothing deleted (the baseline), then with
+    // retention small enough that segments are deleted all through the measurement.
+    for (variant, limit, topic) in [
+        (RETENTION_BASELINE, -1i64, "retention-baseline"),
+        (RETENTION_DELETING, retention_bytes as i64, "retention"),
+    ] {
+        let spec = LoadSpec {
+            partitions: 6,
+            topic_configs: vec![
+                ("retention.bytes".into(), limit.to_string()),
+                ("segment.bytes".into(), (1u64 << 20).to_string()),
+            ],
+            producers: 2,
+            consumers: 1,
+            rate: mode.pick(20_000.0, 40_000.0),
+            warmup: mode.pick(Duration::from_secs(5), Duration::from_secs(15)),
+            duration: mode.pick(Duration::from_secs(15), Duration::from_secs(120)),
+            drain_timeout: Duration::from_secs(10),
+            ..base_spec(context, topic)
+        };
+        let mut run = measure(context, "retention", variant, &spec, probe.as_deref_mut())?;
+        match offsets(&spec.client, &spec.topics) {
+            Ok((deleted, end, advanced)) => run.notes.push(format!(
+                "{variant}: retention deleted {deleted} of {end} records; log start offset advanced on {advanced} of {} partitions",
+                spec.partitions
+            )),
+            Err(error) => run.notes.push(format!("could not read log start offsets: {error}")),
+        }
+        runs.push(run);
     }
-    Ok(vec![run])
+    Ok(runs)
 }
+
+/// Variants of the retention workload, for the report's goal line.
+pub const RETENTION_BASELINE: &str = "baseline: nothing deleted";
+pub const RETENTION_DELETING: &str = "deleting: 8 MiB per partition, 1 MiB segments";
 
 fn backlog_drain(
     context: &Context,
