@@ -51,11 +51,11 @@ for f in sorted(os.listdir(out)):
     d = json.load(open(os.path.join(out, f)))
     r = d.get("result", d)
     lat, res = r.get("publish_latency", {}), r.get("resources", {})
-    rows.append((int(parts), broker, r.get("publish_rate"), lat.get("p50"), lat.get("p99"), lat.get("p999"), res.get("fsyncs_per_sec"), res.get("cpu_cores")))
+    rows.append((int(parts), broker, r.get("publish_rate"), lat.get("p50"), lat.get("p99"), lat.get("p999"), res.get("fsyncs_per_sec"), res.get("disk_bytes_per_payload_byte"), res.get("cpu_cores")))
 rows.sort()
 lines = ["# Partition sweep: %s records/s of %s B, random keys, acks=all" % (rate, size), "",
-         "| partitions | broker | records/s acked | publish p50 ms | p99 ms | p99.9 ms | fsyncs/s | broker CPU cores |",
-         "|---:|---|---:|---:|---:|---:|---:|---:|"]
+         "| partitions | broker | records/s acked | publish p50 ms | p99 ms | p99.9 ms | fsyncs/s | disk bytes per payload byte | broker CPU cores |",
+         "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
 fmt = lambda v: "n/a" if v is None else ("%.1f" % v if isinstance(v, float) else str(v))
 for p, b, *vals in rows:
     lines.append("| %d | %s | %s |" % (p, b, " | ".join(fmt(v) for v in vals)))

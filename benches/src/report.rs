@@ -355,6 +355,119 @@ fn goals(out: &mut String, results: &SuiteResults) {
         out,
         "| no latency step when retention deletes (p99 within 10% of before) | {line} |"
     );
+    many_partitions_and_producers(out, results);
+    backlog_and_resources(out, results);
+}
+
+/// Keyed many-partition and 50-producer loads: throughput >= Kafka's, p99 <= Kafka's.
+fn many_partitions_and_producers(out: &mut String, results: &SuiteResults) {
+    for workload in ["keyed-partitions", "producers-4-vs-50"] {
+        for keel in results
+            .runs
+            .iter()
+            .filter(|r| r.workload == workload && r.broker == "keel")
+        {
+            if workload == "producers-4-vs-50" && !keel.variant.starts_with("50") {
+                continue;
+            }
+            let Some(kafka) = find(&results.runs, workload, &keel.variant, "kafka") else {
+                continue;
+            };
+            let (k, f) = (&keel.result, &kafka.result);
+            let met = k.publish_rate >= f.publish_rate * 0.99
+                && k.publish_latency.p99 <= f.publish_latency.p99;
+            let _ = writeln!(
+                out,
+                "| {workload} {}: throughput >= Kafka's and p99 <= Kafka's | records/s {} vs {}, p99 {} vs {} ms | {} |",
+                keel.variant,
+                num(k.publish_rate),
+                num(f.publish_rate),
+                num(k.publish_latency.p99),
+                num(f.publish_latency.p99),
+                if met { "yes" } else { "no" }
+            );
+        }
+    }
+}
+
+/// The backlog drains while producers hold their rate; RSS and CPU per 100k records/s
+/// against Kafka on the fixed-rate runs both sustained.
+fn backlog_and_resources(out: &mut String, results: &SuiteResults) {
+    for broker in ["keel", "kafka"] {
+        if let Some(run) = results
+            .runs
+            .iter()
+            .find(|r| r.workload == "backlog-drain" && r.broker == broker)
+        {
+            let r = &run.result;
+            let line = match r.caught_up_secs {
+                Some(secs) => format!(
+                    "{broker}: drained after {} s at {} of {} records/s",
+                    num(secs),
+                    num(r.publish_rate),
+                    num(r.target_rate)
+                ),
+                None => format!(
+                    "{broker}: not drained at {} of {} records/s",
+                    num(r.publish_rate),
+                    num(r.target_rate)
+                ),
+            };
+            let met = r.caught_up_secs.is_some() && r.met_target();
+            let _ = writeln!(
+                out,
+                "| backlog drains while producers hold their rate | {line} | {} |",
+                if met { "yes" } else { "no" }
+            );
+        }
+    }
+    let (mut rss, mut cpu): (Vec<(String, f64)>, Vec<(String, f64)>) = (Vec::new(), Vec::new());
+    for keel in results
+        .runs
+        .iter()
+        .filter(|r| r.broker == "keel" && r.result.target_rate > 0.0 && r.result.met_target())
+    {
+        let Some(kafka) = find(&results.runs, &keel.workload, &keel.variant, "kafka")
+            .filter(|k| k.result.met_target())
+        else {
+            continue;
+        };
+        let (Some(k), Some(f)) = (&keel.result.resources, &kafka.result.resources) else {
+            continue;
+        };
+        let label = format!("{} {}", keel.workload, keel.variant);
+        if f.peak_rss_mb > 0.0 {
+            rss.push((label.clone(), k.peak_rss_mb / f.peak_rss_mb));
+        }
+        let per_100k = |cores: f64, rate: f64| cores / (rate / 100_000.0);
+        if f.cpu_cores > 0.0 && keel.result.publish_rate > 0.0 && kafka.result.publish_rate > 0.0 {
+            cpu.push((
+                label,
+                per_100k(k.cpu_cores, keel.result.publish_rate)
+                    / per_100k(f.cpu_cores, kafka.result.publish_rate),
+            ));
+        }
+    }
+    for (goal, ratios, limit) in [
+        ("broker RSS <= 1/5 of Kafka's at the same rate", rss, 0.2),
+        ("broker CPU per 100k records/s below Kafka's", cpu, 1.0),
+    ] {
+        if ratios.is_empty() {
+            let _ = writeln!(
+                out,
+                "| {goal} | not measured (no fixed-rate run sustained by both) | - |"
+            );
+            continue;
+        }
+        let worst = ratios.iter().map(|(_, r)| *r).fold(0.0, f64::max);
+        let met = ratios.iter().filter(|(_, r)| *r <= limit).count();
+        let _ = writeln!(
+            out,
+            "| {goal} | Keel/Kafka on {} fixed-rate runs both sustained: at most {worst:.2}; within the goal on {met} | {} |",
+            ratios.len(),
+            if met == ratios.len() { "yes" } else { "no" }
+        );
+    }
 }
 
 /// A bar label short enough for the plot's label column.

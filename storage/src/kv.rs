@@ -92,6 +92,19 @@ impl ShardKv {
         ShardKv::open(dir, flush).await
     }
 
+    /// The state keys of the log in `dir`, in a standalone store beside it
+    /// (`<parent>/.kv`), opened afresh as a restarted broker would (tools and tests).
+    pub async fn standalone_keys_for(dir: &Path) -> Result<StateKeys, StorageError> {
+        let parent = dir.parent().unwrap_or(dir);
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(ShardKv::open_standalone(&parent.join(".kv"))
+            .await?
+            .keys(&format!("{name}/")))
+    }
+
     /// The keys of one partition's state.
     pub fn keys(self: &Rc<Self>, prefix: &str) -> StateKeys {
         StateKeys {

@@ -10,6 +10,7 @@ use std::rc::Rc;
 
 use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::{build_batch, BatchHeader};
+use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::StorageError;
 use rand::{Rng, SeedableRng};
@@ -38,9 +39,14 @@ async fn open(dir: &Path) -> Rc<RefCell<PartitionLog>> {
         .await
         .unwrap();
     Rc::new(RefCell::new(
-        PartitionLog::open(dir, config(), Some(state_keys(dir).await), |_| {})
-            .await
-            .unwrap(),
+        PartitionLog::open(
+            dir,
+            config(),
+            Some(ShardKv::standalone_keys_for(dir).await.unwrap()),
+            |_| {},
+        )
+        .await
+        .unwrap(),
     ))
 }
 
@@ -218,13 +224,4 @@ fn no_flipped_byte_ever_serves_different_data() {
             }
         }
     }
-}
-
-/// The partition's state keys in a state store beside its directory, opened afresh
-/// (as a restarted broker would).
-async fn state_keys(dir: &std::path::Path) -> keel_storage::kv::StateKeys {
-    let kv = keel_storage::kv::ShardKv::open_standalone(&dir.parent().unwrap().join(".kv"))
-        .await
-        .unwrap();
-    kv.keys("p/")
 }

@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::build_batch;
+use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 
 fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
@@ -31,9 +32,14 @@ async fn open(dir: &std::path::Path) -> Rc<RefCell<PartitionLog>> {
         .await
         .unwrap();
     Rc::new(RefCell::new(
-        PartitionLog::open(dir, small_config(), Some(state_keys(dir).await), |_| {})
-            .await
-            .unwrap(),
+        PartitionLog::open(
+            dir,
+            small_config(),
+            Some(ShardKv::standalone_keys_for(dir).await.unwrap()),
+            |_| {},
+        )
+        .await
+        .unwrap(),
     ))
 }
 
@@ -137,13 +143,4 @@ fn batch_starts(file: &[u8]) -> Vec<usize> {
         out.push(pos);
     }
     out
-}
-
-/// The partition's state keys in a state store beside its directory, opened afresh
-/// (as a restarted broker would).
-async fn state_keys(dir: &std::path::Path) -> keel_storage::kv::StateKeys {
-    let kv = keel_storage::kv::ShardKv::open_standalone(&dir.parent().unwrap().join(".kv"))
-        .await
-        .unwrap();
-    kv.keys("p/")
 }

@@ -13,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::build_batch;
 use keel_storage::compaction::{self, CompactionPolicy};
+use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::recovery;
 use keel_storage::retention::{self, RetentionPolicy, SegmentSummary};
@@ -114,10 +115,14 @@ fn config(rng: &mut StdRng) -> LogConfig {
 }
 
 async fn open(dir: &Path, config: &LogConfig) -> (Rc<RefCell<PartitionLog>>, OpenKind) {
-    let (l, kind) =
-        PartitionLog::open_reporting(dir, config.clone(), Some(state_keys(dir).await), |_| {})
-            .await
-            .expect("log opens");
+    let (l, kind) = PartitionLog::open_reporting(
+        dir,
+        config.clone(),
+        Some(ShardKv::standalone_keys_for(dir).await.unwrap()),
+        |_| {},
+    )
+    .await
+    .expect("log opens");
     (Rc::new(RefCell::new(l)), kind)
 }
 
@@ -468,13 +473,4 @@ fn random_operations_match_the_model() {
             "model case failed: replay with KEEL_MODEL_SEED={seed}"
         );
     }
-}
-
-/// The partition's state keys in a state store beside its directory, opened afresh
-/// (as a restarted broker would).
-async fn state_keys(dir: &std::path::Path) -> keel_storage::kv::StateKeys {
-    let kv = keel_storage::kv::ShardKv::open_standalone(&dir.parent().unwrap().join(".kv"))
-        .await
-        .unwrap();
-    kv.keys("p/")
 }

@@ -7,6 +7,7 @@ use std::rc::Rc;
 
 use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::build_batch;
+use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::recovery;
 
@@ -25,9 +26,14 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
                 ..LogConfig::default()
             };
             let l = Rc::new(RefCell::new(
-                PartitionLog::open(&dir, config.clone(), Some(state_keys(&dir).await), |_| {})
-                    .await
-                    .unwrap(),
+                PartitionLog::open(
+                    &dir,
+                    config.clone(),
+                    Some(ShardKv::standalone_keys_for(&dir).await.unwrap()),
+                    |_| {},
+                )
+                .await
+                .unwrap(),
             ));
             let b = build_batch(0, 1, &[(None, Some(&[1u8; 1000][..]))]);
             log::roll_if_needed(&l, b.len()).await.unwrap();
@@ -49,9 +55,14 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
             // A crash: the next open scans and ends the log before the zero fill.
             drop(l);
             let l = Rc::new(RefCell::new(
-                PartitionLog::open(&dir, config.clone(), Some(state_keys(&dir).await), |_| {})
-                    .await
-                    .unwrap(),
+                PartitionLog::open(
+                    &dir,
+                    config.clone(),
+                    Some(ShardKv::standalone_keys_for(&dir).await.unwrap()),
+                    |_| {},
+                )
+                .await
+                .unwrap(),
             ));
             assert_eq!(
                 l.borrow().log_end_offset(),
@@ -68,7 +79,7 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
             let (l, kind) = PartitionLog::open_reporting(
                 &dir,
                 config.clone(),
-                Some(state_keys(&dir).await),
+                Some(ShardKv::standalone_keys_for(&dir).await.unwrap()),
                 |_| {},
             )
             .await
@@ -89,7 +100,7 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
             let l = PartitionLog::open(
                 &dir,
                 LogConfig::default(),
-                Some(state_keys(&dir).await),
+                Some(ShardKv::standalone_keys_for(&dir).await.unwrap()),
                 |_| {},
             )
             .await
@@ -99,13 +110,4 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
         .unwrap()
         .join()
         .unwrap();
-}
-
-/// The partition's state keys in a state store beside its directory, opened afresh
-/// (as a restarted broker would).
-async fn state_keys(dir: &std::path::Path) -> keel_storage::kv::StateKeys {
-    let kv = keel_storage::kv::ShardKv::open_standalone(&dir.parent().unwrap().join(".kv"))
-        .await
-        .unwrap();
-    kv.keys("p/")
 }

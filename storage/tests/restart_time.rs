@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::build_batch;
+use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::{recovery, OpenKind};
 
@@ -23,10 +24,14 @@ fn config() -> LogConfig {
 
 async fn open(dir: &Path) -> (Rc<RefCell<PartitionLog>>, OpenKind, f64) {
     let start = Instant::now();
-    let (l, kind) =
-        PartitionLog::open_reporting(dir, config(), Some(state_keys(dir).await), |_| {})
-            .await
-            .unwrap();
+    let (l, kind) = PartitionLog::open_reporting(
+        dir,
+        config(),
+        Some(ShardKv::standalone_keys_for(dir).await.unwrap()),
+        |_| {},
+    )
+    .await
+    .unwrap();
     (
         Rc::new(RefCell::new(l)),
         kind,
@@ -82,13 +87,4 @@ fn clean_restart_skips_the_scan() {
         .unwrap()
         .join()
         .unwrap();
-}
-
-/// The partition's state keys in a state store beside its directory, opened afresh
-/// (as a restarted broker would).
-async fn state_keys(dir: &std::path::Path) -> keel_storage::kv::StateKeys {
-    let kv = keel_storage::kv::ShardKv::open_standalone(&dir.parent().unwrap().join(".kv"))
-        .await
-        .unwrap();
-    kv.keys("p/")
 }

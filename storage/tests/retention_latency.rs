@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use glommio::{Latency, LocalExecutorBuilder, Shares};
 use keel_protocol::batch::build_batch;
+use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::retention::{self, RetentionPolicy};
 
@@ -27,9 +28,14 @@ async fn open(dir: &Path, segment_bytes_max: u64) -> Rc<RefCell<PartitionLog>> {
         ..LogConfig::default()
     };
     Rc::new(RefCell::new(
-        PartitionLog::open(dir, config, Some(state_keys(dir).await), |_| {})
-            .await
-            .unwrap(),
+        PartitionLog::open(
+            dir,
+            config,
+            Some(ShardKv::standalone_keys_for(dir).await.unwrap()),
+            |_| {},
+        )
+        .await
+        .unwrap(),
     ))
 }
 
@@ -158,13 +164,4 @@ fn retention_does_not_stall_the_shard() {
         .unwrap()
         .join()
         .unwrap();
-}
-
-/// The partition's state keys in a state store beside its directory, opened afresh
-/// (as a restarted broker would).
-async fn state_keys(dir: &std::path::Path) -> keel_storage::kv::StateKeys {
-    let kv = keel_storage::kv::ShardKv::open_standalone(&dir.parent().unwrap().join(".kv"))
-        .await
-        .unwrap();
-    kv.keys("p/")
 }

@@ -8,6 +8,7 @@ use std::rc::Rc;
 
 use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::{build_batch, BatchHeader};
+use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::{recovery, retention};
 
@@ -33,9 +34,14 @@ async fn open(dir: &Path) -> Rc<RefCell<PartitionLog>> {
         .await
         .unwrap();
     Rc::new(RefCell::new(
-        PartitionLog::open(dir, config(), Some(state_keys(dir).await), |_| {})
-            .await
-            .unwrap(),
+        PartitionLog::open(
+            dir,
+            config(),
+            Some(ShardKv::standalone_keys_for(dir).await.unwrap()),
+            |_| {},
+        )
+        .await
+        .unwrap(),
     ))
 }
 
@@ -190,13 +196,4 @@ fn truncate_below_the_log_start_restarts_the_log_there() {
             "the restart point is durable"
         );
     });
-}
-
-/// The partition's state keys in a state store beside its directory, opened afresh
-/// (as a restarted broker would).
-async fn state_keys(dir: &std::path::Path) -> keel_storage::kv::StateKeys {
-    let kv = keel_storage::kv::ShardKv::open_standalone(&dir.parent().unwrap().join(".kv"))
-        .await
-        .unwrap();
-    kv.keys("p/")
 }
