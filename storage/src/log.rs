@@ -261,7 +261,9 @@ impl PartitionLog {
             let position = self.tail_position;
             let end = position + (data.len() as u64).div_ceil(PAGE) * PAGE;
             let active = self.segments.last_mut().expect("active segment");
-            let zero_fill = zero_fill_range(active, end, step, segment_max);
+            let zero_fill = (data.len() < ZERO_FILL_WRITES_BELOW)
+                .then(|| zero_fill_range(active, end, step, segment_max))
+                .flatten();
             writes.push(PendingWrite {
                 file: active.file.clone(),
                 path: active.path.clone(),
@@ -511,6 +513,11 @@ pub(crate) async fn flush_locked(log: &Rc<RefCell<PartitionLog>>) -> Result<(), 
     l.changed.notify();
     Ok(())
 }
+
+/// Passes writing this much or more of one log skip the zero fill: their fdatasync's
+/// metadata cost is spread over enough data that writing every byte twice (once as
+/// zeros) would cost more bandwidth than it saves latency.
+const ZERO_FILL_WRITES_BELOW: usize = 1 << 20;
 
 /// The zeros to write past `end` (the aligned end of this write) so that the active
 /// segment keeps between half and all of its headroom written ahead. The headroom
