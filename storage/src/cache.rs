@@ -41,6 +41,13 @@ impl BatchCache {
         self.bytes
     }
 
+    /// Whether `bytes` more fit in the shard's budget (always, for a log without one).
+    pub(crate) fn has_room_for(&self, bytes: usize) -> bool {
+        self.shard
+            .as_ref()
+            .is_none_or(|s| s.used.get() + bytes <= s.limit)
+    }
+
     pub(crate) fn push_back(&mut self, header: BatchHeader, batch: Bytes) {
         self.charge(batch.len() as isize);
         self.entries.push_back((header, batch));

@@ -108,6 +108,11 @@ pub struct PartitionLog {
     pub changed: Rc<Signal>,
     /// Where the log start offset, cleaner position and clean-shutdown checkpoint go.
     pub(crate) state_keys: Option<crate::kv::StateKeys>,
+    /// Segment data read ahead for a consumer reading from disk in order.
+    pub(crate) read_ahead: Option<crate::read::ReadAhead>,
+    pub(crate) read_ahead_running: bool,
+    /// Counts truncations, so a read-ahead that started before one is dropped.
+    pub(crate) truncations: u64,
 }
 
 impl PartitionLog {
@@ -132,6 +137,9 @@ impl PartitionLog {
             flush_error: None,
             changed: Signal::new(),
             state_keys: None,
+            read_ahead: None,
+            read_ahead_running: false,
+            truncations: 0,
         }
     }
 
@@ -296,8 +304,11 @@ impl PartitionLog {
             .evict_to(self.config.cache_bytes_max, self.durable_offset);
     }
 
-    /// Drops cached batches at or after `offset` (the log was truncated there).
+    /// Drops cached batches at or after `offset` (the log was truncated there), and
+    /// any data read ahead (it may hold batches the truncation removed).
     pub(crate) fn truncate_cache(&mut self, offset: i64) {
+        self.read_ahead = None;
+        self.truncations += 1;
         while let Some((h, _)) = self.cache.back() {
             if h.last_offset() < offset {
                 break;

@@ -95,8 +95,8 @@ pub async fn read(
         batches: Vec::new(),
         bytes: 0,
     };
-    let (upto, mut seg, mut position, mut want) = {
-        let l = log.borrow();
+    let (upto, mut seg, mut position, mut want, mut ahead) = {
+        let mut l = log.borrow_mut();
         l.check_range(offset)?;
         let upto = upto.min(l.durable_offset);
         if offset >= upto {
@@ -108,25 +108,44 @@ pub async fn read(
         let Some((seg, position)) = l.locate(offset) else {
             return Ok(out);
         };
+        let ahead = l
+            .read_ahead
+            .take()
+            .filter(|a| a.next_offset == offset && Rc::ptr_eq(&a.file, &seg.file));
         (
             upto,
             seg,
             position,
             l.config.read_ahead_bytes.max(max_bytes),
+            ahead,
         )
     };
-    loop {
+    // Where the next batch not returned starts, when the read stopped inside a segment
+    // with more durable data after it: the place to read ahead from.
+    let mut stopped_at: Option<u64> = None;
+    'segments: loop {
         if position >= seg.durable_size {
             match log.borrow().segment_after(seg.base_offset) {
                 Some(next) => seg = next,
-                None => return Ok(out),
+                None => break,
             }
             position = 0;
             continue;
         }
-        let len = want.min((seg.durable_size - position) as usize);
-        let data = segment::read_file(&seg.file, &seg.path, position, len).await?;
-        let short = data.len() < len;
+        let (data, short) = match ahead.take() {
+            // Read earlier for this offset: the consumer reads the segment in order.
+            Some(a) => {
+                crate::stats::update(|s| s.read_ahead_hits += 1);
+                position = a.position;
+                (a.data, false)
+            }
+            None => {
+                let len = want.min((seg.durable_size - position) as usize);
+                let data = segment::read_file(&seg.file, &seg.path, position, len).await?;
+                let short = data.len() < len;
+                (data, short)
+            }
+        };
         let mut cursor = 0;
         while cursor < data.len() {
             let rest = &data[cursor..];
@@ -151,11 +170,12 @@ pub async fn read(
             let header = BatchHeader::parse(rest)
                 .map_err(|e| corrupt(&seg.path, position, e.to_string()))?;
             if header.base_offset >= upto {
-                return Ok(out);
+                break 'segments;
             }
             if header.last_offset() >= offset {
                 if !out.batches.is_empty() && out.bytes + need > max_bytes {
-                    return Ok(out);
+                    stopped_at = Some(position + cursor as u64);
+                    break 'segments;
                 }
                 let bytes = data.slice(cursor..cursor + need);
                 batch::validate(&bytes)
@@ -165,12 +185,68 @@ pub async fn read(
             }
             cursor += need;
         }
-        if out.bytes >= max_bytes || short {
+        if short {
             // A short read means the segment was released or truncated under us.
-            return Ok(out);
+            break;
         }
         position += cursor as u64;
+        if out.bytes >= max_bytes {
+            stopped_at = Some(position);
+            break;
+        }
     }
+    if let (Some(position), Some(last)) = (stopped_at, out.batches.last()) {
+        let next_offset = BatchHeader::parse(last)
+            .map(|h| h.last_offset() + 1)
+            .unwrap_or(-1);
+        read_ahead(log, seg, position, next_offset, want);
+    }
+    Ok(out)
+}
+
+/// The stretch of a segment after the last batch a read returned, read while the
+/// consumer handles that read, so its next fetch finds it in memory.
+pub(crate) struct ReadAhead {
+    file: Rc<DmaFile>,
+    position: u64,
+    /// The offset the consumer asks for next if it reads in order.
+    next_offset: i64,
+    data: Bytes,
+}
+
+/// Starts reading `len` bytes of `seg` from `position` in the background, unless a
+/// read-ahead is already running for this log or the shard's cache budget is full.
+fn read_ahead(
+    log: &Rc<RefCell<PartitionLog>>,
+    seg: SegmentView,
+    position: u64,
+    next_offset: i64,
+    len: usize,
+) {
+    let len = len.min(seg.durable_size.saturating_sub(position) as usize);
+    let truncations = {
+        let mut l = log.borrow_mut();
+        if l.read_ahead_running || len == 0 || !l.cache.has_room_for(len) {
+            return;
+        }
+        l.read_ahead_running = true;
+        l.truncations
+    };
+    let log = log.clone();
+    glommio::spawn_local(async move {
+        let data = segment::read_file(&seg.file, &seg.path, position, len).await;
+        let mut l = log.borrow_mut();
+        l.read_ahead_running = false;
+        if let (Ok(data), true) = (data, l.truncations == truncations) {
+            l.read_ahead = Some(ReadAhead {
+                file: seg.file,
+                position,
+                next_offset,
+                data,
+            });
+        }
+    })
+    .detach();
 }
 
 fn corrupt(path: &Path, position: u64, reason: String) -> StorageError {

@@ -24,6 +24,8 @@ pub struct StorageStats {
     /// Logs opened from a clean-shutdown checkpoint / by scanning.
     pub opens_clean: u64,
     pub opens_scanned: u64,
+    /// Disk reads served from data read ahead for a consumer reading in order.
+    pub read_ahead_hits: u64,
 }
 
 thread_local! {

@@ -162,6 +162,8 @@ async fn restart_at(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), 
         l.log_start_offset = offset;
         l.cleaned_upto = offset;
         l.cache.clear();
+        l.read_ahead = None;
+        l.truncations += 1;
         l.pending.clear();
         l.queued.clear();
         l.tail.clear();

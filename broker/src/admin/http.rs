@@ -116,12 +116,18 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
 
 fn render_metrics(stats: &[ShardStats]) -> String {
     let mut out = String::new();
-    let series: [(&str, &str, &str, fn(&ShardStats) -> u64); 16] = [
+    let series: [(&str, &str, &str, fn(&ShardStats) -> u64); 17] = [
         (
             "keel_partitions",
             "gauge",
             "Partitions owned by the shard",
             |s| s.partitions as u64,
+        ),
+        (
+            "keel_read_ahead_hits_total",
+            "counter",
+            "Catch-up reads served from data read ahead of a consumer reading in order",
+            |s| s.storage.read_ahead_hits,
         ),
         (
             "keel_batch_cache_bytes",

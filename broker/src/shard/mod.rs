@@ -256,9 +256,9 @@ async fn shard_main(
     let count = senders.nr_consumers();
     let mesh = Mesh::new(senders);
     let controller = (id == 0).then(|| Controller::new(&config.data_dir, &metadata));
-    // A quarter of the shard's memory goes to the batch caches of all its partitions;
+    // An eighth of the shard's memory goes to the batch caches of all its partitions;
     // any one partition may use all of it while the others are quiet.
-    let cache = ShardCache::new((memory / 4) as usize);
+    let cache = ShardCache::new((memory / 8) as usize);
     let log_config = LogConfig {
         cache_bytes_max: cache.limit(),
         ..LogConfig::default()
