@@ -19,13 +19,10 @@ pub fn create_topics(
     partitions: u32,
     configs: &[(String, String)],
 ) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = client
-        .admin_config()
-        .create()
-        .map_err(|error| format!("cannot create admin client: {error}"))?;
-    let options = AdminOptions::new()
-        .operation_timeout(Some(TOPIC_READY_TIMEOUT))
-        .request_timeout(Some(TOPIC_READY_TIMEOUT));
+    let admin: AdminClient<DefaultClientContext> =
+        client.admin_config().create().map_err(|error| format!("cannot create admin client: {error}"))?;
+    let options =
+        AdminOptions::new().operation_timeout(Some(TOPIC_READY_TIMEOUT)).request_timeout(Some(TOPIC_READY_TIMEOUT));
     // CreateTopics in chunks keeps each request a sane size with thousands of partitions.
     for chunk in topics.chunks(50) {
         let new_topics: Vec<NewTopic<'_>> = chunk
@@ -51,20 +48,12 @@ pub fn create_topics(
 }
 
 /// Poll metadata until every partition of `topics` has a leader.
-fn wait_for_leaders(
-    client: &ClientOptions,
-    topics: &[String],
-    partitions: u32,
-) -> Result<(), String> {
+fn wait_for_leaders(client: &ClientOptions, topics: &[String], partitions: u32) -> Result<(), String> {
     let deadline = Instant::now() + TOPIC_READY_TIMEOUT;
     loop {
         match topic_partitions(client, topics) {
-            Ok(found) if found.len() as u64 >= topics.len() as u64 * u64::from(partitions) => {
-                return Ok(())
-            }
-            Ok(_) | Err(_) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(250))
-            }
+            Ok(found) if found.len() as u64 >= topics.len() as u64 * u64::from(partitions) => return Ok(()),
+            Ok(_) | Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(250)),
             Ok(found) => {
                 return Err(format!(
                     "only {} of {} partitions have a leader after {:?}",
@@ -79,14 +68,9 @@ fn wait_for_leaders(
 }
 
 /// Every (topic, partition) of `topics` that has a leader, in order.
-pub fn topic_partitions(
-    client: &ClientOptions,
-    topics: &[String],
-) -> Result<Vec<(String, i32)>, String> {
-    let consumer: BaseConsumer = client
-        .admin_config()
-        .create()
-        .map_err(|error| format!("cannot create metadata client: {error}"))?;
+pub fn topic_partitions(client: &ClientOptions, topics: &[String]) -> Result<Vec<(String, i32)>, String> {
+    let consumer: BaseConsumer =
+        client.admin_config().create().map_err(|error| format!("cannot create metadata client: {error}"))?;
     let mut found = Vec::new();
     for topic in topics {
         let metadata = consumer
@@ -103,11 +87,7 @@ pub fn topic_partitions(
                 .map(|partition| partition.id())
                 .collect();
             partitions.sort_unstable();
-            found.extend(
-                partitions
-                    .into_iter()
-                    .map(|id| (described.name().to_string(), id)),
-            );
+            found.extend(partitions.into_iter().map(|id| (described.name().to_string(), id)));
         }
     }
     Ok(found)
@@ -115,22 +95,15 @@ pub fn topic_partitions(
 
 /// Wait until the broker at `client.bootstrap` answers a Metadata request.
 pub fn wait_for_broker(client: &ClientOptions, timeout: Duration) -> Result<(), String> {
-    let consumer: BaseConsumer = client
-        .admin_config()
-        .create()
-        .map_err(|error| format!("cannot create metadata client: {error}"))?;
+    let consumer: BaseConsumer =
+        client.admin_config().create().map_err(|error| format!("cannot create metadata client: {error}"))?;
     let deadline = Instant::now() + timeout;
     loop {
         match consumer.fetch_metadata(None, Duration::from_secs(2)) {
             Ok(metadata) if !metadata.brokers().is_empty() => return Ok(()),
             _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(250)),
             Ok(_) => return Err("broker answered Metadata with no brokers".into()),
-            Err(error) => {
-                return Err(format!(
-                    "broker not answering at {}: {error}",
-                    client.bootstrap
-                ))
-            }
+            Err(error) => return Err(format!("broker not answering at {}: {error}", client.bootstrap)),
         }
     }
 }

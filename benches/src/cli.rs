@@ -108,9 +108,7 @@ impl TopicArgs {
         if self.topics <= 1 {
             vec![self.topic.clone()]
         } else {
-            (0..self.topics)
-                .map(|index| format!("{}-{index}", self.topic))
-                .collect()
+            (0..self.topics).map(|index| format!("{}-{index}", self.topic)).collect()
         }
     }
 }
@@ -140,14 +138,8 @@ pub struct OutputArgs {
 
 impl OutputArgs {
     fn probe(&self) -> Option<ResourceProbe> {
-        let pid = self
-            .broker_pid
-            .or_else(|| self.broker_port.and_then(pid_listening_on))?;
-        Some(ResourceProbe::new(
-            pid,
-            &self.data_dir,
-            &std::env::temp_dir(),
-        ))
+        let pid = self.broker_pid.or_else(|| self.broker_port.and_then(pid_listening_on))?;
+        Some(ResourceProbe::new(pid, &self.data_dir, &std::env::temp_dir()))
     }
 
     fn write(&self, value: &impl serde::Serialize) -> Result<(), String> {
@@ -155,8 +147,7 @@ impl OutputArgs {
             return Ok(());
         };
         let text = serde_json::to_string_pretty(value).map_err(|error| error.to_string())?;
-        std::fs::write(path, text)
-            .map_err(|error| format!("cannot write {}: {error}", path.display()))
+        std::fs::write(path, text).map_err(|error| format!("cannot write {}: {error}", path.display()))
     }
 }
 
@@ -232,11 +223,7 @@ pub fn print_result(result: &LoadResult) {
     let p = &result.publish_latency;
     println!(
         "{}: {:.0} records/s ({:.2} MB/s) acked in {:.1}s window, {} errors",
-        result.label,
-        result.publish_rate,
-        result.publish_mb_per_sec,
-        result.measured_secs,
-        result.errors
+        result.label, result.publish_rate, result.publish_mb_per_sec, result.measured_secs, result.errors
     );
     if p.count > 0 {
         println!(
@@ -257,9 +244,7 @@ pub fn print_result(result: &LoadResult) {
         );
     }
     if let Some(r) = &result.resources {
-        let fsyncs = r
-            .fsyncs_per_sec
-            .map_or_else(|| r.fsync_method.clone(), |f| format!("{f:.1}/s"));
+        let fsyncs = r.fsyncs_per_sec.map_or_else(|| r.fsync_method.clone(), |f| format!("{f:.1}/s"));
         println!(
             "  broker: {:.2} cores, peak RSS {:.0} MB, disk {:.2} bytes per payload byte, fsyncs {fsyncs}",
             r.cpu_cores,
@@ -304,17 +289,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
         }
         Command::CreateTopic(args) => {
             let (client, topics) = (&args.client, &args.topics);
-            crate::admin::create_topics(
-                client,
-                &topics.names(),
-                topics.partitions,
-                &topics.configs,
-            )?;
-            println!(
-                "topics {:?} ready with {} partitions each",
-                topics.names(),
-                topics.partitions
-            );
+            crate::admin::create_topics(client, &topics.names(), topics.partitions, &topics.configs)?;
+            println!("topics {:?} ready with {} partitions each", topics.names(), topics.partitions);
             Ok(())
         }
         Command::Workload(args) => {

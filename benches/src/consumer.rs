@@ -52,11 +52,8 @@ pub fn create_consumer(
     partitions: &[(String, i32)],
     start_at: StartAt,
 ) -> Result<BaseConsumer, String> {
-    let consumer: BaseConsumer = spec
-        .client
-        .consumer_config()
-        .create()
-        .map_err(|error| format!("cannot create consumer: {error}"))?;
+    let consumer: BaseConsumer =
+        spec.client.consumer_config().create().map_err(|error| format!("cannot create consumer: {error}"))?;
     let offset = match start_at {
         StartAt::Beginning => Offset::Beginning,
         StartAt::End => Offset::End,
@@ -67,9 +64,7 @@ pub fn create_consumer(
             .add_partition_offset(topic, *partition, offset)
             .map_err(|error| format!("cannot assign {topic}/{partition}: {error}"))?;
     }
-    consumer
-        .assign(&assignment)
-        .map_err(|error| format!("assign failed: {error}"))?;
+    consumer.assign(&assignment).map_err(|error| format!("assign failed: {error}"))?;
     Ok(consumer)
 }
 
@@ -111,10 +106,7 @@ mod tests {
         let partitions: Vec<(String, i32)> = (0..5).map(|p| ("t".to_string(), p)).collect();
         let shares = split_partitions(&partitions, 2);
         assert_eq!(shares.len(), 2);
-        assert_eq!(
-            shares[0].iter().map(|(_, p)| *p).collect::<Vec<_>>(),
-            vec![0, 2, 4]
-        );
+        assert_eq!(shares[0].iter().map(|(_, p)| *p).collect::<Vec<_>>(), vec![0, 2, 4]);
         assert_eq!(split_partitions(&partitions[..1], 4).len(), 1);
     }
 

@@ -46,8 +46,5 @@ pub const PAYLOAD_HEADER_BYTES: usize = 8;
 
 /// Nanoseconds since the UNIX epoch on the wall clock.
 pub fn unix_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }

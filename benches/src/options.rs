@@ -226,9 +226,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         Some(split) => text.split_at(split),
         None => (text, "s"),
     };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("bad duration {text:?}"))?;
+    let value: f64 = number.parse().map_err(|_| format!("bad duration {text:?}"))?;
     let secs = match unit {
         "ms" => value / 1000.0,
         "s" | "" => value,
@@ -253,10 +251,7 @@ mod tests {
 
     #[test]
     fn key_values_parse() {
-        assert_eq!(
-            parse_key_value("a=b=c").unwrap(),
-            ("a".into(), "b=c".into())
-        );
+        assert_eq!(parse_key_value("a=b=c").unwrap(), ("a".into(), "b=c".into()));
         assert!(parse_key_value("=x").is_err());
     }
 }

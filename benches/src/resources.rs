@@ -61,18 +61,9 @@ fn read_snapshot(pid: u32) -> Result<Snapshot, String> {
     // Fields after the ")" that closes the command name: state is field 3, utime 14, stime 15.
     let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let field = |n: usize| {
-        fields
-            .get(n - 3)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
-    Ok(Snapshot {
-        at: Instant::now(),
-        cpu_ticks: field(14) + field(15),
-        write_bytes: status_value(&io, "write_bytes"),
-    })
+    Ok(Snapshot { at: Instant::now(), cpu_ticks: field(14) + field(15), write_bytes: status_value(&io, "write_bytes") })
 }
 
 /// utime + stime of process `pid` (all its threads), in clock ticks.
@@ -108,8 +99,7 @@ fn filesystem_fsync_event(path: &Path) -> Option<&'static str> {
         .filter_map(|line| {
             let mut parts = line.split_whitespace();
             let (_, mount_point, fs_type) = (parts.next()?, parts.next()?, parts.next()?);
-            path.starts_with(mount_point)
-                .then(|| (mount_point.len(), fs_type.to_string()))
+            path.starts_with(mount_point).then(|| (mount_point.len(), fs_type.to_string()))
         })
         .max()?
         .1;
@@ -125,12 +115,9 @@ fn tracepoint_exists(event: &str) -> bool {
     let Some((system, name)) = event.split_once(':') else {
         return false;
     };
-    [
-        "/sys/kernel/tracing/events",
-        "/sys/kernel/debug/tracing/events",
-    ]
-    .iter()
-    .any(|root| Path::new(root).join(system).join(name).exists())
+    ["/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"]
+        .iter()
+        .any(|root| Path::new(root).join(system).join(name).exists())
 }
 
 impl ResourceProbe {
@@ -168,9 +155,7 @@ impl ResourceProbe {
         if events.is_empty() {
             return Err("n/a: no fsync tracepoints in tracefs".into());
         }
-        let output =
-            self.scratch_dir
-                .join(format!("perf-{}-{}.csv", self.pid, crate::unix_nanos()));
+        let output = self.scratch_dir.join(format!("perf-{}-{}.csv", self.pid, crate::unix_nanos()));
         let child = Command::new("perf")
             .args(["stat", "-x", ",", "--no-big-num", "-o"])
             .arg(&output)
@@ -189,12 +174,8 @@ impl ResourceProbe {
     /// End of the measured window.
     pub fn end(&mut self) -> Result<Resources, String> {
         let end = read_snapshot(self.pid)?;
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
-        let begin = self
-            .begin
-            .take()
-            .ok_or("resource probe ended before it began")?;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
+        let begin = self.begin.take().ok_or("resource probe ended before it began")?;
         let seconds = end.at.duration_since(begin.at).as_secs_f64().max(1e-9);
         let ticks = end.cpu_ticks.saturating_sub(begin.cpu_ticks) as f64;
         let mut resources = Resources {
@@ -213,13 +194,7 @@ impl ResourceProbe {
         Ok(resources)
     }
 
-    fn finish_perf(
-        &self,
-        mut child: Child,
-        output: &Path,
-        events: &[String],
-        resources: &mut Resources,
-    ) {
+    fn finish_perf(&self, mut child: Child, output: &Path, events: &[String], resources: &mut Resources) {
         // perf stat writes its counts when interrupted.
         // SAFETY: kill only signals the perf child we spawned.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -240,18 +215,14 @@ impl ResourceProbe {
             resources.fsync_method = format!("n/a: perf stat counted nothing ({})", text.trim());
             return;
         }
-        let filesystem = counts
-            .iter()
-            .find(|(event, _)| !event.starts_with("syscalls:"));
+        let filesystem = counts.iter().find(|(event, _)| !event.starts_with("syscalls:"));
         let total = match filesystem {
             Some((event, count)) => {
-                resources.fsync_method =
-                    format!("perf stat -e {event} (syscall and io_uring fsyncs)");
+                resources.fsync_method = format!("perf stat -e {event} (syscall and io_uring fsyncs)");
                 *count
             }
             None => {
-                resources.fsync_method =
-                    "perf stat -e syscalls:sys_enter_{fsync,fdatasync} (syscalls only)".into();
+                resources.fsync_method = "perf stat -e syscalls:sys_enter_{fsync,fdatasync} (syscalls only)".into();
                 counts
                     .iter()
                     .filter(|(event, _)| event.ends_with("_fsync") || event.ends_with("_fdatasync"))
@@ -267,19 +238,11 @@ impl ResourceProbe {
 
 /// The process listening on TCP `port` on this host, from `ss -Htlnp`.
 pub fn pid_listening_on(port: u16) -> Option<u32> {
-    let output = Command::new("ss")
-        .args(["-Htlnp", &format!("sport = :{port}")])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
+    let output =
+        Command::new("ss").args(["-Htlnp", &format!("sport = :{port}")]).stderr(Stdio::null()).output().ok()?;
     let text = String::from_utf8_lossy(&output.stdout);
     // users:(("java",pid=1234,fd=120))
-    text.split("pid=")
-        .nth(1)?
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
+    text.split("pid=").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
 #[cfg(test)]

@@ -84,20 +84,13 @@ struct CpuMeter {
 
 impl CpuMeter {
     fn start() -> Self {
-        CpuMeter {
-            at: Instant::now(),
-            ticks: crate::resources::cpu_ticks(std::process::id()),
-        }
+        CpuMeter { at: Instant::now(), ticks: crate::resources::cpu_ticks(std::process::id()) }
     }
 
     fn cores(&self) -> Option<f64> {
         let now = crate::resources::cpu_ticks(std::process::id())?;
         let seconds = self.at.elapsed().as_secs_f64().max(1e-9);
-        Some(
-            now.saturating_sub(self.ticks?) as f64
-                / crate::resources::clock_ticks_per_sec()
-                / seconds,
-        )
+        Some(now.saturating_sub(self.ticks?) as f64 / crate::resources::clock_ticks_per_sec() / seconds)
     }
 }
 
@@ -120,10 +113,7 @@ fn progress(
     previous: &mut Previous,
 ) -> TimelinePoint {
     let now = Instant::now();
-    let elapsed = now
-        .saturating_duration_since(previous.at.unwrap_or(t0))
-        .as_secs_f64()
-        .max(1e-3);
+    let elapsed = now.saturating_duration_since(previous.at.unwrap_or(t0)).as_secs_f64().max(1e-3);
     let sent = recorder.sent.load(Ordering::Relaxed);
     let acked = recorder.acked.load(Ordering::Relaxed);
     let consumed = recorder.consumed.load(Ordering::Relaxed);
@@ -155,54 +145,27 @@ fn progress(
             ms(stats::total_p99(&recorder.end_to_end)),
         );
         if acked > 0 {
-            line += &format!(
-                " | lag {}",
-                stats::thousands(acked.saturating_sub(consumed) as f64)
-            );
+            line += &format!(" | lag {}", stats::thousands(acked.saturating_sub(consumed) as f64));
         }
     }
-    eprintln!(
-        "{line} | errors {}",
-        recorder.errors.load(Ordering::Relaxed)
-    );
-    *previous = Previous {
-        at: Some(now),
-        sent,
-        acked,
-        consumed,
-    };
+    eprintln!("{line} | errors {}", recorder.errors.load(Ordering::Relaxed));
+    *previous = Previous { at: Some(now), sent, acked, consumed };
     point
 }
 
 /// Run producers (and consumers, if any) as `spec` says.
-pub fn run_load(
-    spec: &LoadSpec,
-    label: &str,
-    mut probe: Option<&mut ResourceProbe>,
-) -> Result<LoadResult, String> {
-    crate::admin::create_topics(
-        &spec.client,
-        &spec.topics,
-        spec.partitions,
-        &spec.topic_configs,
-    )?;
+pub fn run_load(spec: &LoadSpec, label: &str, mut probe: Option<&mut ResourceProbe>) -> Result<LoadResult, String> {
+    crate::admin::create_topics(&spec.client, &spec.topics, spec.partitions, &spec.topic_configs)?;
     let partitions = crate::admin::topic_partitions(&spec.client, &spec.topics)?;
     if partitions.is_empty() {
-        return Err(format!(
-            "topics {:?} have no partitions with a leader",
-            spec.topics
-        ));
+        return Err(format!("topics {:?} have no partitions with a leader", spec.topics));
     }
     let prime_secs = producer::prime_partitions(spec, &partitions)?;
 
     // The window is fixed once t0 is known; until then nothing is measured.
     let recorder = Arc::new(Recorder::new(u64::MAX, u64::MAX));
     let stop = Arc::new(AtomicBool::new(false));
-    let shares = if spec.consumers == 0 {
-        Vec::new()
-    } else {
-        consumer::split_partitions(&partitions, spec.consumers)
-    };
+    let shares = if spec.consumers == 0 { Vec::new() } else { consumer::split_partitions(&partitions, spec.consumers) };
     // A delayed consumer is created only when it starts: librdkafka fetches in the
     // background from assign() on, which would drain the backlog before its time.
     let delayed = !spec.consumer_delay.is_zero();
@@ -225,11 +188,7 @@ pub fn run_load(
         None => window_start_ns + spec.duration.as_nanos() as u64,
     };
     recorder.set_window(window_start_ns, window_end_ns);
-    let schedule = Schedule {
-        start: t0,
-        start_unix_ns,
-        send_end: t0 + spec.warmup + spec.duration,
-    };
+    let schedule = Schedule { start: t0, start_unix_ns, send_end: t0 + spec.warmup + spec.duration };
 
     let consumer_start = t0 + spec.consumer_delay;
     let consumer_threads: Vec<_> = consumers
@@ -256,9 +215,7 @@ pub fn run_load(
         .enumerate()
         .map(|(index, client)| {
             let (recorder, stop, spec) = (recorder.clone(), stop.clone(), spec.clone());
-            std::thread::spawn(move || {
-                producer::run_producer(index, &spec, schedule, client, &recorder, &stop)
-            })
+            std::thread::spawn(move || producer::run_producer(index, &spec, schedule, client, &recorder, &stop))
         })
         .collect();
 
@@ -283,14 +240,7 @@ pub fn run_load(
             probing = true;
         }
         if now >= next_line {
-            timeline.push(progress(
-                label,
-                t0,
-                spec.warmup,
-                spec.consumers > 0,
-                &recorder,
-                &mut previous,
-            ));
+            timeline.push(progress(label, t0, spec.warmup, spec.consumers > 0, &recorder, &mut previous));
             next_line += Duration::from_secs(1);
         }
         let acked = recorder.acked.load(Ordering::Relaxed);
@@ -304,8 +254,7 @@ pub fn run_load(
         {
             caught_up_secs = Some(now.duration_since(consumer_start).as_secs_f64());
         }
-        if producers_done_at.is_none() && producer_threads.iter().all(|thread| thread.is_finished())
-        {
+        if producers_done_at.is_none() && producer_threads.iter().all(|thread| thread.is_finished()) {
             producers_done_at = Some(now);
             generator_cores = generator_cpu.cores();
             if let (true, Some(probe)) = (probing, probe.as_deref_mut()) {
@@ -317,8 +266,8 @@ pub fn run_load(
             }
         }
         if let Some(done) = producers_done_at {
-            let drained = recorder.consumed_in_window.load(Ordering::Relaxed)
-                >= recorder.acked_in_window.load(Ordering::Relaxed);
+            let drained =
+                recorder.consumed_in_window.load(Ordering::Relaxed) >= recorder.acked_in_window.load(Ordering::Relaxed);
             if consumer_threads.is_empty() || drained || now >= done + spec.drain_timeout {
                 break;
             }
@@ -353,11 +302,7 @@ fn summarize(
     let (window_start_ns, window_end_ns) = recorder.window();
     let measured_secs = if window_end_ns == u64::MAX {
         // Count-limited: the window closes with the last acknowledgement.
-        recorder
-            .last_ack_ns
-            .load(Ordering::Relaxed)
-            .saturating_sub(window_start_ns) as f64
-            / 1e9
+        recorder.last_ack_ns.load(Ordering::Relaxed).saturating_sub(window_start_ns) as f64 / 1e9
     } else {
         spec.duration.as_secs_f64()
     }
@@ -370,11 +315,9 @@ fn summarize(
     let publish_rate = recorder.acked_during_window.load(Ordering::Relaxed) as f64 / measured_secs;
     if let Some(resources) = resources.as_mut() {
         let payload = acked_in_window as f64 * payload_bytes;
-        resources.disk_bytes_per_payload_byte =
-            (payload > 0.0).then(|| resources.disk_write_bytes as f64 / payload);
+        resources.disk_bytes_per_payload_byte = (payload > 0.0).then(|| resources.disk_write_bytes as f64 / payload);
     }
-    let end_to_end = (spec.consumers > 0)
-        .then(|| Percentiles::from_histogram(&lock(&recorder.end_to_end).total));
+    let end_to_end = (spec.consumers > 0).then(|| Percentiles::from_histogram(&lock(&recorder.end_to_end).total));
     let consume_rate = consumed_in_window as f64 / measured_secs;
     LoadResult {
         label: label.to_string(),
@@ -438,14 +381,7 @@ pub fn run_catch_up(
         std::thread::sleep(TICK);
         let now = Instant::now();
         if now >= next_line {
-            timeline.push(progress(
-                label,
-                start,
-                Duration::ZERO,
-                true,
-                &recorder,
-                &mut previous,
-            ));
+            timeline.push(progress(label, start, Duration::ZERO, true, &recorder, &mut previous));
             next_line += Duration::from_secs(1);
         }
         let consumed = recorder.consumed.load(Ordering::Relaxed);
@@ -457,13 +393,10 @@ pub fn run_catch_up(
         }
     }
     let generator_cores = generator_cpu.cores();
-    let resources = probe
-        .map(|probe| probe.end())
-        .transpose()
-        .unwrap_or_else(|error| {
-            recorder.on_error(error);
-            None
-        });
+    let resources = probe.map(|probe| probe.end()).transpose().unwrap_or_else(|error| {
+        recorder.on_error(error);
+        None
+    });
     stop.store(true, Ordering::Relaxed);
     for thread in threads {
         if let Ok(Err(error)) = thread.join() {

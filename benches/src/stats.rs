@@ -29,10 +29,7 @@ pub struct LatencyHistograms {
 
 impl LatencyHistograms {
     fn new() -> Self {
-        LatencyHistograms {
-            total: new_histogram(),
-            interval: new_histogram(),
-        }
+        LatencyHistograms { total: new_histogram(), interval: new_histogram() }
     }
 
     fn record(&mut self, micros: u64, measured: bool) {
@@ -102,10 +99,7 @@ impl Recorder {
     }
 
     pub fn window(&self) -> (u64, u64) {
-        (
-            self.window_start_ns.load(Ordering::Relaxed),
-            self.window_end_ns.load(Ordering::Relaxed),
-        )
+        (self.window_start_ns.load(Ordering::Relaxed), self.window_end_ns.load(Ordering::Relaxed))
     }
 
     /// A record was handed to the client `delay_ns` after its intended time.
@@ -140,8 +134,7 @@ impl Recorder {
     /// A consumer received a record of `bytes` whose payload says `intended_ns`.
     pub fn on_consume(&self, intended_ns: Option<u64>, bytes: usize, now_ns: u64) {
         self.consumed.fetch_add(1, Ordering::Relaxed);
-        self.consumed_bytes
-            .fetch_add(bytes as u64, Ordering::Relaxed);
+        self.consumed_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         self.last_consume_ns.fetch_max(now_ns, Ordering::Relaxed);
         if let Some(intended_ns) = intended_ns {
             let measured = self.in_window(intended_ns);
@@ -155,9 +148,7 @@ impl Recorder {
 
 /// Lock a histogram mutex; a panicked holder leaves a histogram still worth reading.
 pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The percentiles we report, in milliseconds.
@@ -210,8 +201,7 @@ pub fn thousands(value: f64) -> String {
 /// Take one progress interval: the p99 of the interval in ms, then reset it.
 pub fn take_interval_p99(histograms: &Mutex<LatencyHistograms>) -> Option<f64> {
     let mut guard = lock(histograms);
-    let p99 = (!guard.interval.is_empty())
-        .then(|| guard.interval.value_at_quantile(0.99) as f64 / 1000.0);
+    let p99 = (!guard.interval.is_empty()).then(|| guard.interval.value_at_quantile(0.99) as f64 / 1000.0);
     guard.interval.reset();
     p99
 }

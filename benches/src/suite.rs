@@ -122,12 +122,7 @@ pub fn utc_string(unix_secs: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    )
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest / 60 % 60, rest % 60)
 }
 
 fn now_utc() -> String {
@@ -135,21 +130,12 @@ fn now_utc() -> String {
 }
 
 /// Run `script args...` with a time limit; returns (success, combined output).
-fn run_script(
-    script: &Path,
-    args: &[&str],
-    env: &[(String, String)],
-    timeout: Duration,
-    log: &Path,
-) -> (bool, String) {
+fn run_script(script: &Path, args: &[&str], env: &[(String, String)], timeout: Duration, log: &Path) -> (bool, String) {
     let log_file = match std::fs::File::create(log) {
         Ok(file) => file,
         Err(error) => return (false, format!("cannot create {}: {error}", log.display())),
     };
-    let stderr = log_file
-        .try_clone()
-        .map(Stdio::from)
-        .unwrap_or_else(|_| Stdio::null());
+    let stderr = log_file.try_clone().map(Stdio::from).unwrap_or_else(|_| Stdio::null());
     let spawned = Command::new("bash")
         .arg(script)
         .args(args)
@@ -181,32 +167,16 @@ fn run_script(
 }
 
 fn script_output(script: &Path, args: &[&str]) -> Option<String> {
-    let output = Command::new("bash")
-        .arg(script)
-        .args(args)
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&output.stdout)
-        .trim()
-        .lines()
-        .last()?
-        .trim()
-        .to_string();
+    let output = Command::new("bash").arg(script).args(args).stderr(Stdio::null()).output().ok()?;
+    let text = String::from_utf8_lossy(&output.stdout).trim().lines().last()?.trim().to_string();
     (output.status.success() && !text.is_empty()).then_some(text)
 }
 
 /// `keel --version` of the binary compat/keel.sh starts (KEEL_BIN or target/release/keel).
 fn keel_version() -> String {
     let binary = std::env::var("KEEL_BIN").unwrap_or_else(|_| "target/release/keel".into());
-    match Command::new(&binary)
-        .arg("--version")
-        .stderr(Stdio::null())
-        .output()
-    {
-        Ok(output) if output.status.success() => {
-            String::from_utf8_lossy(&output.stdout).trim().to_string()
-        }
+    match Command::new(&binary).arg("--version").stderr(Stdio::null()).output() {
+        Ok(output) if output.status.success() => String::from_utf8_lossy(&output.stdout).trim().to_string(),
         _ => format!("unknown ({binary} not built)"),
     }
 }
@@ -221,14 +191,8 @@ impl SuiteArgs {
                     self.kafka_port,
                     vec![
                         ("KAFKA_HEAP_OPTS".to_string(), self.kafka_heap.clone()),
-                        (
-                            "KAFKA_EXTRA_PROPS".to_string(),
-                            KAFKA_EXTRA_PROPS.to_string(),
-                        ),
-                        (
-                            "KAFKA_START_TIMEOUT".to_string(),
-                            self.start_timeout.to_string(),
-                        ),
+                        ("KAFKA_EXTRA_PROPS".to_string(), KAFKA_EXTRA_PROPS.to_string()),
+                        ("KAFKA_START_TIMEOUT".to_string(), self.start_timeout.to_string()),
                     ],
                 ),
                 "keel" => (self.keel_script.clone(), self.keel_port, Vec::new()),
@@ -237,13 +201,7 @@ impl SuiteArgs {
                     continue;
                 }
             };
-            brokers.push(Broker {
-                name: name.clone(),
-                script,
-                port,
-                env,
-                failed_starts: 0,
-            });
+            brokers.push(Broker { name: name.clone(), script, port, env, failed_starts: 0 });
         }
         brokers
     }
@@ -254,19 +212,12 @@ pub fn run_suite(args: &SuiteArgs) -> Result<(), String> {
     let started = Instant::now();
     let mode = if args.full { Mode::Full } else { Mode::Quick };
     let stamp = now_utc().replace([':', '-'], "");
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("benches/results").join(&stamp));
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("benches/results").join(&stamp));
     let logs = out.join("logs");
-    std::fs::create_dir_all(&logs)
-        .map_err(|error| format!("cannot create {}: {error}", logs.display()))?;
+    std::fs::create_dir_all(&logs).map_err(|error| format!("cannot create {}: {error}", logs.display()))?;
     std::fs::create_dir_all(&args.data_root)
         .map_err(|error| format!("cannot create {}: {error}", args.data_root.display()))?;
-    let data_root = args
-        .data_root
-        .canonicalize()
-        .map_err(|error| error.to_string())?;
+    let data_root = args.data_root.canonicalize().map_err(|error| error.to_string())?;
 
     let workload_names: Vec<&str> = workloads::ALL
         .iter()
@@ -277,10 +228,7 @@ pub fn run_suite(args: &SuiteArgs) -> Result<(), String> {
         return Err(format!("--only {:?} matches no workload", args.only));
     }
     let mut brokers = args.brokers();
-    let mut results = SuiteResults {
-        meta: meta(args, mode, &data_root, &brokers),
-        ..SuiteResults::default()
-    };
+    let mut results = SuiteResults { meta: meta(args, mode, &data_root, &brokers), ..SuiteResults::default() };
     let results_path = out.join("results.json");
     eprintln!(
         "keel-bench suite: {} mode, workloads {workload_names:?}, results in {}",
@@ -289,27 +237,14 @@ pub fn run_suite(args: &SuiteArgs) -> Result<(), String> {
     );
 
     for (index, workload) in workload_names.iter().enumerate() {
-        let order: Vec<usize> = if index % 2 == 0 {
-            (0..brokers.len()).collect()
-        } else {
-            (0..brokers.len()).rev().collect()
-        };
+        let order: Vec<usize> =
+            if index % 2 == 0 { (0..brokers.len()).collect() } else { (0..brokers.len()).rev().collect() };
         for broker_index in order {
             let broker = &mut brokers[broker_index];
             let attempt_start = Instant::now();
-            let (status, message, runs) = run_on_broker(
-                args,
-                mode,
-                broker,
-                workload,
-                &data_root,
-                &logs,
-                &mut results.meta,
-            );
-            eprintln!(
-                "keel-bench suite: {workload} on {}: {status} {message}",
-                broker.name
-            );
+            let (status, message, runs) =
+                run_on_broker(args, mode, broker, workload, &data_root, &logs, &mut results.meta);
+            eprintln!("keel-bench suite: {workload} on {}: {status} {message}", broker.name);
             results.runs.extend(runs);
             results.attempts.push(Attempt {
                 workload: workload.to_string(),
@@ -352,11 +287,7 @@ fn meta(args: &SuiteArgs, mode: Mode, data_root: &Path, brokers: &[Broker]) -> M
         },
         kafka_heap: args.kafka_heap.clone(),
         kafka_extra_props: KAFKA_EXTRA_PROPS.replace('\n', "; "),
-        keel_version: if has("keel") {
-            keel_version()
-        } else {
-            "not run".into()
-        },
+        keel_version: if has("keel") { keel_version() } else { "not run".into() },
         librdkafka_version: rdkafka::util::get_rdkafka_version().1,
         keel_bench_version: env!("CARGO_PKG_VERSION").into(),
         ..Meta::default()
@@ -376,19 +307,12 @@ fn run_on_broker(
     if !broker.script.exists() {
         return (
             "not run".into(),
-            format!(
-                "{} does not exist (broker not ready)",
-                broker.script.display()
-            ),
+            format!("{} does not exist (broker not ready)", broker.script.display()),
             Vec::new(),
         );
     }
     if broker.failed_starts >= 2 {
-        return (
-            "not run".into(),
-            "failed to start twice before; skipped".into(),
-            Vec::new(),
-        );
+        return ("not run".into(), "failed to start twice before; skipped".into(), Vec::new());
     }
     let data_dir = data_root.join(format!("{}-{workload}", broker.name));
     let _ = std::fs::remove_dir_all(&data_dir);
@@ -409,26 +333,17 @@ fn run_on_broker(
     }
     broker.failed_starts = 0;
     if broker.name == "kafka" && meta.kafka_config.is_empty() {
-        meta.kafka_config =
-            std::fs::read_to_string(data_dir.join("server.properties")).unwrap_or_default();
+        meta.kafka_config = std::fs::read_to_string(data_dir.join("server.properties")).unwrap_or_default();
     }
-    let client = crate::options::ClientOptions {
-        bootstrap: format!("127.0.0.1:{}", broker.port),
-        ..Default::default()
-    };
+    let client =
+        crate::options::ClientOptions { bootstrap: format!("127.0.0.1:{}", broker.port), ..Default::default() };
     if let Err(error) = crate::admin::wait_for_broker(&client, Duration::from_secs(30)) {
         stop_broker(broker, &data_dir, logs, workload);
         return ("failed to start".into(), error, Vec::new());
     }
     warm_up_broker(&client, &broker.name, mode);
-    let mut probe =
-        pid_listening_on(broker.port).map(|pid| ResourceProbe::new(pid, &data_dir, logs));
-    let context = Context {
-        broker: broker.name.clone(),
-        client,
-        mode,
-        drop_caches: !args.keep_page_cache,
-    };
+    let mut probe = pid_listening_on(broker.port).map(|pid| ResourceProbe::new(pid, &data_dir, logs));
+    let context = Context { broker: broker.name.clone(), client, mode, drop_caches: !args.keep_page_cache };
     let outcome = workloads::run_named(workload, &context, probe.as_mut());
     stop_broker(broker, &data_dir, logs, workload);
     if !args.keep_data {
@@ -450,11 +365,7 @@ fn warm_up_broker(client: &crate::options::ClientOptions, broker: &str, mode: Mo
         consumers: 1,
         rate: 0.0,
         warmup: Duration::ZERO,
-        duration: if mode == Mode::Full {
-            Duration::from_secs(30)
-        } else {
-            Duration::from_secs(5)
-        },
+        duration: if mode == Mode::Full { Duration::from_secs(30) } else { Duration::from_secs(5) },
         drain_timeout: Duration::from_secs(5),
         client: client.clone(),
         ..crate::options::LoadSpec::default()
@@ -469,13 +380,8 @@ fn stop_broker(broker: &Broker, data_dir: &Path, logs: &Path, workload: &str) {
     let pid = pid_listening_on(broker.port);
     let log = logs.join(format!("{}-{workload}-stop.log", broker.name));
     let data_arg = data_dir.display().to_string();
-    let (stopped, output) = run_script(
-        &broker.script,
-        &["stop", &data_arg],
-        &broker.env,
-        Duration::from_secs(90),
-        &log,
-    );
+    let (stopped, output) =
+        run_script(&broker.script, &["stop", &data_arg], &broker.env, Duration::from_secs(90), &log);
     if !stopped {
         eprintln!("keel-bench suite: {} stop failed: {output}", broker.name);
     }
@@ -486,13 +392,8 @@ fn stop_broker(broker: &Broker, data_dir: &Path, logs: &Path, workload: &str) {
     }
     // Only a process whose command line names this run's data directory is ours to end.
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    if pid_listening_on(broker.port) == Some(pid)
-        && String::from_utf8_lossy(&cmdline).contains(&data_arg)
-    {
-        eprintln!(
-            "keel-bench suite: {} (pid {pid}) still running after stop; killing it",
-            broker.name
-        );
+    if pid_listening_on(broker.port) == Some(pid) && String::from_utf8_lossy(&cmdline).contains(&data_arg) {
+        eprintln!("keel-bench suite: {} (pid {pid}) still running after stop; killing it", broker.name);
         // SAFETY: kill only signals a broker process this suite started for this data directory.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }

@@ -29,9 +29,7 @@ pub struct Series {
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 fn header(out: &mut String, title: &str) {
@@ -74,28 +72,15 @@ fn format_tick(value: f64) -> String {
 }
 
 /// A line chart; `log_y` uses a base-10 axis (latencies spanning decades).
-pub fn line_chart(
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[Series],
-    log_y: bool,
-) -> String {
+pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], log_y: bool) -> String {
     let mut out = String::new();
     header(&mut out, title);
-    let points: Vec<(f64, f64)> = series
-        .iter()
-        .flat_map(|s| s.points.iter().copied())
-        .filter(|(_, y)| !log_y || *y > 0.0)
-        .collect();
+    let points: Vec<(f64, f64)> =
+        series.iter().flat_map(|s| s.points.iter().copied()).filter(|(_, y)| !log_y || *y > 0.0).collect();
     let (plot_w, plot_h) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
     if points.is_empty() {
-        let _ = write!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="middle">no data</text></svg>"#,
-            WIDTH / 2.0,
-            HEIGHT / 2.0
-        );
+        let _ =
+            write!(out, r#"<text x="{}" y="{}" text-anchor="middle">no data</text></svg>"#, WIDTH / 2.0, HEIGHT / 2.0);
         return out;
     }
     let x_max = points.iter().map(|p| p.0).fold(0.0, f64::max).max(1.0);
@@ -104,16 +89,10 @@ pub fn line_chart(
     let (y_low, y_high) = if log_y {
         let min = points.iter().map(|p| p.1).fold(f64::MAX, f64::min);
         let max = points.iter().map(|p| p.1).fold(0.0, f64::max);
-        (
-            min.log10().floor(),
-            max.log10().ceil().max(min.log10().floor() + 1.0),
-        )
+        (min.log10().floor(), max.log10().ceil().max(min.log10().floor() + 1.0))
     } else {
         let max = points.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-9);
-        (
-            0.0,
-            (max / nice_step(max, 5.0)).ceil() * nice_step(max, 5.0),
-        )
+        (0.0, (max / nice_step(max, 5.0)).ceil() * nice_step(max, 5.0))
     };
     let to_x = |x: f64| LEFT + x / x_top * plot_w;
     let to_y = |y: f64| {
@@ -134,14 +113,10 @@ pub fn line_chart(
         x += x_step;
     }
     let y_ticks: Vec<f64> = if log_y {
-        (y_low as i32..=y_high as i32)
-            .map(|e| 10f64.powi(e))
-            .collect()
+        (y_low as i32..=y_high as i32).map(|e| 10f64.powi(e)).collect()
     } else {
         let step = nice_step(y_high, 5.0);
-        (0..=((y_high / step).round() as i32))
-            .map(|i| f64::from(i) * step)
-            .collect()
+        (0..=((y_high / step).round() as i32)).map(|i| f64::from(i) * step).collect()
     };
     for y in y_ticks {
         let _ = write!(
@@ -165,11 +140,7 @@ pub fn line_chart(
         if path.is_empty() {
             continue;
         }
-        let dash = if s.dash.is_empty() {
-            String::new()
-        } else {
-            format!(r#" stroke-dasharray="{}""#, s.dash)
-        };
+        let dash = if s.dash.is_empty() { String::new() } else { format!(r#" stroke-dasharray="{}""#, s.dash) };
         let _ = write!(
             out,
             r#"<polyline fill="none" stroke="{}" stroke-width="2"{dash} points="{}"/>"#,
@@ -178,11 +149,7 @@ pub fn line_chart(
         );
         for point in &path {
             let (px, py) = point.split_once(',').unwrap_or(("0", "0"));
-            let _ = write!(
-                out,
-                r#"<circle cx="{px}" cy="{py}" r="2.5" fill="{}"/>"#,
-                s.color
-            );
+            let _ = write!(out, r#"<circle cx="{px}" cy="{py}" r="2.5" fill="{}"/>"#, s.color);
         }
         legend(&mut out, index, &s.name, &s.color, &s.dash);
     }
@@ -211,11 +178,7 @@ fn axes(out: &mut String, x_label: &str, y_label: &str) {
 fn legend(out: &mut String, index: usize, name: &str, color: &str, dash: &str) {
     let y = TOP + 10.0 + index as f64 * 18.0;
     let x = WIDTH - RIGHT + 14.0;
-    let dash = if dash.is_empty() {
-        String::new()
-    } else {
-        format!(r#" stroke-dasharray="{dash}""#)
-    };
+    let dash = if dash.is_empty() { String::new() } else { format!(r#" stroke-dasharray="{dash}""#) };
     let _ = write!(
         out,
         r#"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{color}" stroke-width="3"{dash}/><text x="{}" y="{}">{}</text>"#,
@@ -250,17 +213,10 @@ pub fn bar_chart(
         WIDTH / 2.0,
         escape(title)
     );
-    let max = series
-        .iter()
-        .flat_map(|(_, _, values)| values.iter().flatten())
-        .fold(0.0f64, |a, &b| a.max(b));
+    let max = series.iter().flat_map(|(_, _, values)| values.iter().flatten()).fold(0.0f64, |a, &b| a.max(b));
     if groups.is_empty() || max <= 0.0 {
-        let _ = write!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="middle">no data</text></svg>"#,
-            WIDTH / 2.0,
-            height / 2.0
-        );
+        let _ =
+            write!(out, r#"<text x="{}" y="{}" text-anchor="middle">no data</text></svg>"#, WIDTH / 2.0, height / 2.0);
         return out;
     }
     let step = nice_step(max, 5.0);

@@ -63,28 +63,42 @@ pub struct Workload {
 }
 
 pub const ALL: &[Workload] = &[
-    Workload { name: "max-rate", about: "1 producer flat out: 1 KiB, acks=all, linger.ms=5, batch.size=64 KiB, 6 partitions", run: max_rate },
-    Workload { name: "ladder", about: "fixed-rate steps until the broker delivers < 99% of target; publish and e2e latency per rung", run: ladder },
+    Workload {
+        name: "max-rate",
+        about: "1 producer flat out: 1 KiB, acks=all, linger.ms=5, batch.size=64 KiB, 6 partitions",
+        run: max_rate,
+    },
+    Workload {
+        name: "ladder",
+        about: "fixed-rate steps until the broker delivers < 99% of target; publish and e2e latency per rung",
+        run: ladder,
+    },
     Workload { name: "producers-4-vs-50", about: "the same byte rate from 4 producers and from 50 producers", run: producers_4_vs_50 },
-    Workload { name: "keyed-partitions", about: "keyed records (round-robin keys) over 400 (full: 1,000) partitions: many small batches", run: keyed_partitions },
-    Workload { name: "retention", about: "the same load without deletion, then with retention.bytes small enough that segments are deleted all through the measurement", run: retention },
-    Workload { name: "backlog-drain", about: "consumers start late and drain a backlog while producers keep a constant rate", run: backlog_drain },
+    Workload {
+        name: "keyed-partitions",
+        about: "keyed records (round-robin keys) over 400 (full: 1,000) partitions: many small batches",
+        run: keyed_partitions,
+    },
+    Workload {
+        name: "retention",
+        about:
+            "the same load without deletion, then with retention.bytes small enough that segments are deleted all through the measurement",
+        run: retention,
+    },
+    Workload {
+        name: "backlog-drain",
+        about: "consumers start late and drain a backlog while producers keep a constant rate",
+        run: backlog_drain,
+    },
     Workload { name: "catch-up", about: "write a backlog, drop the page cache, read it all from disk with one consumer", run: catch_up },
 ];
 
 /// Run the workload called `name`.
-pub fn run_named(
-    name: &str,
-    context: &Context,
-    probe: Option<&mut ResourceProbe>,
-) -> Result<Vec<WorkloadRun>, String> {
-    let workload = ALL
-        .iter()
-        .find(|workload| workload.name == name)
-        .ok_or_else(|| {
-            let names: Vec<&str> = ALL.iter().map(|workload| workload.name).collect();
-            format!("unknown workload {name:?}; known: {}", names.join(", "))
-        })?;
+pub fn run_named(name: &str, context: &Context, probe: Option<&mut ResourceProbe>) -> Result<Vec<WorkloadRun>, String> {
+    let workload = ALL.iter().find(|workload| workload.name == name).ok_or_else(|| {
+        let names: Vec<&str> = ALL.iter().map(|workload| workload.name).collect();
+        format!("unknown workload {name:?}; known: {}", names.join(", "))
+    })?;
     (workload.run)(context, probe)
 }
 
@@ -92,12 +106,7 @@ pub fn run_named(
 fn base_spec(context: &Context, topic: &str) -> LoadSpec {
     LoadSpec {
         topics: vec![topic.to_string()],
-        client: ClientOptions {
-            acks: "all".into(),
-            linger_ms: 5,
-            batch_size: 65536,
-            ..context.client.clone()
-        },
+        client: ClientOptions { acks: "all".into(), linger_ms: 5, batch_size: 65536, ..context.client.clone() },
         ..LoadSpec::default()
     }
 }
@@ -121,10 +130,7 @@ fn measure(
     })
 }
 
-fn max_rate(
-    context: &Context,
-    probe: Option<&mut ResourceProbe>,
-) -> Result<Vec<WorkloadRun>, String> {
+fn max_rate(context: &Context, probe: Option<&mut ResourceProbe>) -> Result<Vec<WorkloadRun>, String> {
     let mode = context.mode;
     let spec = LoadSpec {
         partitions: 6,
@@ -135,25 +141,16 @@ fn max_rate(
         duration: mode.pick(Duration::from_secs(15), Duration::from_secs(120)),
         ..base_spec(context, "max-rate")
     };
-    Ok(vec![measure(
-        context,
-        "max-rate",
-        "1 producer",
-        &spec,
-        probe,
-    )?])
+    Ok(vec![measure(context, "max-rate", "1 producer", &spec, probe)?])
 }
 
 /// Target rates of the ladder, records per second (1 KiB each).
 pub fn ladder_rates(mode: Mode) -> Vec<f64> {
     let rates: &[u32] = match mode {
-        Mode::Quick => &[
-            5_000, 10_000, 20_000, 40_000, 70_000, 100_000, 140_000, 180_000, 230_000, 300_000,
-        ],
+        Mode::Quick => &[5_000, 10_000, 20_000, 40_000, 70_000, 100_000, 140_000, 180_000, 230_000, 300_000],
         Mode::Full => &[
-            5_000, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000, 70_000, 80_000, 90_000, 100_000,
-            120_000, 140_000, 160_000, 180_000, 200_000, 230_000, 260_000, 300_000, 350_000,
-            400_000,
+            5_000, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000, 70_000, 80_000, 90_000, 100_000, 120_000, 140_000,
+            160_000, 180_000, 200_000, 230_000, 260_000, 300_000, 350_000, 400_000,
         ],
     };
     rates.iter().map(|&rate| f64::from(rate)).collect()
@@ -164,10 +161,7 @@ pub fn ladder_rates(mode: Mode) -> Vec<f64> {
 /// not end the ladder.
 const LADDER_TRIES: usize = 2;
 
-fn ladder(
-    context: &Context,
-    mut probe: Option<&mut ResourceProbe>,
-) -> Result<Vec<WorkloadRun>, String> {
+fn ladder(context: &Context, mut probe: Option<&mut ResourceProbe>) -> Result<Vec<WorkloadRun>, String> {
     let mode = context.mode;
     let mut runs = Vec::new();
     for rate in ladder_rates(mode) {
@@ -197,11 +191,7 @@ fn ladder(
                     run.result.publish_rate,
                     rate,
                     run.result.errors,
-                    if last {
-                        "ladder stops here"
-                    } else {
-                        "rung run again"
-                    }
+                    if last { "ladder stops here" } else { "rung run again" }
                 ));
                 if !last {
                     // Keep the miss in the results under its own name.
@@ -220,10 +210,7 @@ fn ladder(
     Ok(runs)
 }
 
-fn producers_4_vs_50(
-    context: &Context,
-    mut probe: Option<&mut ResourceProbe>,
-) -> Result<Vec<WorkloadRun>, String> {
+fn producers_4_vs_50(context: &Context, mut probe: Option<&mut ResourceProbe>) -> Result<Vec<WorkloadRun>, String> {
     let mode = context.mode;
     let mut runs = Vec::new();
     for producers in [4usize, 50] {
@@ -248,16 +235,11 @@ fn producers_4_vs_50(
     Ok(runs)
 }
 
-fn keyed_partitions(
-    context: &Context,
-    probe: Option<&mut ResourceProbe>,
-) -> Result<Vec<WorkloadRun>, String> {
+fn keyed_partitions(context: &Context, probe: Option<&mut ResourceProbe>) -> Result<Vec<WorkloadRun>, String> {
     let mode = context.mode;
     let topic_count = mode.pick(40, 100);
     let spec = LoadSpec {
-        topics: (0..topic_count)
-            .map(|index| format!("keyed-{index}"))
-            .collect(),
+        topics: (0..topic_count).map(|index| format!("keyed-{index}")).collect(),
         partitions: 10,
         producers: 4,
         consumers: 2,
@@ -270,22 +252,13 @@ fn keyed_partitions(
         ..base_spec(context, "keyed")
     };
     let variant = format!("{} partitions", topic_count * 10);
-    Ok(vec![measure(
-        context,
-        "keyed-partitions",
-        &variant,
-        &spec,
-        probe,
-    )?])
+    Ok(vec![measure(context, "keyed-partitions", &variant, &spec, probe)?])
 }
 
 /// Log start and end offsets summed over the partitions of `topics`.
 fn offsets(client: &ClientOptions, topics: &[String]) -> Result<(i64, i64, usize), String> {
     let partitions = crate::admin::topic_partitions(client, topics)?;
-    let consumer: BaseConsumer = client
-        .consumer_config()
-        .create()
-        .map_err(|error| error.to_string())?;
+    let consumer: BaseConsumer = client.consumer_config().create().map_err(|error| error.to_string())?;
     let (mut low_sum, mut high_sum, mut advanced) = (0, 0, 0);
     for (topic, partition) in &partitions {
         let (low, high) = consumer
@@ -298,19 +271,15 @@ fn offsets(client: &ClientOptions, topics: &[String]) -> Result<(i64, i64, usize
     Ok((low_sum, high_sum, advanced))
 }
 
-fn retention(
-    context: &Context,
-    mut probe: Option<&mut ResourceProbe>,
-) -> Result<Vec<WorkloadRun>, String> {
+fn retention(context: &Context, mut probe: Option<&mut ResourceProbe>) -> Result<Vec<WorkloadRun>, String> {
     let mode = context.mode;
     let retention_bytes: u64 = 8 << 20;
     let mut runs = Vec::new();
     // The same load twice: first with nothing deleted (the baseline), then with
     // retention small enough that segments are deleted all through the measurement.
-    for (variant, limit, topic) in [
-        (RETENTION_BASELINE, -1i64, "retention-baseline"),
-        (RETENTION_DELETING, retention_bytes as i64, "retention"),
-    ] {
+    for (variant, limit, topic) in
+        [(RETENTION_BASELINE, -1i64, "retention-baseline"), (RETENTION_DELETING, retention_bytes as i64, "retention")]
+    {
         let spec = LoadSpec {
             partitions: 6,
             topic_configs: vec![
@@ -342,10 +311,7 @@ fn retention(
 pub const RETENTION_BASELINE: &str = "baseline: nothing deleted";
 pub const RETENTION_DELETING: &str = "deleting: 8 MiB per partition, 1 MiB segments";
 
-fn backlog_drain(
-    context: &Context,
-    probe: Option<&mut ResourceProbe>,
-) -> Result<Vec<WorkloadRun>, String> {
+fn backlog_drain(context: &Context, probe: Option<&mut ResourceProbe>) -> Result<Vec<WorkloadRun>, String> {
     let mode = context.mode;
     let spec = LoadSpec {
         partitions: 6,
@@ -358,23 +324,16 @@ fn backlog_drain(
         drain_timeout: Duration::from_secs(30),
         ..base_spec(context, "backlog")
     };
-    let mut run = measure(
-        context,
-        "backlog-drain",
-        "consumers start late",
-        &spec,
-        probe,
-    )?;
+    let mut run = measure(context, "backlog-drain", "consumers start late", &spec, probe)?;
     let backlog = spec.rate * spec.consumer_delay.as_secs_f64();
-    let peak = run
-        .result
-        .timeline
-        .iter()
-        .map(|point| point.consumed_per_sec)
-        .fold(0.0, f64::max);
+    let peak = run.result.timeline.iter().map(|point| point.consumed_per_sec).fold(0.0, f64::max);
     run.notes.push(match run.result.caught_up_secs {
-        Some(secs) => format!("backlog of ~{backlog:.0} records drained in {secs:.1}s under load; peak consumer rate {peak:.0} records/s"),
-        None => format!("backlog of ~{backlog:.0} records NOT drained before the end; peak consumer rate {peak:.0} records/s"),
+        Some(secs) => {
+            format!("backlog of ~{backlog:.0} records drained in {secs:.1}s under load; peak consumer rate {peak:.0} records/s")
+        }
+        None => {
+            format!("backlog of ~{backlog:.0} records NOT drained before the end; peak consumer rate {peak:.0} records/s")
+        }
     });
     Ok(vec![run])
 }
@@ -382,14 +341,10 @@ fn backlog_drain(
 fn drop_page_cache() -> Result<(), String> {
     // SAFETY: sync() has no arguments and cannot fail.
     unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3")
-        .map_err(|error| format!("cannot drop the page cache: {error}"))
+    std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(|error| format!("cannot drop the page cache: {error}"))
 }
 
-fn catch_up(
-    context: &Context,
-    probe: Option<&mut ResourceProbe>,
-) -> Result<Vec<WorkloadRun>, String> {
+fn catch_up(context: &Context, probe: Option<&mut ResourceProbe>) -> Result<Vec<WorkloadRun>, String> {
     let mode = context.mode;
     let records: u64 = mode.pick(400_000, 4_000_000);
     let spec = LoadSpec {
@@ -413,18 +368,12 @@ fn catch_up(
     } else {
         notes.push("page cache kept (run with --drop-caches to read from disk)".into());
     }
-    let read_spec = LoadSpec {
-        consumers: 1,
-        ..spec
-    };
+    let read_spec = LoadSpec { consumers: 1, ..spec };
     let label = format!("{} catch-up read", context.broker);
     let result = run_catch_up(&read_spec, write.result.acked, &label, probe)?;
     crate::cli::print_result(&result);
     if result.consumed < write.result.acked {
-        notes.push(format!(
-            "read {} of {} records written",
-            result.consumed, write.result.acked
-        ));
+        notes.push(format!("read {} of {} records written", result.consumed, write.result.acked));
     }
     let read = WorkloadRun {
         workload: "catch-up".into(),

@@ -72,21 +72,14 @@ impl Default for BrokerConfig {
 
 impl BrokerConfig {
     pub fn load_yaml(path: &std::path::Path) -> Result<BrokerConfig, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         serde_yaml::from_str(&text).map_err(|e| format!("parsing {}: {e}", path.display()))
     }
 
     pub fn advertised(&self) -> (String, i32) {
-        let addr = self
-            .advertised_kafka_addr
-            .as_deref()
-            .unwrap_or(&self.kafka_addr);
+        let addr = self.advertised_kafka_addr.as_deref().unwrap_or(&self.kafka_addr);
         match addr.rsplit_once(':') {
-            Some((host, port)) => (
-                host.trim_matches(['[', ']']).to_string(),
-                port.parse().unwrap_or(9092),
-            ),
+            Some((host, port)) => (host.trim_matches(['[', ']']).to_string(), port.parse().unwrap_or(9092)),
             None => (addr.to_string(), 9092),
         }
     }

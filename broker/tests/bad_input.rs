@@ -14,17 +14,11 @@ fn api_versions_ok(b: &Broker) {
     let mut c = b.connect();
     let r: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
     assert_eq!(r.error_code, 0);
-    assert!(r
-        .api_keys
-        .iter()
-        .any(|k| k.api_key == ApiKey::Produce as i16));
+    assert!(r.api_keys.iter().any(|k| k.api_key == ApiKey::Produce as i16));
 }
 
 fn assert_closed(c: &mut common::Conn) {
-    assert!(
-        c.read_frame().is_none(),
-        "connection should have been closed"
-    );
+    assert!(c.read_frame().is_none(), "connection should have been closed");
 }
 
 #[test]
@@ -37,14 +31,7 @@ fn bad_frames_close_only_their_connection() {
         // A 3-byte frame cannot hold a request header.
         [&3i32.to_be_bytes()[..], &[0, 1, 2]].concat(),
         // Unknown API key 999.
-        [
-            &10i32.to_be_bytes()[..],
-            &999i16.to_be_bytes(),
-            &0i16.to_be_bytes(),
-            &7i32.to_be_bytes(),
-            &[0, 0],
-        ]
-        .concat(),
+        [&10i32.to_be_bytes()[..], &999i16.to_be_bytes(), &0i16.to_be_bytes(), &7i32.to_be_bytes(), &[0, 0]].concat(),
         // Metadata v12 with a garbage body.
         [
             &12i32.to_be_bytes()[..],
@@ -66,14 +53,7 @@ fn bad_frames_close_only_their_connection() {
         ]
         .concat(),
         // Produce v2 is below what Kafka 4 (and Keel) serve.
-        [
-            &10i32.to_be_bytes()[..],
-            &0i16.to_be_bytes(),
-            &2i16.to_be_bytes(),
-            &7i32.to_be_bytes(),
-            &[0, 0],
-        ]
-        .concat(),
+        [&10i32.to_be_bytes()[..], &0i16.to_be_bytes(), &2i16.to_be_bytes(), &7i32.to_be_bytes(), &[0, 0]].concat(),
     ];
     for frame in bad {
         let mut c = b.connect();
@@ -96,20 +76,13 @@ fn unknown_api_versions_version_gets_v0_answer() {
     let b = Broker::start(1);
     let mut c = b.connect();
     // ApiVersions v99: answered with a v0 body carrying UNSUPPORTED_VERSION.
-    let frame = [
-        &10i32.to_be_bytes()[..],
-        &18i16.to_be_bytes(),
-        &99i16.to_be_bytes(),
-        &42i32.to_be_bytes(),
-        &[0, 0],
-    ]
-    .concat();
+    let frame =
+        [&10i32.to_be_bytes()[..], &18i16.to_be_bytes(), &99i16.to_be_bytes(), &42i32.to_be_bytes(), &[0, 0]].concat();
     c.send_raw(&frame);
     let mut resp = c.read_frame().unwrap();
     assert_eq!(&resp[..4], &42i32.to_be_bytes());
     let mut body = resp.split_off(4);
-    let r =
-        <ApiVersionsResponse as kafka_protocol::protocol::Decodable>::decode(&mut body, 0).unwrap();
+    let r = <ApiVersionsResponse as kafka_protocol::protocol::Decodable>::decode(&mut body, 0).unwrap();
     assert_eq!(r.error_code, 35);
     assert!(!r.api_keys.is_empty());
 }
@@ -141,17 +114,9 @@ fn corrupt_batches_are_refused_and_not_appended() {
     }
     let r = produce(&mut c, -1, &[("bad", 0, good)]);
     let p = &r.responses[0].partition_responses[0];
-    assert_eq!(
-        (p.error_code, p.base_offset),
-        (0, 0),
-        "only the valid batch is appended, at offset 0"
-    );
+    assert_eq!((p.error_code, p.base_offset), (0, 0), "only the valid batch is appended, at offset 0");
     // Unknown topic and partition.
-    let r = produce(
-        &mut c,
-        -1,
-        &[("bad", 7, build_batch(0, 1, &[(None, Some(b"x"))]))],
-    );
+    let r = produce(&mut c, -1, &[("bad", 7, build_batch(0, 1, &[(None, Some(b"x"))]))]);
     assert_eq!(r.responses[0].partition_responses[0].error_code, 3);
 }
 
@@ -161,11 +126,7 @@ fn oversized_batch_is_message_too_large() {
     let mut c = b.connect();
     create_topic(&mut c, "big", 1);
     let value = vec![7u8; 1_100_000];
-    let r = produce(
-        &mut c,
-        1,
-        &[("big", 0, build_batch(0, 1, &[(None, Some(&value))]))],
-    );
+    let r = produce(&mut c, 1, &[("big", 0, build_batch(0, 1, &[(None, Some(&value))]))]);
     assert_eq!(r.responses[0].partition_responses[0].error_code, 10);
 }
 
@@ -173,15 +134,8 @@ fn oversized_batch_is_message_too_large() {
 fn produce_creates_missing_topics() {
     let b = Broker::start(2);
     let mut c = b.connect();
-    let r = produce(
-        &mut c,
-        1,
-        &[("auto-made", 0, build_batch(0, 1, &[(None, Some(b"x"))]))],
-    );
+    let r = produce(&mut c, 1, &[("auto-made", 0, build_batch(0, 1, &[(None, Some(b"x"))]))]);
     assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
     let f = fetch(&mut c, &[("auto-made", 0, 0)], 5000, 1);
-    assert_eq!(
-        records_of(f.responses[0].partitions[0].records.as_ref().unwrap()).len(),
-        1
-    );
+    assert_eq!(records_of(f.responses[0].partitions[0].records.as_ref().unwrap()).len(), 1);
 }

@@ -23,20 +23,13 @@ fn produce_until(port: u16, stop: Arc<AtomicBool>, first_id: u64) -> BTreeMap<(i
     while !stop.load(Ordering::Relaxed) {
         let parts: Vec<_> = (0..PARTITIONS)
             .map(|p| {
-                let value =
-                    format!("record-{id}-{p}-{}", "x".repeat((id % 700) as usize)).into_bytes();
+                let value = format!("record-{id}-{p}-{}", "x".repeat((id % 700) as usize)).into_bytes();
                 ("crash", p, value)
             })
             .collect();
-        let batches: Vec<_> = parts
-            .iter()
-            .map(|(t, p, v)| (*t, *p, build_batch(0, id as i64, &[(None, Some(v))])))
-            .collect();
-        let (corr, frame) = c.frame(
-            kafka_protocol::messages::ApiKey::Produce,
-            11,
-            &produce_request(&batches),
-        );
+        let batches: Vec<_> =
+            parts.iter().map(|(t, p, v)| (*t, *p, build_batch(0, id as i64, &[(None, Some(v))]))).collect();
+        let (corr, frame) = c.frame(kafka_protocol::messages::ApiKey::Produce, 11, &produce_request(&batches));
         let _ = corr;
         if std::io::Write::write_all(&mut c.stream, &frame).is_err() {
             break;
@@ -45,7 +38,9 @@ fn produce_until(port: u16, stop: Arc<AtomicBool>, first_id: u64) -> BTreeMap<(i
             break;
         };
         let mut body = resp.split_off(5);
-        let r = <kafka_protocol::messages::ProduceResponse as kafka_protocol::protocol::Decodable>::decode(&mut body, 11).unwrap();
+        let r =
+            <kafka_protocol::messages::ProduceResponse as kafka_protocol::protocol::Decodable>::decode(&mut body, 11)
+                .unwrap();
         for (t, (_, p, v)) in r.responses[0].partition_responses.iter().zip(parts) {
             if t.error_code == 0 {
                 acked.insert((p, t.base_offset), v);
@@ -56,24 +51,16 @@ fn produce_until(port: u16, stop: Arc<AtomicBool>, first_id: u64) -> BTreeMap<(i
     acked
 }
 
-fn produce_request(
-    parts: &[(&str, i32, bytes::Bytes)],
-) -> kafka_protocol::messages::ProduceRequest {
+fn produce_request(parts: &[(&str, i32, bytes::Bytes)]) -> kafka_protocol::messages::ProduceRequest {
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     let data = parts
         .iter()
-        .map(|(_, p, b)| {
-            PartitionProduceData::default()
-                .with_index(*p)
-                .with_records(Some(b.clone()))
-        })
+        .map(|(_, p, b)| PartitionProduceData::default().with_index(*p).with_records(Some(b.clone())))
         .collect();
     kafka_protocol::messages::ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(name("crash"))
-            .with_partition_data(data)])
+        .with_topic_data(vec![TopicProduceData::default().with_name(name("crash")).with_partition_data(data)])
 }
 
 #[test]
@@ -113,19 +100,11 @@ fn acknowledged_batches_survive_kill_9() {
             }
             for ((ap, ao), v) in acked.range((p, 0)..(p, i64::MAX)) {
                 assert_eq!(*ap, p);
-                assert_eq!(
-                    seen.get(ao),
-                    Some(v),
-                    "acked record at {p}/{ao} lost or changed after round {round}"
-                );
+                assert_eq!(seen.get(ao), Some(v), "acked record at {p}/{ao} lost or changed after round {round}");
             }
         }
     }
-    assert!(
-        acked.len() > 20,
-        "only {} batches acknowledged in all rounds",
-        acked.len()
-    );
+    assert!(acked.len() > 20, "only {} batches acknowledged in all rounds", acked.len());
 }
 
 #[test]
@@ -138,11 +117,7 @@ fn sigterm_flushes_acks_1_data_before_exiting() {
         let r = produce(
             &mut c,
             1,
-            &[(
-                "term",
-                (i % 2) as i32,
-                build_batch(0, i, &[(None, Some(format!("v{i}").as_bytes()))]),
-            )],
+            &[("term", (i % 2) as i32, build_batch(0, i, &[(None, Some(format!("v{i}").as_bytes()))]))],
         );
         assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
         acked += 1;
@@ -151,29 +126,17 @@ fn sigterm_flushes_acks_1_data_before_exiting() {
     // SAFETY: sending a signal to our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
-    assert!(
-        status.success(),
-        "orderly stop exits 0: {status:?}\n{}",
-        b.log()
-    );
+    assert!(status.success(), "orderly stop exits 0: {status:?}\n{}", b.log());
     assert!(b.log().contains("every partition flushed"));
     b.spawn();
     let mut c = b.connect();
     let f = fetch(&mut c, &[("term", 0, 0), ("term", 1, 0)], 0, 1);
-    let n: usize = f.responses[0]
-        .partitions
-        .iter()
-        .map(|p| records_of(p.records.as_ref().unwrap()).len())
-        .sum();
+    let n: usize = f.responses[0].partitions.iter().map(|p| records_of(p.records.as_ref().unwrap()).len()).sum();
     assert_eq!(n, acked, "every acks=1 record is on disk after SIGTERM");
     // The orderly stop wrote clean-shutdown checkpoints: no partition was scanned.
     let metrics = b.admin_get("/metrics");
     let opened = |name: &str| -> u64 {
-        metrics
-            .lines()
-            .filter(|l| l.starts_with(name))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
+        metrics.lines().filter(|l| l.starts_with(name)).filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum()
     };
     assert_eq!(opened("keel_log_opens_clean_total{"), 2, "{metrics}");
     assert_eq!(opened("keel_log_opens_scanned_total{"), 0, "{metrics}");

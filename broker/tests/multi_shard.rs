@@ -18,63 +18,27 @@ fn produce_and_fetch_span_two_shards() {
     // Least-loaded placement puts two partitions on each shard.
     let status = b.admin_get("/v1/status");
     assert!(
-        status.contains(r#"{"shard":0,"partitions":2"#)
-            && status.contains(r#"{"shard":1,"partitions":2"#),
+        status.contains(r#"{"shard":0,"partitions":2"#) && status.contains(r#"{"shard":1,"partitions":2"#),
         "{status}"
     );
     let parts: Vec<_> = (0..4)
-        .map(|p| {
-            (
-                "spread",
-                p,
-                build_batch(
-                    0,
-                    1000 + p as i64,
-                    &[(Some(format!("k{p}").as_bytes()), Some(b"v"))],
-                ),
-            )
-        })
+        .map(|p| ("spread", p, build_batch(0, 1000 + p as i64, &[(Some(format!("k{p}").as_bytes()), Some(b"v"))])))
         .collect();
     let r = produce(&mut c, -1, &parts);
     let answers = &r.responses[0].partition_responses;
     assert_eq!(
-        answers
-            .iter()
-            .map(|p| (p.index, p.error_code, p.base_offset))
-            .collect::<Vec<_>>(),
+        answers.iter().map(|p| (p.index, p.error_code, p.base_offset)).collect::<Vec<_>>(),
         vec![(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0)]
     );
-    let f = fetch(
-        &mut c,
-        &[
-            ("spread", 3, 0),
-            ("spread", 0, 0),
-            ("spread", 1, 0),
-            ("spread", 2, 0),
-        ],
-        500,
-        1,
-    );
+    let f = fetch(&mut c, &[("spread", 3, 0), ("spread", 0, 0), ("spread", 1, 0), ("spread", 2, 0)], 500, 1);
     let got: Vec<(i32, Vec<Option<bytes::Bytes>>)> = f.responses[0]
         .partitions
         .iter()
-        .map(|p| {
-            (
-                p.partition_index,
-                records_of(p.records.as_ref().unwrap())
-                    .into_iter()
-                    .map(|r| r.1)
-                    .collect(),
-            )
-        })
+        .map(|p| (p.partition_index, records_of(p.records.as_ref().unwrap()).into_iter().map(|r| r.1).collect()))
         .collect();
     assert_eq!(got.len(), 4);
     for (p, keys) in got {
-        assert_eq!(
-            keys,
-            vec![Some(bytes::Bytes::from(format!("k{p}")))],
-            "partition {p} in request order"
-        );
+        assert_eq!(keys, vec![Some(bytes::Bytes::from(format!("k{p}")))], "partition {p} in request order");
     }
 }
 
@@ -88,31 +52,17 @@ fn long_poll_fetch_is_woken_by_an_append_on_another_shard() {
         let mut c = common::Broker::connect_port(port);
         let start = Instant::now();
         let f = fetch(&mut c, &[("wake", 0, 0), ("wake", 1, 0)], 10_000, 1);
-        let n: usize = f.responses[0]
-            .partitions
-            .iter()
-            .map(|p| records_of(p.records.as_ref().unwrap()).len())
-            .sum();
+        let n: usize = f.responses[0].partitions.iter().map(|p| records_of(p.records.as_ref().unwrap()).len()).sum();
         (start.elapsed(), n)
     });
     std::thread::sleep(Duration::from_millis(500));
-    produce(
-        &mut c,
-        1,
-        &[("wake", 1, build_batch(0, 1, &[(None, Some(b"wake up"))]))],
-    );
+    produce(&mut c, 1, &[("wake", 1, build_batch(0, 1, &[(None, Some(b"wake up"))]))]);
     let (elapsed, n) = waiter.join().unwrap();
     assert_eq!(n, 1);
-    assert!(
-        elapsed < Duration::from_secs(5),
-        "fetch waited {elapsed:?} instead of waking on the append"
-    );
+    assert!(elapsed < Duration::from_secs(5), "fetch waited {elapsed:?} instead of waking on the append");
     // With nothing to read, a fetch waits for max_wait_ms.
     let start = Instant::now();
     let f = fetch(&mut c, &[("wake", 0, 0)], 300, 1);
     assert!(start.elapsed() >= Duration::from_millis(250));
-    assert_eq!(
-        records_of(f.responses[0].partitions[0].records.as_ref().unwrap()).len(),
-        0
-    );
+    assert_eq!(records_of(f.responses[0].partitions[0].records.as_ref().unwrap()).len(), 0);
 }

@@ -5,9 +5,7 @@ mod common;
 
 use common::kafka::*;
 use common::Broker;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
+use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -25,16 +23,10 @@ fn commit(c: &mut common::Conn, group: &str, offsets: &[(i32, i64)]) {
     let req = OffsetCommitRequest::default()
         .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
         .with_generation_id_or_member_epoch(-1)
-        .with_topics(vec![OffsetCommitRequestTopic::default()
-            .with_name(name("committed"))
-            .with_partitions(parts)]);
+        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(name("committed")).with_partitions(parts)]);
     let r: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &req);
     for p in &r.topics[0].partitions {
-        assert_eq!(
-            p.error_code, 0,
-            "commit of partition {} in {group}",
-            p.partition_index
-        );
+        assert_eq!(p.error_code, 0, "commit of partition {} in {group}", p.partition_index);
     }
 }
 
@@ -49,13 +41,7 @@ fn fetch_committed(c: &mut common::Conn, group: &str) -> Vec<(i32, i64, Option<S
     r.topics[0]
         .partitions
         .iter()
-        .map(|p| {
-            (
-                p.partition_index,
-                p.committed_offset,
-                p.metadata.as_ref().map(|m| m.to_string()),
-            )
-        })
+        .map(|p| (p.partition_index, p.committed_offset, p.metadata.as_ref().map(|m| m.to_string())))
         .collect()
 }
 
@@ -67,11 +53,7 @@ fn committed_offsets_survive_kill_9_and_restart() {
     // Enough groups that both shards coordinate some of them.
     let groups: Vec<String> = (0..6).map(|g| format!("restart-group-{g}")).collect();
     for (g, group) in groups.iter().enumerate() {
-        commit(
-            &mut c,
-            group,
-            &[(0, 10 + g as i64), (1, 20 + g as i64), (3, 40 + g as i64)],
-        );
+        commit(&mut c, group, &[(0, 10 + g as i64), (1, 20 + g as i64), (3, 40 + g as i64)]);
     }
     let expected: Vec<_> = groups.iter().map(|g| fetch_committed(&mut c, g)).collect();
     assert_eq!(
@@ -99,18 +81,10 @@ fn committed_offsets_survive_kill_9_and_restart() {
             if r.error_code == 0 {
                 break;
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "coordinator never loaded: {}",
-                r.error_code
-            );
+            assert!(std::time::Instant::now() < deadline, "coordinator never loaded: {}", r.error_code);
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        assert_eq!(
-            &fetch_committed(&mut c, group),
-            want,
-            "{group} after kill -9"
-        );
+        assert_eq!(&fetch_committed(&mut c, group), want, "{group} after kill -9");
     }
     // A later commit replaces the earlier one, across an orderly restart too.
     commit(&mut c, &groups[0], &[(0, 99)]);
@@ -121,8 +95,5 @@ fn committed_offsets_survive_kill_9_and_restart() {
     b.spawn();
     let mut c = b.connect();
     std::thread::sleep(std::time::Duration::from_millis(500));
-    assert_eq!(
-        fetch_committed(&mut c, &groups[0])[0],
-        (0, 99, Some("meta-99".into()))
-    );
+    assert_eq!(fetch_committed(&mut c, &groups[0])[0], (0, 99, Some("meta-99".into())));
 }

@@ -18,10 +18,7 @@ const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 fn produce_one(c: &mut Conn, topic: &str, key: &str, value: Option<&[u8]>, timestamp: i64) -> i64 {
@@ -68,11 +65,7 @@ fn read_from(c: &mut Conn, topic: &str, from: i64) -> Vec<(i64, Option<Bytes>, O
         let Some((last, _)) = batches.last() else {
             break;
         };
-        out.extend(
-            records_of(&records)
-                .into_iter()
-                .filter(|(o, _, _)| *o >= offset),
-        );
+        out.extend(records_of(&records).into_iter().filter(|(o, _, _)| *o >= offset));
         offset = last.last_offset() + 1;
         if offset >= p.high_watermark {
             break;
@@ -88,10 +81,7 @@ fn delete_records_moves_the_log_start_and_survives_restart() {
     let r = create_topic_with_configs(&mut c, "dr", 1, &[("segment.bytes", "4096")]);
     assert_eq!(r.topics[0].error_code, 0);
     for i in 0..40 {
-        assert_eq!(
-            produce_one(&mut c, "dr", &format!("k{i}"), Some(&[b'x'; 300]), now_ms()),
-            i
-        );
+        assert_eq!(produce_one(&mut c, "dr", &format!("k{i}"), Some(&[b'x'; 300]), now_ms()), i);
     }
     let (files_before, _) = segments(&b, "dr");
     assert!(files_before >= 3, "small segments roll: {files_before}");
@@ -100,34 +90,21 @@ fn delete_records_moves_the_log_start_and_survives_restart() {
     assert_eq!(list_offset(&mut c, "dr", 0, EARLIEST), (0, 25));
     let f = fetch(&mut c, &[("dr", 0, 10)], 0, 1);
     let p = &f.responses[0].partitions[0];
-    assert_eq!(
-        (p.error_code, p.log_start_offset),
-        (OFFSET_OUT_OF_RANGE, 25)
-    );
+    assert_eq!((p.error_code, p.log_start_offset), (OFFSET_OUT_OF_RANGE, 25));
     assert_eq!(read_from(&mut c, "dr", 25).first().map(|r| r.0), Some(25));
     // Past the high watermark is refused; below the start changes nothing.
     assert_eq!(delete_records(&mut c, "dr", 0, 41).0, OFFSET_OUT_OF_RANGE);
     assert_eq!(delete_records(&mut c, "dr", 0, 10), (0, 25));
-    wait_for(
-        "segments below the log start to be deleted",
-        Duration::from_secs(10),
-        || segments(&b, "dr").0 < files_before,
-    );
+    wait_for("segments below the log start to be deleted", Duration::from_secs(10), || {
+        segments(&b, "dr").0 < files_before
+    });
 
     b.kill9();
     b.spawn();
     let mut c = b.connect();
-    assert_eq!(
-        list_offset(&mut c, "dr", 0, EARLIEST),
-        (0, 25),
-        "the log start offset is durable"
-    );
+    assert_eq!(list_offset(&mut c, "dr", 0, EARLIEST), (0, 25), "the log start offset is durable");
     assert_eq!(read_from(&mut c, "dr", 25).len(), 15);
-    assert_eq!(
-        delete_records(&mut c, "dr", 0, -1),
-        (0, 40),
-        "-1 deletes up to the high watermark"
-    );
+    assert_eq!(delete_records(&mut c, "dr", 0, -1), (0, 40), "-1 deletes up to the high watermark");
     assert_eq!(list_offset(&mut c, "dr", 0, EARLIEST), (0, 40));
 }
 
@@ -137,36 +114,21 @@ fn delete_records_is_refused_on_compact_only_topics() {
     let mut c = b.connect();
     create_topic_with_configs(&mut c, "compacted", 1, &[("cleanup.policy", "compact")]);
     produce_one(&mut c, "compacted", "k", Some(b"v"), now_ms());
-    assert_eq!(
-        delete_records(&mut c, "compacted", 0, 1).0,
-        44,
-        "POLICY_VIOLATION"
-    );
-    assert_eq!(
-        delete_records(&mut c, "nope", 0, 1).0,
-        3,
-        "UNKNOWN_TOPIC_OR_PARTITION"
-    );
+    assert_eq!(delete_records(&mut c, "compacted", 0, 1).0, 44, "POLICY_VIOLATION");
+    assert_eq!(delete_records(&mut c, "nope", 0, 1).0, 3, "UNKNOWN_TOPIC_OR_PARTITION");
 }
 
 #[test]
 fn retention_bytes_deletes_the_oldest_segments() {
     let b = Broker::start(1);
     let mut c = b.connect();
-    create_topic_with_configs(
-        &mut c,
-        "rb",
-        1,
-        &[("segment.bytes", "4096"), ("retention.bytes", "10000")],
-    );
+    create_topic_with_configs(&mut c, "rb", 1, &[("segment.bytes", "4096"), ("retention.bytes", "10000")]);
     for i in 0..60 {
         produce_one(&mut c, "rb", &format!("k{i}"), Some(&[b'y'; 300]), now_ms());
     }
-    wait_for(
-        "retention.bytes to delete segments",
-        Duration::from_secs(10),
-        || list_offset(&mut c, "rb", 0, EARLIEST).1 > 0,
-    );
+    wait_for("retention.bytes to delete segments", Duration::from_secs(10), || {
+        list_offset(&mut c, "rb", 0, EARLIEST).1 > 0
+    });
     let (_, bytes) = segments(&b, "rb");
     assert!(bytes <= 10_000 + 4096, "{bytes} bytes left on disk");
     let start = list_offset(&mut c, "rb", 0, EARLIEST).1;
@@ -182,33 +144,19 @@ fn retention_ms_deletes_expired_segments_including_the_active_one() {
     let b = Broker::start(1);
     let mut c = b.connect();
     // Time checks run every tenth of retention.ms: here every second.
-    create_topic_with_configs(
-        &mut c,
-        "rt",
-        1,
-        &[("segment.bytes", "4096"), ("retention.ms", "10000")],
-    );
+    create_topic_with_configs(&mut c, "rt", 1, &[("segment.bytes", "4096"), ("retention.ms", "10000")]);
     let hour_ago = now_ms() - 3_600_000;
     for i in 0..30 {
         produce_one(&mut c, "rt", &format!("k{i}"), Some(&[b'z'; 300]), hour_ago);
     }
-    wait_for(
-        "every expired record to be deleted",
-        Duration::from_secs(10),
-        || list_offset(&mut c, "rt", 0, EARLIEST).1 == 30,
-    );
+    wait_for("every expired record to be deleted", Duration::from_secs(10), || {
+        list_offset(&mut c, "rt", 0, EARLIEST).1 == 30
+    });
     assert_eq!(list_offset(&mut c, "rt", 0, LATEST), (0, 30));
-    assert_eq!(
-        produce_one(&mut c, "rt", "fresh", Some(b"now"), now_ms()),
-        30
-    );
+    assert_eq!(produce_one(&mut c, "rt", "fresh", Some(b"now"), now_ms()), 30);
     assert_eq!(read_from(&mut c, "rt", 30).len(), 1);
     std::thread::sleep(Duration::from_millis(2500));
-    assert_eq!(
-        list_offset(&mut c, "rt", 0, EARLIEST),
-        (0, 30),
-        "fresh records stay"
-    );
+    assert_eq!(list_offset(&mut c, "rt", 0, EARLIEST), (0, 30), "fresh records stay");
 }
 
 #[test]
@@ -243,36 +191,19 @@ fn compaction_keeps_exactly_the_latest_value_of_each_key() {
     let compacted = |c: &mut Conn| {
         let mut got: Vec<(String, String)> = read_from(c, "cmp", 0)
             .into_iter()
-            .map(|(_, k, v)| {
-                (
-                    k.map(lossy).unwrap_or_default(),
-                    v.map(lossy).unwrap_or_else(|| "<tombstone>".into()),
-                )
-            })
+            .map(|(_, k, v)| (k.map(lossy).unwrap_or_default(), v.map(lossy).unwrap_or_else(|| "<tombstone>".into())))
             .collect();
         got.sort();
         got
     };
-    wait_for(
-        "compaction to leave one record per key",
-        Duration::from_secs(15),
-        || compacted(&mut c) == expected,
-    );
-    assert_eq!(
-        list_offset(&mut c, "cmp", 0, LATEST),
-        (0, last + 1),
-        "offsets are kept"
-    );
+    wait_for("compaction to leave one record per key", Duration::from_secs(15), || compacted(&mut c) == expected);
+    assert_eq!(list_offset(&mut c, "cmp", 0, LATEST), (0, last + 1), "offsets are kept");
     assert_eq!(list_offset(&mut c, "cmp", 0, EARLIEST), (0, 0));
 
     b.kill9();
     b.spawn();
     let mut c = b.connect();
-    assert_eq!(
-        compacted(&mut c),
-        expected,
-        "the compacted log survives a restart"
-    );
+    assert_eq!(compacted(&mut c), expected, "the compacted log survives a restart");
 }
 
 #[test]
@@ -282,18 +213,13 @@ fn write_caching_topics_answer_acks_all_and_serve_after_the_flush() {
     let r = create_topic_with_configs(&mut c, "wc", 1, &[("write.caching", "true")]);
     assert_eq!(r.topics[0].error_code, 0, "write.caching is a topic config");
     for i in 0..20 {
-        assert_eq!(
-            produce_one(&mut c, "wc", &format!("k{i}"), Some(b"v"), now_ms()),
-            i
-        );
+        assert_eq!(produce_one(&mut c, "wc", &format!("k{i}"), Some(b"v"), now_ms()), i);
     }
     // The high watermark still waits for the fsync, so consumers never read a record
     // a crash could lose; it gets there within a flush pass.
-    wait_for(
-        "the high watermark to reach the log end",
-        Duration::from_secs(5),
-        || list_offset(&mut c, "wc", 0, LATEST).1 == 20,
-    );
+    wait_for("the high watermark to reach the log end", Duration::from_secs(5), || {
+        list_offset(&mut c, "wc", 0, LATEST).1 == 20
+    });
     assert_eq!(read_from(&mut c, "wc", 0).len(), 20);
 }
 

@@ -59,10 +59,7 @@ impl BatchHeader {
     /// Parses the header at the start of `buf` without validating the CRC.
     pub fn parse(buf: &[u8]) -> Result<BatchHeader, BatchError> {
         if buf.len() < BATCH_HEADER_LEN {
-            return Err(BatchError::Truncated {
-                have: buf.len(),
-                need: BATCH_HEADER_LEN,
-            });
+            return Err(BatchError::Truncated { have: buf.len(), need: BATCH_HEADER_LEN });
         }
         let mut b = &buf[..BATCH_HEADER_LEN];
         Ok(BatchHeader {
@@ -121,10 +118,7 @@ pub fn validate(buf: &[u8]) -> Result<BatchHeader, BatchError> {
         return Err(BatchError::BadLength(h.batch_length));
     }
     if h.total_len() != buf.len() {
-        return Err(BatchError::Truncated {
-            have: buf.len(),
-            need: h.total_len(),
-        });
+        return Err(BatchError::Truncated { have: buf.len(), need: h.total_len() });
     }
     if h.magic != 2 {
         return Err(BatchError::BadMagic(h.magic));
@@ -137,10 +131,7 @@ pub fn validate(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     }
     let computed = crc32c::crc32c(&buf[ATTRIBUTES_OFFSET..]);
     if computed != h.crc {
-        return Err(BatchError::BadCrc {
-            stored: h.crc,
-            computed,
-        });
+        return Err(BatchError::BadCrc { stored: h.crc, computed });
     }
     Ok(h)
 }
@@ -165,19 +156,11 @@ pub fn split_and_validate(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, 
     while pos < records.len() {
         let rest = &records[pos..];
         let len = match peek_batch_len(rest) {
-            None => {
-                return Err(BatchError::Truncated {
-                    have: rest.len(),
-                    need: BATCH_HEADER_LEN,
-                })
-            }
+            None => return Err(BatchError::Truncated { have: rest.len(), need: BATCH_HEADER_LEN }),
             Some(r) => r?,
         };
         if len > rest.len() {
-            return Err(BatchError::Truncated {
-                have: rest.len(),
-                need: len,
-            });
+            return Err(BatchError::Truncated { have: rest.len(), need: len });
         }
         let batch = records.slice(pos..pos + len);
         let header = validate(&batch)?;
@@ -189,19 +172,10 @@ pub fn split_and_validate(records: &Bytes) -> Result<Vec<(BatchHeader, Bytes)>, 
 
 /// Writes the broker-owned fields into a batch copy: base offset and leader epoch, and
 /// for LogAppendTime the timestamp type and max timestamp (re-computing the CRC).
-pub fn patch(
-    batch: &mut BytesMut,
-    base_offset: i64,
-    leader_epoch: i32,
-    log_append_time: Option<i64>,
-) {
-    assert!(
-        batch.len() >= BATCH_HEADER_LEN,
-        "patching a batch shorter than its header"
-    );
+pub fn patch(batch: &mut BytesMut, base_offset: i64, leader_epoch: i32, log_append_time: Option<i64>) {
+    assert!(batch.len() >= BATCH_HEADER_LEN, "patching a batch shorter than its header");
     batch[0..8].copy_from_slice(&base_offset.to_be_bytes());
-    batch[LEADER_EPOCH_OFFSET..LEADER_EPOCH_OFFSET + 4]
-        .copy_from_slice(&leader_epoch.to_be_bytes());
+    batch[LEADER_EPOCH_OFFSET..LEADER_EPOCH_OFFSET + 4].copy_from_slice(&leader_epoch.to_be_bytes());
     if let Some(ts) = log_append_time {
         let attrs = i16::from_be_bytes([batch[ATTRIBUTES_OFFSET], batch[ATTRIBUTES_OFFSET + 1]]);
         let attrs = attrs | ATTR_LOG_APPEND_TIME;
@@ -214,11 +188,10 @@ pub fn patch(
 
 /// Builds an uncompressed batch of records with the given (key, value) pairs. Used by
 /// tests and by the broker for internal batches.
-pub fn build_batch(
-    base_offset: i64,
-    timestamp: i64,
-    records: &[(Option<&[u8]>, Option<&[u8]>)],
-) -> Bytes {
+/// A record's key and value; `None` is null (a value of `None` is a tombstone).
+pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+pub fn build_batch(base_offset: i64, timestamp: i64, records: &[KeyValue<'_>]) -> Bytes {
     let mut body = BytesMut::new();
     for (i, (key, value)) in records.iter().enumerate() {
         let mut rec = Vec::new();
@@ -242,9 +215,7 @@ pub fn build_batch(
     }
     let mut b = BytesMut::with_capacity(BATCH_HEADER_LEN + body.len());
     b.extend_from_slice(&base_offset.to_be_bytes());
-    b.extend_from_slice(
-        &((BATCH_HEADER_LEN - BATCH_LOG_OVERHEAD + body.len()) as i32).to_be_bytes(),
-    );
+    b.extend_from_slice(&((BATCH_HEADER_LEN - BATCH_LOG_OVERHEAD + body.len()) as i32).to_be_bytes());
     b.extend_from_slice(&0i32.to_be_bytes()); // leader epoch
     b.extend_from_slice(&[2]); // magic
     b.extend_from_slice(&0u32.to_be_bytes()); // crc, set below
@@ -271,6 +242,19 @@ fn put_varlong(out: &mut Vec<u8>, v: i64) {
     out.push(z as u8);
 }
 
+/// (offset, timestamp) of every record in one batch, decompressing it if needed. Used
+/// only by timestamp lookups, never on the produce or fetch path.
+pub fn record_timestamps(batch: &Bytes) -> Result<Vec<(i64, i64)>, BatchError> {
+    let header = validate(batch)?;
+    if header.attributes & ATTR_LOG_APPEND_TIME != 0 {
+        return Ok((header.base_offset..=header.last_offset()).map(|o| (o, header.max_timestamp)).collect());
+    }
+    let mut buf = batch.clone();
+    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
+        .map_err(|_| BatchError::BadRecordCount(header.records_count))?;
+    Ok(set.records.iter().map(|r| (r.offset, r.timestamp)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,10 +268,7 @@ mod tests {
         let mut m = BytesMut::from(&b[..]);
         patch(&mut m, 42, 3, None);
         let h2 = validate(&m).unwrap();
-        assert_eq!(
-            (h2.base_offset, h2.partition_leader_epoch, h2.last_offset()),
-            (42, 3, 43)
-        );
+        assert_eq!((h2.base_offset, h2.partition_leader_epoch, h2.last_offset()), (42, 3, 43));
         patch(&mut m, 42, 3, Some(5555));
         let h3 = validate(&m).unwrap();
         assert_eq!(h3.max_timestamp, 5555);
@@ -314,36 +295,9 @@ mod tests {
         assert!(split_and_validate(&two.slice(..two.len() - 1)).is_err());
         let mut bad = one.to_vec();
         bad[16] = 1;
-        assert_eq!(
-            split_and_validate(&Bytes::from(bad)),
-            Err(BatchError::BadMagic(1))
-        );
+        assert_eq!(split_and_validate(&Bytes::from(bad)), Err(BatchError::BadMagic(1)));
         for cut in 0..one.len() {
-            assert!(
-                split_and_validate(&one.slice(..cut))
-                    .map(|v| v.is_empty())
-                    .unwrap_or(true)
-                    || cut == 0
-            );
+            assert!(split_and_validate(&one.slice(..cut)).map(|v| v.is_empty()).unwrap_or(true) || cut == 0);
         }
     }
-}
-
-/// (offset, timestamp) of every record in one batch, decompressing it if needed. Used
-/// only by timestamp lookups, never on the produce or fetch path.
-pub fn record_timestamps(batch: &Bytes) -> Result<Vec<(i64, i64)>, BatchError> {
-    let header = validate(batch)?;
-    if header.attributes & ATTR_LOG_APPEND_TIME != 0 {
-        return Ok((header.base_offset..=header.last_offset())
-            .map(|o| (o, header.max_timestamp))
-            .collect());
-    }
-    let mut buf = batch.clone();
-    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
-        .map_err(|_| BatchError::BadRecordCount(header.records_count))?;
-    Ok(set
-        .records
-        .iter()
-        .map(|r| (r.offset, r.timestamp))
-        .collect())
 }

@@ -21,27 +21,16 @@ pub enum FrameError {
     #[error("unknown api key {api_key}")]
     UnknownApiKey { api_key: i16 },
     #[error("malformed {api_key:?} v{version} request: {reason}")]
-    Malformed {
-        api_key: ApiKey,
-        version: i16,
-        reason: String,
-    },
+    Malformed { api_key: ApiKey, version: i16, reason: String },
     #[error("response encoding failed for {api_key:?} v{version}: {reason}")]
-    Encode {
-        api_key: ApiKey,
-        version: i16,
-        reason: String,
-    },
+    Encode { api_key: ApiKey, version: i16, reason: String },
 }
 
 /// Checks a size prefix against the limit; returns the body length to read.
 pub fn frame_len(prefix: [u8; 4], request_bytes_max: usize) -> Result<usize, FrameError> {
     let size = i32::from_be_bytes(prefix) as i64;
     if size < 1 || size as usize > request_bytes_max {
-        return Err(FrameError::BadSize {
-            size,
-            max: request_bytes_max,
-        });
+        return Err(FrameError::BadSize { size, max: request_bytes_max });
     }
     Ok(size as usize)
 }
@@ -59,11 +48,7 @@ pub fn peek_prefix(frame: &[u8]) -> Result<RequestPrefix, FrameError> {
         return Err(FrameError::ShortHeader { len: frame.len() });
     }
     let mut b = &frame[..8];
-    Ok(RequestPrefix {
-        api_key: b.get_i16(),
-        api_version: b.get_i16(),
-        correlation_id: b.get_i32(),
-    })
+    Ok(RequestPrefix { api_key: b.get_i16(), api_version: b.get_i16(), correlation_id: b.get_i32() })
 }
 
 /// A decoded request.
@@ -79,15 +64,10 @@ pub struct RequestFrame {
 /// been checked against what the broker serves before calling this.
 pub fn decode_request(frame: Bytes) -> Result<RequestFrame, FrameError> {
     let prefix = peek_prefix(&frame)?;
-    let api_key = ApiKey::try_from(prefix.api_key).map_err(|_| FrameError::UnknownApiKey {
-        api_key: prefix.api_key,
-    })?;
+    let api_key =
+        ApiKey::try_from(prefix.api_key).map_err(|_| FrameError::UnknownApiKey { api_key: prefix.api_key })?;
     let version = prefix.api_version;
-    let malformed = |e: anyhow::Error| FrameError::Malformed {
-        api_key,
-        version,
-        reason: e.to_string(),
-    };
+    let malformed = |e: anyhow::Error| FrameError::Malformed { api_key, version, reason: e.to_string() };
     let mut buf = frame;
     let header_version = api_key.request_header_version(version);
     // The decoder is third-party code fed network input: a panic in it must become a
@@ -100,12 +80,7 @@ pub fn decode_request(frame: Bytes) -> Result<RequestFrame, FrameError> {
     .map_err(|_| anyhow::anyhow!("decoder panicked"))
     .and_then(|r| r)
     .map_err(malformed)?;
-    Ok(RequestFrame {
-        api_key,
-        version,
-        header: decoded.0,
-        body: decoded.1,
-    })
+    Ok(RequestFrame { api_key, version, header: decoded.0, body: decoded.1 })
 }
 
 /// Encodes a full response frame: size prefix, response header, body.
@@ -115,18 +90,10 @@ pub fn encode_response<R: Encodable>(
     correlation_id: i32,
     body: &R,
 ) -> Result<Bytes, FrameError> {
-    let fail = |e: anyhow::Error| FrameError::Encode {
-        api_key,
-        version,
-        reason: e.to_string(),
-    };
+    let fail = |e: anyhow::Error| FrameError::Encode { api_key, version, reason: e.to_string() };
     // ApiVersions responses always use header v0 so that clients can parse them before
     // they know which versions the broker speaks.
-    let header_version = if api_key == ApiKey::ApiVersions {
-        0
-    } else {
-        api_key.response_header_version(version)
-    };
+    let header_version = if api_key == ApiKey::ApiVersions { 0 } else { api_key.response_header_version(version) };
     let body_len = body.compute_size(version).map_err(fail)?;
     let header_len = if header_version >= 1 { 5 } else { 4 };
     let mut out = BytesMut::with_capacity(FRAME_PREFIX_LEN + header_len + body_len);

@@ -17,10 +17,7 @@ const ROUNDS: usize = 20_000;
 static ALLOCATOR: keel_protocol::alloc::GuardedAllocator = keel_protocol::alloc::GuardedAllocator;
 
 fn seed() -> u64 {
-    std::env::var("KEEL_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_cafe)
+    std::env::var("KEEL_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_cafe)
 }
 
 fn valid_frames() -> Vec<Bytes> {
@@ -36,13 +33,10 @@ fn valid_frames() -> Vec<Bytes> {
         buf.freeze()
     }
     let records = build_batch(0, 1, &[(Some(b"k"), Some(b"v"))]);
-    let produce = ProduceRequest::default()
-        .with_acks(-1)
-        .with_topic_data(vec![produce_request::TopicProduceData::default()
+    let produce =
+        ProduceRequest::default().with_acks(-1).with_topic_data(vec![produce_request::TopicProduceData::default()
             .with_name(TopicName(StrBytes::from_static_str("t")))
-            .with_partition_data(vec![
-                produce_request::PartitionProduceData::default().with_records(Some(records)),
-            ])]);
+            .with_partition_data(vec![produce_request::PartitionProduceData::default().with_records(Some(records))])]);
     let fetch = FetchRequest::default().with_topics(vec![fetch_request::FetchTopic::default()
         .with_topic(TopicName(StrBytes::from_static_str("t")))
         .with_partitions(vec![fetch_request::FetchPartition::default()])]);
@@ -106,20 +100,13 @@ fn random_bytes_as_requests_and_batches() {
 #[test]
 fn mutated_batches_never_validate_with_a_wrong_crc() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed() ^ 2);
-    let good = build_batch(
-        0,
-        1,
-        &[(Some(b"key"), Some(b"value")), (None, Some(b"second"))],
-    );
+    let good = build_batch(0, 1, &[(Some(b"key"), Some(b"value")), (None, Some(b"second"))]);
     for _ in 0..ROUNDS {
         let mut b = good.to_vec();
         let i = rng.gen_range(21..b.len());
         let flip: u8 = rng.gen_range(1..=255);
         b[i] ^= flip;
-        assert!(
-            batch::validate(&b).is_err(),
-            "a flipped byte at {i} passed CRC validation"
-        );
+        assert!(batch::validate(&b).is_err(), "a flipped byte at {i} passed CRC validation");
         let _ = batch::split_and_validate(&Bytes::from(b));
     }
 }

@@ -15,9 +15,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd};
-use keel_protocol::batch::{
-    BatchHeader, ATTR_COMPRESSION_MASK, ATTR_LOG_APPEND_TIME, BATCH_HEADER_LEN,
-};
+use keel_protocol::batch::{BatchHeader, ATTR_COMPRESSION_MASK, ATTR_LOG_APPEND_TIME, BATCH_HEADER_LEN};
 
 const BATCH_LENGTH_OFFSET: usize = 8;
 const CRC_OFFSET: usize = 17;
@@ -70,10 +68,7 @@ fn compress(codec: i16, raw: &[u8], out: &mut BytesMut) -> Result<(), String> {
 }
 
 /// Splits a decompressed body into its records.
-pub fn parse_records<'a>(
-    header: &BatchHeader,
-    body: &'a [u8],
-) -> Result<Vec<RawRecord<'a>>, String> {
+pub fn parse_records<'a>(header: &BatchHeader, body: &'a [u8]) -> Result<Vec<RawRecord<'a>>, String> {
     let mut out = Vec::with_capacity(header.records_count.max(0) as usize);
     let mut rest = body;
     let log_append_time = header.attributes & ATTR_LOG_APPEND_TIME != 0;
@@ -95,40 +90,22 @@ pub fn parse_records<'a>(
         let offset_delta = varint(&mut rec)?;
         let key = bytes_field(&mut rec)?;
         let value = bytes_field(&mut rec)?;
-        let timestamp = if log_append_time {
-            header.max_timestamp
-        } else {
-            header.base_timestamp + timestamp_delta
-        };
-        out.push(RawRecord {
-            offset: header.base_offset + offset_delta,
-            timestamp,
-            key,
-            value,
-            bytes,
-        });
+        let timestamp = if log_append_time { header.max_timestamp } else { header.base_timestamp + timestamp_delta };
+        out.push(RawRecord { offset: header.base_offset + offset_delta, timestamp, key, value, bytes });
     }
     Ok(out)
 }
 
 /// A batch holding only `kept` (records of `batch`, in order), or a header-only batch
 /// when `kept` is empty. Everything but the record count, length and CRC is kept.
-pub fn rebuild(
-    header: &BatchHeader,
-    batch: &Bytes,
-    kept: &[RawRecord<'_>],
-) -> Result<Bytes, String> {
+pub fn rebuild(header: &BatchHeader, batch: &Bytes, kept: &[RawRecord<'_>]) -> Result<Bytes, String> {
     let mut raw = Vec::with_capacity(kept.iter().map(|r| r.bytes.len()).sum());
     for r in kept {
         raw.extend_from_slice(r.bytes);
     }
     let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + raw.len());
     out.extend_from_slice(&batch[..BATCH_HEADER_LEN]);
-    let codec = if kept.is_empty() {
-        0
-    } else {
-        header.compression()
-    };
+    let codec = if kept.is_empty() { 0 } else { header.compression() };
     if kept.is_empty() {
         let attrs = header.attributes & !ATTR_COMPRESSION_MASK;
         out[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
@@ -136,8 +113,7 @@ pub fn rebuild(
     compress(codec, &raw, &mut out)?;
     let batch_length = (out.len() - 12) as i32;
     out[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4].copy_from_slice(&batch_length.to_be_bytes());
-    out[RECORDS_COUNT_OFFSET..RECORDS_COUNT_OFFSET + 4]
-        .copy_from_slice(&(kept.len() as i32).to_be_bytes());
+    out[RECORDS_COUNT_OFFSET..RECORDS_COUNT_OFFSET + 4].copy_from_slice(&(kept.len() as i32).to_be_bytes());
     let crc = crc32c::crc32c(&out[ATTRIBUTES_OFFSET..]);
     out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(out.freeze())
@@ -186,9 +162,7 @@ pub fn put_varint(out: &mut Vec<u8>, v: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
     fn encoded(compression: Compression) -> Bytes {
         let records: Vec<Record> = (0..6)
@@ -209,72 +183,32 @@ mod tests {
             })
             .collect();
         let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression,
-            },
-        )
-        .unwrap();
+        RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression }).unwrap();
         buf.freeze()
     }
 
     #[test]
     fn filtered_batches_keep_offsets_and_producer_fields_for_every_codec() {
-        for c in [
-            Compression::None,
-            Compression::Gzip,
-            Compression::Snappy,
-            Compression::Lz4,
-            Compression::Zstd,
-        ] {
+        for c in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
             let batch = encoded(c);
             let h = keel_protocol::batch::validate(&batch).unwrap();
             let body = decompressed_body(&h, &batch).unwrap();
             let records = parse_records(&h, &body).unwrap();
-            assert_eq!(
-                records.iter().map(|r| r.offset).collect::<Vec<_>>(),
-                (100..106).collect::<Vec<_>>()
-            );
+            assert_eq!(records.iter().map(|r| r.offset).collect::<Vec<_>>(), (100..106).collect::<Vec<_>>());
             assert_eq!(records[3].timestamp, 5003);
             assert!(records[4].value.is_none());
-            let kept: Vec<_> = records
-                .iter()
-                .filter(|r| r.offset % 2 == 1)
-                .copied()
-                .collect();
+            let kept: Vec<_> = records.iter().filter(|r| r.offset % 2 == 1).copied().collect();
             let rebuilt = rebuild(&h, &batch, &kept).unwrap();
             let h2 = keel_protocol::batch::validate(&rebuilt).unwrap();
-            assert_eq!(
-                (h2.base_offset, h2.last_offset(), h2.records_count),
-                (100, 105, 3)
-            );
-            assert_eq!(
-                (h2.producer_id, h2.producer_epoch, h2.base_sequence),
-                (77, 2, 10)
-            );
-            assert_eq!(
-                (h2.base_timestamp, h2.max_timestamp, h2.compression()),
-                (5000, 5005, h.compression())
-            );
+            assert_eq!((h2.base_offset, h2.last_offset(), h2.records_count), (100, 105, 3));
+            assert_eq!((h2.producer_id, h2.producer_epoch, h2.base_sequence), (77, 2, 10));
+            assert_eq!((h2.base_timestamp, h2.max_timestamp, h2.compression()), (5000, 5005, h.compression()));
             let mut buf = rebuilt.clone();
             let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
-            let got: Vec<_> = set
-                .records
-                .iter()
-                .map(|r| (r.offset, r.timestamp, r.key.clone()))
-                .collect();
+            let got: Vec<_> = set.records.iter().map(|r| (r.offset, r.timestamp, r.key.clone())).collect();
             let want: Vec<_> = [101i64, 103, 105]
                 .iter()
-                .map(|&o| {
-                    (
-                        o,
-                        4900 + o,
-                        Some(Bytes::from(format!("k{}", (o - 100) % 3))),
-                    )
-                })
+                .map(|&o| (o, 4900 + o, Some(Bytes::from(format!("k{}", (o - 100) % 3)))))
                 .collect();
             assert_eq!(got, want, "{c:?}");
         }
@@ -287,24 +221,11 @@ mod tests {
         let empty = rebuild(&h, &batch, &[]).unwrap();
         assert_eq!(empty.len(), BATCH_HEADER_LEN);
         let h2 = keel_protocol::batch::validate(&empty).unwrap();
-        assert_eq!(
-            (
-                h2.base_offset,
-                h2.last_offset(),
-                h2.records_count,
-                h2.compression()
-            ),
-            (100, 105, 0, 0)
-        );
+        assert_eq!((h2.base_offset, h2.last_offset(), h2.records_count, h2.compression()), (100, 105, 0, 0));
         assert_eq!(h2.last_sequence(), h.last_sequence());
         // Readers that decode records (the group coordinator's replay) see no record.
         let mut buf = empty.clone();
-        assert!(
-            kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
-                .unwrap()
-                .records
-                .is_empty()
-        );
+        assert!(kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap().records.is_empty());
     }
 
     #[test]

@@ -43,9 +43,7 @@ impl BatchCache {
 
     /// Whether `bytes` more fit in the shard's budget (always, for a log without one).
     pub(crate) fn has_room_for(&self, bytes: usize) -> bool {
-        self.shard
-            .as_ref()
-            .is_none_or(|s| s.used.get() + bytes <= s.limit)
+        self.shard.as_ref().is_none_or(|s| s.used.get() + bytes <= s.limit)
     }
 
     pub(crate) fn push_back(&mut self, header: BatchHeader, batch: Bytes) {
@@ -82,18 +80,9 @@ impl BatchCache {
     }
 
     fn charge(&mut self, delta: isize) {
-        self.bytes = self
-            .bytes
-            .checked_add_signed(delta)
-            .expect("cache accounting");
+        self.bytes = self.bytes.checked_add_signed(delta).expect("cache accounting");
         if let Some(shard) = &self.shard {
-            shard.used.set(
-                shard
-                    .used
-                    .get()
-                    .checked_add_signed(delta)
-                    .expect("shard cache accounting"),
-            );
+            shard.used.set(shard.used.get().checked_add_signed(delta).expect("shard cache accounting"));
         }
     }
 }
@@ -113,11 +102,7 @@ pub struct ShardCache {
 
 impl ShardCache {
     pub fn new(limit: usize) -> Rc<ShardCache> {
-        Rc::new(ShardCache {
-            limit,
-            used: Cell::new(0),
-            logs: RefCell::new(Vec::new()),
-        })
+        Rc::new(ShardCache { limit, used: Cell::new(0), logs: RefCell::new(Vec::new()) })
     }
 
     /// Bytes cached by every log of the shard.
@@ -155,11 +140,8 @@ impl ShardCache {
             })
             .collect();
         drop(logs);
-        sizes.sort_unstable_by(|a, b| b.0.cmp(&a.0));
-        let level = water_level(
-            &sizes.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
-            self.limit / 8 * 7,
-        );
+        sizes.sort_unstable_by_key(|(size, _)| std::cmp::Reverse(*size));
+        let level = water_level(&sizes.iter().map(|(s, _)| *s).collect::<Vec<_>>(), self.limit / 8 * 7);
         for (size, log) in sizes {
             if size <= level {
                 break;
@@ -197,11 +179,7 @@ mod tests {
 
     #[test]
     fn water_level_caps_the_largest_first() {
-        assert_eq!(
-            water_level(&[100, 10, 5], 200),
-            100,
-            "under target: nothing capped"
-        );
+        assert_eq!(water_level(&[100, 10, 5], 200), 100, "under target: nothing capped");
         assert_eq!(water_level(&[100, 10, 5], 55), 40);
         assert_eq!(water_level(&[100, 60, 5], 45), 20);
         assert_eq!(water_level(&[30, 30, 30], 30), 10);

@@ -35,10 +35,7 @@ impl PartitionState {
         if body.len() < 16 {
             return None;
         }
-        Some(PartitionState {
-            log_start_offset: body.get_i64(),
-            cleaned_upto: body.get_i64(),
-        })
+        Some(PartitionState { log_start_offset: body.get_i64(), cleaned_upto: body.get_i64() })
     }
 }
 
@@ -58,10 +55,7 @@ mod tests {
 
     #[test]
     fn state_round_trip() {
-        let s = PartitionState {
-            log_start_offset: 42,
-            cleaned_upto: 7,
-        };
+        let s = PartitionState { log_start_offset: 42, cleaned_upto: 7 };
         assert_eq!(PartitionState::decode(&s.encode()), Some(s));
         assert_eq!(PartitionState::decode(&s.encode()[..15]), None);
     }

@@ -113,11 +113,7 @@ impl PartitionLog {
                 dirty += seg.size;
             }
         }
-        let ratio = if total == 0 {
-            0.0
-        } else {
-            dirty as f64 / total as f64
-        };
+        let ratio = if total == 0 { 0.0 } else { dirty as f64 / total as f64 };
         (force || ratio >= policy.min_cleanable_dirty_ratio).then_some(Range {
             segment_count: count,
             end,
@@ -139,14 +135,8 @@ pub async fn compact(
         return Ok(None);
     };
     let map = KeyMap::build(log, &range, policy.key_map_bytes_max).await?;
-    let mut outcome = CompactionOutcome {
-        cleaned_upto: map.covered_upto,
-        ..Default::default()
-    };
-    let bases: Vec<i64> = log.borrow().segments[..range.segment_count]
-        .iter()
-        .map(|s| s.base_offset)
-        .collect();
+    let mut outcome = CompactionOutcome { cleaned_upto: map.covered_upto, ..Default::default() };
+    let bases: Vec<i64> = log.borrow().segments[..range.segment_count].iter().map(|s| s.base_offset).collect();
     for (i, base) in bases.iter().enumerate() {
         let next_base = bases.get(i + 1).copied().unwrap_or(range.end);
         if next_base <= range.log_start {
@@ -166,8 +156,7 @@ pub async fn compact(
         crate::stats::update(|s| {
             s.compaction_passes += 1;
             s.compaction_records_removed += outcome.records_removed;
-            s.compaction_bytes_reclaimed +=
-                outcome.bytes_before.saturating_sub(outcome.bytes_after);
+            s.compaction_bytes_reclaimed += outcome.bytes_before.saturating_sub(outcome.bytes_after);
         });
     }
     Ok(Some(outcome))
@@ -185,11 +174,7 @@ impl KeyMap {
         ((self.hashers.0.hash_one(key) as u128) << 64) | self.hashers.1.hash_one(key) as u128
     }
 
-    async fn build(
-        log: &Rc<RefCell<PartitionLog>>,
-        range: &Range,
-        bytes_max: usize,
-    ) -> Result<KeyMap, StorageError> {
+    async fn build(log: &Rc<RefCell<PartitionLog>>, range: &Range, bytes_max: usize) -> Result<KeyMap, StorageError> {
         let entries_max = (bytes_max / KEY_MAP_ENTRY_BYTES).max(1);
         let mut map = KeyMap {
             latest: HashMap::new(),
@@ -210,10 +195,8 @@ impl KeyMap {
                 if h.last_offset() < range.first_dirty || h.is_control() {
                     continue;
                 }
-                let body =
-                    batch_filter::decompressed_body(&h, &batch).map_err(|r| corrupt(log, &h, r))?;
-                let records =
-                    batch_filter::parse_records(&h, &body).map_err(|r| corrupt(log, &h, r))?;
+                let body = batch_filter::decompressed_body(&h, &batch).map_err(|r| corrupt(log, &h, r))?;
+                let records = batch_filter::parse_records(&h, &body).map_err(|r| corrupt(log, &h, r))?;
                 let fresh = records.iter().filter(|r| r.key.is_some()).count();
                 if map.latest.len() + fresh > entries_max && h.base_offset > range.first_dirty {
                     // The map is full: this pass covers the dirty range up to here.
@@ -239,13 +222,8 @@ impl KeyMap {
             return true;
         }
         let Some(key) = r.key else { return false };
-        let superseded = self
-            .latest
-            .get(&self.hash(key))
-            .map(|&latest| latest > r.offset)
-            .unwrap_or(false);
-        let expired_tombstone =
-            r.value.is_none() && r.timestamp.saturating_add(delete_retention_ms) <= now_ms;
+        let superseded = self.latest.get(&self.hash(key)).map(|&latest| latest > r.offset).unwrap_or(false);
+        let expired_tombstone = r.value.is_none() && r.timestamp.saturating_add(delete_retention_ms) <= now_ms;
         !superseded && !expired_tombstone
     }
 }
@@ -253,11 +231,7 @@ impl KeyMap {
 fn corrupt(log: &Rc<RefCell<PartitionLog>>, h: &BatchHeader, reason: String) -> StorageError {
     let path = log.borrow().dir.clone();
     tracing::error!(path = %path.display(), offset = h.base_offset, %reason, "undecodable batch stops compaction");
-    StorageError::Corrupt {
-        path,
-        position: 0,
-        reason,
-    }
+    StorageError::Corrupt { path, position: 0, reason }
 }
 
 /// Rewrites the segment based at `base` without the records `map` supersedes, and
@@ -275,12 +249,7 @@ async fn rewrite_segment(
         let Some(seg) = l.segments.iter().find(|s| s.base_offset == base) else {
             return Ok(());
         };
-        (
-            Rc::clone(&seg.file),
-            seg.path.clone(),
-            l.config.index_interval_bytes,
-            SegmentReader::new(seg),
-        )
+        (Rc::clone(&seg.file), seg.path.clone(), l.config.index_interval_bytes, SegmentReader::new(seg))
     };
     let cleaned_path = cleaned_path(&path);
     let mut writer = SegmentWriter::create(cleaned_path.clone(), base, interval).await?;
@@ -291,8 +260,7 @@ async fn rewrite_segment(
             Filtered::Unchanged => writer.push(&h, &batch).await?,
             Filtered::Rebuilt(b, n) => {
                 removed += n;
-                let nh = keel_protocol::batch::validate(&b)
-                    .map_err(|e| corrupt(log, &h, e.to_string()))?;
+                let nh = keel_protocol::batch::validate(&b).map_err(|e| corrupt(log, &h, e.to_string()))?;
                 writer.push(&nh, &b).await?;
             }
             Filtered::Dropped(n) => removed += n,
@@ -305,15 +273,9 @@ async fn rewrite_segment(
     }
     let mut rebuilt = writer.finish().await?;
     let lock = log.borrow().io_lock();
-    let permit = lock
-        .acquire_permit(1)
-        .await
-        .expect("the io lock is never closed");
-    let still_there = log
-        .borrow()
-        .segments
-        .iter()
-        .position(|s| s.base_offset == base && Rc::ptr_eq(&s.file, &original));
+    let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
+    let still_there =
+        log.borrow().segments.iter().position(|s| s.base_offset == base && Rc::ptr_eq(&s.file, &original));
     let Some(i) = still_there else {
         drop(permit);
         segment::release_file(rebuilt.file, Some(&cleaned_path)).await;
@@ -326,19 +288,13 @@ async fn rewrite_segment(
     {
         // Cached copies of the rewritten batches would serve what compaction removed.
         let mut l = log.borrow_mut();
-        let seg_end = l
-            .segments
-            .get(i + 1)
-            .map(|s| s.base_offset)
-            .unwrap_or(i64::MAX);
+        let seg_end = l.segments.get(i + 1).map(|s| s.base_offset).unwrap_or(i64::MAX);
         l.drop_cached_below(seg_end);
     }
     let old = if remove {
         let old = log.borrow_mut().segments.remove(i);
         segment::release_file(rebuilt.file, Some(&cleaned_path)).await;
-        glommio::io::remove(&path)
-            .await
-            .map_err(|e| StorageError::io("remove emptied segment", &path, e.into()))?;
+        glommio::io::remove(&path).await.map_err(|e| StorageError::io("remove emptied segment", &path, e.into()))?;
         old
     } else {
         glommio::io::rename(&cleaned_path, &path)
@@ -379,22 +335,13 @@ fn filter_batch(
     }
     let body = batch_filter::decompressed_body(h, batch).map_err(|r| corrupt(log, h, r))?;
     let records = batch_filter::parse_records(h, &body).map_err(|r| corrupt(log, h, r))?;
-    let kept: Vec<RawRecord<'_>> = records
-        .iter()
-        .filter(|r| map.keeps(r, now_ms, policy.delete_retention_ms))
-        .copied()
-        .collect();
+    let kept: Vec<RawRecord<'_>> =
+        records.iter().filter(|r| map.keeps(r, now_ms, policy.delete_retention_ms)).copied().collect();
     let removed = (records.len() - kept.len()) as u64;
     if removed == 0 {
         return Ok(Filtered::Unchanged);
     }
-    if kept.is_empty()
-        && !(h.has_producer_id()
-            && log
-                .borrow()
-                .producers
-                .is_recent(h.producer_id, h.base_offset))
-    {
+    if kept.is_empty() && !(h.has_producer_id() && log.borrow().producers.is_recent(h.producer_id, h.base_offset)) {
         return Ok(Filtered::Dropped(removed));
     }
     let rebuilt = batch_filter::rebuild(h, batch, &kept).map_err(|r| corrupt(log, h, r))?;
@@ -402,10 +349,7 @@ fn filter_batch(
 }
 
 fn cleaned_path(path: &std::path::Path) -> PathBuf {
-    let mut name = path
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".cleaned");
     path.with_file_name(name)
 }

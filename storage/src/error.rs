@@ -5,28 +5,16 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
     #[error("{op} {path}: {source}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { op: &'static str, path: PathBuf, source: std::io::Error },
     #[error("corrupt batch in {path} at byte {position}: {reason}")]
-    Corrupt {
-        path: PathBuf,
-        position: u64,
-        reason: String,
-    },
+    Corrupt { path: PathBuf, position: u64, reason: String },
     #[error("offset {offset} is outside the log [{start}, {end})")]
     OffsetOutOfRange { offset: i64, start: i64, end: i64 },
 }
 
 impl StorageError {
     pub fn io(op: &'static str, path: &Path, source: std::io::Error) -> StorageError {
-        StorageError::Io {
-            op,
-            path: path.to_path_buf(),
-            source,
-        }
+        StorageError::Io { op, path: path.to_path_buf(), source }
     }
 
     /// True when the device is out of space: retriable once space returns.

@@ -32,10 +32,7 @@ impl FlushQueue {
 
     /// A flush loop that also keeps the shard's batch caches within `cache`.
     pub fn with_cache(cache: Rc<ShardCache>) -> Rc<FlushQueue> {
-        Rc::new(FlushQueue {
-            cache: Some(cache),
-            ..FlushQueue::default()
-        })
+        Rc::new(FlushQueue { cache: Some(cache), ..FlushQueue::default() })
     }
 
     /// Schedules `log` for the next pass.
@@ -109,8 +106,5 @@ pub async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output>
         }
     })
     .await;
-    results
-        .into_iter()
-        .map(|r| r.expect("every future completed"))
-        .collect()
+    results.into_iter().map(|r| r.expect("every future completed")).collect()
 }

@@ -49,20 +49,12 @@ impl ShardKv {
             cache_bytes_max: 0,
             ..LogConfig::default()
         };
-        let log = Rc::new(RefCell::new(
-            PartitionLog::open(dir, config, None, |_| {}).await?,
-        ));
+        let log = Rc::new(RefCell::new(PartitionLog::open(dir, config, None, |_| {}).await?));
         let mut map = BTreeMap::new();
-        let segments: Vec<_> = log
-            .borrow()
-            .segments
-            .iter()
-            .map(SegmentReader::new)
-            .collect();
+        let segments: Vec<_> = log.borrow().segments.iter().map(SegmentReader::new).collect();
         for mut reader in segments {
             while let Some((header, batch)) = reader.next().await? {
-                let body = batch_filter::decompressed_body(&header, &batch)
-                    .map_err(|e| corrupt(dir, e))?;
+                let body = batch_filter::decompressed_body(&header, &batch).map_err(|e| corrupt(dir, e))?;
                 for r in batch_filter::parse_records(&header, &body).map_err(|e| corrupt(dir, e))? {
                     let Some(key) = r.key.and_then(|k| std::str::from_utf8(k).ok()) else {
                         continue;
@@ -74,12 +66,7 @@ impl ShardKv {
                 }
             }
         }
-        let kv = Rc::new(ShardKv {
-            log,
-            flush,
-            map: RefCell::new(map),
-            snapshotting: Cell::new(false),
-        });
+        let kv = Rc::new(ShardKv { log, flush, map: RefCell::new(map), snapshotting: Cell::new(false) });
         kv.snapshot_if_large().await?;
         Ok(kv)
     }
@@ -96,21 +83,13 @@ impl ShardKv {
     /// (`<parent>/.kv`), opened afresh as a restarted broker would (tools and tests).
     pub async fn standalone_keys_for(dir: &Path) -> Result<StateKeys, StorageError> {
         let parent = dir.parent().unwrap_or(dir);
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        Ok(ShardKv::open_standalone(&parent.join(".kv"))
-            .await?
-            .keys(&format!("{name}/")))
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(ShardKv::open_standalone(&parent.join(".kv")).await?.keys(&format!("{name}/")))
     }
 
     /// The keys of one partition's state.
     pub fn keys(self: &Rc<Self>, prefix: &str) -> StateKeys {
-        StateKeys {
-            kv: self.clone(),
-            prefix: prefix.to_string(),
-        }
+        StateKeys { kv: self.clone(), prefix: prefix.to_string() }
     }
 
     pub fn get(&self, key: &str) -> Option<Bytes> {
@@ -143,10 +122,7 @@ impl ShardKv {
 
     /// Applies the changes as one batch, so they become durable together.
     pub async fn write(&self, changes: &[(&str, Option<Bytes>)]) -> Result<(), StorageError> {
-        let records: Vec<_> = changes
-            .iter()
-            .map(|(k, v)| (Some(k.as_bytes()), v.as_deref()))
-            .collect();
+        let records: Vec<_> = changes.iter().map(|(k, v)| (Some(k.as_bytes()), v.as_deref())).collect();
         let batch = build_batch(0, now_ms(), &records);
         log::roll_if_needed(&self.log, batch.len()).await?;
         // The map changes with the append, in one step, so its order is the log's.
@@ -175,11 +151,7 @@ impl ShardKv {
                     return Ok(());
                 }
                 if let Some(e) = &l.flush_error {
-                    return Err(StorageError::io(
-                        "write state",
-                        l.dir(),
-                        std::io::Error::other(e.clone()),
-                    ));
+                    return Err(StorageError::io("write state", l.dir(), std::io::Error::other(e.clone())));
                 }
                 l.changed.wait()
             };
@@ -189,12 +161,7 @@ impl ShardKv {
 
     async fn snapshot_if_large(&self) -> Result<(), StorageError> {
         let size = self.log.borrow().size_bytes();
-        let live: u64 = self
-            .map
-            .borrow()
-            .iter()
-            .map(|(k, v)| (k.len() + v.len() + 32) as u64)
-            .sum();
+        let live: u64 = self.map.borrow().iter().map(|(k, v)| (k.len() + v.len() + 32) as u64).sum();
         if self.snapshotting.get() || size < SNAPSHOT_MIN_BYTES || size < 4 * live {
             return Ok(());
         }
@@ -212,10 +179,7 @@ impl ShardKv {
             let first = l.log_end_offset();
             let entries: Vec<_> = map.iter().collect();
             for chunk in entries.chunks(SNAPSHOT_BATCH_RECORDS) {
-                let records: Vec<_> = chunk
-                    .iter()
-                    .map(|(k, v)| (Some(k.as_bytes()), Some(&v[..])))
-                    .collect();
+                let records: Vec<_> = chunk.iter().map(|(k, v)| (Some(k.as_bytes()), Some(&v[..]))).collect();
                 l.append(&build_batch(0, now_ms(), &records), 0, None);
             }
             (first, l.log_end_offset() - 1)
@@ -224,11 +188,7 @@ impl ShardKv {
             self.wait_durable(last).await?;
         }
         retention::delete_records(&self.log, first).await?;
-        let policy = RetentionPolicy {
-            delete: false,
-            retention_ms: -1,
-            retention_bytes: -1,
-        };
+        let policy = RetentionPolicy { delete: false, retention_ms: -1, retention_bytes: -1 };
         let outcome = retention::enforce(&self.log, now_ms(), &policy).await?;
         tracing::info!(
             entries = self.map.borrow().len(),
@@ -245,18 +205,11 @@ impl ShardKv {
 }
 
 fn corrupt(dir: &Path, reason: String) -> StorageError {
-    StorageError::Corrupt {
-        path: dir.to_path_buf(),
-        position: 0,
-        reason,
-    }
+    StorageError::Corrupt { path: dir.to_path_buf(), position: 0, reason }
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// Where a partition keeps its state in the shard's store: keys under `prefix`.

@@ -47,15 +47,11 @@ pub async fn prime_dma_probe(data_dir: &std::path::Path) -> Result<(), StorageEr
     let path = data_dir.join(".io-probe");
     let meta = std::fs::metadata(&path).ok();
     if meta.map(|m| m.len() < PAGE).unwrap_or(true) {
-        std::fs::write(&path, vec![0u8; PAGE as usize])
-            .map_err(|e| StorageError::io("write io probe", &path, e))?;
+        std::fs::write(&path, vec![0u8; PAGE as usize]).map_err(|e| StorageError::io("write io probe", &path, e))?;
     }
-    let file = glommio::io::DmaFile::open(&path)
-        .await
-        .map_err(|e| StorageError::io("open io probe", &path, e.into()))?;
-    file.read_at_aligned(0, PAGE as usize)
-        .await
-        .map_err(|e| StorageError::io("read io probe", &path, e.into()))?;
+    let file =
+        glommio::io::DmaFile::open(&path).await.map_err(|e| StorageError::io("open io probe", &path, e.into()))?;
+    file.read_at_aligned(0, PAGE as usize).await.map_err(|e| StorageError::io("read io probe", &path, e.into()))?;
     let _ = file.close().await;
     Ok(())
 }

@@ -161,16 +161,9 @@ impl PartitionLog {
             let l = log.borrow();
             let active = l.active();
             let position = active.size / PAGE * PAGE;
-            (
-                active.file.clone(),
-                active.path.clone(),
-                position,
-                (active.size - position) as usize,
-            )
+            (active.file.clone(), active.path.clone(), position, (active.size - position) as usize)
         };
-        let tail = crate::segment::read_file(&file, &path, position, len)
-            .await?
-            .to_vec();
+        let tail = crate::segment::read_file(&file, &path, position, len).await?.to_vec();
         assert_eq!(tail.len(), len, "tail page shorter than the segment says");
         let mut l = log.borrow_mut();
         l.tail_position = position;
@@ -217,9 +210,7 @@ impl PartitionLog {
         &self.epochs
     }
     pub(crate) fn active(&self) -> &Segment {
-        self.segments
-            .last()
-            .expect("a log always has an active segment")
+        self.segments.last().expect("a log always has an active segment")
     }
     pub(crate) fn io_lock(&self) -> Rc<Semaphore> {
         self.io_lock.clone()
@@ -227,25 +218,14 @@ impl PartitionLog {
 
     /// Appends one validated batch: assigns its offsets, patches it and queues it.
     /// Returns the patched batch's header. Call `roll_if_needed` first.
-    pub fn append(
-        &mut self,
-        batch: &[u8],
-        leader_epoch: i32,
-        log_append_time: Option<i64>,
-    ) -> BatchHeader {
-        assert!(
-            !self.rolling,
-            "append while a roll is creating the next segment"
-        );
+    pub fn append(&mut self, batch: &[u8], leader_epoch: i32, log_append_time: Option<i64>) -> BatchHeader {
+        assert!(!self.rolling, "append while a roll is creating the next segment");
         let mut copy = BytesMut::from(batch);
         batch::patch(&mut copy, self.next_offset, leader_epoch, log_append_time);
         let bytes = copy.freeze();
         let header = BatchHeader::parse(&bytes).expect("a validated batch has a header");
         let interval = self.config.index_interval_bytes;
-        self.segments
-            .last_mut()
-            .expect("active segment")
-            .track_append(&header, interval);
+        self.segments.last_mut().expect("active segment").track_append(&header, interval);
         note_epoch(&mut self.epochs, &header);
         self.producers.note(&header);
         self.next_offset = header.last_offset() + 1;
@@ -294,14 +274,12 @@ impl PartitionLog {
         let by_size = active.size + incoming as u64 > self.config.segment_bytes_max;
         let by_time = active.rolling_timestamp >= 0
             && incoming_timestamp >= 0
-            && incoming_timestamp.saturating_sub(active.rolling_timestamp)
-                > self.config.segment_ms_max;
+            && incoming_timestamp.saturating_sub(active.rolling_timestamp) > self.config.segment_ms_max;
         by_size || by_time
     }
 
     pub(crate) fn evict_cache(&mut self) {
-        self.cache
-            .evict_to(self.config.cache_bytes_max, self.durable_offset);
+        self.cache.evict_to(self.config.cache_bytes_max, self.durable_offset);
     }
 
     /// Drops cached batches at or after `offset` (the log was truncated there), and
@@ -329,11 +307,7 @@ impl PartitionLog {
 
     pub(crate) fn check_range(&self, offset: i64) -> Result<(), StorageError> {
         if offset < self.log_start_offset || offset > self.next_offset {
-            return Err(StorageError::OffsetOutOfRange {
-                offset,
-                start: self.log_start_offset,
-                end: self.next_offset,
-            });
+            return Err(StorageError::OffsetOutOfRange { offset, start: self.log_start_offset, end: self.next_offset });
         }
         Ok(())
     }
@@ -350,11 +324,7 @@ impl PartitionLog {
 }
 
 pub(crate) fn note_epoch(epochs: &mut Vec<(i32, i64)>, h: &BatchHeader) {
-    if epochs
-        .last()
-        .map(|(e, _)| h.partition_leader_epoch > *e)
-        .unwrap_or(true)
-    {
+    if epochs.last().map(|(e, _)| h.partition_leader_epoch > *e).unwrap_or(true) {
         epochs.push((h.partition_leader_epoch, h.base_offset));
     }
 }
@@ -368,11 +338,7 @@ pub(crate) fn trim_epochs_from_start(epochs: &mut Vec<(i32, i64)>, start: i64) {
     }
     let latest = epochs[below - 1].0;
     epochs.drain(..below);
-    if epochs
-        .first()
-        .map(|(_, first)| *first > start)
-        .unwrap_or(true)
-    {
+    if epochs.first().map(|(_, first)| *first > start).unwrap_or(true) {
         epochs.insert(0, (latest, start));
     }
 }
@@ -381,19 +347,13 @@ pub(crate) fn trim_epochs_from_start(epochs: &mut Vec<(i32, i64)>, start: i64) {
 /// only safe answer is to stop and let recovery re-read what is really on disk.
 pub(crate) async fn sync_or_die(file: &DmaFile, path: &Path) {
     if let Err(e) = file.fdatasync().await {
-        eprintln!(
-            "keel: fatal: fdatasync {} failed: {e}; stopping to recover from disk",
-            path.display()
-        );
+        eprintln!("keel: fatal: fdatasync {} failed: {e}; stopping to recover from disk", path.display());
         std::process::exit(70);
     }
 }
 
 /// Rolls to a new segment when the next `incoming` bytes would overflow the active one.
-pub async fn roll_if_needed(
-    log: &Rc<RefCell<PartitionLog>>,
-    incoming: usize,
-) -> Result<(), StorageError> {
+pub async fn roll_if_needed(log: &Rc<RefCell<PartitionLog>>, incoming: usize) -> Result<(), StorageError> {
     roll_if_needed_at(log, incoming, -1).await
 }
 
@@ -410,10 +370,7 @@ pub async fn roll_if_needed_at(
 /// Seals the active segment (if it holds anything) and starts a new one.
 pub async fn roll(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
     let mut first = true;
-    roll_while(log, move |l| {
-        std::mem::replace(&mut first, false) && l.active().size > 0
-    })
-    .await
+    roll_while(log, move |l| std::mem::replace(&mut first, false) && l.active().size > 0).await
 }
 
 async fn roll_while(
@@ -471,10 +428,7 @@ fn seal_active(l: &mut PartitionLog) {
 /// Serialized with every other file change of the log by its io lock.
 pub async fn flush(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
     let lock = log.borrow().io_lock();
-    let _permit = lock
-        .acquire_permit(1)
-        .await
-        .expect("the io lock is never closed");
+    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     flush_locked(log).await
 }
 
@@ -507,10 +461,7 @@ pub(crate) async fn flush_locked(log: &Rc<RefCell<PartitionLog>>) -> Result<(), 
         sync_or_die(&file, &path).await;
     }
     let mut l = log.borrow_mut();
-    assert!(
-        target >= l.durable_offset,
-        "durable offset must not go backwards"
-    );
+    assert!(target >= l.durable_offset, "durable offset must not go backwards");
     for seg in l.segments.iter_mut() {
         if seg.base_offset < active_base {
             seg.durable_size = seg.size;
@@ -534,22 +485,14 @@ const ZERO_FILL_WRITES_BELOW: usize = 1 << 20;
 /// segment keeps between half and all of its headroom written ahead. The headroom
 /// grows with the segment (at least 256 KiB, at most `step`), so a thousand quiet
 /// partitions do not each zero megabytes.
-fn zero_fill_range(
-    active: &mut Segment,
-    end: u64,
-    step: u64,
-    segment_max: u64,
-) -> Option<(u64, u64)> {
+fn zero_fill_range(active: &mut Segment, end: u64, step: u64, segment_max: u64) -> Option<(u64, u64)> {
     const GRAIN: u64 = 64 << 10;
     let headroom = end.clamp(256 << 10, step.max(256 << 10));
     if step == 0 || active.preallocated >= end + headroom / 2 {
         return None;
     }
     let from = active.preallocated.max(end);
-    let to = (end + headroom)
-        .div_ceil(GRAIN)
-        .saturating_mul(GRAIN)
-        .min(segment_max.max(end));
+    let to = (end + headroom).div_ceil(GRAIN).saturating_mul(GRAIN).min(segment_max.max(end));
     active.preallocated = to;
     (to > from).then_some((from, to))
 }
@@ -573,11 +516,7 @@ async fn write_zeros(w: &PendingWrite, from: u64, to: u64) {
 }
 
 async fn write_aligned(w: &PendingWrite) -> Result<(), StorageError> {
-    assert_eq!(
-        w.position % PAGE,
-        0,
-        "O_DIRECT writes start on a page boundary"
-    );
+    assert_eq!(w.position % PAGE, 0, "O_DIRECT writes start on a page boundary");
     let zeros = async {
         if let Some((from, to)) = w.zero_fill {
             write_zeros(w, from, to).await;
@@ -594,24 +533,14 @@ async fn write_data(w: &PendingWrite) -> Result<(), StorageError> {
         let slice = buf.as_bytes_mut();
         slice[..w.data.len()].copy_from_slice(&w.data);
         slice[w.data.len()..].fill(0);
-        let written = w
-            .file
-            .write_at(buf, w.position)
-            .await
-            .map_err(|e| StorageError::io("write segment", &w.path, e.into()))?;
+        let written =
+            w.file.write_at(buf, w.position).await.map_err(|e| StorageError::io("write segment", &w.path, e.into()))?;
         if (written as u64) < len {
-            return Err(StorageError::io(
-                "short write",
-                &w.path,
-                std::io::Error::from_raw_os_error(libc_enospc()),
-            ));
+            return Err(StorageError::io("short write", &w.path, std::io::Error::from_raw_os_error(libc_enospc())));
         }
     }
     if let Some(size) = w.seal_size {
-        w.file
-            .truncate(size)
-            .await
-            .map_err(|e| StorageError::io("seal segment", &w.path, e.into()))?;
+        w.file.truncate(size).await.map_err(|e| StorageError::io("seal segment", &w.path, e.into()))?;
     }
     Ok(())
 }

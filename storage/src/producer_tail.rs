@@ -32,11 +32,7 @@ impl ProducerTail {
             return;
         }
         let batches = self.producers.entry(h.producer_id).or_default();
-        if batches
-            .back()
-            .map(|b| b.producer_epoch != h.producer_epoch)
-            .unwrap_or(false)
-        {
+        if batches.back().map(|b| b.producer_epoch != h.producer_epoch).unwrap_or(false) {
             batches.clear();
         }
         batches.push_back(*h);
@@ -49,11 +45,8 @@ impl ProducerTail {
     }
 
     fn forget_idlest(&mut self, count: usize) {
-        let mut by_last: Vec<(i64, i64)> = self
-            .producers
-            .iter()
-            .map(|(id, b)| (b.back().map(|h| h.base_offset).unwrap_or(-1), *id))
-            .collect();
+        let mut by_last: Vec<(i64, i64)> =
+            self.producers.iter().map(|(id, b)| (b.back().map(|h| h.base_offset).unwrap_or(-1), *id)).collect();
         by_last.sort_unstable();
         for (_, id) in by_last.into_iter().take(count) {
             self.producers.remove(&id);
@@ -62,10 +55,7 @@ impl ProducerTail {
 
     /// True when the batch at `base_offset` is one of its producer's remembered ones.
     pub fn is_recent(&self, producer_id: i64, base_offset: i64) -> bool {
-        self.producers
-            .get(&producer_id)
-            .map(|b| b.iter().any(|h| h.base_offset == base_offset))
-            .unwrap_or(false)
+        self.producers.get(&producer_id).map(|b| b.iter().any(|h| h.base_offset == base_offset)).unwrap_or(false)
     }
 
     /// Forgets batches at or after `offset` (the log was truncated there).

@@ -31,13 +31,8 @@ impl PartitionLog {
         if first.base_offset > offset {
             return None;
         }
-        let mut out = ReadResult {
-            batches: Vec::new(),
-            bytes: 0,
-        };
-        let start = self
-            .cache
-            .partition_point(|(h, _)| h.last_offset() < offset);
+        let mut out = ReadResult { batches: Vec::new(), bytes: 0 };
+        let start = self.cache.partition_point(|(h, _)| h.last_offset() < offset);
         for (h, b) in self.cache.range(start..) {
             if h.base_offset >= upto || (out.bytes > 0 && out.bytes + b.len() > max_bytes) {
                 break;
@@ -91,10 +86,7 @@ pub async fn read(
     max_bytes: usize,
     upto: i64,
 ) -> Result<ReadResult, StorageError> {
-    let mut out = ReadResult {
-        batches: Vec::new(),
-        bytes: 0,
-    };
+    let mut out = ReadResult { batches: Vec::new(), bytes: 0 };
     let (upto, mut seg, mut position, mut want, mut ahead) = {
         let mut l = log.borrow_mut();
         l.check_range(offset)?;
@@ -108,17 +100,8 @@ pub async fn read(
         let Some((seg, position)) = l.locate(offset) else {
             return Ok(out);
         };
-        let ahead = l
-            .read_ahead
-            .take()
-            .filter(|a| a.next_offset == offset && Rc::ptr_eq(&a.file, &seg.file));
-        (
-            upto,
-            seg,
-            position,
-            l.config.read_ahead_bytes.max(max_bytes),
-            ahead,
-        )
+        let ahead = l.read_ahead.take().filter(|a| a.next_offset == offset && Rc::ptr_eq(&a.file, &seg.file));
+        (upto, seg, position, l.config.read_ahead_bytes.max(max_bytes), ahead)
     };
     // Where the next batch not returned starts, when the read stopped inside a segment
     // with more durable data after it: the place to read ahead from.
@@ -151,9 +134,7 @@ pub async fn read(
             let rest = &data[cursor..];
             let need = match batch::peek_batch_len(rest) {
                 Some(Ok(need)) => need,
-                Some(Err(e)) => {
-                    return Err(corrupt(&seg.path, position + cursor as u64, e.to_string()))
-                }
+                Some(Err(e)) => return Err(corrupt(&seg.path, position + cursor as u64, e.to_string())),
                 None => batch::BATCH_HEADER_LEN,
             };
             if need > rest.len() {
@@ -167,8 +148,7 @@ pub async fn read(
                 }
                 break;
             }
-            let header = BatchHeader::parse(rest)
-                .map_err(|e| corrupt(&seg.path, position, e.to_string()))?;
+            let header = BatchHeader::parse(rest).map_err(|e| corrupt(&seg.path, position, e.to_string()))?;
             if header.base_offset >= upto {
                 break 'segments;
             }
@@ -178,8 +158,7 @@ pub async fn read(
                     break 'segments;
                 }
                 let bytes = data.slice(cursor..cursor + need);
-                batch::validate(&bytes)
-                    .map_err(|e| corrupt(&seg.path, position + cursor as u64, e.to_string()))?;
+                batch::validate(&bytes).map_err(|e| corrupt(&seg.path, position + cursor as u64, e.to_string()))?;
                 out.bytes += need;
                 out.batches.push(bytes);
             }
@@ -196,9 +175,7 @@ pub async fn read(
         }
     }
     if let (Some(position), Some(last)) = (stopped_at, out.batches.last()) {
-        let next_offset = BatchHeader::parse(last)
-            .map(|h| h.last_offset() + 1)
-            .unwrap_or(-1);
+        let next_offset = BatchHeader::parse(last).map(|h| h.last_offset() + 1).unwrap_or(-1);
         read_ahead(log, seg, position, next_offset, want);
     }
     Ok(out)
@@ -216,13 +193,7 @@ pub(crate) struct ReadAhead {
 
 /// Starts reading `len` bytes of `seg` from `position` in the background, unless a
 /// read-ahead is already running for this log or the shard's cache budget is full.
-fn read_ahead(
-    log: &Rc<RefCell<PartitionLog>>,
-    seg: SegmentView,
-    position: u64,
-    next_offset: i64,
-    len: usize,
-) {
+fn read_ahead(log: &Rc<RefCell<PartitionLog>>, seg: SegmentView, position: u64, next_offset: i64, len: usize) {
     let len = len.min(seg.durable_size.saturating_sub(position) as usize);
     let truncations = {
         let mut l = log.borrow_mut();
@@ -238,12 +209,7 @@ fn read_ahead(
         let mut l = log.borrow_mut();
         l.read_ahead_running = false;
         if let (Ok(data), true) = (data, l.truncations == truncations) {
-            l.read_ahead = Some(ReadAhead {
-                file: seg.file,
-                position,
-                next_offset,
-                data,
-            });
+            l.read_ahead = Some(ReadAhead { file: seg.file, position, next_offset, data });
         }
     })
     .detach();
@@ -252,19 +218,11 @@ fn read_ahead(
 fn corrupt(path: &Path, position: u64, reason: String) -> StorageError {
     crate::stats::update(|s| s.corrupt_batches_read += 1);
     tracing::error!(path = %path.display(), position, %reason, "corrupt batch not served");
-    StorageError::Corrupt {
-        path: path.to_path_buf(),
-        position,
-        reason,
-    }
+    StorageError::Corrupt { path: path.to_path_buf(), position, reason }
 }
 
 fn corrupt_in(log: &Rc<RefCell<PartitionLog>>, reason: String) -> StorageError {
-    StorageError::Corrupt {
-        path: log.borrow().dir.clone(),
-        position: 0,
-        reason,
-    }
+    StorageError::Corrupt { path: log.borrow().dir.clone(), position: 0, reason }
 }
 
 /// First record at or after `timestamp`: its (offset, timestamp), below the high
@@ -278,14 +236,8 @@ pub async fn offset_for_timestamp(
         let Some(seg) = l.segments.iter().find(|s| s.max_timestamp >= timestamp) else {
             return Ok(None);
         };
-        let i = seg
-            .index
-            .partition_point(|e| e.max_timestamp_so_far < timestamp);
-        let start = if i == 0 {
-            seg.base_offset
-        } else {
-            seg.index[i - 1].offset
-        };
+        let i = seg.index.partition_point(|e| e.max_timestamp_so_far < timestamp);
+        let start = if i == 0 { seg.base_offset } else { seg.index[i - 1].offset };
         (start.max(l.log_start_offset), l.durable_offset)
     };
     while offset < hw {
@@ -296,12 +248,8 @@ pub async fn offset_for_timestamp(
         for b in &r.batches {
             let h = BatchHeader::parse(b).map_err(|e| corrupt_in(log, e.to_string()))?;
             if h.max_timestamp >= timestamp && !h.is_control() && h.records_count > 0 {
-                let records =
-                    batch::record_timestamps(b).map_err(|e| corrupt_in(log, e.to_string()))?;
-                if let Some(found) = records
-                    .into_iter()
-                    .find(|(o, t)| *t >= timestamp && *o >= offset)
-                {
+                let records = batch::record_timestamps(b).map_err(|e| corrupt_in(log, e.to_string()))?;
+                if let Some(found) = records.into_iter().find(|(o, t)| *t >= timestamp && *o >= offset) {
                     return Ok(Some(found));
                 }
             }
@@ -312,22 +260,16 @@ pub async fn offset_for_timestamp(
 }
 
 /// The record with the largest timestamp: its (offset, timestamp).
-pub async fn offset_of_max_timestamp(
-    log: &Rc<RefCell<PartitionLog>>,
-) -> Result<Option<(i64, i64)>, StorageError> {
+pub async fn offset_of_max_timestamp(log: &Rc<RefCell<PartitionLog>>) -> Result<Option<(i64, i64)>, StorageError> {
     let (max_ts, base, start) = {
         let l = log.borrow();
-        let best =
-            l.segments
-                .iter()
-                .filter(|s| s.max_timestamp >= 0)
-                .fold((-1i64, -1i64), |acc, s| {
-                    if s.max_timestamp > acc.0 {
-                        (s.max_timestamp, s.max_timestamp_offset)
-                    } else {
-                        acc
-                    }
-                });
+        let best = l.segments.iter().filter(|s| s.max_timestamp >= 0).fold((-1i64, -1i64), |acc, s| {
+            if s.max_timestamp > acc.0 {
+                (s.max_timestamp, s.max_timestamp_offset)
+            } else {
+                acc
+            }
+        });
         (best.0, best.1, l.log_start_offset)
     };
     if max_ts < 0 || base < start {

@@ -53,9 +53,7 @@ impl PartitionLog {
         state: Option<StateKeys>,
         on_batch: impl FnMut(&BatchHeader),
     ) -> Result<PartitionLog, StorageError> {
-        Ok(PartitionLog::open_reporting(dir, config, state, on_batch)
-            .await?
-            .0)
+        Ok(PartitionLog::open_reporting(dir, config, state, on_batch).await?.0)
     }
 
     /// `open`, also telling whether the clean-shutdown checkpoint was used.
@@ -68,9 +66,7 @@ impl PartitionLog {
         std::fs::create_dir_all(dir).map_err(|e| StorageError::io("create log dir", dir, e))?;
         let bases = list_segments(dir)?;
         let saved = |name: &str| keys.as_ref().and_then(|k| k.kv.get(&k.key(name)));
-        let state = saved(STATE_KEY)
-            .and_then(|b| PartitionState::decode(&b))
-            .unwrap_or_default();
+        let state = saved(STATE_KEY).and_then(|b| PartitionState::decode(&b)).unwrap_or_default();
         let clean = saved(CLEAN_KEY).and_then(|b| CleanState::decode(&b));
         let mut log = PartitionLog::empty(dir, config);
         log.state_keys = keys.clone();
@@ -94,8 +90,7 @@ impl PartitionLog {
             scan_all(&mut log, &bases, &mut on_batch).await?;
         }
         if log.segments.is_empty() {
-            log.segments
-                .push(Segment::create(dir, state.log_start_offset.max(0)).await?);
+            log.segments.push(Segment::create(dir, state.log_start_offset.max(0)).await?);
             log.next_offset = state.log_start_offset.max(0);
         }
         log.log_start_offset = log.segments[0].base_offset;
@@ -132,8 +127,7 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>, StorageError> {
         } else if name.ends_with(".cleaned") {
             // Output of a compaction that never completed.
             let path = entry.path();
-            std::fs::remove_file(&path)
-                .map_err(|e| StorageError::io("remove leftover", &path, e))?;
+            std::fs::remove_file(&path).map_err(|e| StorageError::io("remove leftover", &path, e))?;
         }
     }
     bases.sort_unstable();
@@ -150,8 +144,7 @@ async fn scan_all(
         let path = segment::segment_path(&log.dir, base);
         if torn {
             tracing::error!(path = %path.display(), "removing segment written after a torn one");
-            std::fs::remove_file(&path)
-                .map_err(|e| StorageError::io("remove segment", &path, e))?;
+            std::fs::remove_file(&path).map_err(|e| StorageError::io("remove segment", &path, e))?;
             continue;
         }
         let mut seg = Segment::open(path.clone(), base.max(log.next_offset)).await?;
@@ -163,11 +156,7 @@ async fn scan_all(
                 on_batch(h);
             })
             .await?;
-        let file_len = seg
-            .file
-            .file_size()
-            .await
-            .map_err(|e| StorageError::io("stat", &path, e.into()))?;
+        let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
         let rot = match &outcome.stopped {
             Some(_) => later_segment_has_data(&log.dir, &bases[i + 1..]).await?,
             None => false,
@@ -193,10 +182,7 @@ async fn scan_all(
             }
         }
         if !rot && file_len != outcome.valid_len {
-            seg.file
-                .truncate(outcome.valid_len)
-                .await
-                .map_err(|e| StorageError::io("truncate", &path, e.into()))?;
+            seg.file.truncate(outcome.valid_len).await.map_err(|e| StorageError::io("truncate", &path, e.into()))?;
             sync_or_die(&seg.file, &path).await;
         }
         log.next_offset = seg.next_offset;
@@ -212,13 +198,7 @@ async fn later_segment_has_data(dir: &Path, bases: &[i64]) -> Result<bool, Stora
     for &base in bases {
         let path = segment::segment_path(dir, base);
         let seg = Segment::open(path.clone(), base).await?;
-        let head = segment::read_file(
-            &seg.file,
-            &path,
-            0,
-            keel_protocol::batch::BATCH_LOG_OVERHEAD,
-        )
-        .await?;
+        let head = segment::read_file(&seg.file, &path, 0, keel_protocol::batch::BATCH_LOG_OVERHEAD).await?;
         if let Some(Ok(len)) = keel_protocol::batch::peek_batch_len(&head) {
             let first = segment::read_file(&seg.file, &path, 0, len).await?;
             if first.len() == len && keel_protocol::batch::validate(&first).is_ok() {
@@ -230,29 +210,15 @@ async fn later_segment_has_data(dir: &Path, bases: &[i64]) -> Result<bool, Stora
 }
 
 /// Restores the log from a clean-shutdown checkpoint if the files match it exactly.
-async fn restore_clean(
-    log: &mut PartitionLog,
-    bases: &[i64],
-    clean: &CleanState,
-) -> Result<bool, StorageError> {
-    if clean
-        .segments
-        .iter()
-        .map(|s| s.base_offset)
-        .ne(bases.iter().copied())
-        || clean.segments.is_empty()
-    {
+async fn restore_clean(log: &mut PartitionLog, bases: &[i64], clean: &CleanState) -> Result<bool, StorageError> {
+    if clean.segments.iter().map(|s| s.base_offset).ne(bases.iter().copied()) || clean.segments.is_empty() {
         return Ok(false);
     }
     let last = clean.segments.len() - 1;
     for (i, state) in clean.segments.iter().enumerate() {
         let path = segment::segment_path(&log.dir, state.base_offset);
         let mut seg = Segment::open(path.clone(), state.base_offset).await?;
-        let file_len = seg
-            .file
-            .file_size()
-            .await
-            .map_err(|e| StorageError::io("stat", &path, e.into()))?;
+        let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
         let padded = state.size.div_ceil(PAGE) * PAGE;
         // The active segment's last page is written whole and may be followed by the
         // zero fill written ahead of it.
@@ -284,10 +250,7 @@ async fn start_empty_at(log: &mut PartitionLog, offset: i64) -> Result<(), Stora
 /// afterwards (a later change would only make the next open fall back to a scan).
 pub async fn close(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
     let lock = log.borrow().io_lock();
-    let _permit = lock
-        .acquire_permit(1)
-        .await
-        .expect("the io lock is never closed");
+    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     log::flush_locked(log).await?;
     let (keys, body) = {
         let l = log.borrow();
@@ -329,13 +292,7 @@ impl CleanState {
         }
         b.put_u32(self.segments.len() as u32);
         for s in &self.segments {
-            for v in [
-                s.base_offset,
-                s.size as i64,
-                s.next_offset,
-                s.max_timestamp,
-                s.max_timestamp_offset,
-            ] {
+            for v in [s.base_offset, s.size as i64, s.next_offset, s.max_timestamp, s.max_timestamp_offset] {
                 b.put_i64(v);
             }
             b.put_i64(s.rolling_timestamp);
@@ -363,24 +320,14 @@ impl CleanState {
         }
         let mut segments = Vec::new();
         for _ in 0..get_u32(&mut b)? {
-            let (base_offset, size, next, max_ts, max_ts_offset) = (
-                get_i64(&mut b)?,
-                get_i64(&mut b)?,
-                get_i64(&mut b)?,
-                get_i64(&mut b)?,
-                get_i64(&mut b)?,
-            );
+            let (base_offset, size, next, max_ts, max_ts_offset) =
+                (get_i64(&mut b)?, get_i64(&mut b)?, get_i64(&mut b)?, get_i64(&mut b)?, get_i64(&mut b)?);
             let rolling_timestamp = get_i64(&mut b)?;
             let bytes_since_index = get_i64(&mut b)? as u64;
             let mut index = Vec::new();
             for _ in 0..get_u32(&mut b)? {
-                let (offset, position, ts) =
-                    (get_i64(&mut b)?, get_i64(&mut b)? as u64, get_i64(&mut b)?);
-                index.push(IndexEntry {
-                    offset,
-                    position,
-                    max_timestamp_so_far: ts,
-                });
+                let (offset, position, ts) = (get_i64(&mut b)?, get_i64(&mut b)? as u64, get_i64(&mut b)?);
+                index.push(IndexEntry { offset, position, max_timestamp_so_far: ts });
             }
             segments.push(SegmentState {
                 base_offset,
@@ -393,12 +340,7 @@ impl CleanState {
                 index,
             });
         }
-        b.is_empty().then_some(CleanState {
-            next_offset,
-            epochs,
-            producers,
-            segments,
-        })
+        b.is_empty().then_some(CleanState { next_offset, epochs, producers, segments })
     }
 }
 
@@ -465,20 +407,13 @@ mod tests {
                 max_timestamp_offset: 10,
                 rolling_timestamp: 1,
                 bytes_since_index: 100,
-                index: vec![IndexEntry {
-                    offset: 0,
-                    position: 0,
-                    max_timestamp_so_far: 1,
-                }],
+                index: vec![IndexEntry { offset: 0, position: 0, max_timestamp_so_far: 1 }],
             }],
         };
         let body = clean.encode();
         assert_eq!(CleanState::decode(&body), Some(clean));
         for cut in 0..body.len() {
-            assert!(
-                CleanState::decode(&body[..cut]).is_none(),
-                "cut at {cut} accepted"
-            );
+            assert!(CleanState::decode(&body[..cut]).is_none(), "cut at {cut} accepted");
         }
     }
 }

@@ -33,11 +33,7 @@ pub struct RetentionPolicy {
 
 impl Default for RetentionPolicy {
     fn default() -> Self {
-        RetentionPolicy {
-            delete: true,
-            retention_ms: 7 * 24 * 3600 * 1000,
-            retention_bytes: -1,
-        }
+        RetentionPolicy { delete: true, retention_ms: 7 * 24 * 3600 * 1000, retention_bytes: -1 }
     }
 }
 
@@ -92,33 +88,19 @@ pub fn plan(
         remaining -= seg.size;
         count += 1;
     }
-    RetentionPlan {
-        delete_count: count,
-        roll_active: count > 0 && count == segments.len(),
-    }
+    RetentionPlan { delete_count: count, roll_active: count > 0 && count == segments.len() }
 }
 
 impl PartitionLog {
     pub fn segment_summaries(&self) -> Vec<SegmentSummary> {
         self.segments
             .iter()
-            .map(|s| SegmentSummary {
-                base_offset: s.base_offset,
-                size: s.size,
-                max_timestamp: s.max_timestamp,
-            })
+            .map(|s| SegmentSummary { base_offset: s.base_offset, size: s.size, max_timestamp: s.max_timestamp })
             .collect()
     }
 
     fn retention_plan(&self, now_ms: i64, policy: &RetentionPolicy) -> RetentionPlan {
-        plan(
-            &self.segment_summaries(),
-            self.log_start_offset,
-            self.durable_offset,
-            self.next_offset,
-            now_ms,
-            policy,
-        )
+        plan(&self.segment_summaries(), self.log_start_offset, self.durable_offset, self.next_offset, now_ms, policy)
     }
 }
 
@@ -139,10 +121,7 @@ pub async fn enforce(
 ) -> Result<RetentionOutcome, StorageError> {
     let first = log.borrow().retention_plan(now_ms, policy);
     if first.delete_count == 0 {
-        return Ok(RetentionOutcome {
-            log_start_offset: log.borrow().log_start_offset,
-            ..Default::default()
-        });
+        return Ok(RetentionOutcome { log_start_offset: log.borrow().log_start_offset, ..Default::default() });
     }
     if first.roll_active {
         log::roll(log).await?;
@@ -150,17 +129,13 @@ pub async fn enforce(
         log::flush(log).await?;
     }
     let lock = log.borrow().io_lock();
-    let permit = lock
-        .acquire_permit(1)
-        .await
-        .expect("the io lock is never closed");
+    let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     let (released, outcome) = {
         let mut l = log.borrow_mut();
         let plan = l.retention_plan(now_ms, policy);
         let count = plan.delete_count.min(l.segments.len() - 1);
         let released: Vec<segment::Segment> = l.segments.drain(..count).collect();
-        l.queued
-            .retain(|w| !released.iter().any(|s| Rc::ptr_eq(&s.file, &w.file)));
+        l.queued.retain(|w| !released.iter().any(|s| Rc::ptr_eq(&s.file, &w.file)));
         let start = l.segments[0].base_offset;
         l.advance_start(start);
         let outcome = RetentionOutcome {
@@ -192,23 +167,12 @@ pub async fn enforce(
 /// DeleteRecords: moves the log start offset to `offset` (-1: the high watermark) and
 /// persists it before returning; segments wholly below it go at the next retention
 /// pass. Returns the new log start offset (Kafka's low watermark).
-pub async fn delete_records(
-    log: &Rc<RefCell<PartitionLog>>,
-    offset: i64,
-) -> Result<i64, StorageError> {
+pub async fn delete_records(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<i64, StorageError> {
     let moved = {
         let mut l = log.borrow_mut();
-        let target = if offset == -1 {
-            l.durable_offset
-        } else {
-            offset
-        };
+        let target = if offset == -1 { l.durable_offset } else { offset };
         if target < 0 || target > l.durable_offset {
-            return Err(StorageError::OffsetOutOfRange {
-                offset,
-                start: l.log_start_offset,
-                end: l.durable_offset,
-            });
+            return Err(StorageError::OffsetOutOfRange { offset, start: l.log_start_offset, end: l.durable_offset });
         }
         l.advance_start(target)
     };
@@ -223,13 +187,7 @@ pub async fn delete_records(
 pub async fn persist_state(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
     let (keys, state) = {
         let l = log.borrow();
-        (
-            l.state_keys.clone(),
-            PartitionState {
-                log_start_offset: l.log_start_offset,
-                cleaned_upto: l.cleaned_upto,
-            },
-        )
+        (l.state_keys.clone(), PartitionState { log_start_offset: l.log_start_offset, cleaned_upto: l.cleaned_upto })
     };
     let Some(k) = keys else { return Ok(()) };
     // Boxed: the store's own log reaches here too (its snapshots delete segments),
@@ -245,97 +203,37 @@ mod tests {
 
     fn segs(spec: &[(i64, u64, i64)]) -> Vec<SegmentSummary> {
         spec.iter()
-            .map(|&(base_offset, size, max_timestamp)| SegmentSummary {
-                base_offset,
-                size,
-                max_timestamp,
-            })
+            .map(|&(base_offset, size, max_timestamp)| SegmentSummary { base_offset, size, max_timestamp })
             .collect()
     }
 
-    const KEEP: RetentionPolicy = RetentionPolicy {
-        delete: true,
-        retention_ms: -1,
-        retention_bytes: -1,
-    };
+    const KEEP: RetentionPolicy = RetentionPolicy { delete: true, retention_ms: -1, retention_bytes: -1 };
 
     #[test]
     fn time_rule_deletes_an_expired_prefix_below_the_high_watermark() {
-        let s = segs(&[
-            (0, 100, 1000),
-            (10, 100, 5000),
-            (20, 100, 1500),
-            (30, 50, 9000),
-        ]);
-        let p = RetentionPolicy {
-            retention_ms: 2000,
-            ..KEEP
-        };
+        let s = segs(&[(0, 100, 1000), (10, 100, 5000), (20, 100, 1500), (30, 50, 9000)]);
+        let p = RetentionPolicy { retention_ms: 2000, ..KEEP };
         // Segment 1 is fresh, so segment 2 stays even though it is expired.
-        assert_eq!(
-            plan(&s, 0, 40, 40, 6000, &p),
-            RetentionPlan {
-                delete_count: 1,
-                roll_active: false
-            }
-        );
+        assert_eq!(plan(&s, 0, 40, 40, 6000, &p), RetentionPlan { delete_count: 1, roll_active: false });
         // Nothing past the high watermark goes.
         assert_eq!(plan(&s, 0, 5, 40, 6000, &p).delete_count, 0);
         // Everything expired: the active segment goes too, after a roll.
-        assert_eq!(
-            plan(&s, 0, 40, 40, 100_000, &p),
-            RetentionPlan {
-                delete_count: 4,
-                roll_active: true
-            }
-        );
+        assert_eq!(plan(&s, 0, 40, 40, 100_000, &p), RetentionPlan { delete_count: 4, roll_active: true });
         // ...but not when cleanup.policy lacks delete.
-        assert_eq!(
-            plan(
-                &s,
-                0,
-                40,
-                40,
-                100_000,
-                &RetentionPolicy { delete: false, ..p }
-            )
-            .delete_count,
-            0
-        );
+        assert_eq!(plan(&s, 0, 40, 40, 100_000, &RetentionPolicy { delete: false, ..p }).delete_count, 0);
     }
 
     #[test]
     fn size_rule_keeps_at_least_retention_bytes() {
         let s = segs(&[(0, 100, -1), (10, 100, -1), (20, 100, -1), (30, 50, -1)]);
-        let p = RetentionPolicy {
-            retention_bytes: 160,
-            ..KEEP
-        };
+        let p = RetentionPolicy { retention_bytes: 160, ..KEEP };
         assert_eq!(plan(&s, 0, 40, 40, 0, &p).delete_count, 1);
-        let p = RetentionPolicy {
-            retention_bytes: 150,
-            ..KEEP
-        };
+        let p = RetentionPolicy { retention_bytes: 150, ..KEEP };
         assert_eq!(plan(&s, 0, 40, 40, 0, &p).delete_count, 2);
-        let p = RetentionPolicy {
-            retention_bytes: 0,
-            ..KEEP
-        };
-        assert_eq!(
-            plan(&s, 0, 40, 40, 0, &p),
-            RetentionPlan {
-                delete_count: 4,
-                roll_active: true
-            }
-        );
+        let p = RetentionPolicy { retention_bytes: 0, ..KEEP };
+        assert_eq!(plan(&s, 0, 40, 40, 0, &p), RetentionPlan { delete_count: 4, roll_active: true });
         let empty_active = segs(&[(0, 100, -1), (10, 0, -1)]);
-        assert_eq!(
-            plan(&empty_active, 0, 10, 10, 0, &p),
-            RetentionPlan {
-                delete_count: 1,
-                roll_active: false
-            }
-        );
+        assert_eq!(plan(&empty_active, 0, 10, 10, 0, &p), RetentionPlan { delete_count: 1, roll_active: false });
     }
 
     #[test]
@@ -345,20 +243,6 @@ mod tests {
         assert_eq!(plan(&s, 20, 30, 30, 0, &KEEP).delete_count, 2);
         // The active segment never goes by this rule alone.
         assert_eq!(plan(&s, 30, 30, 30, 0, &KEEP).delete_count, 2);
-        assert_eq!(
-            plan(
-                &s,
-                20,
-                30,
-                30,
-                0,
-                &RetentionPolicy {
-                    delete: false,
-                    ..KEEP
-                }
-            )
-            .delete_count,
-            2
-        );
+        assert_eq!(plan(&s, 20, 30, 30, 0, &RetentionPolicy { delete: false, ..KEEP }).delete_count, 2);
     }
 }

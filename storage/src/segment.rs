@@ -118,10 +118,7 @@ impl Segment {
 
     /// Records a batch appended at the current end of the segment.
     pub fn track_append(&mut self, header: &BatchHeader, index_interval_bytes: u64) {
-        assert!(
-            header.base_offset >= self.next_offset,
-            "offsets must not go backwards"
-        );
+        assert!(header.base_offset >= self.next_offset, "offsets must not go backwards");
         if self.size == 0 {
             self.rolling_timestamp = header.max_timestamp;
         }
@@ -156,9 +153,7 @@ impl Segment {
     /// File position from which a scan finds the first batch with a timestamp at or
     /// after `timestamp`.
     pub fn position_for_timestamp(&self, timestamp: i64) -> u64 {
-        let k = self
-            .index
-            .partition_point(|e| e.max_timestamp_so_far < timestamp);
+        let k = self.index.partition_point(|e| e.max_timestamp_so_far < timestamp);
         match k {
             0 => 0,
             k => self.index[k - 1].position,
@@ -180,11 +175,8 @@ impl Segment {
         index_interval_bytes: u64,
         mut on_batch: impl FnMut(&BatchHeader, &Bytes),
     ) -> Result<ScanOutcome, StorageError> {
-        let file_len = self
-            .file
-            .file_size()
-            .await
-            .map_err(|e| StorageError::io("stat segment", &self.path, e.into()))?;
+        let file_len =
+            self.file.file_size().await.map_err(|e| StorageError::io("stat segment", &self.path, e.into()))?;
         let mut pos: u64 = self.size;
         let mut carry = Vec::new();
         let mut carry_start = self.size;
@@ -232,17 +224,12 @@ impl Segment {
                 }
                 // Zeros from here to the end of the file are the zero fill written
                 // ahead of the data (or the padding of a last page written whole).
-                let zero_tail =
-                    carry.iter().all(|b| *b == 0) && self.zeros_from(pos, file_len).await?;
+                let zero_tail = carry.iter().all(|b| *b == 0) && self.zeros_from(pos, file_len).await?;
                 if zero_tail && file_len - carry_start < crate::PAGE {
                     stop = None;
                 }
                 self.durable_size = self.size;
-                return Ok(ScanOutcome {
-                    valid_len: carry_start,
-                    stopped: stop,
-                    zero_tail,
-                });
+                return Ok(ScanOutcome { valid_len: carry_start, stopped: stop, zero_tail });
             }
             let want = SCAN_CHUNK_BYTES.min((file_len - pos) as usize);
             let chunk = self
@@ -329,19 +316,11 @@ pub struct SegmentState {
 
 /// Reads `len` bytes at `position` of a segment file. May return fewer bytes when the
 /// file is shorter (a segment truncated or released while a reader held it).
-pub async fn read_file(
-    file: &DmaFile,
-    path: &Path,
-    position: u64,
-    len: usize,
-) -> Result<Bytes, StorageError> {
+pub async fn read_file(file: &DmaFile, path: &Path, position: u64, len: usize) -> Result<Bytes, StorageError> {
     if len == 0 {
         return Ok(Bytes::new());
     }
-    let data = file
-        .read_at(position, len)
-        .await
-        .map_err(|e| StorageError::io("read segment", path, e.into()))?;
+    let data = file.read_at(position, len).await.map_err(|e| StorageError::io("read segment", path, e.into()))?;
     Ok(Bytes::copy_from_slice(&data))
 }
 

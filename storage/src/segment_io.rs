@@ -61,9 +61,7 @@ impl SegmentReader {
                 }
                 return Err(self.corrupt(format!("{} trailing bytes", self.buffer.len())));
             }
-            let want = CHUNK_BYTES
-                .max(need - self.buffer.len())
-                .min((self.size - read_from) as usize);
+            let want = CHUNK_BYTES.max(need - self.buffer.len()).min((self.size - read_from) as usize);
             let chunk = segment::read_file(&self.file, &self.path, read_from, want).await?;
             if chunk.len() < want {
                 return Err(self.corrupt("segment shorter than its recorded size".into()));
@@ -77,11 +75,7 @@ impl SegmentReader {
 
     fn corrupt(&self, reason: String) -> StorageError {
         tracing::error!(path = %self.path.display(), position = self.position, %reason, "corrupt batch in background read");
-        StorageError::Corrupt {
-            path: self.path.clone(),
-            position: self.position,
-            reason,
-        }
+        StorageError::Corrupt { path: self.path.clone(), position: self.position, reason }
     }
 }
 
@@ -102,12 +96,7 @@ impl SegmentWriter {
         index_interval_bytes: u64,
     ) -> Result<SegmentWriter, StorageError> {
         let segment = Segment::create_at(path, base_offset).await?;
-        Ok(SegmentWriter {
-            segment,
-            buffer: Vec::new(),
-            written: 0,
-            index_interval_bytes,
-        })
+        Ok(SegmentWriter { segment, buffer: Vec::new(), written: 0, index_interval_bytes })
     }
 
     pub fn size(&self) -> u64 {
@@ -132,10 +121,8 @@ impl SegmentWriter {
         slice[..len].copy_from_slice(&self.buffer[..len]);
         slice[len..].fill(0);
         let path = &self.segment.path;
-        let n = file
-            .write_at(buf, self.written)
-            .await
-            .map_err(|e| StorageError::io("write segment", path, e.into()))?;
+        let n =
+            file.write_at(buf, self.written).await.map_err(|e| StorageError::io("write segment", path, e.into()))?;
         if n < padded {
             return Err(StorageError::io(
                 "short write",
@@ -154,9 +141,7 @@ impl SegmentWriter {
             self.write(self.buffer.len()).await?;
         }
         let (file, path) = (&self.segment.file, &self.segment.path);
-        file.truncate(self.segment.size)
-            .await
-            .map_err(|e| StorageError::io("truncate segment", path, e.into()))?;
+        file.truncate(self.segment.size).await.map_err(|e| StorageError::io("truncate segment", path, e.into()))?;
         sync_or_die(file, path).await;
         self.segment.durable_size = self.segment.size;
         Ok(self.segment)

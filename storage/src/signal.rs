@@ -28,10 +28,7 @@ impl Signal {
 
     /// Resolves at the next `notify` after this call.
     pub fn wait(self: &Rc<Self>) -> SignalWait {
-        SignalWait {
-            signal: self.clone(),
-            seen: self.generation.get(),
-        }
+        SignalWait { signal: self.clone(), seen: self.generation.get() }
     }
 }
 

@@ -24,10 +24,7 @@ use crate::segment::{self, Segment};
 /// restarts it at `offset`, as Kafka's `truncateFullyAndStartAt`.
 pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), StorageError> {
     let lock = log.borrow().io_lock();
-    let _permit = lock
-        .acquire_permit(1)
-        .await
-        .expect("the io lock is never closed");
+    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     if offset >= log.borrow().next_offset {
         return Ok(());
     }
@@ -37,11 +34,7 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
         return restart_at(log, offset).await;
     }
     // Segments wholly at or after the cut go; `keep` segments remain.
-    let keep = log
-        .borrow()
-        .segments
-        .partition_point(|s| s.base_offset < offset)
-        .max(1);
+    let keep = log.borrow().segments.partition_point(|s| s.base_offset < offset).max(1);
     let (cut, straddling_base) = cut_position(log, keep - 1, offset).await?;
     let end = straddling_base.unwrap_or(offset);
     if end <= start {
@@ -59,31 +52,17 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
     };
     // Rebuild the segment holding the cut from its remaining bytes.
     let mut rebuilt = Segment::open(path.clone(), base).await?;
-    rebuilt
-        .file
-        .truncate(cut)
-        .await
-        .map_err(|e| StorageError::io("truncate segment", &path, e.into()))?;
+    rebuilt.file.truncate(cut).await.map_err(|e| StorageError::io("truncate segment", &path, e.into()))?;
     sync_or_die(&rebuilt.file, &path).await;
     let interval = log.borrow().config.index_interval_bytes;
     let outcome = rebuilt.scan(interval, |_, _| {}).await?;
-    assert!(
-        outcome.stopped.is_none(),
-        "a flushed segment rescans cleanly after truncation"
-    );
-    assert!(
-        rebuilt.next_offset <= end,
-        "truncation left a batch past the new end"
-    );
+    assert!(outcome.stopped.is_none(), "a flushed segment rescans cleanly after truncation");
+    assert!(rebuilt.next_offset <= end, "truncation left a batch past the new end");
     // When compaction emptied the end of the kept segment, no batch records where the
     // log ends: a new active segment named after the end does, so that a restart does
     // not hand out those offsets again.
     let dir = log.borrow().dir.clone();
-    let fresh = if rebuilt.next_offset < end {
-        Some(Segment::create(&dir, end).await?)
-    } else {
-        None
-    };
+    let fresh = if rebuilt.next_offset < end { Some(Segment::create(&dir, end).await?) } else { None };
     {
         let mut l = log.borrow_mut();
         let old = std::mem::replace(&mut l.segments[keep - 1], rebuilt);
@@ -96,10 +75,7 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
         l.producers.truncate(end);
         l.cleaned_upto = l.cleaned_upto.min(end);
         // The caller (the Raft layer) does not append while it truncates.
-        assert!(
-            l.pending.is_empty() && l.queued.is_empty(),
-            "append during truncate"
-        );
+        assert!(l.pending.is_empty() && l.queued.is_empty(), "append during truncate");
     }
     PartitionLog::reload_tail(log).await?;
     crate::checkpoint::sync_dir(&dir).await?;
@@ -119,12 +95,7 @@ async fn cut_position(
     let (file, path, mut position, size) = {
         let l = log.borrow();
         let seg = &l.segments[index];
-        (
-            seg.file.clone(),
-            seg.path.clone(),
-            seg.position_for_offset(offset),
-            seg.size,
-        )
+        (seg.file.clone(), seg.path.clone(), seg.position_for_offset(offset), seg.size)
     };
     while position < size {
         let head = segment::read_file(&file, &path, position, BATCH_HEADER_LEN).await?;

@@ -36,15 +36,10 @@ fn caches_of_all_logs_fit_the_shard_budget() {
             let cache = ShardCache::new(limit);
             let flush = FlushQueue::with_cache(cache.clone());
             glommio::spawn_local(flush.clone().run()).detach();
-            let config = LogConfig {
-                cache_bytes_max: limit,
-                ..LogConfig::default()
-            };
+            let config = LogConfig { cache_bytes_max: limit, ..LogConfig::default() };
             let mut logs = Vec::new();
             for name in ["hot", "warm", "quiet"] {
-                let l = PartitionLog::open(&data.join(name), config.clone(), None, |_| {})
-                    .await
-                    .unwrap();
+                let l = PartitionLog::open(&data.join(name), config.clone(), None, |_| {}).await.unwrap();
                 let l = Rc::new(RefCell::new(l));
                 cache.adopt(&l);
                 logs.push(l);
@@ -56,27 +51,11 @@ fn caches_of_all_logs_fit_the_shard_budget() {
             // if its appends were split over passes.
             append(&flush, &logs[2], 1, 1000).await;
 
-            assert!(
-                cache.used() <= limit,
-                "{} bytes cached, budget {limit}",
-                cache.used()
-            );
+            assert!(cache.used() <= limit, "{} bytes cached, budget {limit}", cache.used());
             let cached = |i: usize| logs[i].borrow().cache_bytes();
-            assert_eq!(
-                cached(2),
-                logs[2].borrow().size_bytes() as usize,
-                "a quiet log keeps its batches"
-            );
-            assert_eq!(
-                cached(1),
-                logs[1].borrow().size_bytes() as usize,
-                "a small log keeps its batches"
-            );
-            assert!(
-                cached(0) < logs[0].borrow().size_bytes() as usize / 2,
-                "the hot log was cut: {}",
-                cached(0)
-            );
+            assert_eq!(cached(2), logs[2].borrow().size_bytes() as usize, "a quiet log keeps its batches");
+            assert_eq!(cached(1), logs[1].borrow().size_bytes() as usize, "a small log keeps its batches");
+            assert!(cached(0) < logs[0].borrow().size_bytes() as usize / 2, "the hot log was cut: {}", cached(0));
             assert_eq!(cache.used(), cached(0) + cached(1) + cached(2));
 
             // Evicted batches are read from disk, the newest still come from memory.

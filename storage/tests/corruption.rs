@@ -15,38 +15,20 @@ use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::StorageError;
 use rand::{Rng, SeedableRng};
 
-fn run<T: Send + 'static, F: std::future::Future<Output = T> + 'static>(
-    f: impl FnOnce() -> F + Send + 'static,
-) -> T {
-    LocalExecutorBuilder::default()
-        .spawn(move || async move { f().await })
-        .unwrap()
-        .join()
-        .unwrap()
+fn run<T: Send + 'static, F: std::future::Future<Output = T> + 'static>(f: impl FnOnce() -> F + Send + 'static) -> T {
+    LocalExecutorBuilder::default().spawn(move || async move { f().await }).unwrap().join().unwrap()
 }
 
 fn config() -> LogConfig {
-    LogConfig {
-        segment_bytes_max: 8192,
-        index_interval_bytes: 1024,
-        cache_bytes_max: 0,
-        ..LogConfig::default()
-    }
+    LogConfig { segment_bytes_max: 8192, index_interval_bytes: 1024, cache_bytes_max: 0, ..LogConfig::default() }
 }
 
 async fn open(dir: &Path) -> Rc<RefCell<PartitionLog>> {
-    keel_storage::prime_dma_probe(dir.parent().unwrap())
-        .await
-        .unwrap();
+    keel_storage::prime_dma_probe(dir.parent().unwrap()).await.unwrap();
     Rc::new(RefCell::new(
-        PartitionLog::open(
-            dir,
-            config(),
-            Some(ShardKv::standalone_keys_for(dir).await.unwrap()),
-            |_| {},
-        )
-        .await
-        .unwrap(),
+        PartitionLog::open(dir, config(), Some(ShardKv::standalone_keys_for(dir).await.unwrap()), |_| {})
+            .await
+            .unwrap(),
     ))
 }
 
@@ -89,14 +71,12 @@ fn read_each(dir: &Path) -> (i64, BTreeMap<i64, Result<Vec<u8>, String>>) {
             let got = match log::read(&l, offset, 1, i64::MAX).await {
                 Ok(r) => match r.batches.first() {
                     Some(b) => {
-                        let h = keel_protocol::batch::validate(b)
-                            .expect("every served batch passes its CRC");
+                        let h = keel_protocol::batch::validate(b).expect("every served batch passes its CRC");
                         if h.base_offset != offset {
                             continue;
                         }
                         let mut buf = b.clone();
-                        let set =
-                            kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
+                        let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
                         Ok(set.records[0].value.clone().unwrap().to_vec())
                     }
                     None => continue,
@@ -147,21 +127,9 @@ fn damage_inside_the_log_is_reported_and_not_served() {
             None => panic!("offset {offset} neither served nor refused"),
         }
     }
-    assert!(
-        got.get(&2).unwrap().is_err(),
-        "the damaged batch is not served"
-    );
-    let first_of_second_segment = got
-        .iter()
-        .filter(|(_, r)| r.is_err())
-        .map(|(o, _)| *o)
-        .max()
-        .unwrap()
-        + 1;
-    assert!(
-        got.range(first_of_second_segment..).all(|(_, r)| r.is_ok()),
-        "later segments are served"
-    );
+    assert!(got.get(&2).unwrap().is_err(), "the damaged batch is not served");
+    let first_of_second_segment = got.iter().filter(|(_, r)| r.is_err()).map(|(o, _)| *o).max().unwrap() + 1;
+    assert!(got.range(first_of_second_segment..).all(|(_, r)| r.is_ok()), "later segments are served");
 }
 
 #[test]
@@ -173,29 +141,15 @@ fn torn_sealed_segment_without_later_data_is_truncated() {
     // As after a crash between a roll and the seal write: the old segment's last batch
     // is torn and the segments after it never got data.
     let last = *batch_positions(&files[0]).last().unwrap();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&files[0])
-        .unwrap()
-        .set_len(last as u64 + 40)
-        .unwrap();
+    std::fs::OpenOptions::new().write(true).open(&files[0]).unwrap().set_len(last as u64 + 40).unwrap();
     for f in &files[1..] {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(f)
-            .unwrap()
-            .set_len(0)
-            .unwrap();
+        std::fs::OpenOptions::new().write(true).open(f).unwrap().set_len(0).unwrap();
     }
     let (end, got) = read_each(&dir);
     let kept = batch_positions(&files[0]).len() as i64;
     assert_eq!(end, kept, "truncated at the last valid batch");
     assert!(got.values().all(|r| r.is_ok()));
-    assert_eq!(
-        segment_files(&dir).len(),
-        1,
-        "segments after the torn one are removed"
-    );
+    assert_eq!(segment_files(&dir).len(), 1, "segments after the torn one are removed");
 }
 
 #[test]

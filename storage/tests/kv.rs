@@ -9,17 +9,11 @@ use glommio::LocalExecutorBuilder;
 use keel_storage::kv::ShardKv;
 
 fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-    LocalExecutorBuilder::default()
-        .spawn(move || async move { f().await })
-        .unwrap()
-        .join()
-        .unwrap();
+    LocalExecutorBuilder::default().spawn(move || async move { f().await }).unwrap().join().unwrap();
 }
 
 async fn open(dir: &Path) -> Rc<ShardKv> {
-    keel_storage::prime_dma_probe(dir.parent().unwrap())
-        .await
-        .unwrap();
+    keel_storage::prime_dma_probe(dir.parent().unwrap()).await.unwrap();
     ShardKv::open_standalone(dir).await.unwrap()
 }
 
@@ -46,11 +40,7 @@ fn puts_and_deletes_survive_a_restart() {
         let kv = open(&dir).await;
         assert_eq!(kv.get("a/1"), None);
         assert_eq!(kv.get("a/2"), None);
-        assert_eq!(
-            kv.get("a/3"),
-            Some(Bytes::new()),
-            "an empty value is not a tombstone"
-        );
+        assert_eq!(kv.get("a/3"), Some(Bytes::new()), "an empty value is not a tombstone");
         assert_eq!(kv.get("b/1"), value("three"));
         assert_eq!(kv.keys_with_prefix("a/"), vec!["a/3".to_string()]);
     });
@@ -63,9 +53,7 @@ fn snapshots_bound_the_log_and_keep_every_live_key() {
     run(move || async move {
         let kv = open(&dir).await;
         for k in 0..50 {
-            kv.put(&format!("keep/{k}"), Bytes::from(format!("v{k}")))
-                .await
-                .unwrap();
+            kv.put(&format!("keep/{k}"), Bytes::from(format!("v{k}"))).await.unwrap();
         }
         kv.put("gone", Bytes::from_static(b"x")).await.unwrap();
         kv.delete("gone").await.unwrap();
@@ -77,25 +65,14 @@ fn snapshots_bound_the_log_and_keep_every_live_key() {
             peak = peak.max(kv.log_bytes());
         }
         assert!(peak >= 3 << 20, "the log grew to {peak} bytes");
-        assert!(
-            kv.log_bytes() < 2 << 20,
-            "a snapshot shrank the log to {} bytes",
-            kv.log_bytes()
-        );
+        assert!(kv.log_bytes() < 2 << 20, "a snapshot shrank the log to {} bytes", kv.log_bytes());
         drop(kv);
 
         let kv = open(&dir).await;
         assert_eq!(kv.get("hot"), Some(big));
-        assert_eq!(
-            kv.get("gone"),
-            None,
-            "a key deleted before the snapshot stays deleted"
-        );
+        assert_eq!(kv.get("gone"), None, "a key deleted before the snapshot stays deleted");
         for k in 0..50 {
-            assert_eq!(
-                kv.get(&format!("keep/{k}")),
-                Some(Bytes::from(format!("v{k}")))
-            );
+            assert_eq!(kv.get(&format!("keep/{k}")), Some(Bytes::from(format!("v{k}"))));
         }
     });
 }
@@ -108,9 +85,7 @@ fn a_torn_last_write_loses_only_that_write() {
     run(move || async move {
         let kv = open(&dir).await;
         kv.put("first", Bytes::from_static(b"1")).await.unwrap();
-        kv.put("second", Bytes::from(vec![9u8; 3000]))
-            .await
-            .unwrap();
+        kv.put("second", Bytes::from(vec![9u8; 3000])).await.unwrap();
     });
     // Cut the second batch in half, as a crash in the middle of its write would.
     let segment = std::fs::read_dir(&dir2)

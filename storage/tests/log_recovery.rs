@@ -10,11 +10,7 @@ use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 
 fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-    LocalExecutorBuilder::default()
-        .spawn(move || async move { f().await })
-        .unwrap()
-        .join()
-        .unwrap();
+    LocalExecutorBuilder::default().spawn(move || async move { f().await }).unwrap().join().unwrap();
 }
 
 fn small_config() -> LogConfig {
@@ -28,29 +24,18 @@ fn small_config() -> LogConfig {
 }
 
 async fn open(dir: &std::path::Path) -> Rc<RefCell<PartitionLog>> {
-    keel_storage::prime_dma_probe(dir.parent().unwrap())
-        .await
-        .unwrap();
+    keel_storage::prime_dma_probe(dir.parent().unwrap()).await.unwrap();
     Rc::new(RefCell::new(
-        PartitionLog::open(
-            dir,
-            small_config(),
-            Some(ShardKv::standalone_keys_for(dir).await.unwrap()),
-            |_| {},
-        )
-        .await
-        .unwrap(),
+        PartitionLog::open(dir, small_config(), Some(ShardKv::standalone_keys_for(dir).await.unwrap()), |_| {})
+            .await
+            .unwrap(),
     ))
 }
 
 async fn append_n(l: &Rc<RefCell<PartitionLog>>, n: usize, value_len: usize) {
     for i in 0..n {
         let value = vec![(i % 251) as u8; value_len];
-        let b = build_batch(
-            0,
-            1000 + i as i64,
-            &[(Some(format!("k{i}").as_bytes()), Some(&value))],
-        );
+        let b = build_batch(0, 1000 + i as i64, &[(Some(format!("k{i}").as_bytes()), Some(&value))]);
         log::roll_if_needed(l, b.len()).await.unwrap();
         l.borrow_mut().append(&b, 0, None);
         if i % 7 == 0 {

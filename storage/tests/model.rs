@@ -31,16 +31,9 @@ struct Rec {
 
 impl std::fmt::Debug for Rec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let key = self
-            .key
-            .as_ref()
-            .map(|k| String::from_utf8_lossy(k).into_owned());
+        let key = self.key.as_ref().map(|k| String::from_utf8_lossy(k).into_owned());
         let value = self.value.as_ref().map(|v| (v.len(), v.first().copied()));
-        write!(
-            f,
-            "{}:{:?}={:?}@{}",
-            self.offset, key, value, self.timestamp
-        )
+        write!(f, "{}:{:?}={:?}@{}", self.offset, key, value, self.timestamp)
     }
 }
 
@@ -58,10 +51,7 @@ struct Model {
 
 impl Model {
     fn visible(&self) -> Vec<&Rec> {
-        self.records
-            .iter()
-            .filter(|r| r.offset >= self.start && r.offset < self.durable)
-            .collect()
+        self.records.iter().filter(|r| r.offset >= self.start && r.offset < self.durable).collect()
     }
 
     fn drop_below(&mut self, offset: i64) {
@@ -70,12 +60,7 @@ impl Model {
     }
 
     fn truncate(&mut self, offset: i64) {
-        let cut = self
-            .batches
-            .iter()
-            .find(|&&(_, last)| last >= offset)
-            .map(|&(base, _)| base)
-            .unwrap_or(self.end);
+        let cut = self.batches.iter().find(|&&(_, last)| last >= offset).map(|&(base, _)| base).unwrap_or(self.end);
         self.records.retain(|r| r.offset < cut);
         self.batches.retain(|&(base, _)| base < cut);
         self.end = cut;
@@ -90,9 +75,8 @@ impl Model {
                 return true;
             }
             let Some(key) = &r.key else { return false };
-            let superseded = snapshot
-                .iter()
-                .any(|o| o.offset > r.offset && o.offset < upto && o.key.as_ref() == Some(key));
+            let superseded =
+                snapshot.iter().any(|o| o.offset > r.offset && o.offset < upto && o.key.as_ref() == Some(key));
             let expired = r.value.is_none() && r.timestamp + delete_retention_ms <= now;
             !superseded && !expired
         });
@@ -102,11 +86,7 @@ impl Model {
 fn config(rng: &mut StdRng) -> LogConfig {
     LogConfig {
         segment_bytes_max: rng.gen_range(1500..6000),
-        segment_ms_max: if rng.gen_bool(0.3) {
-            rng.gen_range(2_000..20_000)
-        } else {
-            i64::MAX
-        },
+        segment_ms_max: if rng.gen_bool(0.3) { rng.gen_range(2_000..20_000) } else { i64::MAX },
         index_interval_bytes: 512,
         cache_bytes_max: if rng.gen_bool(0.5) { 0 } else { 16 << 10 },
         read_ahead_bytes: 4096,
@@ -133,17 +113,9 @@ fn make_batch(rng: &mut StdRng, m: &Model, seq: &mut i32) -> (Bytes, Vec<Rec>) {
     for i in 0..n {
         let key = (!rng.gen_bool(0.05)).then(|| format!("k{}", rng.gen_range(0..12)).into_bytes());
         let value = (!rng.gen_bool(0.1)).then(|| vec![rng.gen::<u8>(); rng.gen_range(0..300)]);
-        recs.push(Rec {
-            offset: m.end + i,
-            key,
-            value,
-            timestamp: m.now - rng.gen_range(0..3000),
-        });
+        recs.push(Rec { offset: m.end + i, key, value, timestamp: m.now - rng.gen_range(0..3000) });
     }
-    let pairs: Vec<_> = recs
-        .iter()
-        .map(|r| (r.key.as_deref(), r.value.as_deref()))
-        .collect();
+    let pairs: Vec<_> = recs.iter().map(|r| (r.key.as_deref(), r.value.as_deref())).collect();
     let base_ts = recs[0].timestamp;
     let built = build_batch(0, base_ts, &pairs);
     // build_batch stamps every record with base_ts; the model follows it.
@@ -175,17 +147,14 @@ async fn read_all(l: &Rc<RefCell<PartitionLog>>, max_bytes: usize) -> Vec<Rec> {
     let (mut offset, hw) = (l.borrow().log_start_offset, l.borrow().high_watermark());
     let mut out = Vec::new();
     while offset < hw {
-        let r = log::read(l, offset, max_bytes, i64::MAX)
-            .await
-            .expect("read");
+        let r = log::read(l, offset, max_bytes, i64::MAX).await.expect("read");
         if r.batches.is_empty() {
             break;
         }
         for b in r.batches {
             let h = keel_protocol::batch::validate(&b).expect("served batches are valid");
             let mut buf = b.clone();
-            let set =
-                kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).expect("decodes");
+            let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).expect("decodes");
             for rec in set.records.into_iter().filter(|r| r.offset >= offset) {
                 out.push(Rec {
                     offset: rec.offset,
@@ -212,19 +181,9 @@ async fn check(l: &Rc<RefCell<PartitionLog>>, m: &Model, rng: &mut StdRng, step:
     let want: Vec<Rec> = m.visible().into_iter().cloned().collect();
     assert_eq!(got, want, "records {ctx}");
     if let Some(probe) = want.get(rng.gen_range(0..want.len().max(1))) {
-        let expect = want
-            .iter()
-            .filter(|r| r.timestamp >= probe.timestamp)
-            .map(|r| (r.offset, r.timestamp))
-            .next();
-        let found = log::offset_for_timestamp(l, probe.timestamp)
-            .await
-            .expect("timestamp lookup");
-        assert_eq!(
-            found, expect,
-            "offset for timestamp {} {ctx}",
-            probe.timestamp
-        );
+        let expect = want.iter().filter(|r| r.timestamp >= probe.timestamp).map(|r| (r.offset, r.timestamp)).next();
+        let found = log::offset_for_timestamp(l, probe.timestamp).await.expect("timestamp lookup");
+        assert_eq!(found, expect, "offset for timestamp {} {ctx}", probe.timestamp);
     }
 }
 
@@ -232,19 +191,14 @@ async fn run_case(seed: u64, steps: usize, dir: &Path) {
     let mut rng = StdRng::seed_from_u64(seed);
     let cfg = config(&mut rng);
     let (mut l, _) = open(dir, &cfg).await;
-    let mut m = Model {
-        now: 1_000_000,
-        ..Model::default()
-    };
+    let mut m = Model { now: 1_000_000, ..Model::default() };
     let mut seq = 0;
     for step in 0..steps {
         m.now += rng.gen_range(0..4000);
         let op = match rng.gen_range(0..100) {
             0..=44 => {
                 let (batch, recs) = make_batch(&mut rng, &m, &mut seq);
-                log::roll_if_needed_at(&l, batch.len(), recs[0].timestamp)
-                    .await
-                    .expect("roll");
+                log::roll_if_needed_at(&l, batch.len(), recs[0].timestamp).await.expect("roll");
                 let h = l.borrow_mut().append(&batch, 0, None);
                 assert_eq!(h.base_offset, m.end);
                 m.batches.push((h.base_offset, h.last_offset()));
@@ -268,17 +222,12 @@ async fn run_case(seed: u64, steps: usize, dir: &Path) {
                     retention_bytes: [-1, 2_000, 8_000][rng.gen_range(0..3)],
                 };
                 let (expected, flushed) = expected_retention(&l, &m, &policy);
-                let outcome = retention::enforce(&l, m.now, &policy)
-                    .await
-                    .expect("retention");
+                let outcome = retention::enforce(&l, m.now, &policy).await.expect("retention");
                 if flushed {
                     m.durable = m.end;
                 }
                 m.start = expected;
-                assert_eq!(
-                    outcome.log_start_offset, m.start,
-                    "retention start, step {step}"
-                );
+                assert_eq!(outcome.log_start_offset, m.start, "retention start, step {step}");
                 m.drop_below(m.start);
                 "retention"
             }
@@ -290,10 +239,7 @@ async fn run_case(seed: u64, steps: usize, dir: &Path) {
                 };
                 match retention::delete_records(&l, target).await {
                     Ok(start) => {
-                        assert!(
-                            target <= m.durable,
-                            "delete records past the high watermark accepted"
-                        );
+                        assert!(target <= m.durable, "delete records past the high watermark accepted");
                         let t = if target == -1 { m.durable } else { target };
                         m.start = m.start.max(t);
                         assert_eq!(start, m.start);
@@ -311,10 +257,7 @@ async fn run_case(seed: u64, steps: usize, dir: &Path) {
                     min_cleanable_dirty_ratio: 0.0,
                     key_map_bytes_max: if rng.gen_bool(0.3) { 48 * 4 } else { 1 << 20 },
                 };
-                if let Some(outcome) = compaction::compact(&l, m.now, &policy, true)
-                    .await
-                    .expect("compaction")
-                {
+                if let Some(outcome) = compaction::compact(&l, m.now, &policy, true).await.expect("compaction") {
                     if std::env::var("KEEL_MODEL_TRACE").is_ok() {
                         eprintln!("compaction {outcome:?} {policy:?}");
                     }
@@ -328,16 +271,8 @@ async fn run_case(seed: u64, steps: usize, dir: &Path) {
                     0 => rng.gen_range(m.start.saturating_sub(2).max(0)..=m.start),
                     1 => m.end,
                     _ => {
-                        let bases: Vec<i64> = m
-                            .batches
-                            .iter()
-                            .map(|&(b, _)| b)
-                            .filter(|&b| b > m.start)
-                            .collect();
-                        bases
-                            .get(rng.gen_range(0..bases.len().max(1)))
-                            .copied()
-                            .unwrap_or(m.end)
+                        let bases: Vec<i64> = m.batches.iter().map(|&(b, _)| b).filter(|&b| b > m.start).collect();
+                        bases.get(rng.gen_range(0..bases.len().max(1))).copied().unwrap_or(m.end)
                     }
                 };
                 log::truncate(&l, offset).await.expect("truncate");
@@ -406,27 +341,15 @@ impl Model {
 
 /// The log start offset retention must reach and whether it flushes (it rolls and
 /// flushes first when the active segment must go too).
-fn expected_retention(
-    l: &Rc<RefCell<PartitionLog>>,
-    m: &Model,
-    policy: &RetentionPolicy,
-) -> (i64, bool) {
+fn expected_retention(l: &Rc<RefCell<PartitionLog>>, m: &Model, policy: &RetentionPolicy) -> (i64, bool) {
     let lb = l.borrow();
     let bases = lb.segment_bases();
     let summaries: Vec<SegmentSummary> = lb.segment_summaries();
     for (i, s) in summaries.iter().enumerate() {
         let next = bases.get(i + 1).copied().unwrap_or(i64::MAX);
-        let newest = m
-            .records
-            .iter()
-            .filter(|r| r.offset >= s.base_offset && r.offset < next)
-            .map(|r| r.timestamp)
-            .max();
-        assert!(
-            newest.unwrap_or(-1) <= s.max_timestamp,
-            "segment {} max timestamp below its records'",
-            s.base_offset
-        );
+        let newest =
+            m.records.iter().filter(|r| r.offset >= s.base_offset && r.offset < next).map(|r| r.timestamp).max();
+        assert!(newest.unwrap_or(-1) <= s.max_timestamp, "segment {} max timestamp below its records'", s.base_offset);
     }
     let plan = retention::plan(&summaries, m.start, m.durable, m.end, m.now, policy);
     if plan.roll_active {
@@ -439,25 +362,16 @@ fn expected_retention(
 }
 
 fn cases() -> Vec<u64> {
-    if let Some(seed) = std::env::var("KEEL_MODEL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
+    if let Some(seed) = std::env::var("KEEL_MODEL_SEED").ok().and_then(|s| s.parse().ok()) {
         return vec![seed];
     }
-    let n = std::env::var("KEEL_MODEL_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(12);
+    let n = std::env::var("KEEL_MODEL_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(12);
     (1..=n).collect()
 }
 
 #[test]
 fn random_operations_match_the_model() {
-    let steps: usize = std::env::var("KEEL_MODEL_STEPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(250);
+    let steps: usize = std::env::var("KEEL_MODEL_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(250);
     for seed in cases() {
         let tmp = tempfile::tempdir().unwrap();
         let data = tmp.path().to_path_buf();
@@ -468,9 +382,6 @@ fn random_operations_match_the_model() {
             })
             .unwrap()
             .join();
-        assert!(
-            result.is_ok(),
-            "model case failed: replay with KEEL_MODEL_SEED={seed}"
-        );
+        assert!(result.is_ok(), "model case failed: replay with KEEL_MODEL_SEED={seed}");
     }
 }

@@ -20,11 +20,7 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
             keel_storage::prime_dma_probe(&data).await.unwrap();
             let dir = data.join("t-0");
             let step = 1u64 << 20;
-            let config = LogConfig {
-                segment_bytes_max: 4 << 20,
-                preallocate_step_bytes: step,
-                ..LogConfig::default()
-            };
+            let config = LogConfig { segment_bytes_max: 4 << 20, preallocate_step_bytes: step, ..LogConfig::default() };
             let l = Rc::new(RefCell::new(
                 PartitionLog::open(
                     &dir,
@@ -41,16 +37,9 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
             log::flush(&l).await.unwrap();
             let first = dir.join(format!("{:020}.log", 0));
             let bytes = std::fs::read(&first).unwrap();
-            assert!(
-                bytes.len() >= 256 << 10,
-                "zeros are written ahead: {} bytes",
-                bytes.len()
-            );
+            assert!(bytes.len() >= 256 << 10, "zeros are written ahead: {} bytes", bytes.len());
             assert_eq!(&bytes[..b.len()], &b[..]);
-            assert!(
-                bytes[b.len()..].iter().all(|x| *x == 0),
-                "past the data there are only zeros"
-            );
+            assert!(bytes[b.len()..].iter().all(|x| *x == 0), "past the data there are only zeros");
 
             // A crash: the next open scans and ends the log before the zero fill.
             drop(l);
@@ -64,11 +53,7 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
                 .await
                 .unwrap(),
             ));
-            assert_eq!(
-                l.borrow().log_end_offset(),
-                1,
-                "zero fill is not read as data"
-            );
+            assert_eq!(l.borrow().log_end_offset(), 1, "zero fill is not read as data");
             log::roll_if_needed(&l, b.len()).await.unwrap();
             l.borrow_mut().append(&b, 0, None);
             log::flush(&l).await.unwrap();
@@ -91,11 +76,7 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
             log::roll(&l).await.unwrap();
             log::flush(&l).await.unwrap();
             let sealed = std::fs::metadata(&first).unwrap();
-            assert_eq!(
-                sealed.len(),
-                2 * b.len() as u64,
-                "sealing cuts the zero fill off"
-            );
+            assert_eq!(sealed.len(), 2 * b.len() as u64, "sealing cuts the zero fill off");
             drop(l);
             let l = PartitionLog::open(
                 &dir,

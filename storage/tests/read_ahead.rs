@@ -53,34 +53,22 @@ fn in_order_reads_see_every_batch_once_and_nothing_truncated() {
                 read_ahead_bytes: 16 << 10,
                 ..LogConfig::default()
             };
-            let l = PartitionLog::open(&data.join("t-0"), config, None, |_| {})
-                .await
-                .unwrap();
+            let l = PartitionLog::open(&data.join("t-0"), config, None, |_| {}).await.unwrap();
             let l = Rc::new(RefCell::new(l));
             append(&l, 300, 1, 1).await;
             let expected: Vec<(i64, i32)> = (0..300).map(|o| (o, 1)).collect();
-            assert_eq!(
-                read_all(&l, 0, 10_000).await,
-                expected,
-                "segments crossed, reads ahead used"
-            );
+            assert_eq!(read_all(&l, 0, 10_000).await, expected, "segments crossed, reads ahead used");
 
             // Read part of the way (leaving a read-ahead behind), truncate below it,
             // append other batches at the same offsets: the next read sees only those.
             let first = log::read(&l, 100, 10_000, i64::MAX).await.unwrap();
-            let next = validate(first.batches.last().unwrap())
-                .unwrap()
-                .last_offset()
-                + 1;
+            let next = validate(first.batches.last().unwrap()).unwrap().last_offset() + 1;
             glommio::timer::sleep(Duration::from_millis(20)).await;
             log::truncate(&l, 90).await.unwrap();
             append(&l, 50, 2, 2).await;
             let after = read_all(&l, next, 10_000).await;
             let want: Vec<(i64, i32)> = (next..140).map(|o| (o, 2)).collect();
-            assert_eq!(
-                after, want,
-                "no batch read ahead before the truncation is served"
-            );
+            assert_eq!(after, want, "no batch read ahead before the truncation is served");
         })
         .unwrap()
         .join()

@@ -16,39 +16,23 @@ use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::{recovery, OpenKind};
 
 fn config() -> LogConfig {
-    LogConfig {
-        segment_bytes_max: 64 << 20,
-        ..LogConfig::default()
-    }
+    LogConfig { segment_bytes_max: 64 << 20, ..LogConfig::default() }
 }
 
 async fn open(dir: &Path) -> (Rc<RefCell<PartitionLog>>, OpenKind, f64) {
     let start = Instant::now();
-    let (l, kind) = PartitionLog::open_reporting(
-        dir,
-        config(),
-        Some(ShardKv::standalone_keys_for(dir).await.unwrap()),
-        |_| {},
-    )
-    .await
-    .unwrap();
-    (
-        Rc::new(RefCell::new(l)),
-        kind,
-        start.elapsed().as_secs_f64() * 1000.0,
-    )
+    let (l, kind) =
+        PartitionLog::open_reporting(dir, config(), Some(ShardKv::standalone_keys_for(dir).await.unwrap()), |_| {})
+            .await
+            .unwrap();
+    (Rc::new(RefCell::new(l)), kind, start.elapsed().as_secs_f64() * 1000.0)
 }
 
 #[test]
 #[ignore]
 fn clean_restart_skips_the_scan() {
-    let megabytes: usize = std::env::var("KEEL_RESTART_MB")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(256);
-    let tmp =
-        tempfile::tempdir_in(std::env::var("KEEL_RESTART_DIR").unwrap_or_else(|_| "/tmp".into()))
-            .unwrap();
+    let megabytes: usize = std::env::var("KEEL_RESTART_MB").ok().and_then(|s| s.parse().ok()).unwrap_or(256);
+    let tmp = tempfile::tempdir_in(std::env::var("KEEL_RESTART_DIR").unwrap_or_else(|_| "/tmp".into())).unwrap();
     let data = tmp.path().to_path_buf();
     LocalExecutorBuilder::default()
         .spawn(move || async move {

@@ -23,19 +23,9 @@ const SEGMENT_BYTES: u64 = 64 << 20;
 const PHASE: Duration = Duration::from_secs(3);
 
 async fn open(dir: &Path, segment_bytes_max: u64) -> Rc<RefCell<PartitionLog>> {
-    let config = LogConfig {
-        segment_bytes_max,
-        ..LogConfig::default()
-    };
+    let config = LogConfig { segment_bytes_max, ..LogConfig::default() };
     Rc::new(RefCell::new(
-        PartitionLog::open(
-            dir,
-            config,
-            Some(ShardKv::standalone_keys_for(dir).await.unwrap()),
-            |_| {},
-        )
-        .await
-        .unwrap(),
+        PartitionLog::open(dir, config, Some(ShardKv::standalone_keys_for(dir).await.unwrap()), |_| {}).await.unwrap(),
     ))
 }
 
@@ -60,9 +50,7 @@ struct Samples {
 
 fn pct(v: &mut [u64], p: f64) -> u64 {
     v.sort_unstable();
-    v.get(((v.len() as f64 * p) as usize).min(v.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or(0)
+    v.get(((v.len() as f64 * p) as usize).min(v.len().saturating_sub(1))).copied().unwrap_or(0)
 }
 
 /// Appends and flushes one small batch per millisecond for `PHASE`.
@@ -73,12 +61,7 @@ async fn produce(l: Rc<RefCell<PartitionLog>>) -> Samples {
     while Instant::now() < end {
         let before = Instant::now();
         glommio::timer::sleep(Duration::from_millis(1)).await;
-        s.timer_late_us.push(
-            before
-                .elapsed()
-                .saturating_sub(Duration::from_millis(1))
-                .as_micros() as u64,
-        );
+        s.timer_late_us.push(before.elapsed().saturating_sub(Duration::from_millis(1)).as_micros() as u64);
         let start = Instant::now();
         log::roll_if_needed(&l, batch.len()).await.unwrap();
         l.borrow_mut().append(&batch, 0, None);
@@ -102,28 +85,18 @@ fn report(name: &str, mut s: Samples) {
 #[test]
 #[ignore]
 fn retention_does_not_stall_the_shard() {
-    let tmp =
-        tempfile::tempdir_in(std::env::var("KEEL_LATENCY_DIR").unwrap_or_else(|_| "/tmp".into()))
-            .unwrap();
+    let tmp = tempfile::tempdir_in(std::env::var("KEEL_LATENCY_DIR").unwrap_or_else(|_| "/tmp".into())).unwrap();
     let data = tmp.path().to_path_buf();
     LocalExecutorBuilder::default()
         .spawn(move || async move {
             keel_storage::prime_dma_probe(&data).await.unwrap();
             let hot = open(&data.join("hot-0"), 1 << 30).await;
-            let low = glommio::executor().create_task_queue(
-                Shares::Static(20),
-                Latency::NotImportant,
-                "housekeeping",
-            );
+            let low = glommio::executor().create_task_queue(Shares::Static(20), Latency::NotImportant, "housekeeping");
 
             report("idle", produce(hot.clone()).await);
 
             let bulk = fill(&data.join("bulk-0")).await;
-            let policy = RetentionPolicy {
-                delete: true,
-                retention_ms: -1,
-                retention_bytes: 0,
-            };
+            let policy = RetentionPolicy { delete: true, retention_ms: -1, retention_bytes: 0 };
             let deleting = glommio::spawn_local_into(
                 async move {
                     let start = Instant::now();

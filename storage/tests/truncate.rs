@@ -13,56 +13,28 @@ use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::{recovery, retention};
 
 fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-    LocalExecutorBuilder::default()
-        .spawn(move || async move { f().await })
-        .unwrap()
-        .join()
-        .unwrap();
+    LocalExecutorBuilder::default().spawn(move || async move { f().await }).unwrap().join().unwrap();
 }
 
 fn config() -> LogConfig {
-    LogConfig {
-        segment_bytes_max: 4096,
-        index_interval_bytes: 512,
-        cache_bytes_max: 8192,
-        ..LogConfig::default()
-    }
+    LogConfig { segment_bytes_max: 4096, index_interval_bytes: 512, cache_bytes_max: 8192, ..LogConfig::default() }
 }
 
 async fn open(dir: &Path) -> Rc<RefCell<PartitionLog>> {
-    keel_storage::prime_dma_probe(dir.parent().unwrap())
-        .await
-        .unwrap();
+    keel_storage::prime_dma_probe(dir.parent().unwrap()).await.unwrap();
     Rc::new(RefCell::new(
-        PartitionLog::open(
-            dir,
-            config(),
-            Some(ShardKv::standalone_keys_for(dir).await.unwrap()),
-            |_| {},
-        )
-        .await
-        .unwrap(),
+        PartitionLog::open(dir, config(), Some(ShardKv::standalone_keys_for(dir).await.unwrap()), |_| {})
+            .await
+            .unwrap(),
     ))
 }
 
 /// Appends `n` two-record batches in `epoch`, flushing at the end.
-async fn append(
-    l: &Rc<RefCell<PartitionLog>>,
-    n: usize,
-    epoch: i32,
-    tag: &str,
-) -> Vec<BatchHeader> {
+async fn append(l: &Rc<RefCell<PartitionLog>>, n: usize, epoch: i32, tag: &str) -> Vec<BatchHeader> {
     let mut out = Vec::new();
     for i in 0..n {
         let value = format!("{tag}-{i}-{}", "v".repeat(400));
-        let b = build_batch(
-            0,
-            1000 + i as i64,
-            &[
-                (Some(b"a"), Some(value.as_bytes())),
-                (Some(b"b"), Some(b"x")),
-            ],
-        );
+        let b = build_batch(0, 1000 + i as i64, &[(Some(b"a"), Some(value.as_bytes())), (Some(b"b"), Some(b"x"))]);
         log::roll_if_needed(l, b.len()).await.unwrap();
         out.push(l.borrow_mut().append(&b, epoch, None));
     }
@@ -81,10 +53,7 @@ async fn records(l: &Rc<RefCell<PartitionLog>>) -> Vec<(i64, String)> {
             let mut buf = b.clone();
             let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
             for rec in set.records.into_iter().filter(|r| r.offset >= offset) {
-                out.push((
-                    rec.offset,
-                    String::from_utf8_lossy(&rec.value.unwrap()).into_owned(),
-                ));
+                out.push((rec.offset, String::from_utf8_lossy(&rec.value.unwrap()).into_owned()));
             }
             offset = BatchHeader::parse(&b).unwrap().last_offset() + 1;
         }
@@ -100,18 +69,12 @@ fn truncate_cuts_across_segments_and_survives_restarts() {
         let l = open(&dir).await;
         append(&l, 20, 1, "e1").await;
         let second = append(&l, 20, 3, "e3").await;
-        assert!(
-            l.borrow().segment_count() >= 4,
-            "batches span several segments"
-        );
+        assert!(l.borrow().segment_count() >= 4, "batches span several segments");
         assert_eq!(l.borrow().epochs(), &[(1, 0), (3, 40)]);
         // Cut in the middle of epoch 3, inside an older segment.
         let cut = second[5].base_offset;
         log::truncate(&l, cut).await.unwrap();
-        assert_eq!(
-            (l.borrow().log_end_offset(), l.borrow().high_watermark()),
-            (cut, cut)
-        );
+        assert_eq!((l.borrow().log_end_offset(), l.borrow().high_watermark()), (cut, cut));
         assert_eq!(l.borrow().epochs(), &[(1, 0), (3, 40)]);
         assert_eq!(records(&l).await.len() as i64, cut);
         // The new leader's entries take the offsets after the cut.
@@ -128,20 +91,12 @@ fn truncate_cuts_across_segments_and_survives_restarts() {
         drop(l);
 
         let l = open(&dir).await;
-        assert_eq!(
-            records(&l).await,
-            before,
-            "a crash restart reads the truncated log"
-        );
+        assert_eq!(records(&l).await, before, "a crash restart reads the truncated log");
         assert_eq!(l.borrow().epochs(), &[(1, 0), (3, 40), (5, cut)]);
         recovery::close(&l).await.unwrap();
         drop(l);
         let l = open(&dir).await;
-        assert_eq!(
-            records(&l).await,
-            before,
-            "a clean restart reads the truncated log"
-        );
+        assert_eq!(records(&l).await, before, "a clean restart reads the truncated log");
     });
 }
 
@@ -175,14 +130,7 @@ fn truncate_below_the_log_start_restarts_the_log_there() {
         log::truncate(&l, 20).await.unwrap();
         {
             let lb = l.borrow();
-            assert_eq!(
-                (
-                    lb.log_start_offset,
-                    lb.log_end_offset(),
-                    lb.high_watermark()
-                ),
-                (20, 20, 20)
-            );
+            assert_eq!((lb.log_start_offset, lb.log_end_offset(), lb.high_watermark()), (20, 20, 20));
             assert_eq!(lb.segment_count(), 1);
             assert!(lb.epochs().is_empty());
         }
@@ -190,10 +138,6 @@ fn truncate_below_the_log_start_restarts_the_log_there() {
         drop(l);
         let l = open(&dir).await;
         let lb = l.borrow();
-        assert_eq!(
-            (lb.log_start_offset, lb.log_end_offset()),
-            (20, 26),
-            "the restart point is durable"
-        );
+        assert_eq!((lb.log_start_offset, lb.log_end_offset()), (20, 26), "the restart point is durable");
     });
 }

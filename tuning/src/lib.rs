@@ -9,14 +9,9 @@ pub fn allowed_cpus() -> Vec<usize> {
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return (0..std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1))
-                .collect();
+            return (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect();
         }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
     }
 }
 
@@ -24,10 +19,7 @@ pub fn allowed_cpus() -> Vec<usize> {
 pub fn pick_cpus(smp: usize) -> Result<Vec<usize>, String> {
     let cpus = allowed_cpus();
     if smp == 0 || smp > cpus.len() {
-        return Err(format!(
-            "--smp {smp} asks for more cores than the {} this process may use",
-            cpus.len()
-        ));
+        return Err(format!("--smp {smp} asks for more cores than the {} this process may use", cpus.len()));
     }
     Ok(cpus[..smp].to_vec())
 }
@@ -40,16 +32,9 @@ pub fn raise_memlock(bytes: u64) -> u64 {
         let mut lim: libc::rlimit = std::mem::zeroed();
         libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim);
         if lim.rlim_cur != libc::RLIM_INFINITY && lim.rlim_cur < bytes {
-            let want = libc::rlimit {
-                rlim_cur: bytes,
-                rlim_max: lim.rlim_max.max(bytes),
-            };
+            let want = libc::rlimit { rlim_cur: bytes, rlim_max: lim.rlim_max.max(bytes) };
             if libc::setrlimit(libc::RLIMIT_MEMLOCK, &want) != 0 {
-                tracing::warn!(
-                    limit = lim.rlim_cur,
-                    wanted = bytes,
-                    "could not raise RLIMIT_MEMLOCK"
-                );
+                tracing::warn!(limit = lim.rlim_cur, wanted = bytes, "could not raise RLIMIT_MEMLOCK");
             }
             libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim);
         }
@@ -82,10 +67,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         }
         None => (s, 1),
     };
-    num.trim()
-        .parse::<u64>()
-        .map(|n| n * mult)
-        .map_err(|_| format!("invalid size {s:?}"))
+    num.trim().parse::<u64>().map(|n| n * mult).map_err(|_| format!("invalid size {s:?}"))
 }
 
 #[cfg(test)]

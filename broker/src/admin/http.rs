@@ -26,8 +26,7 @@ pub struct ShardStats {
 
 pub fn spawn(shard: &Rc<Shard>) -> Result<(), String> {
     let addr = shard.config.admin_addr.clone();
-    let listener =
-        TcpListener::bind(&addr).map_err(|e| format!("admin API cannot listen on {addr}: {e}"))?;
+    let listener = TcpListener::bind(&addr).map_err(|e| format!("admin API cannot listen on {addr}: {e}"))?;
     let shard = shard.clone();
     glommio::spawn_local(async move {
         loop {
@@ -72,10 +71,7 @@ async fn route(shard: &Rc<Shard>, path: &str) -> (&'static str, &'static str, St
             let shards: Vec<String> = stats
                 .iter()
                 .map(|s| {
-                    format!(
-                        r#"{{"shard":{},"partitions":{},"connections":{}}}"#,
-                        s.shard, s.partitions, s.connections
-                    )
+                    format!(r#"{{"shard":{},"partitions":{},"connections":{}}}"#, s.shard, s.partitions, s.connections)
                 })
                 .collect();
             let body = format!(
@@ -87,11 +83,7 @@ async fn route(shard: &Rc<Shard>, path: &str) -> (&'static str, &'static str, St
             );
             ("200 OK", "application/json", body + "\n")
         }
-        "/metrics" => (
-            "200 OK",
-            "text/plain; version=0.0.4",
-            render_metrics(&gather(shard).await),
-        ),
+        "/metrics" => ("200 OK", "text/plain; version=0.0.4", render_metrics(&gather(shard).await)),
         _ => ("404 Not Found", "text/plain", "not found\n".into()),
     }
 }
@@ -114,15 +106,13 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
         .await
 }
 
+/// A metric: name, Prometheus type, help text, and how to read it from a shard.
+type Series = (&'static str, &'static str, &'static str, fn(&ShardStats) -> u64);
+
 fn render_metrics(stats: &[ShardStats]) -> String {
     let mut out = String::new();
-    let series: [(&str, &str, &str, fn(&ShardStats) -> u64); 17] = [
-        (
-            "keel_partitions",
-            "gauge",
-            "Partitions owned by the shard",
-            |s| s.partitions as u64,
-        ),
+    let series: [Series; 17] = [
+        ("keel_partitions", "gauge", "Partitions owned by the shard", |s| s.partitions as u64),
         (
             "keel_read_ahead_hits_total",
             "counter",
@@ -135,90 +125,38 @@ fn render_metrics(stats: &[ShardStats]) -> String {
             "Batches cached in memory for tail reads, all partitions of the shard",
             |s| s.cache_bytes,
         ),
-        (
-            "keel_connections",
-            "gauge",
-            "Open Kafka connections on the shard",
-            |s| s.connections as u64,
-        ),
-        (
-            "keel_flush_passes_total",
-            "counter",
-            "Group-commit passes of the shard's flush loop",
-            |s| s.flush_passes,
-        ),
-        (
-            "keel_log_flushes_total",
-            "counter",
-            "Partition logs written and fdatasynced",
-            |s| s.log_flushes,
-        ),
-        (
-            "keel_log_bytes",
-            "gauge",
-            "Bytes in the shard's partition logs",
-            |s| s.log_bytes,
-        ),
-        (
-            "keel_retention_segments_deleted_total",
-            "counter",
-            "Segments deleted by retention",
-            |s| s.storage.retention_segments_deleted,
-        ),
-        (
-            "keel_retention_bytes_deleted_total",
-            "counter",
-            "Bytes deleted by retention",
-            |s| s.storage.retention_bytes_deleted,
-        ),
-        (
-            "keel_compaction_passes_total",
-            "counter",
-            "Compaction passes that rewrote a segment",
-            |s| s.storage.compaction_passes,
-        ),
-        (
-            "keel_compaction_records_removed_total",
-            "counter",
-            "Records removed by compaction",
-            |s| s.storage.compaction_records_removed,
-        ),
-        (
-            "keel_compaction_bytes_reclaimed_total",
-            "counter",
-            "Bytes reclaimed by compaction",
-            |s| s.storage.compaction_bytes_reclaimed,
-        ),
-        (
-            "keel_corrupt_batches_read_total",
-            "counter",
-            "Batches that failed their CRC when read (never served)",
-            |s| s.storage.corrupt_batches_read,
-        ),
-        (
-            "keel_recovery_truncations_total",
-            "counter",
-            "Segments cut at a torn tail during recovery",
-            |s| s.storage.recovery_truncations,
-        ),
-        (
-            "keel_damaged_segments_total",
-            "counter",
-            "Segments with damage inside the log found at open",
-            |s| s.storage.damaged_segments_found,
-        ),
-        (
-            "keel_log_opens_clean_total",
-            "counter",
-            "Logs opened from a clean-shutdown checkpoint",
-            |s| s.storage.opens_clean,
-        ),
-        (
-            "keel_log_opens_scanned_total",
-            "counter",
-            "Logs opened by a recovery scan",
-            |s| s.storage.opens_scanned,
-        ),
+        ("keel_connections", "gauge", "Open Kafka connections on the shard", |s| s.connections as u64),
+        ("keel_flush_passes_total", "counter", "Group-commit passes of the shard's flush loop", |s| s.flush_passes),
+        ("keel_log_flushes_total", "counter", "Partition logs written and fdatasynced", |s| s.log_flushes),
+        ("keel_log_bytes", "gauge", "Bytes in the shard's partition logs", |s| s.log_bytes),
+        ("keel_retention_segments_deleted_total", "counter", "Segments deleted by retention", |s| {
+            s.storage.retention_segments_deleted
+        }),
+        ("keel_retention_bytes_deleted_total", "counter", "Bytes deleted by retention", |s| {
+            s.storage.retention_bytes_deleted
+        }),
+        ("keel_compaction_passes_total", "counter", "Compaction passes that rewrote a segment", |s| {
+            s.storage.compaction_passes
+        }),
+        ("keel_compaction_records_removed_total", "counter", "Records removed by compaction", |s| {
+            s.storage.compaction_records_removed
+        }),
+        ("keel_compaction_bytes_reclaimed_total", "counter", "Bytes reclaimed by compaction", |s| {
+            s.storage.compaction_bytes_reclaimed
+        }),
+        ("keel_corrupt_batches_read_total", "counter", "Batches that failed their CRC when read (never served)", |s| {
+            s.storage.corrupt_batches_read
+        }),
+        ("keel_recovery_truncations_total", "counter", "Segments cut at a torn tail during recovery", |s| {
+            s.storage.recovery_truncations
+        }),
+        ("keel_damaged_segments_total", "counter", "Segments with damage inside the log found at open", |s| {
+            s.storage.damaged_segments_found
+        }),
+        ("keel_log_opens_clean_total", "counter", "Logs opened from a clean-shutdown checkpoint", |s| {
+            s.storage.opens_clean
+        }),
+        ("keel_log_opens_scanned_total", "counter", "Logs opened by a recovery scan", |s| s.storage.opens_scanned),
     ];
     for (name, kind, help, get) in series {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));

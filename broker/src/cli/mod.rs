@@ -7,11 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::config::BrokerConfig;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "keel",
-    version,
-    about = "Keel: a Kafka-compatible streaming broker, thread-per-core on io_uring"
-)]
+#[command(name = "keel", version, about = "Keel: a Kafka-compatible streaming broker, thread-per-core on io_uring")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -84,10 +80,7 @@ impl ServeArgs {
             c.group_initial_rebalance_delay_ms = v;
         }
         for addr in [&c.kafka_addr, &c.admin_addr] {
-            if std::net::ToSocketAddrs::to_socket_addrs(addr.as_str())
-                .map(|mut a| a.next().is_none())
-                .unwrap_or(true)
-            {
+            if std::net::ToSocketAddrs::to_socket_addrs(addr.as_str()).map(|mut a| a.next().is_none()).unwrap_or(true) {
                 return Err(format!("invalid address {addr:?}: expected HOST:PORT"));
             }
         }

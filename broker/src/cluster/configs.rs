@@ -21,131 +21,36 @@ pub struct TopicConfigDef {
     pub kind: Kind,
 }
 
-const fn def(
-    name: &'static str,
-    default: &'static str,
-    broker_name: &'static str,
-    kind: Kind,
-) -> TopicConfigDef {
-    TopicConfigDef {
-        name,
-        default,
-        broker_name,
-        kind,
-    }
+const fn def(name: &'static str, default: &'static str, broker_name: &'static str, kind: Kind) -> TopicConfigDef {
+    TopicConfigDef { name, default, broker_name, kind }
 }
 
 pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("cleanup.policy", "delete", "log.cleanup.policy", Kind::List),
-    def(
-        "compression.type",
-        "producer",
-        "compression.type",
-        Kind::Str,
-    ),
-    def(
-        "delete.retention.ms",
-        "86400000",
-        "log.cleaner.delete.retention.ms",
-        Kind::Long,
-    ),
-    def(
-        "file.delete.delay.ms",
-        "60000",
-        "log.segment.delete.delay.ms",
-        Kind::Long,
-    ),
-    def(
-        "flush.messages",
-        "9223372036854775807",
-        "log.flush.interval.messages",
-        Kind::Long,
-    ),
-    def(
-        "flush.ms",
-        "9223372036854775807",
-        "log.flush.interval.ms",
-        Kind::Long,
-    ),
-    def(
-        "index.interval.bytes",
-        "4096",
-        "log.index.interval.bytes",
-        Kind::Int,
-    ),
-    def(
-        "max.compaction.lag.ms",
-        "9223372036854775807",
-        "log.cleaner.max.compaction.lag.ms",
-        Kind::Long,
-    ),
-    def(
-        "max.message.bytes",
-        "1048588",
-        "message.max.bytes",
-        Kind::Int,
-    ),
-    def(
-        "message.timestamp.after.max.ms",
-        "3600000",
-        "log.message.timestamp.after.max.ms",
-        Kind::Long,
-    ),
-    def(
-        "message.timestamp.before.max.ms",
-        "9223372036854775807",
-        "log.message.timestamp.before.max.ms",
-        Kind::Long,
-    ),
-    def(
-        "message.timestamp.type",
-        "CreateTime",
-        "log.message.timestamp.type",
-        Kind::Str,
-    ),
-    def(
-        "min.cleanable.dirty.ratio",
-        "0.5",
-        "log.cleaner.min.cleanable.ratio",
-        Kind::Ratio,
-    ),
-    def(
-        "min.compaction.lag.ms",
-        "0",
-        "log.cleaner.min.compaction.lag.ms",
-        Kind::Long,
-    ),
+    def("compression.type", "producer", "compression.type", Kind::Str),
+    def("delete.retention.ms", "86400000", "log.cleaner.delete.retention.ms", Kind::Long),
+    def("file.delete.delay.ms", "60000", "log.segment.delete.delay.ms", Kind::Long),
+    def("flush.messages", "9223372036854775807", "log.flush.interval.messages", Kind::Long),
+    def("flush.ms", "9223372036854775807", "log.flush.interval.ms", Kind::Long),
+    def("index.interval.bytes", "4096", "log.index.interval.bytes", Kind::Int),
+    def("max.compaction.lag.ms", "9223372036854775807", "log.cleaner.max.compaction.lag.ms", Kind::Long),
+    def("max.message.bytes", "1048588", "message.max.bytes", Kind::Int),
+    def("message.timestamp.after.max.ms", "3600000", "log.message.timestamp.after.max.ms", Kind::Long),
+    def("message.timestamp.before.max.ms", "9223372036854775807", "log.message.timestamp.before.max.ms", Kind::Long),
+    def("message.timestamp.type", "CreateTime", "log.message.timestamp.type", Kind::Str),
+    def("min.cleanable.dirty.ratio", "0.5", "log.cleaner.min.cleanable.ratio", Kind::Ratio),
+    def("min.compaction.lag.ms", "0", "log.cleaner.min.compaction.lag.ms", Kind::Long),
     def("min.insync.replicas", "1", "min.insync.replicas", Kind::Int),
     def("preallocate", "false", "log.preallocate", Kind::Bool),
     def("retention.bytes", "-1", "log.retention.bytes", Kind::Long),
     def("retention.ms", "604800000", "log.retention.ms", Kind::Long),
-    def(
-        "segment.bytes",
-        "1073741824",
-        "log.segment.bytes",
-        Kind::Int,
-    ),
-    def(
-        "segment.index.bytes",
-        "10485760",
-        "log.index.size.max.bytes",
-        Kind::Int,
-    ),
+    def("segment.bytes", "1073741824", "log.segment.bytes", Kind::Int),
+    def("segment.index.bytes", "10485760", "log.index.size.max.bytes", Kind::Int),
     def("segment.jitter.ms", "0", "log.roll.jitter.ms", Kind::Long),
     def("segment.ms", "604800000", "log.roll.ms", Kind::Long),
-    def(
-        "unclean.leader.election.enable",
-        "false",
-        "unclean.leader.election.enable",
-        Kind::Bool,
-    ),
+    def("unclean.leader.election.enable", "false", "unclean.leader.election.enable", Kind::Bool),
     // Keel's own: answer acks=-1 before the fsync (trade-off at `TopicSettings::write_caching`).
-    def(
-        "write.caching",
-        "false",
-        "write.caching.default",
-        Kind::Bool,
-    ),
+    def("write.caching", "false", "write.caching.default", Kind::Bool),
 ];
 
 /// Broker-level settings reported by DescribeConfigs besides the topic fallbacks.
@@ -172,19 +77,11 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
         Kind::Int => value.parse::<i32>().is_ok(),
         Kind::Long => value.parse::<i64>().is_ok(),
         Kind::Bool => value == "true" || value == "false",
-        Kind::Ratio => value
-            .parse::<f64>()
-            .map(|r| (0.0..=1.0).contains(&r))
-            .unwrap_or(false),
-        Kind::List => value
-            .split(',')
-            .all(|p| matches!(p.trim(), "delete" | "compact" | "")),
+        Kind::Ratio => value.parse::<f64>().map(|r| (0.0..=1.0).contains(&r)).unwrap_or(false),
+        Kind::List => value.split(',').all(|p| matches!(p.trim(), "delete" | "compact" | "")),
         Kind::Str => match name {
             "message.timestamp.type" => value == "CreateTime" || value == "LogAppendTime",
-            "compression.type" => matches!(
-                value,
-                "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd"
-            ),
+            "compression.type" => matches!(value, "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd"),
             _ => true,
         },
     };
@@ -192,9 +89,7 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
         return Err(format!("Invalid value {value} for configuration {name}"));
     }
     if name == "max.message.bytes" && value.parse::<i32>().map(|v| v < 0).unwrap_or(true) {
-        return Err(format!(
-            "Invalid value {value} for configuration {name}: must be at least 0"
-        ));
+        return Err(format!("Invalid value {value} for configuration {name}: must be at least 0"));
     }
     Ok(())
 }
@@ -249,32 +144,15 @@ pub struct TopicSettings {
 }
 
 impl TopicSettings {
-    pub fn resolve(
-        topic: &BTreeMap<String, String>,
-        broker: &BTreeMap<String, String>,
-    ) -> TopicSettings {
-        let get = |n: &str| {
-            effective(n, topic, broker)
-                .map(|(v, _)| v)
-                .unwrap_or_default()
-        };
+    pub fn resolve(topic: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) -> TopicSettings {
+        let get = |n: &str| effective(n, topic, broker).map(|(v, _)| v).unwrap_or_default();
         TopicSettings {
             max_message_bytes: get("max.message.bytes").parse().unwrap_or(1_048_588),
             log_append_time: get("message.timestamp.type") == "LogAppendTime",
-            segment_bytes: get("segment.bytes")
-                .parse::<u64>()
-                .unwrap_or(1 << 30)
-                .max(4096),
-            segment_ms: get("segment.ms")
-                .parse::<i64>()
-                .unwrap_or(604_800_000)
-                .max(1),
-            cleanup_delete: get("cleanup.policy")
-                .split(',')
-                .any(|p| p.trim() == "delete"),
-            cleanup_compact: get("cleanup.policy")
-                .split(',')
-                .any(|p| p.trim() == "compact"),
+            segment_bytes: get("segment.bytes").parse::<u64>().unwrap_or(1 << 30).max(4096),
+            segment_ms: get("segment.ms").parse::<i64>().unwrap_or(604_800_000).max(1),
+            cleanup_delete: get("cleanup.policy").split(',').any(|p| p.trim() == "delete"),
+            cleanup_compact: get("cleanup.policy").split(',').any(|p| p.trim() == "compact"),
             retention_ms: get("retention.ms").parse().unwrap_or(604_800_000),
             retention_bytes: get("retention.bytes").parse().unwrap_or(-1),
             delete_retention_ms: get("delete.retention.ms").parse().unwrap_or(86_400_000),
@@ -297,14 +175,8 @@ mod tests {
         let mut broker = BTreeMap::new();
         broker.insert("message.max.bytes".to_string(), "2000".to_string());
         let topic = BTreeMap::new();
-        assert_eq!(
-            effective("max.message.bytes", &topic, &broker),
-            Some(("2000".into(), Source::Broker))
-        );
-        assert_eq!(
-            TopicSettings::resolve(&topic, &broker).max_message_bytes,
-            2000
-        );
+        assert_eq!(effective("max.message.bytes", &topic, &broker), Some(("2000".into(), Source::Broker)));
+        assert_eq!(TopicSettings::resolve(&topic, &broker).max_message_bytes, 2000);
     }
 
     #[test]
@@ -313,14 +185,11 @@ mod tests {
         let s = TopicSettings::resolve(&BTreeMap::new(), &broker);
         assert!(s.cleanup_delete && !s.cleanup_compact && !s.write_caching);
         assert_eq!((s.retention_ms, s.retention_bytes), (604_800_000, -1));
-        let topic: BTreeMap<String, String> = [
-            ("cleanup.policy", "compact,delete"),
-            ("retention.bytes", "1000"),
-            ("write.caching", "true"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        let topic: BTreeMap<String, String> =
+            [("cleanup.policy", "compact,delete"), ("retention.bytes", "1000"), ("write.caching", "true")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
         let s = TopicSettings::resolve(&topic, &broker);
         assert!(s.cleanup_delete && s.cleanup_compact && s.write_caching);
         assert_eq!(s.retention_bytes, 1000);

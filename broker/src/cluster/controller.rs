@@ -38,19 +38,13 @@ pub type Failure = (i16, String);
 
 impl Controller {
     pub fn new(data_dir: &std::path::Path, meta: &Metadata) -> Controller {
-        Controller {
-            store: MetadataStore::new(data_dir),
-            next_producer_id: Cell::new(meta.producer_id_block_end),
-        }
+        Controller { store: MetadataStore::new(data_dir), next_producer_id: Cell::new(meta.producer_id_block_end) }
     }
 }
 
 fn controller(shard: &Shard) -> &Controller {
     assert_eq!(shard.id, 0, "controller work must run on shard 0");
-    shard
-        .controller
-        .as_ref()
-        .expect("shard 0 has the controller")
+    shard.controller.as_ref().expect("shard 0 has the controller")
 }
 
 pub fn validate_topic_name(name: &str) -> Result<(), Failure> {
@@ -58,37 +52,21 @@ pub fn validate_topic_name(name: &str) -> Result<(), Failure> {
         && name.len() <= TOPIC_NAME_LEN_MAX
         && name != "."
         && name != ".."
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-');
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-');
     if valid {
         Ok(())
     } else {
-        Err((
-            errors::INVALID_TOPIC_EXCEPTION,
-            format!("Topic name \"{name}\" is illegal"),
-        ))
+        Err((errors::INVALID_TOPIC_EXCEPTION, format!("Topic name \"{name}\" is illegal")))
     }
 }
 
-fn validate_spec(
-    spec: &TopicSpec,
-    meta: &Metadata,
-    default_partitions: i32,
-) -> Result<i32, Failure> {
+fn validate_spec(spec: &TopicSpec, meta: &Metadata, default_partitions: i32) -> Result<i32, Failure> {
     validate_topic_name(&spec.name)?;
     if meta.topics.contains_key(&spec.name) {
-        return Err((
-            errors::TOPIC_ALREADY_EXISTS,
-            format!("Topic '{}' already exists.", spec.name),
-        ));
+        return Err((errors::TOPIC_ALREADY_EXISTS, format!("Topic '{}' already exists.", spec.name)));
     }
-    let partitions = if spec.partitions == -1 {
-        default_partitions
-    } else {
-        spec.partitions
-    };
-    if partitions < 1 || partitions > PARTITIONS_PER_TOPIC_MAX {
+    let partitions = if spec.partitions == -1 { default_partitions } else { spec.partitions };
+    if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
         return Err((
             errors::INVALID_PARTITIONS,
             format!("Number of partitions must be in 1..={PARTITIONS_PER_TOPIC_MAX}."),
@@ -113,21 +91,12 @@ pub async fn auto_create_topics(shard: &Rc<Shard>, names: Vec<String>) -> Rc<Met
     let specs: Vec<TopicSpec> = names
         .into_iter()
         .filter(|n| !meta.topics.contains_key(n) && validate_topic_name(n).is_ok())
-        .map(|name| TopicSpec {
-            name,
-            partitions: -1,
-            replication_factor: -1,
-            configs: BTreeMap::new(),
-        })
+        .map(|name| TopicSpec { name, partitions: -1, replication_factor: -1, configs: BTreeMap::new() })
         .collect();
     if specs.is_empty() || !shard.config.auto_create_topics {
         return meta;
     }
-    shard
-        .submit_to(0, move |s| async move {
-            create_topics(s, specs, false).await.len()
-        })
-        .await;
+    shard.submit_to(0, move |s| async move { create_topics(s, specs, false).await.len() }).await;
     shard.meta()
 }
 
@@ -157,10 +126,7 @@ pub async fn create_topics(
     }
     if changed {
         if let Err(e) = commit(&shard, meta).await {
-            return specs
-                .iter()
-                .map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone())))
-                .collect();
+            return specs.iter().map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone()))).collect();
         }
     }
     results
@@ -179,10 +145,7 @@ pub async fn delete_topics(shard: Rc<Shard>, names: Vec<String>) -> Vec<Result<U
         .collect();
     if results.iter().any(|r| r.is_ok()) {
         if let Err(e) = commit(&shard, meta).await {
-            return names
-                .iter()
-                .map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone())))
-                .collect();
+            return names.iter().map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone()))).collect();
         }
     }
     results
@@ -201,11 +164,15 @@ pub async fn create_partitions(
             None => Err((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("The topic '{name}' does not exist."))),
             Some(t) if (*count as usize) <= t.partitions.len() => Err((
                 errors::INVALID_PARTITIONS,
-                format!("Topic currently has {} partitions, which is higher than the requested {count}.", t.partitions.len()),
+                format!(
+                    "Topic currently has {} partitions, which is higher than the requested {count}.",
+                    t.partitions.len()
+                ),
             )),
-            Some(_) if *count > PARTITIONS_PER_TOPIC_MAX => {
-                Err((errors::INVALID_PARTITIONS, format!("Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}.")))
-            }
+            Some(_) if *count > PARTITIONS_PER_TOPIC_MAX => Err((
+                errors::INVALID_PARTITIONS,
+                format!("Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}."),
+            )),
             Some(t) => {
                 let added = meta.place(*count as usize - t.partitions.len(), shard.count);
                 if !validate_only {
@@ -219,10 +186,7 @@ pub async fn create_partitions(
     }
     if changed {
         if let Err(e) = commit(&shard, meta).await {
-            return changes
-                .iter()
-                .map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone())))
-                .collect();
+            return changes.iter().map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone()))).collect();
         }
     }
     results
@@ -251,10 +215,7 @@ pub async fn alter_configs(
     }
     if !validate_only && results.iter().any(|r| r.is_ok()) {
         if let Err(e) = commit(&shard, meta).await {
-            return changes
-                .iter()
-                .map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone())))
-                .collect();
+            return changes.iter().map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone()))).collect();
         }
     }
     results
@@ -266,33 +227,21 @@ fn apply_config_change(meta: &mut Metadata, change: &ConfigChange) -> Result<(),
             &mut meta
                 .topics
                 .get_mut(name)
-                .ok_or((
-                    errors::UNKNOWN_TOPIC_OR_PARTITION,
-                    format!("Topic {name} does not exist"),
-                ))?
+                .ok_or((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic {name} does not exist")))?
                 .configs
         }
         None => &mut meta.broker_configs,
     };
-    let mut next = if change.replace {
-        BTreeMap::new()
-    } else {
-        target.clone()
-    };
+    let mut next = if change.replace { BTreeMap::new() } else { target.clone() };
     for (name, value) in &change.ops {
         match value {
             Some(v) => {
                 if change.topic.is_some() {
-                    configs::validate_topic_config(name, v)
-                        .map_err(|m| (errors::INVALID_CONFIG, m))?;
+                    configs::validate_topic_config(name, v).map_err(|m| (errors::INVALID_CONFIG, m))?;
                 } else if let Some(d) = configs::broker_def(name) {
-                    configs::validate_topic_config(d.name, v)
-                        .map_err(|m| (errors::INVALID_CONFIG, m))?;
+                    configs::validate_topic_config(d.name, v).map_err(|m| (errors::INVALID_CONFIG, m))?;
                 } else {
-                    return Err((
-                        errors::INVALID_CONFIG,
-                        format!("Cannot update broker config {name} dynamically"),
-                    ));
+                    return Err((errors::INVALID_CONFIG, format!("Cannot update broker config {name} dynamically")));
                 }
                 next.insert(name.clone(), v.clone());
             }
@@ -313,9 +262,7 @@ pub async fn allocate_producer_id(shard: Rc<Shard>) -> Result<i64, Failure> {
     if id >= shard.meta().producer_id_block_end {
         let mut meta = (*shard.meta()).clone();
         meta.producer_id_block_end = id + PRODUCER_ID_BLOCK;
-        commit(&shard, meta)
-            .await
-            .map_err(|e| (errors::UNKNOWN_SERVER_ERROR, e))?;
+        commit(&shard, meta).await.map_err(|e| (errors::UNKNOWN_SERVER_ERROR, e))?;
     }
     Ok(id)
 }
@@ -326,8 +273,6 @@ async fn commit(shard: &Rc<Shard>, mut meta: Metadata) -> Result<(), String> {
     meta.reindex();
     c.store.save(&meta)?;
     *shard.metadata.borrow_mut() = Rc::new(meta.clone());
-    shard
-        .submit_to_all(move |s| async move { s.apply_metadata(meta).await })
-        .await;
+    shard.submit_to_all(move |s| async move { s.apply_metadata(meta).await }).await;
     Ok(())
 }

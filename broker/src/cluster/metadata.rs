@@ -32,10 +32,7 @@ pub struct Metadata {
 
 impl Metadata {
     pub fn new_cluster() -> Metadata {
-        let mut m = Metadata {
-            cluster_id: short_id(Uuid::new_v4()),
-            ..Default::default()
-        };
+        let mut m = Metadata { cluster_id: short_id(Uuid::new_v4()), ..Default::default() };
         m.reindex();
         m
     }
@@ -50,9 +47,7 @@ impl Metadata {
 
     pub fn owner(&self, topic: &str, partition: i32) -> Option<usize> {
         let t = self.topics.get(topic)?;
-        usize::try_from(partition)
-            .ok()
-            .and_then(|p| t.partitions.get(p).copied())
+        usize::try_from(partition).ok().and_then(|p| t.partitions.get(p).copied())
     }
 
     /// Partitions per shard, for least-loaded placement.
@@ -73,11 +68,7 @@ impl Metadata {
         let mut load = self.shard_load(shards);
         (0..count)
             .map(|_| {
-                let (s, _) = load
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(i, l)| (**l, *i))
-                    .expect("at least one shard");
+                let (s, _) = load.iter().enumerate().min_by_key(|(i, l)| (**l, *i)).expect("at least one shard");
                 load[s] += 1;
                 s
             })
@@ -108,16 +99,14 @@ pub struct MetadataStore {
 
 impl MetadataStore {
     pub fn new(data_dir: &Path) -> MetadataStore {
-        MetadataStore {
-            path: data_dir.join("cluster").join("metadata.json"),
-        }
+        MetadataStore { path: data_dir.join("cluster").join("metadata.json") }
     }
 
     pub fn load_or_create(&self) -> Result<Metadata, String> {
         match std::fs::read(&self.path) {
             Ok(bytes) => {
-                let mut m: Metadata = serde_json::from_slice(&bytes)
-                    .map_err(|e| format!("{} is damaged: {e}", self.path.display()))?;
+                let mut m: Metadata =
+                    serde_json::from_slice(&bytes).map_err(|e| format!("{} is damaged: {e}", self.path.display()))?;
                 m.reindex();
                 Ok(m)
             }
@@ -137,13 +126,10 @@ impl MetadataStore {
         std::fs::create_dir_all(dir).map_err(fail)?;
         let tmp = self.path.with_extension("json.tmp");
         let mut f = std::fs::File::create(&tmp).map_err(fail)?;
-        f.write_all(&serde_json::to_vec_pretty(m).expect("metadata serializes"))
-            .map_err(fail)?;
+        f.write_all(&serde_json::to_vec_pretty(m).expect("metadata serializes")).map_err(fail)?;
         f.sync_all().map_err(fail)?;
         std::fs::rename(&tmp, &self.path).map_err(fail)?;
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(fail)?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(fail)?;
         Ok(())
     }
 }
@@ -158,11 +144,7 @@ mod tests {
         assert_eq!(m.place(5, 2), vec![0, 1, 0, 1, 0]);
         m.topics.insert(
             "a".into(),
-            TopicMeta {
-                id: Uuid::new_v4(),
-                partitions: vec![0, 0, 0],
-                configs: Default::default(),
-            },
+            TopicMeta { id: Uuid::new_v4(), partitions: vec![0, 0, 0], configs: Default::default() },
         );
         assert_eq!(m.place(3, 2), vec![1, 1, 1]);
     }

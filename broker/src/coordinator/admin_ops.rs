@@ -46,11 +46,7 @@ pub fn list(shard: &Shard) -> Result<Vec<ListedGroup>, i16> {
 }
 
 /// Describes a group in the classic form (KIP-848 groups too); `Ok(None)` if unknown.
-pub fn describe(
-    shard: &Shard,
-    partition: i32,
-    group_id: &str,
-) -> Result<Option<DescribedGroup>, i16> {
+pub fn describe(shard: &Shard, partition: i32, group_id: &str) -> Result<Option<DescribedGroup>, i16> {
     routing::check_coordinator(shard, partition)?;
     let c = shard.coordinator.borrow();
     let Some(group) = c.groups.get(group_id) else {
@@ -79,11 +75,7 @@ pub async fn delete_group(shard: Rc<Shard>, partition: i32, group_id: String) ->
         match c.groups.get(&group_id) {
             None => return errors::GROUP_ID_NOT_FOUND,
             Some(g) if !g.is_empty() => return errors::NON_EMPTY_GROUP,
-            Some(_) => c
-                .offsets
-                .group(&group_id)
-                .map(|(tp, _)| tp.clone())
-                .collect(),
+            Some(_) => c.offsets.group(&group_id).map(|(tp, _)| tp.clone()).collect(),
         }
     };
     match delete_offsets_and_group(&shard, partition, &group_id, offsets, true).await {
@@ -104,25 +96,16 @@ pub async fn delete_offsets_and_group(
     let mut tombstones: Vec<KeyValue> = offsets
         .iter()
         .map(|(topic, p)| {
-            let key = RecordKey::Offset {
-                group: group_id.to_string(),
-                topic: topic.clone(),
-                partition: *p,
-            };
+            let key = RecordKey::Offset { group: group_id.to_string(), topic: topic.clone(), partition: *p };
             (records::encode_key(&key), None)
         })
         .collect();
     if drop_group {
         // Both kinds of group record: a group that changed protocol has left one of
         // each, and compaction keeps the older one until its own tombstone.
-        for key in [
-            RecordKey::Group {
-                group: group_id.to_string(),
-            },
-            RecordKey::ConsumerGroup {
-                group: group_id.to_string(),
-            },
-        ] {
+        for key in
+            [RecordKey::Group { group: group_id.to_string() }, RecordKey::ConsumerGroup { group: group_id.to_string() }]
+        {
             tombstones.push((records::encode_key(&key), None));
         }
     }

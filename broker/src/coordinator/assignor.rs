@@ -29,11 +29,7 @@ pub struct MemberSpec<'a> {
 
 /// Assigns every partition of `topics` (id → partition count) that some member
 /// subscribes to. Unknown assignor names fall back to uniform (callers validate).
-pub fn assign(
-    name: &str,
-    members: &[MemberSpec],
-    topics: &BTreeMap<Uuid, i32>,
-) -> BTreeMap<String, Assignment> {
+pub fn assign(name: &str, members: &[MemberSpec], topics: &BTreeMap<Uuid, i32>) -> BTreeMap<String, Assignment> {
     if name == RANGE {
         range(members, topics)
     } else {
@@ -91,11 +87,7 @@ fn best_move(members: &[MemberSpec], owned: &[Vec<(Uuid, i32)>]) -> Option<(usiz
         for k in (0..owned[from].len()).rev() {
             let topic = owned[from][k].0;
             let to = (0..members.len())
-                .filter(|&j| {
-                    j != from
-                        && members[j].topics.contains(&topic)
-                        && owned[j].len() + 1 < owned[from].len()
-                })
+                .filter(|&j| j != from && members[j].topics.contains(&topic) && owned[j].len() + 1 < owned[from].len())
                 .min_by_key(|&j| (owned[j].len(), j));
             if let Some(to) = to {
                 return Some((from, k, to));
@@ -108,9 +100,7 @@ fn best_move(members: &[MemberSpec], owned: &[Vec<(Uuid, i32)>]) -> Option<(usiz
 fn range(members: &[MemberSpec], topics: &BTreeMap<Uuid, i32>) -> BTreeMap<String, Assignment> {
     let mut owned: Vec<Vec<(Uuid, i32)>> = vec![Vec::new(); members.len()];
     for (topic, &count) in topics {
-        let mut subscribers: Vec<usize> = (0..members.len())
-            .filter(|&i| members[i].topics.contains(topic))
-            .collect();
+        let mut subscribers: Vec<usize> = (0..members.len()).filter(|&i| members[i].topics.contains(topic)).collect();
         if subscribers.is_empty() {
             continue;
         }
@@ -156,36 +146,16 @@ mod tests {
         let subs = BTreeSet::from([t]);
         let empty = Assignment::new();
         let ids = ["a", "b", "c"];
-        let specs: Vec<MemberSpec> = ids
-            .iter()
-            .map(|id| MemberSpec {
-                id,
-                topics: &subs,
-                current: &empty,
-            })
-            .collect();
+        let specs: Vec<MemberSpec> = ids.iter().map(|id| MemberSpec { id, topics: &subs, current: &empty }).collect();
         let three = assign(UNIFORM, &specs, &topics);
         assert!(three.values().all(|a| count(a) == 4));
-        let mut specs: Vec<MemberSpec> = ids
-            .iter()
-            .map(|id| MemberSpec {
-                id,
-                topics: &subs,
-                current: &three[*id],
-            })
-            .collect();
-        specs.push(MemberSpec {
-            id: "d",
-            topics: &subs,
-            current: &empty,
-        });
+        let mut specs: Vec<MemberSpec> =
+            ids.iter().map(|id| MemberSpec { id, topics: &subs, current: &three[*id] }).collect();
+        specs.push(MemberSpec { id: "d", topics: &subs, current: &empty });
         let four = assign(UNIFORM, &specs, &topics);
         assert!(four.values().all(|a| count(a) == 3), "{four:?}");
         for id in ids {
-            assert!(
-                four[id][&t].is_subset(&three[id][&t]),
-                "{id} only gives partitions away"
-            );
+            assert!(four[id][&t].is_subset(&three[id][&t]), "{id} only gives partitions away");
         }
         let all: BTreeSet<i32> = four.values().flat_map(|a| a[&t].iter().copied()).collect();
         assert_eq!(all.len(), 12);
@@ -198,16 +168,8 @@ mod tests {
         let (s1, s12) = (BTreeSet::from([t1]), BTreeSet::from([t1, t2]));
         let empty = Assignment::new();
         let specs = [
-            MemberSpec {
-                id: "a",
-                topics: &s1,
-                current: &empty,
-            },
-            MemberSpec {
-                id: "b",
-                topics: &s12,
-                current: &empty,
-            },
+            MemberSpec { id: "a", topics: &s1, current: &empty },
+            MemberSpec { id: "b", topics: &s12, current: &empty },
         ];
         let out = assign(UNIFORM, &specs, &topics);
         assert!(!out["a"].contains_key(&t2));
@@ -222,16 +184,8 @@ mod tests {
         let subs = BTreeSet::from([t]);
         let empty = Assignment::new();
         let specs = [
-            MemberSpec {
-                id: "b",
-                topics: &subs,
-                current: &empty,
-            },
-            MemberSpec {
-                id: "a",
-                topics: &subs,
-                current: &empty,
-            },
+            MemberSpec { id: "b", topics: &subs, current: &empty },
+            MemberSpec { id: "a", topics: &subs, current: &empty },
         ];
         let out = assign(RANGE, &specs, &topics);
         assert_eq!(out["a"][&t], BTreeSet::from([0, 1, 2]));

@@ -4,9 +4,7 @@
 
 use std::rc::Rc;
 
-use super::classic::{
-    ClassicGroup, JoinOutcome, JoinRequest, JoinResult, SyncOutcome, SyncRequest, SyncResult,
-};
+use super::classic::{ClassicGroup, JoinOutcome, JoinRequest, JoinResult, SyncOutcome, SyncRequest, SyncResult};
 use super::{limits, routing, shell, Group};
 use crate::errors;
 use crate::shard::partition::now_ms;
@@ -26,19 +24,13 @@ fn classic_group<'a>(
         None => true,
         Some(Group::Consumer(g)) if g.member_count() == 0 && create => true,
         Some(Group::Consumer(_)) => {
-            return Err(if create {
-                errors::INCONSISTENT_GROUP_PROTOCOL
-            } else {
-                errors::UNKNOWN_MEMBER_ID
-            })
+            return Err(if create { errors::INCONSISTENT_GROUP_PROTOCOL } else { errors::UNKNOWN_MEMBER_ID })
         }
         Some(Group::Classic(_)) => false,
     };
     if convert {
-        groups.insert(
-            group_id.to_string(),
-            Group::Classic(ClassicGroup::new(group_id, limits(&shard.config), now_ms())),
-        );
+        groups
+            .insert(group_id.to_string(), Group::Classic(ClassicGroup::new(group_id, limits(&shard.config), now_ms())));
     }
     match groups.get_mut(group_id) {
         Some(Group::Classic(g)) => {
@@ -49,12 +41,7 @@ fn classic_group<'a>(
     }
 }
 
-pub async fn join(
-    shard: Rc<Shard>,
-    partition: i32,
-    group_id: String,
-    req: JoinRequest,
-) -> JoinResult {
+pub async fn join(shard: Rc<Shard>, partition: i32, group_id: String, req: JoinRequest) -> JoinResult {
     if let Err(code) = routing::check_coordinator(&shard, partition) {
         return JoinResult::error(code, &req.member_id);
     }
@@ -65,8 +52,7 @@ pub async fn join(
     let member_id = req.member_id.clone();
     let parked = {
         let mut c = shard.coordinator.borrow_mut();
-        let group = match classic_group(&mut c.groups, &group_id, req.member_id.is_empty(), &shard)
-        {
+        let group = match classic_group(&mut c.groups, &group_id, req.member_id.is_empty(), &shard) {
             Ok(g) => g,
             Err(code) => return JoinResult::error(code, &member_id),
         };
@@ -78,19 +64,11 @@ pub async fn join(
     shell::dispatch(&shard, &group_id, partition, out);
     match parked {
         Err(result) => result,
-        Ok(rx) => rx
-            .recv()
-            .await
-            .unwrap_or_else(|| JoinResult::error(errors::REBALANCE_IN_PROGRESS, &member_id)),
+        Ok(rx) => rx.recv().await.unwrap_or_else(|| JoinResult::error(errors::REBALANCE_IN_PROGRESS, &member_id)),
     }
 }
 
-pub async fn sync(
-    shard: Rc<Shard>,
-    partition: i32,
-    group_id: String,
-    req: SyncRequest,
-) -> SyncResult {
+pub async fn sync(shard: Rc<Shard>, partition: i32, group_id: String, req: SyncRequest) -> SyncResult {
     if let Err(code) = routing::check_coordinator(&shard, partition) {
         return SyncResult::error(code);
     }
@@ -109,10 +87,7 @@ pub async fn sync(
     shell::dispatch(&shard, &group_id, partition, out);
     match parked {
         Err(result) => result,
-        Ok(rx) => rx
-            .recv()
-            .await
-            .unwrap_or_else(|| SyncResult::error(errors::REBALANCE_IN_PROGRESS)),
+        Ok(rx) => rx.recv().await.unwrap_or_else(|| SyncResult::error(errors::REBALANCE_IN_PROGRESS)),
     }
 }
 

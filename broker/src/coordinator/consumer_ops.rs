@@ -3,9 +3,7 @@
 
 use std::rc::Rc;
 
-use super::consumer::{
-    ConsumerGroup, DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse, Settings,
-};
+use super::consumer::{ConsumerGroup, DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse, Settings};
 use super::{routing, shell, Group};
 use crate::errors;
 use crate::shard::partition::now_ms;
@@ -35,19 +33,14 @@ pub async fn heartbeat(
         let replace = match c.groups.get(&group_id) {
             None if joining => true,
             None => {
-                return Err((
-                    errors::UNKNOWN_MEMBER_ID,
-                    format!("Group {group_id} not found."),
-                ));
+                return Err((errors::UNKNOWN_MEMBER_ID, format!("Group {group_id} not found.")));
             }
             // An empty classic group (e.g. one that only committed offsets) is upgraded.
             Some(Group::Classic(g)) if g.member_count() == 0 && joining => true,
             Some(Group::Classic(_)) => {
                 return Err((
                     errors::GROUP_ID_NOT_FOUND,
-                    format!(
-                    "Group {group_id} is not a consumer group: it has classic protocol members."
-                ),
+                    format!("Group {group_id} is not a consumer group: it has classic protocol members."),
                 ))
             }
             Some(Group::Consumer(_)) => false,
@@ -57,10 +50,7 @@ pub async fn heartbeat(
                 Some(Group::Classic(g)) => g.generation(),
                 _ => 0,
             };
-            c.groups.insert(
-                group_id.clone(),
-                Group::Consumer(ConsumerGroup::with_epoch(&group_id, epoch, now)),
-            );
+            c.groups.insert(group_id.clone(), Group::Consumer(ConsumerGroup::with_epoch(&group_id, epoch, now)));
         }
         let Some(Group::Consumer(g)) = c.groups.get_mut(&group_id) else {
             unreachable!("a consumer group was just ensured")
@@ -76,22 +66,14 @@ pub async fn heartbeat(
 
 /// ConsumerGroupDescribe of one group; GROUP_ID_NOT_FOUND for unknown and classic
 /// groups (the admin client then falls back to DescribeGroups).
-pub fn describe(
-    shard: &Shard,
-    partition: i32,
-    group_id: &str,
-) -> Result<DescribedConsumerGroup, Failure> {
+pub fn describe(shard: &Shard, partition: i32, group_id: &str) -> Result<DescribedConsumerGroup, Failure> {
     routing::check_coordinator(shard, partition).map_err(|code| (code, String::new()))?;
     let c = shard.coordinator.borrow();
     match c.groups.get(group_id) {
         Some(Group::Consumer(g)) => Ok(g.describe()),
-        Some(Group::Classic(_)) => Err((
-            errors::GROUP_ID_NOT_FOUND,
-            format!("Group {group_id} is not a consumer group."),
-        )),
-        None => Err((
-            errors::GROUP_ID_NOT_FOUND,
-            format!("Group {group_id} not found."),
-        )),
+        Some(Group::Classic(_)) => {
+            Err((errors::GROUP_ID_NOT_FOUND, format!("Group {group_id} is not a consumer group.")))
+        }
+        None => Err((errors::GROUP_ID_NOT_FOUND, format!("Group {group_id} not found."))),
     }
 }

@@ -52,22 +52,13 @@ mod tests {
     #[test]
     fn subscription_topics_roundtrip() {
         let b = encode_subscription(&["a".into(), "bb".into()]);
-        assert_eq!(
-            subscription_topics(&b),
-            Some(vec!["a".to_string(), "bb".to_string()])
-        );
+        assert_eq!(subscription_topics(&b), Some(vec!["a".to_string(), "bb".to_string()]));
         assert_eq!(subscription_topics(&b[..5]), None);
     }
 
     #[test]
     fn assignment_layout() {
         let b = encode_assignment(&[("t".into(), vec![1, 2])]);
-        assert_eq!(
-            &b[..],
-            &[
-                0, 0, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 255, 255, 255,
-                255
-            ]
-        );
+        assert_eq!(&b[..], &[0, 0, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 255, 255, 255, 255]);
     }
 }

@@ -106,8 +106,7 @@ pub fn limits(config: &BrokerConfig) -> Limits {
 
 /// Java's `String.hashCode`: over UTF-16 code units, wrapping.
 pub fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
+    s.encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
 }
 
 /// Kafka's `Utils.abs(groupId.hashCode()) % partitions` (`abs(MIN_VALUE)` is 0).

@@ -77,28 +77,17 @@ pub async fn commit(shard: Rc<Shard>, partition: i32, req: CommitRequest) -> Vec
     for (i, p) in req.partitions.iter().enumerate() {
         let code = if meta.owner(&p.topic, p.partition).is_none() {
             errors::UNKNOWN_TOPIC_OR_PARTITION
-        } else if p
-            .metadata
-            .as_ref()
-            .is_some_and(|m| m.len() > OFFSET_METADATA_MAX_BYTES)
-        {
+        } else if p.metadata.as_ref().is_some_and(|m| m.len() > OFFSET_METADATA_MAX_BYTES) {
             errors::OFFSET_METADATA_TOO_LARGE
         } else {
-            let key = RecordKey::Offset {
-                group: req.group_id.clone(),
-                topic: p.topic.clone(),
-                partition: p.partition,
-            };
+            let key = RecordKey::Offset { group: req.group_id.clone(), topic: p.topic.clone(), partition: p.partition };
             let value = OffsetValue {
                 offset: p.offset,
                 leader_epoch: p.leader_epoch,
                 metadata: p.metadata.clone().unwrap_or_default(),
                 commit_timestamp_ms: now,
             };
-            writes.push((
-                records::encode_key(&key),
-                Some(records::encode_offset(&value)),
-            ));
+            writes.push((records::encode_key(&key), Some(records::encode_offset(&value))));
             written.push((i, value));
             errors::NONE
         };
@@ -120,12 +109,7 @@ pub async fn commit(shard: Rc<Shard>, partition: i32, req: CommitRequest) -> Vec
                     commit_timestamp_ms: v.commit_timestamp_ms,
                     record_offset,
                 };
-                c.offsets.apply(
-                    &req.group_id,
-                    (p.topic.clone(), p.partition),
-                    Some(committed),
-                    record_offset,
-                );
+                c.offsets.apply(&req.group_id, (p.topic.clone(), p.partition), Some(committed), record_offset);
             }
             if !c.groups.contains_key(&req.group_id) {
                 // A commit outside group management creates a "simple" group.
@@ -148,27 +132,18 @@ fn validate_commit(shard: &Shard, req: &CommitRequest) -> Result<(), i16> {
         None if req.generation_or_epoch < 0 => Ok(()),
         None if req.api_version >= 9 => Err(errors::GROUP_ID_NOT_FOUND),
         None => Err(errors::ILLEGAL_GENERATION),
-        Some(Group::Classic(g)) => g.validate_offset_commit(
-            &req.member_id,
-            req.instance_id.as_deref(),
-            req.generation_or_epoch,
-        ),
-        Some(Group::Consumer(g)) => {
-            g.validate_offset_commit(&req.member_id, req.generation_or_epoch, req.api_version)
+        Some(Group::Classic(g)) => {
+            g.validate_offset_commit(&req.member_id, req.instance_id.as_deref(), req.generation_or_epoch)
         }
+        Some(Group::Consumer(g)) => g.validate_offset_commit(&req.member_id, req.generation_or_epoch, req.api_version),
     }
 }
 
 /// Fetches the committed offsets of one group: a group-level error, or its partitions.
-pub async fn fetch(
-    shard: Rc<Shard>,
-    partition: i32,
-    req: FetchRequest,
-) -> Result<Vec<FetchedOffset>, i16> {
+pub async fn fetch(shard: Rc<Shard>, partition: i32, req: FetchRequest) -> Result<Vec<FetchedOffset>, i16> {
     routing::check_coordinator(&shard, partition)?;
     let c = shard.coordinator.borrow();
-    if let (Some(member), Some(Group::Consumer(g))) = (&req.member_id, c.groups.get(&req.group_id))
-    {
+    if let (Some(member), Some(Group::Consumer(g))) = (&req.member_id, c.groups.get(&req.group_id)) {
         g.validate_offset_fetch(member, req.member_epoch)?;
     }
     let found = |topic: &str, p: i32| match c.offsets.get(&req.group_id, topic, p) {
@@ -190,10 +165,9 @@ pub async fn fetch(
         },
     };
     Ok(match &req.topics {
-        Some(topics) => topics
-            .iter()
-            .flat_map(|(t, parts)| parts.iter().map(|p| found(t, *p)).collect::<Vec<_>>())
-            .collect(),
+        Some(topics) => {
+            topics.iter().flat_map(|(t, parts)| parts.iter().map(|p| found(t, *p)).collect::<Vec<_>>()).collect()
+        }
         // Offsets of topics deleted since are not shown (the timer deletes them).
         None => {
             let meta = shard.meta();
@@ -218,9 +192,7 @@ pub async fn delete(
         let c = shard.coordinator.borrow();
         let subscribed = match c.groups.get(&group_id) {
             None => return Err(errors::GROUP_ID_NOT_FOUND),
-            Some(Group::Classic(g)) if g.member_count() > 0 => {
-                g.subscribed_topics().unwrap_or_default()
-            }
+            Some(Group::Classic(g)) if g.member_count() > 0 => g.subscribed_topics().unwrap_or_default(),
             Some(Group::Consumer(g)) if g.member_count() > 0 => g.subscribed_topics(),
             Some(_) => Default::default(),
         };
@@ -238,7 +210,6 @@ pub async fn delete(
         }
         (codes, to_delete)
     };
-    super::admin_ops::delete_offsets_and_group(&shard, partition, &group_id, to_delete, false)
-        .await?;
+    super::admin_ops::delete_offsets_and_group(&shard, partition, &group_id, to_delete, false).await?;
     Ok(codes)
 }

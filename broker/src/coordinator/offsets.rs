@@ -29,18 +29,9 @@ pub struct OffsetStore {
 impl OffsetStore {
     /// Applies a commit (`Some`) or a deletion (`None`) written at `record_offset`;
     /// ignored if a later record already decided this partition.
-    pub fn apply(
-        &mut self,
-        group: &str,
-        tp: TopicPartition,
-        value: Option<Committed>,
-        record_offset: i64,
-    ) {
+    pub fn apply(&mut self, group: &str, tp: TopicPartition, value: Option<Committed>, record_offset: i64) {
         let offsets = self.groups.entry(group.to_string()).or_default();
-        if offsets
-            .get(&tp)
-            .is_some_and(|c| c.record_offset > record_offset)
-        {
+        if offsets.get(&tp).is_some_and(|c| c.record_offset > record_offset) {
             return;
         }
         match value {
@@ -75,10 +66,7 @@ impl OffsetStore {
 
     /// Removes every offset of a group; returns the partitions that had one.
     pub fn remove_group(&mut self, group: &str) -> Vec<TopicPartition> {
-        self.groups
-            .remove(group)
-            .map(|m| m.into_keys().collect())
-            .unwrap_or_default()
+        self.groups.remove(group).map(|m| m.into_keys().collect()).unwrap_or_default()
     }
 
     /// Partitions of `group` whose offsets are past retention at `now_ms`. An empty
@@ -112,13 +100,7 @@ mod tests {
     use super::*;
 
     fn c(offset: i64, record_offset: i64, ts: i64) -> Committed {
-        Committed {
-            offset,
-            leader_epoch: -1,
-            metadata: String::new(),
-            commit_timestamp_ms: ts,
-            record_offset,
-        }
+        Committed { offset, leader_epoch: -1, metadata: String::new(), commit_timestamp_ms: ts, record_offset }
     }
 
     #[test]

@@ -22,17 +22,9 @@ const CONSUMER_GROUP_VALUE_VERSION: i16 = 0;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordKey {
-    Offset {
-        group: String,
-        topic: String,
-        partition: i32,
-    },
-    Group {
-        group: String,
-    },
-    ConsumerGroup {
-        group: String,
-    },
+    Offset { group: String, topic: String, partition: i32 },
+    Group { group: String },
+    ConsumerGroup { group: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,30 +61,15 @@ pub struct GroupValue {
 /// One decoded record: its key and, unless a tombstone, its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
-    Offset {
-        group: String,
-        topic: String,
-        partition: i32,
-        value: Option<OffsetValue>,
-    },
-    Group {
-        group: String,
-        value: Option<GroupValue>,
-    },
-    ConsumerGroup {
-        group: String,
-        epoch: Option<i32>,
-    },
+    Offset { group: String, topic: String, partition: i32, value: Option<OffsetValue> },
+    Group { group: String, value: Option<GroupValue> },
+    ConsumerGroup { group: String, epoch: Option<i32> },
 }
 
 pub fn encode_key(key: &RecordKey) -> Bytes {
     let mut b = BytesMut::new();
     match key {
-        RecordKey::Offset {
-            group,
-            topic,
-            partition,
-        } => {
+        RecordKey::Offset { group, topic, partition } => {
             b.put_i16(OFFSET_KEY);
             put_str(&mut b, group);
             put_str(&mut b, topic);
@@ -163,12 +140,7 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Option<Record> {
                     Some(v) => Some(decode_offset(v)?),
                     None => None,
                 };
-                Some(Record::Offset {
-                    group,
-                    topic,
-                    partition,
-                    value,
-                })
+                Some(Record::Offset { group, topic, partition, value })
             }
             GROUP_KEY => {
                 let group = k.string()?;
@@ -193,14 +165,8 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Option<Record> {
             _ => None,
         }
     })();
-    if decoded.is_none()
-        && key.len() >= 2
-        && i16::from_be_bytes([key[0], key[1]]) <= CONSUMER_GROUP_KEY
-    {
-        tracing::warn!(
-            key_len = key.len(),
-            "skipping an undecodable __consumer_offsets record"
-        );
+    if decoded.is_none() && key.len() >= 2 && i16::from_be_bytes([key[0], key[1]]) <= CONSUMER_GROUP_KEY {
+        tracing::warn!(key_len = key.len(), "skipping an undecodable __consumer_offsets record");
     }
     decoded
 }
@@ -212,12 +178,7 @@ fn decode_offset(v: &[u8]) -> Option<OffsetValue> {
     let leader_epoch = if version >= 3 { r.i32()? } else { -1 };
     let metadata = r.string()?;
     let commit_timestamp_ms = r.i64()?;
-    Some(OffsetValue {
-        offset,
-        leader_epoch,
-        metadata,
-        commit_timestamp_ms,
-    })
+    Some(OffsetValue { offset, leader_epoch, metadata, commit_timestamp_ms })
 }
 
 fn decode_group(v: &[u8]) -> Option<GroupValue> {
@@ -285,12 +246,10 @@ impl<'a> Reader<'a> {
         self.take(2).map(|b| i16::from_be_bytes([b[0], b[1]]))
     }
     pub fn i32(&mut self) -> Option<i32> {
-        self.take(4)
-            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        self.take(4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
     pub fn i64(&mut self) -> Option<i64> {
-        self.take(8)
-            .map(|b| i64::from_be_bytes(b.try_into().expect("8 bytes")))
+        self.take(8).map(|b| i64::from_be_bytes(b.try_into().expect("8 bytes")))
     }
     pub fn opt_string(&mut self) -> Option<Option<String>> {
         let len = self.i16()?;
@@ -318,35 +277,16 @@ mod tests {
 
     #[test]
     fn offset_record_roundtrip_and_tombstone() {
-        let key = encode_key(&RecordKey::Offset {
-            group: "g".into(),
-            topic: "t".into(),
-            partition: 7,
-        });
-        let v = OffsetValue {
-            offset: 42,
-            leader_epoch: 0,
-            metadata: "m".into(),
-            commit_timestamp_ms: 1000,
-        };
+        let key = encode_key(&RecordKey::Offset { group: "g".into(), topic: "t".into(), partition: 7 });
+        let v = OffsetValue { offset: 42, leader_epoch: 0, metadata: "m".into(), commit_timestamp_ms: 1000 };
         let value = encode_offset(&v);
         assert_eq!(
             decode(&key, Some(&value)),
-            Some(Record::Offset {
-                group: "g".into(),
-                topic: "t".into(),
-                partition: 7,
-                value: Some(v)
-            })
+            Some(Record::Offset { group: "g".into(), topic: "t".into(), partition: 7, value: Some(v) })
         );
         assert_eq!(
             decode(&key, None),
-            Some(Record::Offset {
-                group: "g".into(),
-                topic: "t".into(),
-                partition: 7,
-                value: None
-            })
+            Some(Record::Offset { group: "g".into(), topic: "t".into(), partition: 7, value: None })
         );
     }
 
@@ -370,13 +310,7 @@ mod tests {
             }],
         };
         let key = encode_key(&RecordKey::Group { group: "g".into() });
-        assert_eq!(
-            decode(&key, Some(&encode_group(&v))),
-            Some(Record::Group {
-                group: "g".into(),
-                value: Some(v)
-            })
-        );
+        assert_eq!(decode(&key, Some(&encode_group(&v))), Some(Record::Group { group: "g".into(), value: Some(v) }));
     }
 
     #[test]
@@ -384,10 +318,7 @@ mod tests {
         let key = encode_key(&RecordKey::ConsumerGroup { group: "g".into() });
         assert_eq!(
             decode(&key, Some(&encode_consumer_group(9))),
-            Some(Record::ConsumerGroup {
-                group: "g".into(),
-                epoch: Some(9)
-            })
+            Some(Record::ConsumerGroup { group: "g".into(), epoch: Some(9) })
         );
         assert_eq!(decode(&key[..3], None), None);
         assert_eq!(decode(&[0, 9, 0, 0], None), None);

@@ -20,24 +20,16 @@ pub async fn coordinator_of(shard: &Rc<Shard>, group: &str) -> Result<(usize, i3
         create_offsets_topic(shard).await?;
     }
     let meta = shard.meta();
-    let topic = meta
-        .topics
-        .get(OFFSETS_TOPIC)
-        .ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
+    let topic = meta.topics.get(OFFSETS_TOPIC).ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
     let partition = offsets_partition(group, topic.partitions.len() as i32);
-    let owner = meta
-        .owner(OFFSETS_TOPIC, partition)
-        .ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
+    let owner = meta.owner(OFFSETS_TOPIC, partition).ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
     Ok((owner, partition))
 }
 
 async fn create_offsets_topic(shard: &Rc<Shard>) -> Result<(), i16> {
     let configs = BTreeMap::from([
         ("cleanup.policy".to_string(), "compact".to_string()),
-        (
-            "segment.bytes".to_string(),
-            OFFSETS_SEGMENT_BYTES.to_string(),
-        ),
+        ("segment.bytes".to_string(), OFFSETS_SEGMENT_BYTES.to_string()),
     ]);
     let spec = TopicSpec {
         name: OFFSETS_TOPIC.to_string(),
@@ -45,11 +37,8 @@ async fn create_offsets_topic(shard: &Rc<Shard>) -> Result<(), i16> {
         replication_factor: -1,
         configs,
     };
-    let created = shard
-        .submit_to(0, move |s| async move {
-            controller::create_topics(s, vec![spec], false).await
-        })
-        .await;
+    let created =
+        shard.submit_to(0, move |s| async move { controller::create_topics(s, vec![spec], false).await }).await;
     match created.into_iter().next() {
         Some(Ok(_)) => {
             tracing::info!("created {OFFSETS_TOPIC}");

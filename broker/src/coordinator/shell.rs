@@ -39,10 +39,7 @@ impl Coordinator {
     /// again while parked (its client gave up on the first request) replaces it.
     pub fn park_join(&mut self, group: &str, member: &str) -> LocalReceiver<JoinResult> {
         let (tx, rx) = local_channel::new_bounded(1);
-        if let Some(old) = self
-            .joins
-            .insert((group.to_string(), member.to_string()), tx)
-        {
+        if let Some(old) = self.joins.insert((group.to_string(), member.to_string()), tx) {
             let _ = old.try_send(JoinResult::error(errors::REBALANCE_IN_PROGRESS, member));
         }
         rx
@@ -50,10 +47,7 @@ impl Coordinator {
 
     pub fn park_sync(&mut self, group: &str, member: &str) -> LocalReceiver<SyncResult> {
         let (tx, rx) = local_channel::new_bounded(1);
-        if let Some(old) = self
-            .syncs
-            .insert((group.to_string(), member.to_string()), tx)
-        {
+        if let Some(old) = self.syncs.insert((group.to_string(), member.to_string()), tx) {
             let _ = old.try_send(SyncResult::error(errors::REBALANCE_IN_PROGRESS));
         }
         rx
@@ -64,20 +58,13 @@ impl Coordinator {
 /// durable; returns the offset of the first.
 pub async fn append(shard: &Rc<Shard>, partition: i32, records: &[KeyValue]) -> Result<i64, i16> {
     assert!(!records.is_empty(), "an append carries at least one record");
-    let p = shard
-        .partition(OFFSETS_TOPIC, partition)
-        .ok_or(errors::NOT_COORDINATOR)?;
-    let refs: Vec<KeyValueRef> = records
-        .iter()
-        .map(|(k, v)| (Some(&k[..]), v.as_deref()))
-        .collect();
+    let p = shard.partition(OFFSETS_TOPIC, partition).ok_or(errors::NOT_COORDINATOR)?;
+    let refs: Vec<KeyValueRef> = records.iter().map(|(k, v)| (Some(&k[..]), v.as_deref())).collect();
     let batch = build_batch(0, now_ms(), &refs);
     let outcome = p.produce(shard, batch, -1, APPEND_TIMEOUT).await;
     match outcome.error {
         errors::NONE => Ok(outcome.base_offset),
-        errors::MESSAGE_TOO_LARGE | errors::RECORD_LIST_TOO_LARGE => {
-            Err(errors::INVALID_COMMIT_OFFSET_SIZE)
-        }
+        errors::MESSAGE_TOO_LARGE | errors::RECORD_LIST_TOO_LARGE => Err(errors::INVALID_COMMIT_OFFSET_SIZE),
         errors::NOT_LEADER_OR_FOLLOWER => Err(errors::NOT_COORDINATOR),
         code => {
             tracing::warn!(partition, code, message = ?outcome.message, "__consumer_offsets append failed");
@@ -91,33 +78,20 @@ pub fn dispatch(shard: &Rc<Shard>, group: &str, partition: i32, actions: Vec<Act
     for action in actions {
         match action {
             Action::CompleteJoin { member_id, result } => {
-                let tx = shard
-                    .coordinator
-                    .borrow_mut()
-                    .joins
-                    .remove(&(group.to_string(), member_id));
+                let tx = shard.coordinator.borrow_mut().joins.remove(&(group.to_string(), member_id));
                 if let Some(tx) = tx {
                     let _ = tx.try_send(result);
                 }
             }
             Action::CompleteSync { member_id, result } => {
-                let tx = shard
-                    .coordinator
-                    .borrow_mut()
-                    .syncs
-                    .remove(&(group.to_string(), member_id));
+                let tx = shard.coordinator.borrow_mut().syncs.remove(&(group.to_string(), member_id));
                 if let Some(tx) = tx {
                     let _ = tx.try_send(result);
                 }
             }
             Action::Persist { assignment_of } => {
-                glommio::spawn_local(persist_classic(
-                    shard.clone(),
-                    group.to_string(),
-                    partition,
-                    assignment_of,
-                ))
-                .detach();
+                glommio::spawn_local(persist_classic(shard.clone(), group.to_string(), partition, assignment_of))
+                    .detach();
             }
         }
     }
@@ -125,40 +99,26 @@ pub fn dispatch(shard: &Rc<Shard>, group: &str, partition: i32, actions: Vec<Act
 
 /// Writes the group's current metadata record; with `assignment_of`, tells the group
 /// whether its assignment for that generation is durable.
-async fn persist_classic(
-    shard: Rc<Shard>,
-    group: String,
-    partition: i32,
-    assignment_of: Option<i32>,
-) {
+async fn persist_classic(shard: Rc<Shard>, group: String, partition: i32, assignment_of: Option<i32>) {
     let value = match shard.coordinator.borrow().groups.get(&group) {
         Some(Group::Classic(g)) => records::encode_group(&g.to_record()),
         _ => return,
     };
-    let key = records::encode_key(&RecordKey::Group {
-        group: group.clone(),
-    });
+    let key = records::encode_key(&RecordKey::Group { group: group.clone() });
     let written = append(&shard, partition, &[(key, Some(value))]).await;
     let Some(generation) = assignment_of else {
         return;
     };
     let mut out = Vec::new();
     if let Some(Group::Classic(g)) = shard.coordinator.borrow_mut().groups.get_mut(&group) {
-        g.assignment_persisted(
-            generation,
-            written.err().unwrap_or(errors::NONE),
-            now_ms(),
-            &mut out,
-        );
+        g.assignment_persisted(generation, written.err().unwrap_or(errors::NONE), now_ms(), &mut out);
     }
     dispatch(&shard, &group, partition, out);
 }
 
 /// Writes a consumer group's epoch record (not awaited by any request).
 pub fn persist_consumer_epoch(shard: &Rc<Shard>, group: &str, partition: i32, epoch: i32) {
-    let key = records::encode_key(&RecordKey::ConsumerGroup {
-        group: group.to_string(),
-    });
+    let key = records::encode_key(&RecordKey::ConsumerGroup { group: group.to_string() });
     let value = records::encode_consumer_group(epoch);
     let shard = shard.clone();
     glommio::spawn_local(async move {
@@ -189,25 +149,14 @@ pub async fn start(shard: &Rc<Shard>) {
         let mut c = shard.coordinator.borrow_mut();
         let now = now_ms();
         let lim = limits(&shard.config);
-        let orphans: Vec<String> = c
-            .offsets
-            .group_ids()
-            .filter(|g| !c.groups.contains_key(*g))
-            .cloned()
-            .collect();
+        let orphans: Vec<String> = c.offsets.group_ids().filter(|g| !c.groups.contains_key(*g)).cloned().collect();
         for g in orphans {
             // Offsets without group metadata: a group that only committed (Kafka's
             // "simple" group), kept as an empty classic group.
-            c.groups
-                .insert(g.clone(), Group::Classic(ClassicGroup::new(&g, lim, now)));
+            c.groups.insert(g.clone(), Group::Classic(ClassicGroup::new(&g, lim, now)));
         }
         c.loaded = true;
-        tracing::info!(
-            shard = shard.id,
-            partitions = owned.len(),
-            groups = c.groups.len(),
-            "group coordinator loaded"
-        );
+        tracing::info!(shard = shard.id, partitions = owned.len(), groups = c.groups.len(), "group coordinator loaded");
     }
     spawn_timer(shard);
 }
@@ -219,9 +168,7 @@ async fn replay(shard: &Rc<Shard>, p: &Partition) -> Result<(), String> {
     };
     let lim = limits(&shard.config);
     while offset < end {
-        let read = log::read(&p.log, offset, REPLAY_READ_BYTES, end)
-            .await
-            .map_err(|e| e.to_string())?;
+        let read = log::read(&p.log, offset, REPLAY_READ_BYTES, end).await.map_err(|e| e.to_string())?;
         if read.batches.is_empty() {
             break;
         }
@@ -253,12 +200,7 @@ fn apply_record(
     now: i64,
 ) {
     match records::decode(key, value) {
-        Some(Record::Offset {
-            group,
-            topic,
-            partition,
-            value,
-        }) => {
+        Some(Record::Offset { group, topic, partition, value }) => {
             let committed = value.map(|v| Committed {
                 offset: v.offset,
                 leader_epoch: v.leader_epoch,
@@ -266,30 +208,16 @@ fn apply_record(
                 commit_timestamp_ms: v.commit_timestamp_ms,
                 record_offset: offset,
             });
-            c.offsets
-                .apply(&group, (topic, partition), committed, offset);
+            c.offsets.apply(&group, (topic, partition), committed, offset);
         }
-        Some(Record::Group {
-            group,
-            value: Some(v),
-        }) => {
-            c.groups.insert(
-                group.clone(),
-                Group::Classic(ClassicGroup::from_record(&group, &v, lim, now)),
-            );
+        Some(Record::Group { group, value: Some(v) }) => {
+            c.groups.insert(group.clone(), Group::Classic(ClassicGroup::from_record(&group, &v, lim, now)));
         }
-        Some(Record::Group { group, value: None })
-        | Some(Record::ConsumerGroup { group, epoch: None }) => {
+        Some(Record::Group { group, value: None }) | Some(Record::ConsumerGroup { group, epoch: None }) => {
             c.groups.remove(&group);
         }
-        Some(Record::ConsumerGroup {
-            group,
-            epoch: Some(epoch),
-        }) => {
-            c.groups.insert(
-                group.clone(),
-                Group::Consumer(ConsumerGroup::with_epoch(&group, epoch, now)),
-            );
+        Some(Record::ConsumerGroup { group, epoch: Some(epoch) }) => {
+            c.groups.insert(group.clone(), Group::Consumer(ConsumerGroup::with_epoch(&group, epoch, now)));
         }
         None => {}
     }
@@ -379,9 +307,7 @@ async fn drop_deleted_topics(shard: &Rc<Shard>) {
         let Some(partition) = routing::partition_of(shard, &group) else {
             continue;
         };
-        if let Err(code) =
-            super::admin_ops::delete_offsets_and_group(shard, partition, &group, gone, false).await
-        {
+        if let Err(code) = super::admin_ops::delete_offsets_and_group(shard, partition, &group, gone, false).await {
             tracing::warn!(%group, code, "deleting offsets of deleted topics failed");
         }
     }
@@ -404,9 +330,7 @@ async fn expire_offsets(shard: &Rc<Shard>, now: i64) {
             };
             let expired = c.offsets.expired(id, now, retention, empty_since);
             let drop_group = expired.len() == c.offsets.group(id).count();
-            if !expired.is_empty()
-                || (drop_group && !matches!(empty_since, Some(s) if s + retention > now))
-            {
+            if !expired.is_empty() || (drop_group && !matches!(empty_since, Some(s) if s + retention > now)) {
                 work.push((id.clone(), expired, drop_group));
             }
         }
@@ -415,10 +339,8 @@ async fn expire_offsets(shard: &Rc<Shard>, now: i64) {
         let Some(partition) = routing::partition_of(shard, &group) else {
             continue;
         };
-        if let Err(code) = super::admin_ops::delete_offsets_and_group(
-            shard, partition, &group, expired, drop_group,
-        )
-        .await
+        if let Err(code) =
+            super::admin_ops::delete_offsets_and_group(shard, partition, &group, expired, drop_group).await
         {
             tracing::warn!(%group, code, "expiring offsets failed; will retry");
         }

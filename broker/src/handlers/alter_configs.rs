@@ -14,18 +14,11 @@ use crate::shard::Shard;
 pub const VERSIONS: (i16, i16) = (0, 2);
 
 /// The change a resource names, or why it cannot be changed.
-pub fn resource_target(
-    shard: &Shard,
-    resource_type: i8,
-    name: &str,
-) -> Result<Option<String>, Failure> {
+pub fn resource_target(shard: &Shard, resource_type: i8, name: &str) -> Result<Option<String>, Failure> {
     match resource_type {
         RESOURCE_TOPIC => Ok(Some(name.to_string())),
         RESOURCE_BROKER if name.is_empty() || name == shard.config.node_id.to_string() => Ok(None),
-        _ => Err((
-            errors::INVALID_REQUEST,
-            format!("Unsupported resource {resource_type}/{name}"),
-        )),
+        _ => Err((errors::INVALID_REQUEST, format!("Unsupported resource {resource_type}/{name}"))),
     }
 }
 
@@ -36,20 +29,12 @@ pub async fn apply(
     changes: Vec<Result<ConfigChange, Failure>>,
     validate_only: bool,
 ) -> Vec<Result<(), Failure>> {
-    let valid: Vec<ConfigChange> = changes
-        .iter()
-        .filter_map(|c| c.as_ref().ok().cloned())
-        .collect();
+    let valid: Vec<ConfigChange> = changes.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
     let mut results = shard
-        .submit_to(0, move |s| async move {
-            controller::alter_configs(s, valid, validate_only).await
-        })
+        .submit_to(0, move |s| async move { controller::alter_configs(s, valid, validate_only).await })
         .await
         .into_iter();
-    changes
-        .into_iter()
-        .map(|c| c.and_then(|_| results.next().expect("a result per change")))
-        .collect()
+    changes.into_iter().map(|c| c.and_then(|_| results.next().expect("a result per change"))).collect()
 }
 
 pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigsResponse {
@@ -58,16 +43,9 @@ pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigs
         .iter()
         .map(|r| {
             resource_target(shard, r.resource_type, &r.resource_name).map(|topic| {
-                let ops = r
-                    .configs
-                    .iter()
-                    .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
-                    .collect();
-                ConfigChange {
-                    topic,
-                    replace: true,
-                    ops,
-                }
+                let ops =
+                    r.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))).collect();
+                ConfigChange { topic, replace: true, ops }
             })
         })
         .collect();

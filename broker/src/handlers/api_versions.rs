@@ -13,10 +13,7 @@ fn table() -> Vec<ApiVersion> {
     super::SUPPORTED
         .iter()
         .map(|(k, min, max)| {
-            ApiVersion::default()
-                .with_api_key(*k as i16)
-                .with_min_version(*min)
-                .with_max_version(*max)
+            ApiVersion::default().with_api_key(*k as i16).with_min_version(*min).with_max_version(*max)
         })
         .collect()
 }
@@ -29,8 +26,6 @@ pub fn handle(_version: i16, _req: ApiVersionsRequest) -> ApiVersionsResponse {
 }
 
 pub fn unsupported_version_response(correlation_id: i32) -> Result<Bytes, FrameError> {
-    let body = ApiVersionsResponse::default()
-        .with_error_code(errors::UNSUPPORTED_VERSION)
-        .with_api_keys(table());
+    let body = ApiVersionsResponse::default().with_error_code(errors::UNSUPPORTED_VERSION).with_api_keys(table());
     frame::encode_response(ApiKey::ApiVersions, 0, correlation_id, &body)
 }

@@ -4,12 +4,8 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::consumer_group_describe_response::{
-    Assignment, DescribedGroup, Member, TopicPartitions,
-};
-use kafka_protocol::messages::{
-    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
-};
+use kafka_protocol::messages::consumer_group_describe_response::{Assignment, DescribedGroup, Member, TopicPartitions};
+use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName};
 
 use super::str_bytes;
 use crate::cluster::metadata::Metadata;
@@ -43,11 +39,10 @@ pub async fn handle(
     let calls = req.group_ids.into_iter().map(|group_id| async move {
         let id = group_id.0.to_string();
         let lookup = id.clone();
-        let found = routing::on_coordinator(shard, &id, move |s, p| async move {
-            consumer_ops::describe(&s, p, &lookup)
-        })
-        .await
-        .unwrap_or_else(|code| Err((code, String::new())));
+        let found =
+            routing::on_coordinator(shard, &id, move |s, p| async move { consumer_ops::describe(&s, p, &lookup) })
+                .await
+                .unwrap_or_else(|code| Err((code, String::new())));
         (group_id, found)
     });
     let results = keel_storage::flush::join_all(calls.collect()).await;
@@ -57,9 +52,9 @@ pub async fn handle(
         .map(|(group_id, found)| {
             let g = DescribedGroup::default().with_group_id(group_id);
             match found {
-                Err((code, message)) => g
-                    .with_error_code(code)
-                    .with_error_message((!message.is_empty()).then(|| str_bytes(&message))),
+                Err((code, message)) => {
+                    g.with_error_code(code).with_error_message((!message.is_empty()).then(|| str_bytes(&message)))
+                }
                 Ok(d) => g
                     .with_group_state(str_bytes(&d.state))
                     .with_group_epoch(d.epoch)
@@ -77,16 +72,10 @@ pub async fn handle(
                                     .with_client_id(str_bytes(&m.client_id))
                                     .with_client_host(str_bytes(&m.client_host))
                                     .with_subscribed_topic_names(
-                                        m.subscribed_topic_names
-                                            .iter()
-                                            .map(|t| TopicName(str_bytes(t)))
-                                            .collect(),
+                                        m.subscribed_topic_names.iter().map(|t| TopicName(str_bytes(t))).collect(),
                                     )
                                     .with_assignment(assignment(&meta, &m.assignment))
-                                    .with_target_assignment(assignment(
-                                        &meta,
-                                        &m.target_assignment,
-                                    ));
+                                    .with_target_assignment(assignment(&meta, &m.target_assignment));
                                 if version >= 1 {
                                     member.member_type = MEMBER_TYPE_CONSUMER;
                                 }

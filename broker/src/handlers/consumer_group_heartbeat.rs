@@ -4,9 +4,7 @@
 use std::rc::Rc;
 
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
-use kafka_protocol::messages::{
-    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, RequestHeader,
-};
+use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, RequestHeader};
 use uuid::Uuid;
 
 use super::str_bytes;
@@ -18,9 +16,7 @@ use crate::shard::Shard;
 pub const VERSIONS: (i16, i16) = (0, 1);
 
 fn failed(code: i16, message: &str) -> ConsumerGroupHeartbeatResponse {
-    ConsumerGroupHeartbeatResponse::default()
-        .with_error_code(code)
-        .with_error_message(Some(str_bytes(message)))
+    ConsumerGroupHeartbeatResponse::default().with_error_code(code).with_error_message(Some(str_bytes(message)))
 }
 
 pub async fn handle(
@@ -42,26 +38,18 @@ pub async fn handle(
         instance_id: req.instance_id.as_deref().map(str::to_string),
         rack_id: req.rack_id.as_deref().map(str::to_string),
         rebalance_timeout_ms: req.rebalance_timeout_ms,
-        subscribed_topic_names: req
-            .subscribed_topic_names
-            .map(|ts| ts.into_iter().map(|t| t.0.to_string()).collect()),
+        subscribed_topic_names: req.subscribed_topic_names.map(|ts| ts.into_iter().map(|t| t.0.to_string()).collect()),
         subscribed_topic_regex: req.subscribed_topic_regex.as_deref().map(str::to_string),
         server_assignor: req.server_assignor.as_deref().map(str::to_string),
-        owned: req.topic_partitions.map(|tps| {
-            tps.into_iter()
-                .map(|tp| (tp.topic_id, tp.partitions))
-                .collect()
-        }),
+        owned: req.topic_partitions.map(|tps| tps.into_iter().map(|tp| (tp.topic_id, tp.partitions)).collect()),
         client_id: header.client_id.as_deref().unwrap_or("").to_string(),
         client_host: String::new(),
         new_member_id: Uuid::new_v4().to_string(),
     };
     let gid = group_id.clone();
-    let result = routing::on_coordinator(shard, &group_id, move |s, p| {
-        consumer_ops::heartbeat(s, p, gid, hb)
-    })
-    .await
-    .unwrap_or_else(|code| Err((code, String::new())));
+    let result = routing::on_coordinator(shard, &group_id, move |s, p| consumer_ops::heartbeat(s, p, gid, hb))
+        .await
+        .unwrap_or_else(|code| Err((code, String::new())));
     match result {
         Err((code, message)) => {
             let mut resp = ConsumerGroupHeartbeatResponse::default().with_error_code(code);
@@ -78,11 +66,7 @@ pub async fn handle(
                 Assignment::default().with_topic_partitions(
                     parts
                         .into_iter()
-                        .map(|(id, p)| {
-                            TopicPartitions::default()
-                                .with_topic_id(id)
-                                .with_partitions(p)
-                        })
+                        .map(|(id, p)| TopicPartitions::default().with_topic_id(id).with_partitions(p))
                         .collect(),
                 )
             })),

@@ -12,16 +12,10 @@ use crate::shard::Shard;
 pub const VERSIONS: (i16, i16) = (0, 3);
 
 pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
-    let changes: Vec<(String, i32)> = req
-        .topics
-        .iter()
-        .map(|t| (t.name.0.to_string(), t.count))
-        .collect();
+    let changes: Vec<(String, i32)> = req.topics.iter().map(|t| (t.name.0.to_string(), t.count)).collect();
     let validate_only = req.validate_only;
     let results = shard
-        .submit_to(0, move |s| async move {
-            controller::create_partitions(s, changes, validate_only).await
-        })
+        .submit_to(0, move |s| async move { controller::create_partitions(s, changes, validate_only).await })
         .await;
     let results = req
         .topics

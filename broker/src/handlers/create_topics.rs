@@ -2,9 +2,7 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::create_topics_response::{
-    CreatableTopicConfigs, CreatableTopicResult,
-};
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
 use super::describe_configs::{source_code, topic_config_entries};
@@ -15,26 +13,15 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (2, 7);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
-    req: CreateTopicsRequest,
-) -> CreateTopicsResponse {
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut specs = Vec::new();
     let mut early = Vec::new();
     for t in &req.topics {
-        let bad_assignment = t
-            .assignments
-            .iter()
-            .any(|a| a.broker_ids.iter().any(|b| b.0 != shard.config.node_id));
+        let bad_assignment = t.assignments.iter().any(|a| a.broker_ids.iter().any(|b| b.0 != shard.config.node_id));
         let explicit = !t.assignments.is_empty();
         let spec = TopicSpec {
             name: t.name.0.to_string(),
-            partitions: if explicit {
-                t.assignments.len() as i32
-            } else {
-                t.num_partitions
-            },
+            partitions: if explicit { t.assignments.len() as i32 } else { t.num_partitions },
             replication_factor: if explicit { -1 } else { t.replication_factor },
             configs: t
                 .configs
@@ -42,25 +29,17 @@ pub async fn handle(
                 .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
                 .collect(),
         };
-        early.push(bad_assignment.then(|| {
-            (
-                errors::INVALID_REPLICA_ASSIGNMENT,
-                "Unknown broker in replica assignment".to_string(),
-            )
-        }));
+        early.push(
+            bad_assignment
+                .then(|| (errors::INVALID_REPLICA_ASSIGNMENT, "Unknown broker in replica assignment".to_string())),
+        );
         specs.push(spec);
     }
-    let to_create: Vec<TopicSpec> = specs
-        .iter()
-        .zip(&early)
-        .filter(|(_, e)| e.is_none())
-        .map(|(s, _)| s.clone())
-        .collect();
+    let to_create: Vec<TopicSpec> =
+        specs.iter().zip(&early).filter(|(_, e)| e.is_none()).map(|(s, _)| s.clone()).collect();
     let validate_only = req.validate_only;
     let mut created = shard
-        .submit_to(0, move |s| async move {
-            controller::create_topics(s, to_create, validate_only).await
-        })
+        .submit_to(0, move |s| async move { controller::create_topics(s, to_create, validate_only).await })
         .await
         .into_iter();
     let meta = shard.meta();
@@ -72,8 +51,8 @@ pub async fn handle(
                 Some(e) => Err(e),
                 None => created.next().expect("a result per topic"),
             };
-            let mut r = CreatableTopicResult::default()
-                .with_name(kafka_protocol::messages::TopicName(str_bytes(&spec.name)));
+            let mut r =
+                CreatableTopicResult::default().with_name(kafka_protocol::messages::TopicName(str_bytes(&spec.name)));
             match result {
                 Ok(topic) => {
                     r.num_partitions = topic.partitions.len() as i32;
@@ -82,8 +61,7 @@ pub async fn handle(
                         r.topic_id = topic.id;
                     }
                     if version >= 5 {
-                        let entries =
-                            topic_config_entries(&topic.configs, &meta.broker_configs, None);
+                        let entries = topic_config_entries(&topic.configs, &meta.broker_configs, None);
                         r.configs = Some(
                             entries
                                 .into_iter()

@@ -14,14 +14,10 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 pub async fn handle(shard: &Rc<Shard>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let calls = req.groups_names.into_iter().map(|group_id| async move {
         let id = group_id.0.to_string();
-        let code = routing::on_coordinator(shard, &id.clone(), move |s, p| {
-            admin_ops::delete_group(s, p, id)
-        })
-        .await
-        .unwrap_or_else(|code| code);
-        DeletableGroupResult::default()
-            .with_group_id(group_id)
-            .with_error_code(code)
+        let code = routing::on_coordinator(shard, &id.clone(), move |s, p| admin_ops::delete_group(s, p, id))
+            .await
+            .unwrap_or_else(|code| code);
+        DeletableGroupResult::default().with_group_id(group_id).with_error_code(code)
     });
     let results = keel_storage::flush::join_all(calls.collect()).await;
     DeleteGroupsResponse::default().with_results(results)

@@ -12,9 +12,7 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::delete_records_response::{
-    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
-};
+use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use keel_storage::retention;
 
@@ -66,9 +64,7 @@ pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecor
                         .with_error_code(error)
                 })
                 .collect();
-            DeleteRecordsTopicResult::default()
-                .with_name(t.name)
-                .with_partitions(partitions)
+            DeleteRecordsTopicResult::default().with_name(t.name).with_partitions(partitions)
         })
         .collect();
     DeleteRecordsResponse::default().with_topics(topics)

@@ -13,11 +13,7 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 6);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
-    req: DeleteTopicsRequest,
-) -> DeleteTopicsResponse {
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let meta = shard.meta();
     let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
         req.topics
@@ -28,23 +24,15 @@ pub async fn handle(
             })
             .collect()
     } else {
-        req.topic_names
-            .iter()
-            .map(|n| (Some(n.0.to_string()), Uuid::nil()))
-            .collect()
+        req.topic_names.iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect()
     };
     let names: Vec<String> = wanted.iter().filter_map(|(n, _)| n.clone()).collect();
-    let mut results = shard
-        .submit_to(0, move |s| async move {
-            controller::delete_topics(s, names).await
-        })
-        .await
-        .into_iter();
+    let mut results =
+        shard.submit_to(0, move |s| async move { controller::delete_topics(s, names).await }).await.into_iter();
     let responses = wanted
         .into_iter()
         .map(|(name, id)| {
-            let mut r = DeletableTopicResult::default()
-                .with_name(name.as_deref().map(|n| TopicName(str_bytes(n))));
+            let mut r = DeletableTopicResult::default().with_name(name.as_deref().map(|n| TopicName(str_bytes(n))));
             match name.map(|_| results.next().expect("a result per named topic")) {
                 Some(Ok(topic_id)) => {
                     if version >= 6 {

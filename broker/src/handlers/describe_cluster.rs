@@ -13,14 +13,9 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 
 /// ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE,
 /// CREATE, DESCRIBE_TOKENS, ALTER... : every cluster operation, as with no ACLs.
-const CLUSTER_OPERATIONS_ALL: i32 =
-    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+const CLUSTER_OPERATIONS_ALL: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
-pub fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
-    req: DescribeClusterRequest,
-) -> DescribeClusterResponse {
+pub fn handle(shard: &Rc<Shard>, version: i16, req: DescribeClusterRequest) -> DescribeClusterResponse {
     let (host, port) = shard.config.advertised();
     let node = BrokerId(shard.config.node_id);
     let mut r = DescribeClusterResponse::default()

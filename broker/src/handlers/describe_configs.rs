@@ -56,44 +56,33 @@ pub fn topic_config_entries(
         .collect()
 }
 
-pub fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
-    req: DescribeConfigsRequest,
-) -> DescribeConfigsResponse {
+pub fn handle(shard: &Rc<Shard>, version: i16, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
     let meta = shard.meta();
     let results = req
         .resources
         .into_iter()
         .map(|res| {
-            let keys: Option<Vec<String>> = res
-                .configuration_keys
-                .as_ref()
-                .map(|k| k.iter().map(|s| s.to_string()).collect());
+            let keys: Option<Vec<String>> =
+                res.configuration_keys.as_ref().map(|k| k.iter().map(|s| s.to_string()).collect());
             let mut out = DescribeConfigsResult::default()
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name.clone());
             let entries = match res.resource_type {
                 RESOURCE_TOPIC => match meta.topics.get(res.resource_name.as_str()) {
-                    Some(t) => {
-                        topic_config_entries(&t.configs, &meta.broker_configs, keys.as_deref())
-                            .into_iter()
-                            .map(|(name, value, source)| {
-                                let def = configs::topic_def(name).expect("listed config");
-                                let mut e = entry(name, value, source, def.kind, version);
-                                if req.include_synonyms {
-                                    e.synonyms = synonyms(name, &t.configs, &meta.broker_configs);
-                                }
-                                e
-                            })
-                            .collect()
-                    }
+                    Some(t) => topic_config_entries(&t.configs, &meta.broker_configs, keys.as_deref())
+                        .into_iter()
+                        .map(|(name, value, source)| {
+                            let def = configs::topic_def(name).expect("listed config");
+                            let mut e = entry(name, value, source, def.kind, version);
+                            if req.include_synonyms {
+                                e.synonyms = synonyms(name, &t.configs, &meta.broker_configs);
+                            }
+                            e
+                        })
+                        .collect(),
                     None => {
                         out.error_code = errors::UNKNOWN_TOPIC_OR_PARTITION;
-                        out.error_message = Some(str_bytes(&format!(
-                            "Topic {} does not exist",
-                            res.resource_name
-                        )));
+                        out.error_message = Some(str_bytes(&format!("Topic {} does not exist", res.resource_name)));
                         Vec::new()
                     }
                 },
@@ -121,13 +110,7 @@ pub fn handle(
     DescribeConfigsResponse::default().with_results(results)
 }
 
-fn entry(
-    name: &str,
-    value: String,
-    source: Source,
-    kind: Kind,
-    version: i16,
-) -> DescribeConfigsResourceResult {
+fn entry(name: &str, value: String, source: Source, kind: Kind, version: i16) -> DescribeConfigsResourceResult {
     let mut e = DescribeConfigsResourceResult::default()
         .with_name(str_bytes(name))
         .with_value(Some(str_bytes(&value)))
@@ -181,13 +164,7 @@ fn broker_entries(
         .filter(|d| wanted(d.broker_name))
         .map(|d| match broker.get(d.broker_name) {
             Some(v) => entry(d.broker_name, v.clone(), Source::Broker, d.kind, version),
-            None => entry(
-                d.broker_name,
-                d.default.to_string(),
-                Source::Default,
-                d.kind,
-                version,
-            ),
+            None => entry(d.broker_name, d.default.to_string(), Source::Default, d.kind, version),
         })
         .collect();
     out.extend(

@@ -15,20 +15,15 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 6);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
-    req: DescribeGroupsRequest,
-) -> DescribeGroupsResponse {
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
     let calls = req.groups.into_iter().map(|group_id| {
         let id = group_id.0.to_string();
         async move {
             let lookup = id.clone();
-            let found = routing::on_coordinator(shard, &id, move |s, p| async move {
-                admin_ops::describe(&s, p, &lookup)
-            })
-            .await
-            .and_then(|r| r);
+            let found =
+                routing::on_coordinator(shard, &id, move |s, p| async move { admin_ops::describe(&s, p, &lookup) })
+                    .await
+                    .and_then(|r| r);
             (id, found)
         }
     });

@@ -32,37 +32,25 @@ pub async fn handle(shard: &Rc<Shard>, req: DescribeLogDirsRequest) -> DescribeL
             }
         }
     }
-    let work = wanted
-        .iter()
-        .map(|(t, p)| (meta.owner(t, *p).expect("filtered above"), (t.clone(), *p)))
-        .collect();
+    let work = wanted.iter().map(|(t, p)| (meta.owner(t, *p).expect("filtered above"), (t.clone(), *p))).collect();
     let sizes = scatter(shard, work, |s, items: Vec<(String, i32)>| async move {
         items
             .into_iter()
-            .map(|(t, p)| {
-                s.partition(&t, p)
-                    .map(|p| p.log.borrow().size_bytes() as i64)
-                    .unwrap_or(0)
-            })
+            .map(|(t, p)| s.partition(&t, p).map(|p| p.log.borrow().size_bytes() as i64).unwrap_or(0))
             .collect::<Vec<i64>>()
     })
     .await;
     let mut topics: Vec<DescribeLogDirsTopic> = Vec::new();
     for ((topic, partition), size) in wanted.into_iter().zip(sizes) {
-        let part = DescribeLogDirsPartition::default()
-            .with_partition_index(partition)
-            .with_partition_size(size);
+        let part = DescribeLogDirsPartition::default().with_partition_index(partition).with_partition_size(size);
         match topics.last_mut() {
             Some(t) if t.name.0.as_str() == topic => t.partitions.push(part),
             _ => topics.push(
-                DescribeLogDirsTopic::default()
-                    .with_name(TopicName(str_bytes(&topic)))
-                    .with_partitions(vec![part]),
+                DescribeLogDirsTopic::default().with_name(TopicName(str_bytes(&topic))).with_partitions(vec![part]),
             ),
         }
     }
-    let dir = std::fs::canonicalize(&shard.config.data_dir)
-        .unwrap_or_else(|_| shard.config.data_dir.clone());
+    let dir = std::fs::canonicalize(&shard.config.data_dir).unwrap_or_else(|_| shard.config.data_dir.clone());
     let (total, usable) = disk_space(&dir);
     let result = DescribeLogDirsResult::default()
         .with_log_dir(str_bytes(&dir.display().to_string()))
@@ -84,9 +72,6 @@ fn disk_space(dir: &std::path::Path) -> (i64, i64) {
         if libc::statvfs(path.as_ptr(), &mut stat) != 0 {
             return (-1, -1);
         }
-        (
-            (stat.f_blocks * stat.f_frsize) as i64,
-            (stat.f_bavail * stat.f_frsize) as i64,
-        )
+        ((stat.f_blocks * stat.f_frsize) as i64, (stat.f_bavail * stat.f_frsize) as i64)
     }
 }

@@ -6,9 +6,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
 };
-use kafka_protocol::messages::{
-    BrokerId, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName,
-};
+use kafka_protocol::messages::{BrokerId, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName};
 
 use super::metadata::{OPERATIONS_NOT_REQUESTED, TOPIC_OPERATIONS_ALL};
 use super::str_bytes;
@@ -18,10 +16,7 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-pub fn handle(
-    shard: &Rc<Shard>,
-    req: DescribeTopicPartitionsRequest,
-) -> DescribeTopicPartitionsResponse {
+pub fn handle(shard: &Rc<Shard>, req: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse {
     let meta = shard.meta();
     let node = BrokerId(shard.config.node_id);
     let mut names: Vec<String> = if req.topics.is_empty() {
@@ -50,19 +45,12 @@ pub fn handle(
             );
             continue;
         };
-        let first = if cursor_topic.as_deref() == Some(name.as_str()) {
-            cursor_partition.max(0)
-        } else {
-            0
-        };
+        let first = if cursor_topic.as_deref() == Some(name.as_str()) { cursor_partition.max(0) } else { 0 };
         let mut partitions = Vec::new();
         for p in first..t.partitions.len() as i32 {
             if budget == 0 {
-                next_cursor = Some(
-                    Cursor::default()
-                        .with_topic_name(TopicName(str_bytes(&name)))
-                        .with_partition_index(p),
-                );
+                next_cursor =
+                    Some(Cursor::default().with_topic_name(TopicName(str_bytes(&name))).with_partition_index(p));
                 break;
             }
             budget -= 1;
@@ -89,7 +77,5 @@ pub fn handle(
             break;
         }
     }
-    DescribeTopicPartitionsResponse::default()
-        .with_topics(topics)
-        .with_next_cursor(next_cursor)
+    DescribeTopicPartitionsResponse::default().with_topics(topics).with_next_cursor(next_cursor)
 }

@@ -38,20 +38,21 @@ struct Got {
     bytes: usize,
 }
 
+type TopicLayout = (TopicName, Uuid, Vec<(i32, Option<i16>)>);
+
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> FetchResponse {
     if req.session_epoch > 0 || req.session_id != 0 {
         return FetchResponse::default().with_error_code(errors::FETCH_SESSION_ID_NOT_FOUND);
     }
     let meta = shard.meta();
-    let mut layout: Vec<(TopicName, Uuid, Vec<(i32, Option<i16>)>)> = Vec::new();
+    // Per topic of the request: its name, id, and per partition its index and the error
+    // already known for it.
+    let mut layout: Vec<TopicLayout> = Vec::new();
     let mut wants: Vec<(usize, Want)> = Vec::new();
     let mut want_slots = Vec::new();
     for t in &req.topics {
-        let name = if version >= 13 {
-            meta.topic_name(&t.topic_id).map(str::to_string)
-        } else {
-            Some(t.topic.0.to_string())
-        };
+        let name =
+            if version >= 13 { meta.topic_name(&t.topic_id).map(str::to_string) } else { Some(t.topic.0.to_string()) };
         let mut parts = Vec::new();
         for p in &t.partitions {
             let owner = name.as_deref().and_then(|n| meta.owner(n, p.partition));
@@ -63,12 +64,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
                     let max_bytes = p.partition_max_bytes.max(0) as usize;
                     wants.push((
                         owner,
-                        Want {
-                            topic: n.clone(),
-                            partition: p.partition,
-                            offset: p.fetch_offset,
-                            max_bytes,
-                        },
+                        Want { topic: n.clone(), partition: p.partition, offset: p.fetch_offset, max_bytes },
                     ));
                     None
                 }
@@ -78,10 +74,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
         layout.push((t.topic.clone(), t.topic_id, parts));
     }
     let min_bytes = req.min_bytes.max(0) as usize;
-    let max_wait = Duration::from_millis(
-        req.max_wait_ms
-            .clamp(0, shard.config.fetch_wait_ms_max as i32) as u64,
-    );
+    let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, shard.config.fetch_wait_ms_max as i32) as u64);
     let deadline = Instant::now() + max_wait;
     let mut got = read_all(shard, &wants).await;
     loop {
@@ -106,18 +99,9 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
                 .enumerate()
                 .map(|(pi, (partition, early))| {
                     let g = match early {
-                        Some(code) => Got {
-                            error: code,
-                            high_watermark: -1,
-                            log_start_offset: -1,
-                            ..Got::default()
-                        },
+                        Some(code) => Got { error: code, high_watermark: -1, log_start_offset: -1, ..Got::default() },
                         None => {
-                            assert_eq!(
-                                slots.next(),
-                                Some((ti, pi)),
-                                "fetch results follow request order"
-                            );
+                            assert_eq!(slots.next(), Some((ti, pi)), "fetch results follow request order");
                             got.next().expect("a result for every partition read")
                         }
                     };
@@ -175,7 +159,7 @@ fn trim_to_max_bytes(got: &mut [Got], max_bytes: usize) {
 }
 
 async fn read_all(shard: &Rc<Shard>, wants: &[(usize, Want)]) -> Vec<Got> {
-    let items = wants.iter().cloned().collect();
+    let items = wants.to_vec();
     // An owner reads its partitions concurrently: catch-up reads are DMA reads, and
     // one partition's disk latency must not queue the others behind it.
     scatter(shard, items, |s, wants: Vec<Want>| async move {
@@ -198,12 +182,7 @@ async fn read_one(shard: &Shard, w: &Want) -> Got {
         let l = p.log.borrow();
         (l.high_watermark(), l.log_start_offset)
     };
-    let mut got = Got {
-        error: errors::NONE,
-        high_watermark: hw,
-        log_start_offset: start,
-        ..Got::default()
-    };
+    let mut got = Got { error: errors::NONE, high_watermark: hw, log_start_offset: start, ..Got::default() };
     match log::read(&p.log, w.offset, w.max_bytes, hw).await {
         Ok(r) => {
             got.records = r.batches;
@@ -219,11 +198,8 @@ async fn read_one(shard: &Shard, w: &Want) -> Got {
 async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left: Duration) {
     let mut per_owner: Vec<Vec<(String, i32, i64)>> = vec![Vec::new(); shard.count];
     for ((owner, w), g) in wants.iter().zip(got) {
-        let next = g
-            .records
-            .last()
-            .and_then(|b| keel_protocol::BatchHeader::parse(b).ok())
-            .map(|h| h.last_offset() + 1);
+        let next =
+            g.records.last().and_then(|b| keel_protocol::BatchHeader::parse(b).ok()).map(|h| h.last_offset() + 1);
         per_owner[*owner].push((w.topic.clone(), w.partition, next.unwrap_or(w.offset)));
     }
     let waits: Vec<_> = per_owner
@@ -232,14 +208,9 @@ async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left:
         .filter(|(_, parts)| !parts.is_empty())
         .map(|(owner, parts)| {
             let shard = shard.clone();
-            Box::pin(async move {
-                shard
-                    .submit_to(
-                        owner,
-                        move |s| async move { wait_local(&s, parts, left).await },
-                    )
-                    .await
-            }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+            Box::pin(
+                async move { shard.submit_to(owner, move |s| async move { wait_local(&s, parts, left).await }).await },
+            ) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
         })
         .collect();
     crate::util::first_of(waits).await;
@@ -255,9 +226,7 @@ async fn wait_local(shard: &Shard, parts: Vec<(String, i32, i64)>, left: Duratio
         if l.high_watermark() > offset {
             return;
         }
-        waits
-            .push(Box::pin(l.changed.wait())
-                as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>);
+        waits.push(Box::pin(l.changed.wait()) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>);
     }
     waits.push(Box::pin(glommio::timer::sleep(left)));
     crate::util::first_of(waits).await;

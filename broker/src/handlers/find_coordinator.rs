@@ -21,32 +21,21 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 /// (error, message) for one key, or success.
 async fn find(shard: &Rc<Shard>, key_type: i8, key: &str) -> Result<(), (i16, String)> {
     match key_type {
-        KEY_TYPE_GROUP if key.is_empty() => Err((
-            errors::INVALID_REQUEST,
-            "Group id must not be empty.".into(),
-        )),
+        KEY_TYPE_GROUP if key.is_empty() => Err((errors::INVALID_REQUEST, "Group id must not be empty.".into())),
         KEY_TYPE_GROUP => routing::coordinator_of(shard, key)
             .await
             .map(|_| ())
             .map_err(|code| (code, "The coordinator is not available.".into())),
         // Not retriable on purpose: a transactional producer must fail at once with a
         // clear message instead of retrying a coordinator that will never exist.
-        KEY_TYPE_TRANSACTION => Err((
-            errors::INVALID_REQUEST,
-            "Transactions are not supported by this broker yet.".into(),
-        )),
-        other => Err((
-            errors::INVALID_REQUEST,
-            format!("Unsupported coordinator key type {other}."),
-        )),
+        KEY_TYPE_TRANSACTION => {
+            Err((errors::INVALID_REQUEST, "Transactions are not supported by this broker yet.".into()))
+        }
+        other => Err((errors::INVALID_REQUEST, format!("Unsupported coordinator key type {other}."))),
     }
 }
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
-    req: FindCoordinatorRequest,
-) -> FindCoordinatorResponse {
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
     let (host, port) = shard.config.advertised();
     let node_id = shard.config.node_id;
     let mut resp = FindCoordinatorResponse::default();

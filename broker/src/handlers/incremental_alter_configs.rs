@@ -19,20 +19,13 @@ const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: IncrementalAlterConfigsRequest,
-) -> IncrementalAlterConfigsResponse {
+pub async fn handle(shard: &Rc<Shard>, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
     let meta = shard.meta();
     let mut changes: Vec<Result<ConfigChange, Failure>> = Vec::new();
     for r in &req.resources {
         let change = resource_target(shard, r.resource_type, &r.resource_name).and_then(|topic| {
             let current = match &topic {
-                Some(t) => meta
-                    .topics
-                    .get(t)
-                    .map(|t| t.configs.clone())
-                    .unwrap_or_default(),
+                Some(t) => meta.topics.get(t).map(|t| t.configs.clone()).unwrap_or_default(),
                 None => meta.broker_configs.clone(),
             };
             let mut ops = Vec::new();
@@ -43,32 +36,15 @@ pub async fn handle(
                     OP_SET => (name, value),
                     OP_DELETE => (name, None),
                     OP_APPEND | OP_SUBTRACT => {
-                        let is_list = configs::topic_def(&name)
-                            .map(|d| d.kind == configs::Kind::List)
-                            .unwrap_or(false);
+                        let is_list = configs::topic_def(&name).map(|d| d.kind == configs::Kind::List).unwrap_or(false);
                         if !is_list {
-                            return Err((
-                                errors::INVALID_CONFIG,
-                                format!("Config {name} is not a list"),
-                            ));
+                            return Err((errors::INVALID_CONFIG, format!("Config {name} is not a list")));
                         }
-                        let default = configs::topic_def(&name)
-                            .map(|d| d.default)
-                            .unwrap_or_default();
-                        let base = current
-                            .get(&name)
-                            .cloned()
-                            .unwrap_or_else(|| default.to_string());
-                        let mut items: Vec<String> = base
-                            .split(',')
-                            .filter(|s| !s.is_empty())
-                            .map(str::to_string)
-                            .collect();
-                        for v in value
-                            .unwrap_or_default()
-                            .split(',')
-                            .filter(|s| !s.is_empty())
-                        {
+                        let default = configs::topic_def(&name).map(|d| d.default).unwrap_or_default();
+                        let base = current.get(&name).cloned().unwrap_or_else(|| default.to_string());
+                        let mut items: Vec<String> =
+                            base.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
+                        for v in value.unwrap_or_default().split(',').filter(|s| !s.is_empty()) {
                             if c.config_operation == OP_APPEND {
                                 if !items.iter().any(|i| i == v) {
                                     items.push(v.to_string());
@@ -79,20 +55,11 @@ pub async fn handle(
                         }
                         (name, Some(items.join(",")))
                     }
-                    other => {
-                        return Err((
-                            errors::INVALID_REQUEST,
-                            format!("Unknown config operation {other}"),
-                        ))
-                    }
+                    other => return Err((errors::INVALID_REQUEST, format!("Unknown config operation {other}"))),
                 };
                 ops.push(op);
             }
-            Ok(ConfigChange {
-                topic,
-                replace: false,
-                ops,
-            })
+            Ok(ConfigChange { topic, replace: false, ops })
         });
         changes.push(change);
     }

@@ -31,19 +31,12 @@ pub async fn handle(
         client_id,
         client_host: String::new(),
         session_timeout_ms: req.session_timeout_ms,
-        rebalance_timeout_ms: if version >= 1 {
-            req.rebalance_timeout_ms
-        } else {
-            req.session_timeout_ms
-        },
+        rebalance_timeout_ms: if version >= 1 { req.rebalance_timeout_ms } else { req.session_timeout_ms },
         protocol_type: req.protocol_type.to_string(),
         protocols: req
             .protocols
             .iter()
-            .map(|p| Protocol {
-                name: p.name.to_string(),
-                metadata: p.metadata.clone(),
-            })
+            .map(|p| Protocol { name: p.name.to_string(), metadata: p.metadata.clone() })
             .collect(),
         require_known_member_id: version >= 4,
         supports_skip_assignment: version >= 9,
@@ -51,11 +44,9 @@ pub async fn handle(
     };
     let member_id = join.member_id.clone();
     let gid = group_id.clone();
-    let result = routing::on_coordinator(shard, &group_id, move |s, p| {
-        classic_ops::join(s, p, gid, join)
-    })
-    .await
-    .unwrap_or_else(|code| JoinResult::error(code, &member_id));
+    let result = routing::on_coordinator(shard, &group_id, move |s, p| classic_ops::join(s, p, gid, join))
+        .await
+        .unwrap_or_else(|code| JoinResult::error(code, &member_id));
     response(version, result)
 }
 
@@ -64,9 +55,8 @@ fn response(version: i16, r: JoinResult) -> JoinGroupResponse {
         .members
         .into_iter()
         .map(|m| {
-            let mut member = JoinGroupResponseMember::default()
-                .with_member_id(str_bytes(&m.member_id))
-                .with_metadata(m.metadata);
+            let mut member =
+                JoinGroupResponseMember::default().with_member_id(str_bytes(&m.member_id)).with_metadata(m.metadata);
             if version >= 5 {
                 member.group_instance_id = m.instance_id.as_deref().map(str_bytes);
             }

@@ -17,29 +17,20 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: LeaveGroupRequest) -> 
     let members: Vec<(String, Option<String>)> = if version >= 3 {
         req.members
             .iter()
-            .map(|m| {
-                (
-                    m.member_id.to_string(),
-                    m.group_instance_id.as_deref().map(str::to_string),
-                )
-            })
+            .map(|m| (m.member_id.to_string(), m.group_instance_id.as_deref().map(str::to_string)))
             .collect()
     } else {
         vec![(req.member_id.to_string(), None)]
     };
     let asked = members.clone();
     let gid = group_id.clone();
-    let result = routing::on_coordinator(shard, &group_id, move |s, p| {
-        classic_ops::leave(s, p, gid, members)
-    })
-    .await
-    .and_then(|r| r);
+    let result = routing::on_coordinator(shard, &group_id, move |s, p| classic_ops::leave(s, p, gid, members))
+        .await
+        .and_then(|r| r);
     let mut resp = LeaveGroupResponse::default();
     match result {
         Err(code) => resp.error_code = code,
-        Ok(codes) if version < 3 => {
-            resp.error_code = codes.first().copied().unwrap_or(errors::NONE)
-        }
+        Ok(codes) if version < 3 => resp.error_code = codes.first().copied().unwrap_or(errors::NONE),
         Ok(codes) => {
             resp.members = req
                 .members

@@ -14,9 +14,7 @@ use crate::shard::Shard;
 pub const VERSIONS: (i16, i16) = (0, 5);
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListGroupsRequest) -> ListGroupsResponse {
-    let per_shard = shard
-        .submit_to_all(|s| async move { admin_ops::list(&s) })
-        .await;
+    let per_shard = shard.submit_to_all(|s| async move { admin_ops::list(&s) }).await;
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
     let mut resp = ListGroupsResponse::default();
@@ -46,10 +44,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListGroupsRequest) -> 
         })
         .collect();
     if resp.error_code != errors::NONE {
-        tracing::debug!(
-            code = resp.error_code,
-            "ListGroups while a coordinator shard is loading"
-        );
+        tracing::debug!(code = resp.error_code, "ListGroups while a coordinator shard is loading");
     }
     resp
 }

@@ -3,9 +3,7 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::list_offsets_response::{
-    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
-};
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use keel_storage::log;
 
@@ -25,27 +23,16 @@ pub const LATEST_TIERED: i64 = -5;
 /// (error, timestamp, offset)
 type Answer = (i16, i64, i64);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
-    req: ListOffsetsRequest,
-) -> ListOffsetsResponse {
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) -> ListOffsetsResponse {
     let items = req
         .topics
         .iter()
-        .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |p| Ok((t.name.0.to_string(), p.partition_index, p.timestamp)))
-        })
+        .flat_map(|t| t.partitions.iter().map(move |p| Ok((t.name.0.to_string(), p.partition_index, p.timestamp))))
         .collect();
     let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
-    let answers = answer_partitions(
-        shard,
-        items,
-        unknown,
-        |s, topic, partition, ts| async move { lookup(&s, &topic, partition, ts).await },
-    )
+    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, ts| async move {
+        lookup(&s, &topic, partition, ts).await
+    })
     .await;
     let mut answers = answers.into_iter();
     let topics = req
@@ -56,8 +43,7 @@ pub async fn handle(
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error, timestamp, offset) =
-                        answers.next().expect("an answer per partition");
+                    let (error, timestamp, offset) = answers.next().expect("an answer per partition");
                     let mut r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(error)
@@ -69,9 +55,7 @@ pub async fn handle(
                     r
                 })
                 .collect();
-            ListOffsetsTopicResponse::default()
-                .with_name(t.name)
-                .with_partitions(partitions)
+            ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(partitions)
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)

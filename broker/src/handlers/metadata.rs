@@ -29,22 +29,11 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
     let node = shard.config.node_id;
     let allow_create = version < 4 || req.allow_auto_topic_creation;
     let mut wanted: Vec<(Option<String>, Uuid)> = match &req.topics {
-        None => meta
-            .topics
-            .keys()
-            .map(|n| (Some(n.clone()), Uuid::nil()))
-            .collect(),
-        Some(list) => list
-            .iter()
-            .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id))
-            .collect(),
+        None => meta.topics.keys().map(|n| (Some(n.clone()), Uuid::nil())).collect(),
+        Some(list) => list.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)).collect(),
     };
     if version == 0 && req.topics.as_ref().map(|t| t.is_empty()).unwrap_or(false) {
-        wanted = meta
-            .topics
-            .keys()
-            .map(|n| (Some(n.clone()), Uuid::nil()))
-            .collect();
+        wanted = meta.topics.keys().map(|n| (Some(n.clone()), Uuid::nil())).collect();
     }
     let meta = if allow_create {
         let names = wanted.iter().filter_map(|(n, _)| n.clone()).collect();
@@ -57,10 +46,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
         .into_iter()
         .map(|(name, id)| {
             let name = name.or_else(|| meta.topic_name(&id).map(str::to_string));
-            match name
-                .as_ref()
-                .and_then(|n| meta.topics.get(n).map(|t| (n, t)))
-            {
+            match name.as_ref().and_then(|n| meta.topics.get(n).map(|t| (n, t))) {
                 Some((n, t)) => topic_response(n, t, node, include_ops),
                 None => MetadataResponseTopic::default()
                     .with_error_code(if name.is_none() {
@@ -85,12 +71,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
         .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED)
 }
 
-fn topic_response(
-    name: &str,
-    t: &TopicMeta,
-    node: i32,
-    include_ops: bool,
-) -> MetadataResponseTopic {
+fn topic_response(name: &str, t: &TopicMeta, node: i32, include_ops: bool) -> MetadataResponseTopic {
     let partitions = (0..t.partitions.len() as i32)
         .map(|p| {
             MetadataResponsePartition::default()
@@ -106,9 +87,5 @@ fn topic_response(
         .with_topic_id(t.id)
         .with_is_internal(name.starts_with("__"))
         .with_partitions(partitions)
-        .with_topic_authorized_operations(if include_ops {
-            TOPIC_OPERATIONS_ALL
-        } else {
-            OPERATIONS_NOT_REQUESTED
-        })
+        .with_topic_authorized_operations(if include_ops { TOPIC_OPERATIONS_ALL } else { OPERATIONS_NOT_REQUESTED })
 }

@@ -48,155 +48,40 @@ use crate::shard::Shard;
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, produce::VERSIONS.0, produce::VERSIONS.1),
     (ApiKey::Fetch, fetch::VERSIONS.0, fetch::VERSIONS.1),
-    (
-        ApiKey::ListOffsets,
-        list_offsets::VERSIONS.0,
-        list_offsets::VERSIONS.1,
-    ),
+    (ApiKey::ListOffsets, list_offsets::VERSIONS.0, list_offsets::VERSIONS.1),
     (ApiKey::Metadata, metadata::VERSIONS.0, metadata::VERSIONS.1),
-    (
-        ApiKey::ApiVersions,
-        api_versions::VERSIONS.0,
-        api_versions::VERSIONS.1,
-    ),
-    (
-        ApiKey::CreateTopics,
-        create_topics::VERSIONS.0,
-        create_topics::VERSIONS.1,
-    ),
-    (
-        ApiKey::DeleteTopics,
-        delete_topics::VERSIONS.0,
-        delete_topics::VERSIONS.1,
-    ),
-    (
-        ApiKey::InitProducerId,
-        init_producer_id::VERSIONS.0,
-        init_producer_id::VERSIONS.1,
-    ),
-    (
-        ApiKey::OffsetForLeaderEpoch,
-        offset_for_leader_epoch::VERSIONS.0,
-        offset_for_leader_epoch::VERSIONS.1,
-    ),
-    (
-        ApiKey::DescribeConfigs,
-        describe_configs::VERSIONS.0,
-        describe_configs::VERSIONS.1,
-    ),
-    (
-        ApiKey::AlterConfigs,
-        alter_configs::VERSIONS.0,
-        alter_configs::VERSIONS.1,
-    ),
-    (
-        ApiKey::DescribeLogDirs,
-        describe_log_dirs::VERSIONS.0,
-        describe_log_dirs::VERSIONS.1,
-    ),
-    (
-        ApiKey::CreatePartitions,
-        create_partitions::VERSIONS.0,
-        create_partitions::VERSIONS.1,
-    ),
-    (
-        ApiKey::IncrementalAlterConfigs,
-        incremental_alter_configs::VERSIONS.0,
-        incremental_alter_configs::VERSIONS.1,
-    ),
-    (
-        ApiKey::DescribeCluster,
-        describe_cluster::VERSIONS.0,
-        describe_cluster::VERSIONS.1,
-    ),
-    (
-        ApiKey::DescribeTopicPartitions,
-        describe_topic_partitions::VERSIONS.0,
-        describe_topic_partitions::VERSIONS.1,
-    ),
-    (
-        ApiKey::DescribeAcls,
-        describe_acls::VERSIONS.0,
-        describe_acls::VERSIONS.1,
-    ),
-    (
-        ApiKey::DeleteRecords,
-        delete_records::VERSIONS.0,
-        delete_records::VERSIONS.1,
-    ),
+    (ApiKey::ApiVersions, api_versions::VERSIONS.0, api_versions::VERSIONS.1),
+    (ApiKey::CreateTopics, create_topics::VERSIONS.0, create_topics::VERSIONS.1),
+    (ApiKey::DeleteTopics, delete_topics::VERSIONS.0, delete_topics::VERSIONS.1),
+    (ApiKey::InitProducerId, init_producer_id::VERSIONS.0, init_producer_id::VERSIONS.1),
+    (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS.0, offset_for_leader_epoch::VERSIONS.1),
+    (ApiKey::DescribeConfigs, describe_configs::VERSIONS.0, describe_configs::VERSIONS.1),
+    (ApiKey::AlterConfigs, alter_configs::VERSIONS.0, alter_configs::VERSIONS.1),
+    (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS.0, describe_log_dirs::VERSIONS.1),
+    (ApiKey::CreatePartitions, create_partitions::VERSIONS.0, create_partitions::VERSIONS.1),
+    (ApiKey::IncrementalAlterConfigs, incremental_alter_configs::VERSIONS.0, incremental_alter_configs::VERSIONS.1),
+    (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
+    (ApiKey::DescribeTopicPartitions, describe_topic_partitions::VERSIONS.0, describe_topic_partitions::VERSIONS.1),
+    (ApiKey::DescribeAcls, describe_acls::VERSIONS.0, describe_acls::VERSIONS.1),
+    (ApiKey::DeleteRecords, delete_records::VERSIONS.0, delete_records::VERSIONS.1),
     // Consumer groups and offsets (group coordinator).
-    (
-        ApiKey::OffsetCommit,
-        offset_commit::VERSIONS.0,
-        offset_commit::VERSIONS.1,
-    ),
-    (
-        ApiKey::OffsetFetch,
-        offset_fetch::VERSIONS.0,
-        offset_fetch::VERSIONS.1,
-    ),
-    (
-        ApiKey::FindCoordinator,
-        find_coordinator::VERSIONS.0,
-        find_coordinator::VERSIONS.1,
-    ),
-    (
-        ApiKey::JoinGroup,
-        join_group::VERSIONS.0,
-        join_group::VERSIONS.1,
-    ),
-    (
-        ApiKey::Heartbeat,
-        heartbeat::VERSIONS.0,
-        heartbeat::VERSIONS.1,
-    ),
-    (
-        ApiKey::LeaveGroup,
-        leave_group::VERSIONS.0,
-        leave_group::VERSIONS.1,
-    ),
-    (
-        ApiKey::SyncGroup,
-        sync_group::VERSIONS.0,
-        sync_group::VERSIONS.1,
-    ),
-    (
-        ApiKey::DescribeGroups,
-        describe_groups::VERSIONS.0,
-        describe_groups::VERSIONS.1,
-    ),
-    (
-        ApiKey::ListGroups,
-        list_groups::VERSIONS.0,
-        list_groups::VERSIONS.1,
-    ),
-    (
-        ApiKey::DeleteGroups,
-        delete_groups::VERSIONS.0,
-        delete_groups::VERSIONS.1,
-    ),
-    (
-        ApiKey::OffsetDelete,
-        offset_delete::VERSIONS.0,
-        offset_delete::VERSIONS.1,
-    ),
-    (
-        ApiKey::ConsumerGroupHeartbeat,
-        consumer_group_heartbeat::VERSIONS.0,
-        consumer_group_heartbeat::VERSIONS.1,
-    ),
-    (
-        ApiKey::ConsumerGroupDescribe,
-        consumer_group_describe::VERSIONS.0,
-        consumer_group_describe::VERSIONS.1,
-    ),
+    (ApiKey::OffsetCommit, offset_commit::VERSIONS.0, offset_commit::VERSIONS.1),
+    (ApiKey::OffsetFetch, offset_fetch::VERSIONS.0, offset_fetch::VERSIONS.1),
+    (ApiKey::FindCoordinator, find_coordinator::VERSIONS.0, find_coordinator::VERSIONS.1),
+    (ApiKey::JoinGroup, join_group::VERSIONS.0, join_group::VERSIONS.1),
+    (ApiKey::Heartbeat, heartbeat::VERSIONS.0, heartbeat::VERSIONS.1),
+    (ApiKey::LeaveGroup, leave_group::VERSIONS.0, leave_group::VERSIONS.1),
+    (ApiKey::SyncGroup, sync_group::VERSIONS.0, sync_group::VERSIONS.1),
+    (ApiKey::DescribeGroups, describe_groups::VERSIONS.0, describe_groups::VERSIONS.1),
+    (ApiKey::ListGroups, list_groups::VERSIONS.0, list_groups::VERSIONS.1),
+    (ApiKey::DeleteGroups, delete_groups::VERSIONS.0, delete_groups::VERSIONS.1),
+    (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
+    (ApiKey::ConsumerGroupHeartbeat, consumer_group_heartbeat::VERSIONS.0, consumer_group_heartbeat::VERSIONS.1),
+    (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS.0, consumer_group_describe::VERSIONS.1),
 ];
 
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
-    SUPPORTED
-        .iter()
-        .find(|(k, _, _)| *k == key)
-        .map(|(_, min, max)| (*min, *max))
+    SUPPORTED.iter().find(|(k, _, _)| *k == key).map(|(_, min, max)| (*min, *max))
 }
 
 pub struct Request {
@@ -209,30 +94,23 @@ pub struct Request {
 pub enum Prepared {
     /// Answer without running a handler.
     Respond(Bytes),
-    Run(Request),
+    Run(Box<Request>),
 }
 
 /// Checks and decodes one frame. An error means the connection must be closed, as
 /// Kafka does for unknown APIs, unsupported versions and undecodable requests.
 pub fn prepare(_shard: &Shard, frame_bytes: Bytes) -> Result<Prepared, FrameError> {
     let prefix = frame::peek_prefix(&frame_bytes)?;
-    let api_key = ApiKey::try_from(prefix.api_key).map_err(|_| FrameError::UnknownApiKey {
-        api_key: prefix.api_key,
-    })?;
+    let api_key =
+        ApiKey::try_from(prefix.api_key).map_err(|_| FrameError::UnknownApiKey { api_key: prefix.api_key })?;
     let Some((min, max)) = supported_versions(api_key) else {
-        return Err(FrameError::Malformed {
-            api_key,
-            version: prefix.api_version,
-            reason: "API not supported".into(),
-        });
+        return Err(FrameError::Malformed { api_key, version: prefix.api_version, reason: "API not supported".into() });
     };
     if prefix.api_version < min || prefix.api_version > max {
         if api_key == ApiKey::ApiVersions {
             // KIP-511: answer an unknown ApiVersions version with a v0 response that
             // carries UNSUPPORTED_VERSION and our table, so the client can downgrade.
-            return Ok(Prepared::Respond(
-                api_versions::unsupported_version_response(prefix.correlation_id)?,
-            ));
+            return Ok(Prepared::Respond(api_versions::unsupported_version_response(prefix.correlation_id)?));
         }
         return Err(FrameError::Malformed {
             api_key,
@@ -241,20 +119,15 @@ pub fn prepare(_shard: &Shard, frame_bytes: Bytes) -> Result<Prepared, FrameErro
         });
     }
     let decoded = frame::decode_request(frame_bytes)?;
-    Ok(Prepared::Run(Request {
+    Ok(Prepared::Run(Box::new(Request {
         api_key,
         version: decoded.version,
         header: decoded.header,
         body: decoded.body,
-    }))
+    })))
 }
 
-fn encode<R: Encodable>(
-    req_key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    body: &R,
-) -> Option<Bytes> {
+fn encode<R: Encodable>(req_key: ApiKey, version: i16, correlation_id: i32, body: &R) -> Option<Bytes> {
     match frame::encode_response(req_key, version, correlation_id, body) {
         Ok(b) => Some(b),
         Err(e) => {
@@ -273,100 +146,44 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
             encode(key, v, corr, &resp)
         }
         RequestKind::Fetch(r) => encode(key, v, corr, &fetch::handle(shard, v, r).await),
-        RequestKind::ListOffsets(r) => {
-            encode(key, v, corr, &list_offsets::handle(shard, v, r).await)
-        }
+        RequestKind::ListOffsets(r) => encode(key, v, corr, &list_offsets::handle(shard, v, r).await),
         RequestKind::Metadata(r) => encode(key, v, corr, &metadata::handle(shard, v, r).await),
         RequestKind::ApiVersions(r) => encode(key, v, corr, &api_versions::handle(v, r)),
-        RequestKind::CreateTopics(r) => {
-            encode(key, v, corr, &create_topics::handle(shard, v, r).await)
+        RequestKind::CreateTopics(r) => encode(key, v, corr, &create_topics::handle(shard, v, r).await),
+        RequestKind::DeleteTopics(r) => encode(key, v, corr, &delete_topics::handle(shard, v, r).await),
+        RequestKind::InitProducerId(r) => encode(key, v, corr, &init_producer_id::handle(shard, r).await),
+        RequestKind::OffsetForLeaderEpoch(r) => encode(key, v, corr, &offset_for_leader_epoch::handle(shard, r).await),
+        RequestKind::DescribeConfigs(r) => encode(key, v, corr, &describe_configs::handle(shard, v, r)),
+        RequestKind::AlterConfigs(r) => encode(key, v, corr, &alter_configs::handle(shard, r).await),
+        RequestKind::DescribeLogDirs(r) => encode(key, v, corr, &describe_log_dirs::handle(shard, r).await),
+        RequestKind::CreatePartitions(r) => encode(key, v, corr, &create_partitions::handle(shard, r).await),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            encode(key, v, corr, &incremental_alter_configs::handle(shard, r).await)
         }
-        RequestKind::DeleteTopics(r) => {
-            encode(key, v, corr, &delete_topics::handle(shard, v, r).await)
-        }
-        RequestKind::InitProducerId(r) => {
-            encode(key, v, corr, &init_producer_id::handle(shard, r).await)
-        }
-        RequestKind::OffsetForLeaderEpoch(r) => encode(
-            key,
-            v,
-            corr,
-            &offset_for_leader_epoch::handle(shard, r).await,
-        ),
-        RequestKind::DescribeConfigs(r) => {
-            encode(key, v, corr, &describe_configs::handle(shard, v, r))
-        }
-        RequestKind::AlterConfigs(r) => {
-            encode(key, v, corr, &alter_configs::handle(shard, r).await)
-        }
-        RequestKind::DescribeLogDirs(r) => {
-            encode(key, v, corr, &describe_log_dirs::handle(shard, r).await)
-        }
-        RequestKind::CreatePartitions(r) => {
-            encode(key, v, corr, &create_partitions::handle(shard, r).await)
-        }
-        RequestKind::IncrementalAlterConfigs(r) => encode(
-            key,
-            v,
-            corr,
-            &incremental_alter_configs::handle(shard, r).await,
-        ),
-        RequestKind::DescribeCluster(r) => {
-            encode(key, v, corr, &describe_cluster::handle(shard, v, r))
-        }
-        RequestKind::DescribeTopicPartitions(r) => {
-            encode(key, v, corr, &describe_topic_partitions::handle(shard, r))
-        }
+        RequestKind::DescribeCluster(r) => encode(key, v, corr, &describe_cluster::handle(shard, v, r)),
+        RequestKind::DescribeTopicPartitions(r) => encode(key, v, corr, &describe_topic_partitions::handle(shard, r)),
         RequestKind::DescribeAcls(r) => encode(key, v, corr, &describe_acls::handle(r)),
-        RequestKind::DeleteRecords(r) => {
-            encode(key, v, corr, &delete_records::handle(shard, r).await)
-        }
-        RequestKind::FindCoordinator(r) => {
-            encode(key, v, corr, &find_coordinator::handle(shard, v, r).await)
-        }
-        RequestKind::JoinGroup(r) => encode(
-            key,
-            v,
-            corr,
-            &join_group::handle(shard, v, &req.header, r).await,
-        ),
+        RequestKind::DeleteRecords(r) => encode(key, v, corr, &delete_records::handle(shard, r).await),
+        RequestKind::FindCoordinator(r) => encode(key, v, corr, &find_coordinator::handle(shard, v, r).await),
+        RequestKind::JoinGroup(r) => encode(key, v, corr, &join_group::handle(shard, v, &req.header, r).await),
         RequestKind::SyncGroup(r) => encode(key, v, corr, &sync_group::handle(shard, v, r).await),
         RequestKind::Heartbeat(r) => encode(key, v, corr, &heartbeat::handle(shard, r).await),
         RequestKind::LeaveGroup(r) => encode(key, v, corr, &leave_group::handle(shard, v, r).await),
-        RequestKind::OffsetCommit(r) => {
-            encode(key, v, corr, &offset_commit::handle(shard, v, r).await)
-        }
-        RequestKind::OffsetFetch(r) => {
-            encode(key, v, corr, &offset_fetch::handle(shard, v, r).await)
-        }
-        RequestKind::OffsetDelete(r) => {
-            encode(key, v, corr, &offset_delete::handle(shard, r).await)
-        }
+        RequestKind::OffsetCommit(r) => encode(key, v, corr, &offset_commit::handle(shard, v, r).await),
+        RequestKind::OffsetFetch(r) => encode(key, v, corr, &offset_fetch::handle(shard, v, r).await),
+        RequestKind::OffsetDelete(r) => encode(key, v, corr, &offset_delete::handle(shard, r).await),
         RequestKind::ListGroups(r) => encode(key, v, corr, &list_groups::handle(shard, v, r).await),
-        RequestKind::DescribeGroups(r) => {
-            encode(key, v, corr, &describe_groups::handle(shard, v, r).await)
+        RequestKind::DescribeGroups(r) => encode(key, v, corr, &describe_groups::handle(shard, v, r).await),
+        RequestKind::DeleteGroups(r) => encode(key, v, corr, &delete_groups::handle(shard, r).await),
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            encode(key, v, corr, &consumer_group_heartbeat::handle(shard, v, &req.header, r).await)
         }
-        RequestKind::DeleteGroups(r) => {
-            encode(key, v, corr, &delete_groups::handle(shard, r).await)
+        RequestKind::ConsumerGroupDescribe(r) => {
+            encode(key, v, corr, &consumer_group_describe::handle(shard, v, r).await)
         }
-        RequestKind::ConsumerGroupHeartbeat(r) => encode(
-            key,
-            v,
-            corr,
-            &consumer_group_heartbeat::handle(shard, v, &req.header, r).await,
-        ),
-        RequestKind::ConsumerGroupDescribe(r) => encode(
-            key,
-            v,
-            corr,
-            &consumer_group_describe::handle(shard, v, r).await,
-        ),
         other => {
             // `prepare` only lets through what SUPPORTED lists, and each has an arm.
-            unreachable!(
-                "no handler for a request prepare() accepted: {:?}",
-                std::mem::discriminant(&other)
-            )
+            unreachable!("no handler for a request prepare() accepted: {:?}", std::mem::discriminant(&other))
         }
     }
 }
@@ -381,8 +198,7 @@ where
     Fut: std::future::Future<Output = Vec<O>> + 'static,
 {
     let n = items.len();
-    let mut per_shard: Vec<(Vec<usize>, Vec<I>)> =
-        (0..shard.count).map(|_| (Vec::new(), Vec::new())).collect();
+    let mut per_shard: Vec<(Vec<usize>, Vec<I>)> = (0..shard.count).map(|_| (Vec::new(), Vec::new())).collect();
     for (i, (owner, item)) in items.into_iter().enumerate() {
         per_shard[owner].0.push(i);
         per_shard[owner].1.push(item);
@@ -400,18 +216,12 @@ where
     let results = keel_storage::flush::join_all(calls).await;
     let mut out: Vec<Option<O>> = (0..n).map(|_| None).collect();
     for (pos, outputs) in positions.into_iter().zip(results) {
-        assert_eq!(
-            pos.len(),
-            outputs.len(),
-            "an owner shard answers every item it was sent"
-        );
+        assert_eq!(pos.len(), outputs.len(), "an owner shard answers every item it was sent");
         for (i, o) in pos.into_iter().zip(outputs) {
             out[i] = Some(o);
         }
     }
-    out.into_iter()
-        .map(|o| o.expect("every item answered"))
-        .collect()
+    out.into_iter().map(|o| o.expect("every item answered")).collect()
 }
 
 /// Answers every partition a request names, in request order. `items` holds, per
@@ -461,9 +271,7 @@ where
     for (slot, o) in slots.into_iter().zip(found) {
         out[slot] = Some(o);
     }
-    out.into_iter()
-        .map(|o| o.expect("every partition answered"))
-        .collect()
+    out.into_iter().map(|o| o.expect("every partition answered")).collect()
 }
 
 pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {

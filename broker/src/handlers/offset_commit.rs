@@ -3,9 +3,7 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::offset_commit_response::{
-    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-};
+use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use crate::coordinator::offset_ops::{self, CommitPartition, CommitRequest};
@@ -14,11 +12,7 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (2, 9);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
-    req: OffsetCommitRequest,
-) -> OffsetCommitResponse {
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: OffsetCommitRequest) -> OffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
     let partitions: Vec<CommitPartition> = req
         .topics
@@ -42,11 +36,9 @@ pub async fn handle(
         api_version: version,
         partitions,
     };
-    let codes = routing::on_coordinator(shard, &group_id, move |s, p| {
-        offset_ops::commit(s, p, commit)
-    })
-    .await
-    .unwrap_or_else(|code| vec![code; count]);
+    let codes = routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::commit(s, p, commit))
+        .await
+        .unwrap_or_else(|code| vec![code; count]);
     let mut codes = codes.into_iter();
     let topics = req
         .topics
@@ -61,9 +53,7 @@ pub async fn handle(
                         .with_error_code(codes.next().expect("a code per partition"))
                 })
                 .collect();
-            OffsetCommitResponseTopic::default()
-                .with_name(t.name)
-                .with_partitions(partitions)
+            OffsetCommitResponseTopic::default().with_name(t.name).with_partitions(partitions)
         })
         .collect();
     OffsetCommitResponse::default().with_topics(topics)

@@ -3,9 +3,7 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::offset_delete_response::{
-    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
-};
+use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use crate::coordinator::{offset_ops, routing};
@@ -19,18 +17,12 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetDeleteRequest) -> OffsetDelete
     let partitions: Vec<(String, i32)> = req
         .topics
         .iter()
-        .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(|p| (t.name.0.to_string(), p.partition_index))
-        })
+        .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), p.partition_index)))
         .collect();
     let gid = group_id.clone();
-    let result = routing::on_coordinator(shard, &group_id, move |s, p| {
-        offset_ops::delete(s, p, gid, partitions)
-    })
-    .await
-    .and_then(|r| r);
+    let result = routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::delete(s, p, gid, partitions))
+        .await
+        .and_then(|r| r);
     let codes = match result {
         Err(code) => return OffsetDeleteResponse::default().with_error_code(code),
         Ok(codes) => codes,
@@ -49,9 +41,7 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetDeleteRequest) -> OffsetDelete
                         .with_error_code(codes.next().unwrap_or(errors::NONE))
                 })
                 .collect();
-            OffsetDeleteResponseTopic::default()
-                .with_name(t.name)
-                .with_partitions(partitions)
+            OffsetDeleteResponseTopic::default().with_name(t.name).with_partitions(partitions)
         })
         .collect();
     OffsetDeleteResponse::default().with_topics(topics)

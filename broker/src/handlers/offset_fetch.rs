@@ -5,8 +5,8 @@
 use std::rc::Rc;
 
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
-    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 
@@ -20,9 +20,7 @@ pub const VERSIONS: (i16, i16) = (1, 9);
 
 async fn fetch_group(shard: &Rc<Shard>, req: FetchRequest) -> Result<Vec<FetchedOffset>, i16> {
     let group_id = req.group_id.clone();
-    routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::fetch(s, p, req))
-        .await
-        .and_then(|r| r)
+    routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::fetch(s, p, req)).await.and_then(|r| r)
 }
 
 /// Requested partitions answered with a group-level error.
@@ -55,17 +53,11 @@ fn by_topic(offsets: Vec<FetchedOffset>) -> Vec<(String, Vec<FetchedOffset>)> {
     out
 }
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
-    req: OffsetFetchRequest,
-) -> OffsetFetchResponse {
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: OffsetFetchRequest) -> OffsetFetchResponse {
     if version < 8 {
-        let topics = req.topics.map(|ts| {
-            ts.into_iter()
-                .map(|t| (t.name.0.to_string(), t.partition_indexes))
-                .collect::<Vec<_>>()
-        });
+        let topics = req
+            .topics
+            .map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect::<Vec<_>>());
         let fetch = FetchRequest {
             group_id: req.group_id.0.to_string(),
             member_id: None,
@@ -93,9 +85,7 @@ pub async fn handle(
                         p
                     })
                     .collect();
-                OffsetFetchResponseTopic::default()
-                    .with_name(TopicName(str_bytes(&t)))
-                    .with_partitions(partitions)
+                OffsetFetchResponseTopic::default().with_name(TopicName(str_bytes(&t))).with_partitions(partitions)
             })
             .collect();
         let mut resp = OffsetFetchResponse::default().with_topics(topics);
@@ -105,18 +95,11 @@ pub async fn handle(
         return resp;
     }
     let calls = req.groups.into_iter().map(|g| {
-        let topics = g.topics.map(|ts| {
-            ts.into_iter()
-                .map(|t| (t.name.0.to_string(), t.partition_indexes))
-                .collect::<Vec<_>>()
-        });
+        let topics =
+            g.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect::<Vec<_>>());
         let fetch = FetchRequest {
             group_id: g.group_id.0.to_string(),
-            member_id: if version >= 9 {
-                g.member_id.as_deref().map(str::to_string)
-            } else {
-                None
-            },
+            member_id: if version >= 9 { g.member_id.as_deref().map(str::to_string) } else { None },
             member_epoch: if version >= 9 { g.member_epoch } else { -1 },
             topics,
         };
@@ -129,8 +112,7 @@ pub async fn handle(
     let groups = results
         .into_iter()
         .map(|(group_id, result)| {
-            let group =
-                OffsetFetchResponseGroup::default().with_group_id(GroupId(str_bytes(&group_id)));
+            let group = OffsetFetchResponseGroup::default().with_group_id(GroupId(str_bytes(&group_id)));
             match result {
                 Err(code) => group.with_error_code(code),
                 Ok(offsets) => group.with_topics(

@@ -3,9 +3,7 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::offset_for_leader_epoch_response::{
-    EpochEndOffset, OffsetForLeaderTopicResult,
-};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use super::answer_partitions;
@@ -15,10 +13,7 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (2, 4);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: OffsetForLeaderEpochRequest,
-) -> OffsetForLeaderEpochResponse {
+pub async fn handle(shard: &Rc<Shard>, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
     let items = req
         .topics
         .iter()
@@ -33,21 +28,16 @@ pub async fn handle(
         })
         .collect();
     let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
-    let answers = answer_partitions(
-        shard,
-        items,
-        unknown,
-        |s, topic, partition, epoch| async move {
-            match s.partition(&topic, partition) {
-                None => (errors::NOT_LEADER_OR_FOLLOWER, -1, -1),
-                Some(p) => {
-                    let l = p.log.borrow();
-                    let (e, end) = epoch_end(l.epochs(), epoch, l.log_end_offset());
-                    (errors::NONE, e, end)
-                }
+    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, epoch| async move {
+        match s.partition(&topic, partition) {
+            None => (errors::NOT_LEADER_OR_FOLLOWER, -1, -1),
+            Some(p) => {
+                let l = p.log.borrow();
+                let (e, end) = epoch_end(l.epochs(), epoch, l.log_end_offset());
+                (errors::NONE, e, end)
             }
-        },
-    )
+        }
+    })
     .await;
     let mut answers = answers.into_iter();
     let topics = req
@@ -66,9 +56,7 @@ pub async fn handle(
                         .with_end_offset(end)
                 })
                 .collect();
-            OffsetForLeaderTopicResult::default()
-                .with_topic(t.topic)
-                .with_partitions(partitions)
+            OffsetForLeaderTopicResult::default().with_topic(t.topic).with_partitions(partitions)
         })
         .collect();
     OffsetForLeaderEpochResponse::default().with_topics(topics)
@@ -77,11 +65,7 @@ pub async fn handle(
 /// The largest epoch not above `requested` and the first offset after it.
 pub fn epoch_end(epochs: &[(i32, i64)], requested: i32, log_end: i64) -> (i32, i64) {
     if epochs.is_empty() {
-        return if requested == LEADER_EPOCH {
-            (LEADER_EPOCH, log_end)
-        } else {
-            (-1, -1)
-        };
+        return if requested == LEADER_EPOCH { (LEADER_EPOCH, log_end) } else { (-1, -1) };
     }
     let i = epochs.partition_point(|(e, _)| *e <= requested);
     if i == 0 {

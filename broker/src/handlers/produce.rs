@@ -24,11 +24,7 @@ struct Part {
     records: Option<Bytes>,
 }
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    version: i16,
-    req: ProduceRequest,
-) -> Option<ProduceResponse> {
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Option<ProduceResponse> {
     let acks = req.acks;
     let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
     // Producing to a missing topic creates it, as Kafka does through the producer's
@@ -77,11 +73,7 @@ pub async fn handle(
                     work_slots.push(slots.len());
                     work.push((
                         owner,
-                        Part {
-                            topic: name.clone().unwrap_or_default(),
-                            partition: p.index,
-                            records: p.records,
-                        },
+                        Part { topic: name.clone().unwrap_or_default(), partition: p.index, records: p.records },
                     ));
                     None
                 }
@@ -124,10 +116,7 @@ pub async fn handle(
         match responses.last_mut() {
             Some(t) if t.name == name && t.topic_id == id => t.partition_responses.push(part),
             _ => responses.push(
-                TopicProduceResponse::default()
-                    .with_name(name)
-                    .with_topic_id(id)
-                    .with_partition_responses(vec![part]),
+                TopicProduceResponse::default().with_name(name).with_topic_id(id).with_partition_responses(vec![part]),
             ),
         }
     }
@@ -135,11 +124,5 @@ pub async fn handle(
 }
 
 fn failed(code: i16) -> ProduceOutcome {
-    ProduceOutcome {
-        error: code,
-        message: None,
-        base_offset: -1,
-        log_append_time: -1,
-        log_start_offset: -1,
-    }
+    ProduceOutcome { error: code, message: None, base_offset: -1, log_append_time: -1, log_start_offset: -1 }
 }

@@ -20,21 +20,13 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: SyncGroupRequest) -> S
         generation: req.generation_id,
         protocol_type: req.protocol_type.as_deref().map(str::to_string),
         protocol: req.protocol_name.as_deref().map(str::to_string),
-        assignments: req
-            .assignments
-            .into_iter()
-            .map(|a| (a.member_id.to_string(), a.assignment))
-            .collect(),
+        assignments: req.assignments.into_iter().map(|a| (a.member_id.to_string(), a.assignment)).collect(),
     };
     let gid = group_id.clone();
-    let r = routing::on_coordinator(shard, &group_id, move |s, p| {
-        classic_ops::sync(s, p, gid, sync)
-    })
-    .await
-    .unwrap_or_else(SyncResult::error);
-    let mut resp = SyncGroupResponse::default()
-        .with_error_code(r.error)
-        .with_assignment(r.assignment);
+    let r = routing::on_coordinator(shard, &group_id, move |s, p| classic_ops::sync(s, p, gid, sync))
+        .await
+        .unwrap_or_else(SyncResult::error);
+    let mut resp = SyncGroupResponse::default().with_error_code(r.error).with_assignment(r.assignment);
     if version >= 5 {
         resp.protocol_type = r.protocol_type.as_deref().map(str_bytes);
         resp.protocol_name = r.protocol.as_deref().map(str_bytes);

@@ -28,10 +28,7 @@ enum Slot {
 
 pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let (read_half, mut write_half) = split::split(stream);
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
     let (tx, rx) = local_channel::new_bounded::<Slot>(shard.config.in_flight_requests_max);
@@ -70,10 +67,7 @@ pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
             Ok(handlers::Prepared::Respond(bytes)) => Slot::Ready(bytes),
             Ok(handlers::Prepared::Run(request)) => {
                 let shard = shard.clone();
-                Slot::Pending(
-                    glommio::spawn_local(async move { handlers::run(&shard, request).await })
-                        .detach(),
-                )
+                Slot::Pending(glommio::spawn_local(async move { handlers::run(&shard, *request).await }).detach())
             }
             Err(e) => {
                 tracing::info!(%peer, error = %e, "closing connection after a bad request");

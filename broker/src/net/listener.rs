@@ -9,8 +9,7 @@ use crate::shard::Shard;
 
 pub async fn serve(shard: Rc<Shard>) -> Result<(), String> {
     let addr = shard.config.kafka_addr.clone();
-    let listener = TcpListener::bind(&addr)
-        .map_err(|e| format!("shard {} cannot listen on {addr}: {e}", shard.id))?;
+    let listener = TcpListener::bind(&addr).map_err(|e| format!("shard {} cannot listen on {addr}: {e}", shard.id))?;
     let connections_max = (shard.config.connections_max / shard.count).max(1);
     tracing::info!(shard = shard.id, %addr, "accepting Kafka connections");
     loop {
@@ -23,11 +22,7 @@ pub async fn serve(shard: Rc<Shard>) -> Result<(), String> {
             }
         };
         if shard.connections.get() >= connections_max {
-            tracing::warn!(
-                shard = shard.id,
-                connections_max,
-                "connection limit reached; closing new connection"
-            );
+            tracing::warn!(shard = shard.id, connections_max, "connection limit reached; closing new connection");
             drop(stream);
             continue;
         }

@@ -80,19 +80,13 @@ async fn run(shard: Rc<Shard>) {
 
 /// How often records of a topic with this `retention.ms` are checked for expiry.
 pub fn time_check_interval_ms(retention_ms: i64) -> i64 {
-    (retention_ms / 10).clamp(
-        HOUSEKEEPING_INTERVAL_MS as i64,
-        RETENTION_TIME_CHECK_INTERVAL_MS_MAX,
-    )
+    (retention_ms / 10).clamp(HOUSEKEEPING_INTERVAL_MS as i64, RETENTION_TIME_CHECK_INTERVAL_MS_MAX)
 }
 
 /// True while `p` is still the partition this shard serves under its name (a deleted
 /// or re-created topic's old partition must not be touched: its files are gone).
 fn still_owned(shard: &Shard, p: &Rc<Partition>) -> bool {
-    shard
-        .partition(&p.topic, p.index)
-        .map(|current| Rc::ptr_eq(&current, p))
-        .unwrap_or(false)
+    shard.partition(&p.topic, p.index).map(|current| Rc::ptr_eq(&current, p)).unwrap_or(false)
 }
 
 async fn visit(shard: &Shard, p: &Rc<Partition>, check_time: bool) {
@@ -131,11 +125,7 @@ async fn visit(shard: &Shard, p: &Rc<Partition>, check_time: bool) {
 }
 
 pub fn retention_policy(s: &TopicSettings) -> RetentionPolicy {
-    RetentionPolicy {
-        delete: s.cleanup_delete,
-        retention_ms: s.retention_ms,
-        retention_bytes: s.retention_bytes,
-    }
+    RetentionPolicy { delete: s.cleanup_delete, retention_ms: s.retention_ms, retention_bytes: s.retention_bytes }
 }
 
 pub fn compaction_policy(s: &TopicSettings) -> CompactionPolicy {
@@ -153,10 +143,7 @@ mod tests {
 
     #[test]
     fn time_checks_scale_with_retention() {
-        assert_eq!(
-            time_check_interval_ms(604_800_000),
-            RETENTION_TIME_CHECK_INTERVAL_MS_MAX
-        );
+        assert_eq!(time_check_interval_ms(604_800_000), RETENTION_TIME_CHECK_INTERVAL_MS_MAX);
         assert_eq!(time_check_interval_ms(60_000), 6_000);
         assert_eq!(time_check_interval_ms(100), HOUSEKEEPING_INTERVAL_MS as i64);
         assert_eq!(time_check_interval_ms(-1), HOUSEKEEPING_INTERVAL_MS as i64);

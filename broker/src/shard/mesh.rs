@@ -36,11 +36,7 @@ pub struct Mesh {
 
 impl Mesh {
     pub fn new(senders: Senders<MeshMsg>) -> Mesh {
-        Mesh {
-            senders,
-            pending: RefCell::new(HashMap::new()),
-            next_id: Cell::new(1),
-        }
+        Mesh { senders, pending: RefCell::new(HashMap::new()), next_id: Cell::new(1) }
     }
 
     /// This shard's id: its mesh peer id (join order, not the CPU number).
@@ -57,12 +53,7 @@ impl Mesh {
         self.next_id.set(id + 1);
         let (tx, rx) = local_channel::new_bounded(1);
         self.pending.borrow_mut().insert(id, tx);
-        if self
-            .senders
-            .send_to(target, MeshMsg::Call { id, job })
-            .await
-            .is_err()
-        {
+        if self.senders.send_to(target, MeshMsg::Call { id, job }).await.is_err() {
             panic!("shard {target} is gone: the mesh only closes at shutdown");
         }
         rx.recv().await.expect("a mesh reply for every call")
@@ -75,12 +66,7 @@ impl Mesh {
     }
 
     async fn reply(&self, to: usize, id: u64, value: Reply) {
-        if self
-            .senders
-            .send_to(to, MeshMsg::Reply { id, value })
-            .await
-            .is_err()
-        {
+        if self.senders.send_to(to, MeshMsg::Reply { id, value }).await.is_err() {
             tracing::warn!(to, "mesh peer closed before a reply");
         }
     }

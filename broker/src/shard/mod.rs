@@ -60,20 +60,13 @@ impl Shard {
         F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
         Fut: Future<Output = T> + 'static,
     {
-        assert!(
-            target < self.count,
-            "shard {target} does not exist ({} shards)",
-            self.count
-        );
+        assert!(target < self.count, "shard {target} does not exist ({} shards)", self.count);
         if target == self.id {
             return f(self.clone()).await;
         }
-        let job: mesh::Job =
-            Box::new(move |shard| Box::pin(async move { Box::new(f(shard).await) as mesh::Reply }));
+        let job: mesh::Job = Box::new(move |shard| Box::pin(async move { Box::new(f(shard).await) as mesh::Reply }));
         let reply = self.mesh.call(target, job).await;
-        *reply
-            .downcast::<T>()
-            .expect("mesh reply has the type its call asked for")
+        *reply.downcast::<T>().expect("mesh reply has the type its call asked for")
     }
 
     /// Runs `f` on every shard concurrently; results in shard order.
@@ -83,9 +76,7 @@ impl Shard {
         F: FnOnce(Rc<Shard>) -> Fut + Send + Clone + 'static,
         Fut: Future<Output = T> + 'static,
     {
-        let calls = (0..self.count)
-            .map(|s| self.submit_to(s, f.clone()))
-            .collect();
+        let calls = (0..self.count).map(|s| self.submit_to(s, f.clone())).collect();
         keel_storage::flush::join_all(calls).await
     }
 
@@ -94,10 +85,7 @@ impl Shard {
     }
 
     pub fn partition(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
-        self.partitions
-            .borrow()
-            .get(&(topic.to_string(), index))
-            .cloned()
+        self.partitions.borrow().get(&(topic.to_string(), index)).cloned()
     }
 
     /// Installs a metadata version: opens partitions newly placed here and removes the
@@ -112,12 +100,7 @@ impl Shard {
             .partitions
             .borrow()
             .iter()
-            .filter(|((topic, _), p)| {
-                meta.topics
-                    .get(topic)
-                    .map(|t| t.id != p.topic_id)
-                    .unwrap_or(true)
-            })
+            .filter(|((topic, _), p)| meta.topics.get(topic).map(|t| t.id != p.topic_id).unwrap_or(true))
             .map(|(k, _)| k.clone())
             .collect();
         for key in stale {
@@ -153,17 +136,9 @@ impl Shard {
     /// Drops state kept for topics deleted while this shard was down (their
     /// directories went when the first partition of a same-named topic opened).
     async fn forget_deleted_topics_state(&self) {
-        let live: std::collections::HashSet<String> = self
-            .meta()
-            .topics
-            .values()
-            .map(|t| t.id.to_string())
-            .collect();
+        let live: std::collections::HashSet<String> = self.meta().topics.values().map(|t| t.id.to_string()).collect();
         for key in self.kv.keys_with_prefix(partition::STATE_PREFIX) {
-            let topic_id = key[partition::STATE_PREFIX.len()..]
-                .split('/')
-                .next()
-                .unwrap_or_default();
+            let topic_id = key[partition::STATE_PREFIX.len()..].split('/').next().unwrap_or_default();
             if !live.contains(topic_id) {
                 if let Err(e) = self.kv.delete(&key).await {
                     tracing::warn!(%key, error = %e, "cannot drop the state of a deleted topic");
@@ -175,8 +150,7 @@ impl Shard {
 
 /// Starts `config.smp` shards and blocks until they stop.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
-    std::fs::create_dir_all(&config.data_dir)
-        .map_err(|e| format!("creating {}: {e}", config.data_dir.display()))?;
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| format!("creating {}: {e}", config.data_dir.display()))?;
     // Listeners bound with SO_REUSEPORT would silently share the port with another
     // running broker; refuse to start if something already accepts connections there.
     // (A plain bind test would also trip over TIME_WAIT sockets after a crash.)
@@ -188,48 +162,33 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     // its listening sockets keep accepting for a moment: only a port that keeps
     // accepting for a few seconds belongs to a live broker.
     let accepting = (0..15).all(|_| {
-        let open =
-            std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(300))
-                .is_ok();
+        let open = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(300)).is_ok();
         if open {
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
         open
     });
     if accepting {
-        return Err(format!(
-            "cannot listen on {}: another process is accepting connections there",
-            config.kafka_addr
-        ));
+        return Err(format!("cannot listen on {}: another process is accepting connections there", config.kafka_addr));
     }
     let metadata = MetadataStore::new(&config.data_dir).load_or_create()?;
     let cpus = keel_tuning::pick_cpus(config.smp)?;
     let memory = config.memory_bytes()?;
     // Each executor registers its io_memory in three io_uring rings; it must fit the
     // memlock limit or glommio silently falls back to unregistered buffers.
-    let memlock = keel_tuning::raise_memlock(
-        (IO_MEMORY_MAX as u64 * 3 + (4 << 20)) * config.smp as u64 + (64 << 20),
-    );
+    let memlock = keel_tuning::raise_memlock((IO_MEMORY_MAX as u64 * 3 + (4 << 20)) * config.smp as u64 + (64 << 20));
     let io_memory = keel_tuning::io_memory_per_shard(memlock, config.smp, IO_MEMORY_MAX);
     shutdown::install();
     let mesh = MeshBuilder::<MeshMsg, _>::full(cpus.len(), mesh::MESH_CHANNEL_CAPACITY);
     let per_shard_memory = memory / cpus.len() as u64;
-    tracing::info!(
-        shards = cpus.len(),
-        ?cpus,
-        per_shard_memory,
-        io_memory,
-        "starting keel"
-    );
+    tracing::info!(shards = cpus.len(), ?cpus, per_shard_memory, io_memory, "starting keel");
     let mut handles = Vec::new();
     for (i, cpu) in cpus.iter().enumerate() {
         let (config, metadata, mesh) = (config.clone(), metadata.clone(), mesh.clone());
         let handle = LocalExecutorBuilder::new(Placement::Fixed(*cpu))
             .name(&format!("keel-shard-{i}"))
             .io_memory(io_memory)
-            .spawn(
-                move || async move { shard_main(config, metadata, mesh, per_shard_memory).await },
-            )
+            .spawn(move || async move { shard_main(config, metadata, mesh, per_shard_memory).await })
             .map_err(|e| format!("starting shard on cpu {cpu}: {e}"))?;
         handles.push(handle);
     }
@@ -245,13 +204,8 @@ async fn shard_main(
     mesh: MeshBuilder<MeshMsg, glommio::channels::channel_mesh::Full>,
     memory: u64,
 ) -> Result<(), String> {
-    keel_storage::prime_dma_probe(&config.data_dir)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (senders, receivers) = mesh
-        .join()
-        .await
-        .map_err(|_| "joining the shard mesh failed".to_string())?;
+    keel_storage::prime_dma_probe(&config.data_dir).await.map_err(|e| e.to_string())?;
+    let (senders, receivers) = mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
     let id = senders.peer_id();
     let count = senders.nr_consumers();
     let mesh = Mesh::new(senders);
@@ -259,16 +213,11 @@ async fn shard_main(
     // An eighth of the shard's memory goes to the batch caches of all its partitions;
     // any one partition may use all of it while the others are quiet.
     let cache = ShardCache::new((memory / 8) as usize);
-    let log_config = LogConfig {
-        cache_bytes_max: cache.limit(),
-        ..LogConfig::default()
-    };
+    let log_config = LogConfig { cache_bytes_max: cache.limit(), ..LogConfig::default() };
     let flush = FlushQueue::with_cache(cache.clone());
     glommio::spawn_local(flush.clone().run()).detach();
     let kv_dir = config.data_dir.join(".kv").join(format!("shard-{id}"));
-    let kv = ShardKv::open(&kv_dir, flush.clone())
-        .await
-        .map_err(|e| format!("opening the state store: {e}"))?;
+    let kv = ShardKv::open(&kv_dir, flush.clone()).await.map_err(|e| format!("opening the state store: {e}"))?;
     let shard = Rc::new(Shard {
         id,
         count,
@@ -289,11 +238,7 @@ async fn shard_main(
     shard.apply_metadata(metadata).await;
     shard.forget_deleted_topics_state().await;
     crate::coordinator::shell::start(&shard).await;
-    tracing::info!(
-        shard = id,
-        partitions = shard.partitions.borrow().len(),
-        "shard ready"
-    );
+    tracing::info!(shard = id, partitions = shard.partitions.borrow().len(), "shard ready");
     if id == 0 {
         crate::admin::http::spawn(&shard)?;
         glommio::spawn_local(shutdown::watch(shard.clone())).detach();

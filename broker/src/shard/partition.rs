@@ -83,24 +83,18 @@ impl Partition {
         if let Ok(existing) = std::fs::read_to_string(&id_file) {
             if existing.trim() != topic.id.to_string() {
                 tracing::warn!(dir = %dir.display(), "removing data of a deleted topic");
-                std::fs::remove_dir_all(&dir)
-                    .map_err(|e| StorageError::io("remove stale dir", &dir, e))?;
+                std::fs::remove_dir_all(&dir).map_err(|e| StorageError::io("remove stale dir", &dir, e))?;
             }
         }
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| StorageError::io("create partition dir", &dir, e))?;
-        std::fs::write(&id_file, topic.id.to_string())
-            .map_err(|e| StorageError::io("write topic id", &id_file, e))?;
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::io("create partition dir", &dir, e))?;
+        std::fs::write(&id_file, topic.id.to_string()).map_err(|e| StorageError::io("write topic id", &id_file, e))?;
         let settings = TopicSettings::resolve(&topic.configs, &meta.broker_configs);
         let mut config = shard.log_config.clone();
         config.segment_bytes_max = settings.segment_bytes;
         config.segment_ms_max = settings.segment_ms;
         let mut producers = ProducerStates::default();
         let keys = shard.kv.keys(&state_prefix(topic.id, index));
-        let log = PartitionLog::open(&dir, config, Some(keys), |h| {
-            remember_producer(&mut producers, h)
-        })
-        .await?;
+        let log = PartitionLog::open(&dir, config, Some(keys), |h| remember_producer(&mut producers, h)).await?;
         let log = Rc::new(RefCell::new(log));
         shard.cache.adopt(&log);
         Ok(Partition {
@@ -113,11 +107,7 @@ impl Partition {
         })
     }
 
-    pub fn update_settings(
-        &self,
-        topic: &BTreeMap<String, String>,
-        broker: &BTreeMap<String, String>,
-    ) {
+    pub fn update_settings(&self, topic: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) {
         let s = TopicSettings::resolve(topic, broker);
         let mut log = self.log.borrow_mut();
         log.config.segment_bytes_max = s.segment_bytes;
@@ -143,73 +133,37 @@ impl Partition {
         if let Err(e) = std::fs::remove_dir_all(&dir) {
             tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition failed");
         }
-        if let Err(e) = shard
-            .kv
-            .keys(&state_prefix(self.topic_id, self.index))
-            .remove_all()
-            .await
-        {
+        if let Err(e) = shard.kv.keys(&state_prefix(self.topic_id, self.index)).remove_all().await {
             tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition's state failed");
         }
     }
 
     /// Validates, deduplicates and appends the batches of one produce partition, then
     /// waits for durability when `acks == -1`.
-    pub async fn produce(
-        &self,
-        shard: &Shard,
-        records: Bytes,
-        acks: i16,
-        timeout: Duration,
-    ) -> ProduceOutcome {
+    pub async fn produce(&self, shard: &Shard, records: Bytes, acks: i16, timeout: Duration) -> ProduceOutcome {
         let batches = match batch::split_and_validate(&records) {
-            Ok(b) if b.is_empty() => {
-                return ProduceOutcome::error(errors::CORRUPT_MESSAGE, "no record batch")
-            }
+            Ok(b) if b.is_empty() => return ProduceOutcome::error(errors::CORRUPT_MESSAGE, "no record batch"),
             Ok(b) => b,
             Err(e) => return ProduceOutcome::error(batch_error_code(&e), e.to_string()),
         };
         let settings = self.settings.borrow().clone();
-        if let Some((_, b)) = batches
-            .iter()
-            .find(|(_, b)| b.len() > settings.max_message_bytes)
-        {
+        if let Some((_, b)) = batches.iter().find(|(_, b)| b.len() > settings.max_message_bytes) {
             return ProduceOutcome::error(
                 errors::MESSAGE_TOO_LARGE,
-                format!(
-                    "batch of {} bytes exceeds max.message.bytes {}",
-                    b.len(),
-                    settings.max_message_bytes
-                ),
+                format!("batch of {} bytes exceeds max.message.bytes {}", b.len(), settings.max_message_bytes),
             );
         }
-        if batches
-            .iter()
-            .any(|(h, _)| h.is_transactional() || h.is_control())
-        {
-            return ProduceOutcome::error(
-                errors::INVALID_RECORD,
-                "transactions are not supported yet",
-            );
+        if batches.iter().any(|(h, _)| h.is_transactional() || h.is_control()) {
+            return ProduceOutcome::error(errors::INVALID_RECORD, "transactions are not supported yet");
         }
-        let newest = batches
-            .iter()
-            .map(|(h, _)| h.max_timestamp)
-            .max()
-            .unwrap_or(-1);
-        let incoming_timestamp = if settings.log_append_time {
-            now_ms()
-        } else {
-            newest
-        };
+        let newest = batches.iter().map(|(h, _)| h.max_timestamp).max().unwrap_or(-1);
+        let incoming_timestamp = if settings.log_append_time { now_ms() } else { newest };
         let deadline = Instant::now() + timeout;
         loop {
             if let Err(refused) = self.wait_writable(deadline).await {
                 return refused;
             }
-            if let Err(e) =
-                log::roll_if_needed_at(&self.log, records.len(), incoming_timestamp).await
-            {
+            if let Err(e) = log::roll_if_needed_at(&self.log, records.len(), incoming_timestamp).await {
                 return ProduceOutcome::error(errors::storage_error_code(&e), e.to_string());
             }
             // A roll may have awaited while others appended: check again, with no
@@ -233,10 +187,7 @@ impl Partition {
                 SeqCheck::OutOfOrder { expected } => {
                     return ProduceOutcome::error(
                         errors::OUT_OF_ORDER_SEQUENCE_NUMBER,
-                        format!(
-                            "sequence {} for producer {}, expected {expected}",
-                            h.base_sequence, h.producer_id
-                        ),
+                        format!("sequence {} for producer {}, expected {expected}", h.base_sequence, h.producer_id),
                     )
                 }
                 SeqCheck::FencedEpoch { current } => {
@@ -275,12 +226,7 @@ impl Partition {
         if !h.has_producer_id() || h.base_sequence < 0 {
             return SeqCheck::Append;
         }
-        self.producers.borrow().check(
-            h.producer_id,
-            h.producer_epoch,
-            h.base_sequence,
-            h.last_sequence(),
-        )
+        self.producers.borrow().check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence())
     }
 
     /// Backpressure before an append. While the disk refuses writes (full or failing)
@@ -293,10 +239,7 @@ impl Partition {
             let wait = {
                 let l = self.log.borrow();
                 if let Some(e) = &l.flush_error {
-                    return Err(ProduceOutcome::error(
-                        errors::KAFKA_STORAGE_ERROR,
-                        format!("log not writable: {e}"),
-                    ));
+                    return Err(ProduceOutcome::error(errors::KAFKA_STORAGE_ERROR, format!("log not writable: {e}")));
                 }
                 if l.unflushed_bytes() < UNFLUSHED_BYTES_MAX {
                     return Ok(());
@@ -305,10 +248,7 @@ impl Partition {
             };
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(ProduceOutcome::error(
-                    errors::REQUEST_TIMED_OUT,
-                    "the log's flush did not keep up",
-                ));
+                return Err(ProduceOutcome::error(errors::REQUEST_TIMED_OUT, "the log's flush did not keep up"));
             }
             futures_lite::future::or(wait, glommio::timer::sleep(left)).await;
         }
@@ -374,8 +314,5 @@ fn batch_error_code(e: &BatchError) -> i16 {
 }
 
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }

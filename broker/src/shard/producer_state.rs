@@ -43,25 +43,13 @@ impl ProducerStates {
             return SeqCheck::Append;
         };
         if epoch < entry.epoch {
-            return SeqCheck::FencedEpoch {
-                current: entry.epoch,
-            };
+            return SeqCheck::FencedEpoch { current: entry.epoch };
         }
         if epoch > entry.epoch {
-            return if first_seq == 0 {
-                SeqCheck::Append
-            } else {
-                SeqCheck::OutOfOrder { expected: 0 }
-            };
+            return if first_seq == 0 { SeqCheck::Append } else { SeqCheck::OutOfOrder { expected: 0 } };
         }
-        if let Some(b) = entry
-            .batches
-            .iter()
-            .find(|b| b.first_seq == first_seq && b.last_seq == last_seq)
-        {
-            return SeqCheck::Duplicate {
-                base_offset: b.base_offset,
-            };
+        if let Some(b) = entry.batches.iter().find(|b| b.first_seq == first_seq && b.last_seq == last_seq) {
+            return SeqCheck::Duplicate { base_offset: b.base_offset };
         }
         let expected = match entry.batches.back() {
             Some(b) if b.last_seq == i32::MAX => 0,
@@ -93,12 +81,7 @@ mod tests {
     use super::*;
 
     fn b(first: i32, last: i32, off: i64) -> SeqBatch {
-        SeqBatch {
-            first_seq: first,
-            last_seq: last,
-            base_offset: off,
-            last_offset: off + (last - first) as i64,
-        }
+        SeqBatch { first_seq: first, last_seq: last, base_offset: off, last_offset: off + (last - first) as i64 }
     }
 
     #[test]
@@ -108,14 +91,8 @@ mod tests {
         s.record(7, 0, b(0, 4, 100));
         assert_eq!(s.check(7, 0, 5, 9), SeqCheck::Append);
         s.record(7, 0, b(5, 9, 105));
-        assert_eq!(
-            s.check(7, 0, 0, 4),
-            SeqCheck::Duplicate { base_offset: 100 }
-        );
-        assert_eq!(
-            s.check(7, 0, 5, 9),
-            SeqCheck::Duplicate { base_offset: 105 }
-        );
+        assert_eq!(s.check(7, 0, 0, 4), SeqCheck::Duplicate { base_offset: 100 });
+        assert_eq!(s.check(7, 0, 5, 9), SeqCheck::Duplicate { base_offset: 105 });
         assert_eq!(s.check(7, 0, 12, 13), SeqCheck::OutOfOrder { expected: 10 });
     }
 

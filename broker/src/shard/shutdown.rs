@@ -56,9 +56,7 @@ pub async fn watch(shard: Rc<Shard>) {
     }
     let flushed = futures_lite::future::or(
         async {
-            shard
-                .submit_to_all(|s| async move { flush_all(&s).await })
-                .await;
+            shard.submit_to_all(|s| async move { flush_all(&s).await }).await;
             true
         },
         async {
@@ -71,7 +69,9 @@ pub async fn watch(shard: Rc<Shard>) {
         tracing::info!("every partition flushed; exiting");
         std::process::exit(0);
     }
-    eprintln!("keel: partitions not flushed within {STOP_FLUSH_WAIT_MAX:?}; exiting, recovery will run at the next start");
+    eprintln!(
+        "keel: partitions not flushed within {STOP_FLUSH_WAIT_MAX:?}; exiting, recovery will run at the next start"
+    );
     std::process::exit(1);
 }
 

@@ -27,44 +27,24 @@ pub fn create_topic(c: &mut Conn, topic: &str, partitions: i32) -> CreateTopicsR
 pub fn produce(c: &mut Conn, acks: i16, parts: &[(&str, i32, Bytes)]) -> ProduceResponse {
     let mut topics: Vec<TopicProduceData> = Vec::new();
     for (t, p, records) in parts {
-        let pd = PartitionProduceData::default()
-            .with_index(*p)
-            .with_records(Some(records.clone()));
+        let pd = PartitionProduceData::default().with_index(*p).with_records(Some(records.clone()));
         match topics.iter_mut().find(|x| x.name.0.as_str() == *t) {
             Some(x) => x.partition_data.push(pd),
-            None => topics.push(
-                TopicProduceData::default()
-                    .with_name(name(t))
-                    .with_partition_data(vec![pd]),
-            ),
+            None => topics.push(TopicProduceData::default().with_name(name(t)).with_partition_data(vec![pd])),
         }
     }
-    let req = ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(10_000)
-        .with_topic_data(topics);
+    let req = ProduceRequest::default().with_acks(acks).with_timeout_ms(10_000).with_topic_data(topics);
     c.call(ApiKey::Produce, 11, &req)
 }
 
-pub fn fetch(
-    c: &mut Conn,
-    parts: &[(&str, i32, i64)],
-    max_wait_ms: i32,
-    min_bytes: i32,
-) -> FetchResponse {
+pub fn fetch(c: &mut Conn, parts: &[(&str, i32, i64)], max_wait_ms: i32, min_bytes: i32) -> FetchResponse {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for (t, p, offset) in parts {
-        let fp = FetchPartition::default()
-            .with_partition(*p)
-            .with_fetch_offset(*offset)
-            .with_partition_max_bytes(1 << 20);
+        let fp =
+            FetchPartition::default().with_partition(*p).with_fetch_offset(*offset).with_partition_max_bytes(1 << 20);
         match topics.iter_mut().find(|x| x.topic.0.as_str() == *t) {
             Some(x) => x.partitions.push(fp),
-            None => topics.push(
-                FetchTopic::default()
-                    .with_topic(name(t))
-                    .with_partitions(vec![fp]),
-            ),
+            None => topics.push(FetchTopic::default().with_topic(name(t)).with_partitions(vec![fp])),
         }
     }
     let req = FetchRequest::default()
@@ -81,10 +61,7 @@ pub fn fetch(
 pub fn records_of(records: &Bytes) -> Vec<(i64, Option<Bytes>, Option<Bytes>)> {
     let mut buf = records.clone();
     let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut buf).unwrap();
-    sets.into_iter()
-        .flat_map(|s| s.records)
-        .map(|r| (r.offset, r.key, r.value))
-        .collect()
+    sets.into_iter().flat_map(|s| s.records).map(|r| (r.offset, r.key, r.value)).collect()
 }
 
 pub fn create_topic_with_configs(
@@ -107,27 +84,15 @@ pub fn create_topic_with_configs(
         .with_num_partitions(partitions)
         .with_replication_factor(1)
         .with_configs(configs);
-    c.call(
-        ApiKey::CreateTopics,
-        7,
-        &CreateTopicsRequest::default()
-            .with_topics(vec![t])
-            .with_timeout_ms(10_000),
-    )
+    c.call(ApiKey::CreateTopics, 7, &CreateTopicsRequest::default().with_topics(vec![t]).with_timeout_ms(10_000))
 }
 
 /// DeleteRecords for one partition: (error, low watermark).
 pub fn delete_records(c: &mut Conn, topic: &str, partition: i32, offset: i64) -> (i16, i64) {
-    use kafka_protocol::messages::delete_records_request::{
-        DeleteRecordsPartition, DeleteRecordsTopic,
-    };
-    let p = DeleteRecordsPartition::default()
-        .with_partition_index(partition)
-        .with_offset(offset);
+    use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+    let p = DeleteRecordsPartition::default().with_partition_index(partition).with_offset(offset);
     let req = DeleteRecordsRequest::default()
-        .with_topics(vec![DeleteRecordsTopic::default()
-            .with_name(name(topic))
-            .with_partitions(vec![p])])
+        .with_topics(vec![DeleteRecordsTopic::default().with_name(name(topic)).with_partitions(vec![p])])
         .with_timeout_ms(10_000);
     let r: DeleteRecordsResponse = c.call(ApiKey::DeleteRecords, 2, &req);
     let p = &r.topics[0].partitions[0];
@@ -137,14 +102,10 @@ pub fn delete_records(c: &mut Conn, topic: &str, partition: i32, offset: i64) ->
 /// ListOffsets for one partition (-2 earliest, -1 latest): (error, offset).
 pub fn list_offset(c: &mut Conn, topic: &str, partition: i32, timestamp: i64) -> (i16, i64) {
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-    let p = ListOffsetsPartition::default()
-        .with_partition_index(partition)
-        .with_timestamp(timestamp);
+    let p = ListOffsetsPartition::default().with_partition_index(partition).with_timestamp(timestamp);
     let req = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(name(topic))
-            .with_partitions(vec![p])]);
+        .with_topics(vec![ListOffsetsTopic::default().with_name(name(topic)).with_partitions(vec![p])]);
     let r: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 7, &req);
     let p = &r.topics[0].partitions[0];
     (p.error_code, p.offset)

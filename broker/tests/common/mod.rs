@@ -26,17 +26,10 @@ pub struct Broker {
 /// A free port below the kernel's ephemeral range, so no client socket of the tests
 /// can sit on it when a killed broker is restarted.
 fn free_port() -> u16 {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos() as u64
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
         ^ (std::process::id() as u64) << 16;
     for i in 0..1000u64 {
-        let port = 20_000
-            + ((seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(i * 7919))
-                % 12_000) as u16;
+        let port = 20_000 + ((seed.wrapping_mul(6364136223846793005).wrapping_add(i * 7919)) % 12_000) as u16;
         if TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
@@ -48,24 +41,13 @@ impl Broker {
     pub fn start(smp: usize) -> Broker {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
-        let mut b = Broker {
-            child: None,
-            port: free_port(),
-            admin_port: free_port(),
-            dir,
-            _tmp: Some(tmp),
-            smp,
-        };
+        let mut b = Broker { child: None, port: free_port(), admin_port: free_port(), dir, _tmp: Some(tmp), smp };
         b.spawn();
         b
     }
 
     pub fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("keel.log"))
-            .unwrap();
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("keel.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_keel"))
             .args(["serve", "--data-dir"])
             .arg(self.dir.join("data"))
@@ -82,11 +64,7 @@ impl Broker {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !self.answers_api_versions() {
             assert!(self.is_running(), "broker exited: {}", self.log());
-            assert!(
-                Instant::now() < deadline,
-                "broker did not answer: {}",
-                self.log()
-            );
+            assert!(Instant::now() < deadline, "broker did not answer: {}", self.log());
             std::thread::sleep(Duration::from_millis(50));
         }
         // Every shard must be accepting, not only the first to bind.
@@ -97,17 +75,9 @@ impl Broker {
         let Ok(s) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
         };
-        s.set_read_timeout(Some(Duration::from_millis(500)))
-            .unwrap();
-        let mut c = Conn {
-            stream: s,
-            next_correlation: 1,
-        };
-        let (_, frame) = c.frame(
-            ApiKey::ApiVersions,
-            3,
-            &kafka_protocol::messages::ApiVersionsRequest::default(),
-        );
+        s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        let mut c = Conn { stream: s, next_correlation: 1 };
+        let (_, frame) = c.frame(ApiKey::ApiVersions, 3, &kafka_protocol::messages::ApiVersionsRequest::default());
         c.stream.write_all(&frame).is_ok() && c.read_frame().is_some()
     }
 
@@ -119,10 +89,7 @@ impl Broker {
     }
 
     pub fn is_running(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .map(|c| c.try_wait().unwrap().is_none())
-            .unwrap_or(false)
+        self.child.as_mut().map(|c| c.try_wait().unwrap().is_none()).unwrap_or(false)
     }
 
     pub fn log(&self) -> String {
@@ -131,11 +98,7 @@ impl Broker {
 
     pub fn connect(&self) -> Conn {
         if let Err(e) = TcpStream::connect(("127.0.0.1", self.port)) {
-            panic!(
-                "broker on port {} is not accepting connections ({e}); its log:\n{}",
-                self.port,
-                self.log()
-            );
+            panic!("broker on port {} is not accepting connections ({e}); its log:\n{}", self.port, self.log());
         }
         Broker::connect_port(self.port)
     }
@@ -144,10 +107,7 @@ impl Broker {
         let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         s.set_nodelay(true).unwrap();
-        Conn {
-            stream: s,
-            next_correlation: 1,
-        }
+        Conn { stream: s, next_correlation: 1 }
     }
 
     pub fn admin_get(&self, path: &str) -> String {
@@ -201,24 +161,12 @@ impl Conn {
     }
 
     /// Sends a request and decodes its response.
-    pub fn call<Req: Encodable, Resp: Decodable>(
-        &mut self,
-        key: ApiKey,
-        version: i16,
-        body: &Req,
-    ) -> Resp {
+    pub fn call<Req: Encodable, Resp: Decodable>(&mut self, key: ApiKey, version: i16, body: &Req) -> Resp {
         let (correlation, frame) = self.frame(key, version, body);
         self.send_raw(&frame);
         let mut resp = self.read_frame().expect("a response");
-        let header_len = if key.response_header_version(version) >= 1 {
-            5
-        } else {
-            4
-        };
-        assert_eq!(
-            i32::from_be_bytes(resp[..4].try_into().unwrap()),
-            correlation
-        );
+        let header_len = if key.response_header_version(version) >= 1 { 5 } else { 4 };
+        assert_eq!(i32::from_be_bytes(resp[..4].try_into().unwrap()), correlation);
         let mut body = resp.split_off(header_len);
         Resp::decode(&mut body, version).expect("response decodes")
     }

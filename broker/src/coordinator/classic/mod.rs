@@ -106,12 +106,7 @@ pub struct JoinResult {
 
 impl JoinResult {
     pub fn error(code: i16, member_id: &str) -> JoinResult {
-        JoinResult {
-            error: code,
-            generation: -1,
-            member_id: member_id.to_string(),
-            ..Default::default()
-        }
+        JoinResult { error: code, generation: -1, member_id: member_id.to_string(), ..Default::default() }
     }
 }
 
@@ -144,10 +139,7 @@ pub struct SyncResult {
 
 impl SyncResult {
     pub fn error(code: i16) -> SyncResult {
-        SyncResult {
-            error: code,
-            ..Default::default()
-        }
+        SyncResult { error: code, ..Default::default() }
     }
 }
 
@@ -170,7 +162,9 @@ pub enum Action {
     },
     /// Write the group's metadata record. With `assignment_of`, report the outcome with
     /// [`ClassicGroup::assignment_persisted`] for that generation.
-    Persist { assignment_of: Option<i32> },
+    Persist {
+        assignment_of: Option<i32>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -193,17 +187,12 @@ pub struct Member {
 
 impl Member {
     pub fn metadata(&self, protocol: &str) -> Bytes {
-        self.protocols
-            .iter()
-            .find(|p| p.name == protocol)
-            .map(|p| p.metadata.clone())
-            .unwrap_or_default()
+        self.protocols.iter().find(|p| p.name == protocol).map(|p| p.metadata.clone()).unwrap_or_default()
     }
 
     /// Members parked in a rebalance need no heartbeat; the rebalance timeout covers them.
     fn session_expired(&self, now_ms: i64) -> bool {
-        self.heartbeat_deadline_ms <= now_ms
-            && (self.is_new || !(self.awaiting_join || self.awaiting_sync))
+        self.heartbeat_deadline_ms <= now_ms && (self.is_new || !(self.awaiting_join || self.awaiting_sync))
     }
 }
 
@@ -302,11 +291,7 @@ impl ClassicGroup {
             CompletingRebalance => self.state == PreparingRebalance,
             Stable => self.state == CompletingRebalance,
         };
-        assert!(
-            valid,
-            "group {}: invalid transition {:?} -> {:?}",
-            self.id, self.state, to
-        );
+        assert!(valid, "group {}: invalid transition {:?} -> {:?}", self.id, self.state, to);
         self.state = to;
         self.state_since_ms = now_ms;
     }
@@ -327,11 +312,7 @@ impl ClassicGroup {
 
     /// The longest rebalance timeout of the members: how long a join phase may last.
     fn rebalance_timeout_ms(&self) -> i64 {
-        self.members
-            .values()
-            .map(|m| m.rebalance_timeout_ms as i64)
-            .max()
-            .unwrap_or(0)
+        self.members.values().map(|m| m.rebalance_timeout_ms as i64).max().unwrap_or(0)
     }
 
     fn all_members_joined(&self) -> bool {
@@ -345,11 +326,7 @@ impl ClassicGroup {
             return !protocol_type.is_empty() && !protocols.is_empty();
         }
         self.protocol_type.as_deref() == Some(protocol_type)
-            && protocols.iter().any(|p| {
-                self.members
-                    .values()
-                    .all(|m| m.protocols.iter().any(|q| q.name == p.name))
-            })
+            && protocols.iter().any(|p| self.members.values().all(|m| m.protocols.iter().any(|q| q.name == p.name)))
     }
 
     /// Each member votes for its most preferred protocol that all members support; the
@@ -360,27 +337,15 @@ impl ClassicGroup {
             .protocols
             .iter()
             .map(|p| p.name.as_str())
-            .filter(|name| {
-                self.members
-                    .values()
-                    .all(|m| m.protocols.iter().any(|q| q.name == *name))
-            })
+            .filter(|name| self.members.values().all(|m| m.protocols.iter().any(|q| q.name == *name)))
             .collect();
         let mut votes = vec![0usize; candidates.len()];
         for m in self.members.values() {
-            if let Some(i) = m
-                .protocols
-                .iter()
-                .find_map(|p| candidates.iter().position(|c| *c == p.name))
-            {
+            if let Some(i) = m.protocols.iter().find_map(|p| candidates.iter().position(|c| *c == p.name)) {
                 votes[i] += 1;
             }
         }
-        let best = votes
-            .iter()
-            .enumerate()
-            .max_by_key(|(i, v)| (**v, std::cmp::Reverse(*i)))?
-            .0;
+        let best = votes.iter().enumerate().max_by_key(|(i, v)| (**v, std::cmp::Reverse(*i)))?.0;
         candidates.get(best).map(|s| s.to_string())
     }
 
@@ -404,11 +369,7 @@ impl ClassicGroup {
             protocol: self.protocol.clone(),
             leader: self.leader.clone().unwrap_or_default(),
             member_id: member_id.to_string(),
-            members: if with_members {
-                self.current_members()
-            } else {
-                Vec::new()
-            },
+            members: if with_members { self.current_members() } else { Vec::new() },
             skip_assignment: false,
         }
     }

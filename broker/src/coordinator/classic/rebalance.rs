@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::{
-    Action, ClassicGroup, ClassicState, JoinOutcome, JoinRequest, JoinResult, Member, SyncOutcome,
-    SyncRequest, SyncResult, NEW_MEMBER_JOIN_TIMEOUT_MS,
+    Action, ClassicGroup, ClassicState, JoinOutcome, JoinRequest, JoinResult, Member, SyncOutcome, SyncRequest,
+    SyncResult, NEW_MEMBER_JOIN_TIMEOUT_MS,
 };
 use crate::errors;
 
@@ -35,19 +35,12 @@ impl ClassicGroup {
         }
     }
 
-    fn join_new_member(
-        &mut self,
-        req: JoinRequest,
-        now_ms: i64,
-        out: &mut Vec<Action>,
-    ) -> JoinOutcome {
+    fn join_new_member(&mut self, req: JoinRequest, now_ms: i64, out: &mut Vec<Action>) -> JoinOutcome {
         let new_id = req.new_member_id.clone();
         assert!(!new_id.is_empty(), "the caller supplies a new member id");
         match req.instance_id.clone() {
             Some(instance) => match self.static_members.get(&instance).cloned() {
-                Some(old_id) => {
-                    self.replace_static_member(&instance, &old_id, new_id, req, now_ms, out)
-                }
+                Some(old_id) => self.replace_static_member(&instance, &old_id, new_id, req, now_ms, out),
                 None => self.add_member_and_rebalance(new_id, req, now_ms, out),
             },
             None if req.require_known_member_id => {
@@ -59,12 +52,7 @@ impl ClassicGroup {
         }
     }
 
-    fn join_known_member(
-        &mut self,
-        req: JoinRequest,
-        now_ms: i64,
-        out: &mut Vec<Action>,
-    ) -> JoinOutcome {
+    fn join_known_member(&mut self, req: JoinRequest, now_ms: i64, out: &mut Vec<Action>) -> JoinOutcome {
         if let Err(code) = self.validate_member(&req.member_id, req.instance_id.as_deref()) {
             return JoinOutcome::Done(JoinResult::error(code, &req.member_id));
         }
@@ -102,9 +90,7 @@ impl ClassicGroup {
         now_ms: i64,
         out: &mut Vec<Action>,
     ) -> JoinOutcome {
-        if self.state == ClassicState::PreparingRebalance
-            && self.initial_delay_remaining_ms.is_some()
-        {
+        if self.state == ClassicState::PreparingRebalance && self.initial_delay_remaining_ms.is_some() {
             self.new_member_added = true;
         }
         if self.members.is_empty() {
@@ -137,12 +123,7 @@ impl ClassicGroup {
         JoinOutcome::Wait { member_id: id }
     }
 
-    fn update_member_and_rebalance(
-        &mut self,
-        req: JoinRequest,
-        now_ms: i64,
-        out: &mut Vec<Action>,
-    ) -> JoinOutcome {
+    fn update_member_and_rebalance(&mut self, req: JoinRequest, now_ms: i64, out: &mut Vec<Action>) -> JoinOutcome {
         let id = req.member_id.clone();
         let m = self.members.get_mut(&id).expect("validated member");
         m.protocols = req.protocols;
@@ -167,10 +148,7 @@ impl ClassicGroup {
         now_ms: i64,
         out: &mut Vec<Action>,
     ) -> JoinOutcome {
-        let mut member = self
-            .members
-            .shift_remove(old_id)
-            .expect("a static member is a member");
+        let mut member = self.members.shift_remove(old_id).expect("a static member is a member");
         if member.awaiting_join {
             out.push(Action::CompleteJoin {
                 member_id: old_id.to_string(),
@@ -189,8 +167,7 @@ impl ClassicGroup {
         if self.pending_sync.remove(old_id) {
             self.pending_sync.insert(new_id.clone());
         }
-        self.static_members
-            .insert(instance.to_string(), new_id.clone());
+        self.static_members.insert(instance.to_string(), new_id.clone());
         let protocols_changed = member.protocols != req.protocols;
         member.id = new_id.clone();
         member.protocols = req.protocols;
@@ -201,17 +178,10 @@ impl ClassicGroup {
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms as i64;
         self.members.insert(new_id.clone(), member);
         match self.state {
-            ClassicState::Stable
-                if !protocols_changed || self.select_protocol() == self.protocol =>
-            {
+            ClassicState::Stable if !protocols_changed || self.select_protocol() == self.protocol => {
                 // Nothing the assignment depends on changed: no rebalance.
-                self.members
-                    .get_mut(&new_id)
-                    .expect("just inserted")
-                    .awaiting_join = false;
-                out.push(Action::Persist {
-                    assignment_of: None,
-                });
+                self.members.get_mut(&new_id).expect("just inserted").awaiting_join = false;
+                out.push(Action::Persist { assignment_of: None });
                 let is_leader = self.leader.as_deref() == Some(new_id.as_str());
                 let mut result = self.join_result(&new_id, is_leader);
                 result.skip_assignment = is_leader && req.supports_skip_assignment;
@@ -229,12 +199,7 @@ impl ClassicGroup {
         }
     }
 
-    pub fn sync_group(
-        &mut self,
-        req: SyncRequest,
-        now_ms: i64,
-        out: &mut Vec<Action>,
-    ) -> SyncOutcome {
+    pub fn sync_group(&mut self, req: SyncRequest, now_ms: i64, out: &mut Vec<Action>) -> SyncOutcome {
         let done = |code| SyncOutcome::Done(SyncResult::error(code));
         if self.state == ClassicState::Dead {
             return done(errors::COORDINATOR_NOT_AVAILABLE);
@@ -245,10 +210,9 @@ impl ClassicGroup {
         if req.generation != self.generation {
             return done(errors::ILLEGAL_GENERATION);
         }
-        let inconsistent = |asked: &Option<String>, actual: &Option<String>| matches!((asked, actual), (Some(a), Some(b)) if a != b);
-        if inconsistent(&req.protocol_type, &self.protocol_type)
-            || inconsistent(&req.protocol, &self.protocol)
-        {
+        let inconsistent =
+            |asked: &Option<String>, actual: &Option<String>| matches!((asked, actual), (Some(a), Some(b)) if a != b);
+        if inconsistent(&req.protocol_type, &self.protocol_type) || inconsistent(&req.protocol, &self.protocol) {
             return done(errors::INCONSISTENT_GROUP_PROTOCOL);
         }
         let id = req.member_id.clone();
@@ -256,10 +220,7 @@ impl ClassicGroup {
         match self.state {
             ClassicState::PreparingRebalance => done(errors::REBALANCE_IN_PROGRESS),
             ClassicState::CompletingRebalance => {
-                self.members
-                    .get_mut(&id)
-                    .expect("validated member")
-                    .awaiting_sync = true;
+                self.members.get_mut(&id).expect("validated member").awaiting_sync = true;
                 self.pending_sync.remove(&id);
                 if self.leader.as_deref() == Some(id.as_str()) && !self.assignment_persisting {
                     let mut given: HashMap<String, Bytes> = req.assignments.into_iter().collect();
@@ -267,9 +228,7 @@ impl ClassicGroup {
                         m.assignment = given.remove(&m.id).unwrap_or_default();
                     }
                     self.assignment_persisting = true;
-                    out.push(Action::Persist {
-                        assignment_of: Some(self.generation),
-                    });
+                    out.push(Action::Persist { assignment_of: Some(self.generation) });
                 }
                 SyncOutcome::Wait { member_id: id }
             }
@@ -288,13 +247,7 @@ impl ClassicGroup {
     }
 
     /// The shell wrote (or failed to write) the leader's assignment of `generation`.
-    pub fn assignment_persisted(
-        &mut self,
-        generation: i32,
-        error: i16,
-        now_ms: i64,
-        out: &mut Vec<Action>,
-    ) {
+    pub fn assignment_persisted(&mut self, generation: i32, error: i16, now_ms: i64, out: &mut Vec<Action>) {
         if self.state != ClassicState::CompletingRebalance
             || generation != self.generation
             || !self.assignment_persisting
@@ -311,13 +264,7 @@ impl ClassicGroup {
         self.transition(ClassicState::Stable, now_ms);
     }
 
-    pub fn heartbeat(
-        &mut self,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
-        now_ms: i64,
-    ) -> i16 {
+    pub fn heartbeat(&mut self, member_id: &str, instance_id: Option<&str>, generation: i32, now_ms: i64) -> i16 {
         if self.state == ClassicState::Dead {
             return errors::COORDINATOR_NOT_AVAILABLE;
         }
@@ -356,10 +303,7 @@ impl ClassicGroup {
         let mut removed = Vec::new();
         for (member_id, instance_id) in leaving {
             let code = if member_id.is_empty() {
-                match instance_id
-                    .as_ref()
-                    .and_then(|i| self.static_members.get(i))
-                {
+                match instance_id.as_ref().and_then(|i| self.static_members.get(i)) {
                     Some(id) => {
                         removed.push(id.clone());
                         errors::NONE
@@ -391,29 +335,19 @@ impl ClassicGroup {
     /// Fires every deadline that passed: pending member ids, member sessions, the end
     /// of the join phase (initial delay or rebalance timeout) and the pending-sync timeout.
     pub fn tick(&mut self, now_ms: i64, out: &mut Vec<Action>) {
-        let expired: Vec<String> = self
-            .pending_members
-            .iter()
-            .filter(|(_, d)| **d <= now_ms)
-            .map(|(id, _)| id.clone())
-            .collect();
+        let expired: Vec<String> =
+            self.pending_members.iter().filter(|(_, d)| **d <= now_ms).map(|(id, _)| id.clone()).collect();
         for id in expired {
             self.pending_members.remove(&id);
             self.maybe_complete_join_phase(now_ms, out);
         }
-        let expired: Vec<String> = self
-            .members
-            .values()
-            .filter(|m| m.session_expired(now_ms))
-            .map(|m| m.id.clone())
-            .collect();
+        let expired: Vec<String> =
+            self.members.values().filter(|m| m.session_expired(now_ms)).map(|m| m.id.clone()).collect();
         for id in expired {
             tracing::info!(group = %self.id, member = %id, "member session expired; removing it");
             self.remove_member_and_update(&id, now_ms, out);
         }
-        if self.state == ClassicState::PreparingRebalance
-            && self.join_deadline_ms.is_some_and(|d| d <= now_ms)
-        {
+        if self.state == ClassicState::PreparingRebalance && self.join_deadline_ms.is_some_and(|d| d <= now_ms) {
             match self.initial_delay_remaining_ms {
                 Some(remaining) if self.new_member_added && remaining > 0 => {
                     // Members keep arriving: wait one more delay, within the rebalance timeout.
@@ -425,10 +359,7 @@ impl ClassicGroup {
                 _ => self.complete_join(now_ms, out),
             }
         }
-        let syncing = matches!(
-            self.state,
-            ClassicState::CompletingRebalance | ClassicState::Stable
-        );
+        let syncing = matches!(self.state, ClassicState::CompletingRebalance | ClassicState::Stable);
         if syncing && self.sync_deadline_ms.is_some_and(|d| d <= now_ms) {
             self.sync_deadline_ms = None;
             let missing: Vec<String> = std::mem::take(&mut self.pending_sync).into_iter().collect();
@@ -465,21 +396,14 @@ impl ClassicGroup {
             });
         }
         match self.state {
-            ClassicState::Stable | ClassicState::CompletingRebalance => {
-                self.rebalance_or_complete_join(now_ms, out)
-            }
-            ClassicState::PreparingRebalance if self.all_members_joined() => {
-                self.complete_join(now_ms, out)
-            }
+            ClassicState::Stable | ClassicState::CompletingRebalance => self.rebalance_or_complete_join(now_ms, out),
+            ClassicState::PreparingRebalance if self.all_members_joined() => self.complete_join(now_ms, out),
             _ => {}
         }
     }
 
     fn rebalance_or_complete_join(&mut self, now_ms: i64, out: &mut Vec<Action>) {
-        if matches!(
-            self.state,
-            ClassicState::Stable | ClassicState::CompletingRebalance | ClassicState::Empty
-        ) {
+        if matches!(self.state, ClassicState::Stable | ClassicState::CompletingRebalance | ClassicState::Empty) {
             self.prepare_rebalance(now_ms, out);
         } else {
             self.maybe_complete_join_phase(now_ms, out);
@@ -547,9 +471,7 @@ impl ClassicGroup {
         if self.members.is_empty() {
             self.protocol = None;
             self.transition(ClassicState::Empty, now_ms);
-            out.push(Action::Persist {
-                assignment_of: None,
-            });
+            out.push(Action::Persist { assignment_of: None });
             return;
         }
         self.protocol = self.select_protocol();
@@ -562,10 +484,7 @@ impl ClassicGroup {
             let m = self.members.get_mut(&id).expect("listed member");
             if m.awaiting_join {
                 m.awaiting_join = false;
-                out.push(Action::CompleteJoin {
-                    member_id: id.clone(),
-                    result,
-                });
+                out.push(Action::CompleteJoin { member_id: id.clone(), result });
             }
             m.is_new = false;
             m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms as i64;
@@ -614,16 +533,9 @@ impl ClassicGroup {
                 error,
                 protocol_type: self.protocol_type.clone(),
                 protocol: self.protocol.clone(),
-                assignment: if error == errors::NONE {
-                    m.assignment.clone()
-                } else {
-                    Bytes::new()
-                },
+                assignment: if error == errors::NONE { m.assignment.clone() } else { Bytes::new() },
             };
-            out.push(Action::CompleteSync {
-                member_id: m.id.clone(),
-                result,
-            });
+            out.push(Action::CompleteSync { member_id: m.id.clone(), result });
             if error == errors::NONE {
                 m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms as i64;
             }

@@ -9,11 +9,7 @@ const SESSION: i32 = 10_000;
 const REBALANCE: i32 = 30_000;
 
 fn limits(delay: i32) -> Limits {
-    Limits {
-        session_timeout_min_ms: 6000,
-        session_timeout_max_ms: 1_800_000,
-        initial_rebalance_delay_ms: delay,
-    }
+    Limits { session_timeout_min_ms: 6000, session_timeout_max_ms: 1_800_000, initial_rebalance_delay_ms: delay }
 }
 
 fn req(member_id: &str, new_id: &str, protocols: &[&str]) -> JoinRequest {
@@ -27,10 +23,7 @@ fn req(member_id: &str, new_id: &str, protocols: &[&str]) -> JoinRequest {
         protocol_type: "consumer".into(),
         protocols: protocols
             .iter()
-            .map(|p| Protocol {
-                name: p.to_string(),
-                metadata: Bytes::from(format!("{p}-meta")),
-            })
+            .map(|p| Protocol { name: p.to_string(), metadata: Bytes::from(format!("{p}-meta")) })
             .collect(),
         require_known_member_id: true,
         supports_skip_assignment: true,
@@ -41,10 +34,7 @@ fn req(member_id: &str, new_id: &str, protocols: &[&str]) -> JoinRequest {
 /// Joins a brand-new dynamic member the KIP-394 way (two JoinGroups).
 fn join_new(g: &mut ClassicGroup, id: &str, now: i64, out: &mut Vec<Action>) -> JoinOutcome {
     match g.join(req("", id, &["range"]), now, out) {
-        JoinOutcome::Done(r) => assert_eq!(
-            (r.error, r.member_id.as_str()),
-            (errors::MEMBER_ID_REQUIRED, id)
-        ),
+        JoinOutcome::Done(r) => assert_eq!((r.error, r.member_id.as_str()), (errors::MEMBER_ID_REQUIRED, id)),
         other => panic!("expected MEMBER_ID_REQUIRED, got {other:?}"),
     }
     g.join(req(id, "unused", &["range"]), now, out)
@@ -72,10 +62,7 @@ fn sync(member: &str, generation: i32, assignments: &[(&str, &str)]) -> SyncRequ
     SyncRequest {
         member_id: member.into(),
         generation,
-        assignments: assignments
-            .iter()
-            .map(|(m, a)| (m.to_string(), Bytes::from(a.to_string())))
-            .collect(),
+        assignments: assignments.iter().map(|(m, a)| (m.to_string(), Bytes::from(a.to_string()))).collect(),
         ..Default::default()
     }
 }
@@ -90,9 +77,7 @@ fn stable_group(ids: &[&str]) -> ClassicGroup {
     // Everyone rejoins until one join phase includes all of them.
     let mut out = Vec::new();
     for id in ids {
-        if g.state() == ClassicState::PreparingRebalance
-            || g.members().any(|m| m.id == *id && !m.awaiting_join)
-        {
+        if g.state() == ClassicState::PreparingRebalance || g.members().any(|m| m.id == *id && !m.awaiting_join) {
             g.join(req(id, "unused", &["range"]), 0, &mut out);
         }
     }
@@ -103,16 +88,9 @@ fn stable_group(ids: &[&str]) -> ClassicGroup {
     let mut out = Vec::new();
     assert_eq!(
         g.sync_group(sync(&leader, gen, &assignments), 0, &mut out),
-        SyncOutcome::Wait {
-            member_id: leader.clone()
-        }
+        SyncOutcome::Wait { member_id: leader.clone() }
     );
-    assert_eq!(
-        out,
-        vec![Action::Persist {
-            assignment_of: Some(gen)
-        }]
-    );
+    assert_eq!(out, vec![Action::Persist { assignment_of: Some(gen) }]);
     out.clear();
     g.assignment_persisted(gen, errors::NONE, 0, &mut out);
     assert_eq!(g.state(), ClassicState::Stable);
@@ -123,19 +101,11 @@ fn stable_group(ids: &[&str]) -> ClassicGroup {
 fn first_member_needs_an_id_then_completes_at_once_without_delay() {
     let mut g = ClassicGroup::new("g", limits(0), 0);
     let mut out = Vec::new();
-    assert_eq!(
-        join_new(&mut g, "m1", 0, &mut out),
-        JoinOutcome::Wait {
-            member_id: "m1".into()
-        }
-    );
+    assert_eq!(join_new(&mut g, "m1", 0, &mut out), JoinOutcome::Wait { member_id: "m1".into() });
     let done = joins(&out);
     assert_eq!(done.len(), 1);
     let (id, r) = done[0];
-    assert_eq!(
-        (id, r.error, r.generation, r.leader.as_str()),
-        ("m1", errors::NONE, 1, "m1")
-    );
+    assert_eq!((id, r.error, r.generation, r.leader.as_str()), ("m1", errors::NONE, 1, "m1"));
     assert_eq!(r.protocol.as_deref(), Some("range"));
     assert_eq!(r.members.len(), 1);
     assert_eq!(g.state(), ClassicState::CompletingRebalance);
@@ -146,18 +116,10 @@ fn a_fourth_member_rebalances_a_stable_group() {
     let mut g = stable_group(&["a", "b", "c"]);
     let gen = g.generation();
     let mut out = Vec::new();
-    assert_eq!(
-        join_new(&mut g, "d", 10, &mut out),
-        JoinOutcome::Wait {
-            member_id: "d".into()
-        }
-    );
+    assert_eq!(join_new(&mut g, "d", 10, &mut out), JoinOutcome::Wait { member_id: "d".into() });
     assert_eq!(g.state(), ClassicState::PreparingRebalance);
     // Existing members learn it from their heartbeats, and may still commit.
-    assert_eq!(
-        g.heartbeat("b", None, gen, 20),
-        errors::REBALANCE_IN_PROGRESS
-    );
+    assert_eq!(g.heartbeat("b", None, gen, 20), errors::REBALANCE_IN_PROGRESS);
     assert_eq!(g.validate_offset_commit("b", None, gen), Ok(()));
     for id in ["a", "b"] {
         g.join(req(id, "unused", &["range"]), 30, &mut out);
@@ -168,31 +130,14 @@ fn a_fourth_member_rebalances_a_stable_group() {
     assert_eq!(done.len(), 4);
     for (id, r) in &done {
         assert_eq!(r.generation, gen + 1);
-        assert_eq!(
-            r.members.len(),
-            if *id == "a" { 4 } else { 0 },
-            "only the leader gets the members"
-        );
+        assert_eq!(r.members.len(), if *id == "a" { 4 } else { 0 }, "only the leader gets the members");
     }
     // Followers park in SyncGroup until the leader's assignment is persisted.
     out.clear();
-    assert_eq!(
-        g.sync_group(sync("d", gen + 1, &[]), 50, &mut out),
-        SyncOutcome::Wait {
-            member_id: "d".into()
-        }
-    );
-    assert_eq!(
-        g.validate_offset_commit("d", None, gen + 1),
-        Err(errors::REBALANCE_IN_PROGRESS)
-    );
+    assert_eq!(g.sync_group(sync("d", gen + 1, &[]), 50, &mut out), SyncOutcome::Wait { member_id: "d".into() });
+    assert_eq!(g.validate_offset_commit("d", None, gen + 1), Err(errors::REBALANCE_IN_PROGRESS));
     g.sync_group(sync("a", gen + 1, &[("a", "A"), ("d", "D")]), 50, &mut out);
-    assert_eq!(
-        out,
-        vec![Action::Persist {
-            assignment_of: Some(gen + 1)
-        }]
-    );
+    assert_eq!(out, vec![Action::Persist { assignment_of: Some(gen + 1) }]);
     out.clear();
     g.assignment_persisted(gen + 1, errors::NONE, 60, &mut out);
     let done = syncs(&out);
@@ -219,11 +164,7 @@ fn a_silent_member_is_evicted_after_its_session_timeout() {
     g.tick(SESSION as i64 + 1, &mut out);
     assert_eq!(g.state(), ClassicState::PreparingRebalance);
     assert_eq!(g.member_count(), 1);
-    g.join(
-        req("a", "unused", &["range"]),
-        SESSION as i64 + 100,
-        &mut out,
-    );
+    g.join(req("a", "unused", &["range"]), SESSION as i64 + 100, &mut out);
     let done = joins(&out);
     assert_eq!(done.len(), 1);
     assert_eq!(done[0].1.generation, gen + 1);
@@ -236,10 +177,7 @@ fn members_missing_at_the_rebalance_timeout_are_dropped() {
     g.join(req("a", "unused", &["range"]), 100, &mut out);
     assert_eq!(g.state(), ClassicState::PreparingRebalance);
     for t in [5000, 15_000, 25_000] {
-        assert_eq!(
-            g.heartbeat("b", None, g.generation(), t),
-            errors::REBALANCE_IN_PROGRESS
-        );
+        assert_eq!(g.heartbeat("b", None, g.generation(), t), errors::REBALANCE_IN_PROGRESS);
     }
     g.tick(100 + REBALANCE as i64 - 1, &mut out);
     assert!(joins(&out).is_empty());
@@ -259,10 +197,7 @@ fn initial_delay_waits_and_extends_for_late_joiners() {
     g.tick(2999, &mut out);
     assert!(joins(&out).is_empty());
     g.tick(3000, &mut out);
-    assert!(
-        joins(&out).is_empty(),
-        "b arrived during the delay: extended"
-    );
+    assert!(joins(&out).is_empty(), "b arrived during the delay: extended");
     g.tick(6000, &mut out);
     assert_eq!(joins(&out).len(), 2);
 }
@@ -273,12 +208,7 @@ fn static_member_restart_fences_the_old_id_without_rebalancing() {
     let mut out = Vec::new();
     let mut r = req("", "s-1", &["range"]);
     r.instance_id = Some("inst".into());
-    assert_eq!(
-        g.join(r.clone(), 0, &mut out),
-        JoinOutcome::Wait {
-            member_id: "s-1".into()
-        }
-    );
+    assert_eq!(g.join(r.clone(), 0, &mut out), JoinOutcome::Wait { member_id: "s-1".into() });
     let gen = g.generation();
     g.sync_group(sync("s-1", gen, &[("s-1", "X")]), 0, &mut out);
     g.assignment_persisted(gen, errors::NONE, 0, &mut out);
@@ -287,31 +217,15 @@ fn static_member_restart_fences_the_old_id_without_rebalancing() {
     r.new_member_id = "s-2".into();
     match g.join(r, 100, &mut out) {
         JoinOutcome::Done(res) => {
-            assert_eq!(
-                (res.error, res.member_id.as_str(), res.generation),
-                (errors::NONE, "s-2", gen)
-            );
-            assert!(
-                res.skip_assignment,
-                "the static leader keeps the current assignment"
-            );
+            assert_eq!((res.error, res.member_id.as_str(), res.generation), (errors::NONE, "s-2", gen));
+            assert!(res.skip_assignment, "the static leader keeps the current assignment");
         }
         other => panic!("{other:?}"),
     }
     assert_eq!(g.state(), ClassicState::Stable);
-    assert_eq!(
-        g.heartbeat("s-1", Some("inst"), gen, 200),
-        errors::FENCED_INSTANCE_ID
-    );
+    assert_eq!(g.heartbeat("s-1", Some("inst"), gen, 200), errors::FENCED_INSTANCE_ID);
     assert_eq!(g.heartbeat("s-2", Some("inst"), gen, 200), errors::NONE);
-    match g.sync_group(
-        SyncRequest {
-            instance_id: Some("inst".into()),
-            ..sync("s-2", gen, &[])
-        },
-        200,
-        &mut out,
-    ) {
+    match g.sync_group(SyncRequest { instance_id: Some("inst".into()), ..sync("s-2", gen, &[]) }, 200, &mut out) {
         SyncOutcome::Done(res) => assert_eq!(res.assignment, Bytes::from("X")),
         other => panic!("{other:?}"),
     }
@@ -351,24 +265,13 @@ fn leaving_members_rebalance_and_the_last_one_empties_the_group() {
     );
     assert_eq!(g.state(), ClassicState::PreparingRebalance);
     out.clear();
-    assert_eq!(
-        g.leave(&[("a".into(), None)], 20, &mut out),
-        Ok(vec![errors::NONE])
-    );
+    assert_eq!(g.leave(&[("a".into(), None)], 20, &mut out), Ok(vec![errors::NONE]));
     assert_eq!(g.state(), ClassicState::Empty);
-    assert_eq!(
-        out,
-        vec![Action::Persist {
-            assignment_of: None
-        }]
-    );
+    assert_eq!(out, vec![Action::Persist { assignment_of: None }]);
     assert!(g.can_delete());
     // An empty group takes commits from outside group management only.
     assert_eq!(g.validate_offset_commit("", None, -1), Ok(()));
-    assert_eq!(
-        g.validate_offset_commit("a", None, 3),
-        Err(errors::UNKNOWN_MEMBER_ID)
-    );
+    assert_eq!(g.validate_offset_commit("a", None, 3), Err(errors::UNKNOWN_MEMBER_ID));
 }
 
 #[test]
@@ -376,18 +279,9 @@ fn commits_need_a_current_member_and_generation() {
     let g = stable_group(&["a"]);
     let gen = g.generation();
     assert_eq!(g.validate_offset_commit("a", None, gen), Ok(()));
-    assert_eq!(
-        g.validate_offset_commit("a", None, gen - 1),
-        Err(errors::ILLEGAL_GENERATION)
-    );
-    assert_eq!(
-        g.validate_offset_commit("x", None, gen),
-        Err(errors::UNKNOWN_MEMBER_ID)
-    );
-    assert_eq!(
-        g.validate_offset_commit("", None, -1),
-        Err(errors::UNKNOWN_MEMBER_ID)
-    );
+    assert_eq!(g.validate_offset_commit("a", None, gen - 1), Err(errors::ILLEGAL_GENERATION));
+    assert_eq!(g.validate_offset_commit("x", None, gen), Err(errors::UNKNOWN_MEMBER_ID));
+    assert_eq!(g.validate_offset_commit("", None, -1), Err(errors::UNKNOWN_MEMBER_ID));
 }
 
 #[test]
@@ -421,9 +315,7 @@ fn a_failed_assignment_write_is_reported_to_the_syncing_members() {
     g.assignment_persisted(gen, errors::COORDINATOR_NOT_AVAILABLE, 0, &mut out);
     let done = syncs(&out);
     assert_eq!(done.len(), 2);
-    assert!(done
-        .iter()
-        .all(|(_, r)| r.error == errors::COORDINATOR_NOT_AVAILABLE && r.assignment.is_empty()));
+    assert!(done.iter().all(|(_, r)| r.error == errors::COORDINATOR_NOT_AVAILABLE && r.assignment.is_empty()));
     assert_eq!(g.state(), ClassicState::PreparingRebalance);
 }
 
@@ -438,15 +330,9 @@ fn persisted_group_comes_back_stable() {
     let (protocol, members) = back.describe();
     assert_eq!(protocol, "range");
     assert_eq!(
-        members
-            .iter()
-            .map(|m| m.assignment.clone())
-            .collect::<Vec<_>>(),
+        members.iter().map(|m| m.assignment.clone()).collect::<Vec<_>>(),
         vec![Bytes::from("a"), Bytes::from("b")]
     );
     let mut back = back;
-    assert_eq!(
-        back.heartbeat("a", None, g.generation(), 2000),
-        errors::NONE
-    );
+    assert_eq!(back.heartbeat("a", None, g.generation(), 2000), errors::NONE);
 }

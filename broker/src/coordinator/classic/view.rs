@@ -25,11 +25,7 @@ impl ClassicGroup {
     /// Only a stable group shows its protocol, member metadata and assignments, as Kafka.
     pub fn describe(&self) -> (String, Vec<DescribedMember>) {
         let stable = self.state == ClassicState::Stable;
-        let protocol = if stable {
-            self.protocol.clone().unwrap_or_default()
-        } else {
-            String::new()
-        };
+        let protocol = if stable { self.protocol.clone().unwrap_or_default() } else { String::new() };
         let members = self
             .members
             .values()
@@ -38,16 +34,8 @@ impl ClassicGroup {
                 instance_id: m.instance_id.clone(),
                 client_id: m.client_id.clone(),
                 client_host: m.client_host.clone(),
-                metadata: if stable {
-                    m.metadata(&protocol)
-                } else {
-                    Bytes::new()
-                },
-                assignment: if stable {
-                    m.assignment.clone()
-                } else {
-                    Bytes::new()
-                },
+                metadata: if stable { m.metadata(&protocol) } else { Bytes::new() },
+                assignment: if stable { m.assignment.clone() } else { Bytes::new() },
             })
             .collect();
         (protocol, members)
@@ -91,9 +79,7 @@ impl ClassicGroup {
         let protocol = self.protocol.clone()?;
         let mut topics = BTreeSet::new();
         for m in self.members.values() {
-            topics.extend(consumer_protocol::subscription_topics(
-                &m.metadata(&protocol),
-            )?);
+            topics.extend(consumer_protocol::subscription_topics(&m.metadata(&protocol))?);
         }
         Some(topics)
     }
@@ -149,10 +135,7 @@ impl ClassicGroup {
                 session_timeout_ms: mv.session_timeout_ms,
                 rebalance_timeout_ms: mv.rebalance_timeout_ms,
                 protocol_type: value.protocol_type.clone(),
-                protocols: vec![Protocol {
-                    name: protocol.clone(),
-                    metadata: mv.subscription.clone(),
-                }],
+                protocols: vec![Protocol { name: protocol.clone(), metadata: mv.subscription.clone() }],
                 assignment: mv.assignment.clone(),
                 awaiting_join: false,
                 awaiting_sync: false,
@@ -160,17 +143,13 @@ impl ClassicGroup {
                 heartbeat_deadline_ms: now_ms + mv.session_timeout_ms as i64,
             };
             if let Some(instance) = &mv.instance_id {
-                g.static_members
-                    .insert(instance.clone(), mv.member_id.clone());
+                g.static_members.insert(instance.clone(), mv.member_id.clone());
             }
             g.members.insert(mv.member_id.clone(), member);
         }
         if !g.members.is_empty() && value.protocol.is_some() {
-            g.leader = value
-                .leader
-                .clone()
-                .filter(|l| g.members.contains_key(l))
-                .or_else(|| g.members.keys().next().cloned());
+            g.leader =
+                value.leader.clone().filter(|l| g.members.contains_key(l)).or_else(|| g.members.keys().next().cloned());
             g.state = ClassicState::Stable;
         } else {
             g.members.clear();

@@ -68,14 +68,11 @@ fn to_assignment(list: &[(Uuid, Vec<i32>)]) -> Assignment {
 }
 
 fn to_list(a: &Assignment) -> Vec<(Uuid, Vec<i32>)> {
-    a.iter()
-        .map(|(t, s)| (*t, s.iter().copied().collect()))
-        .collect()
+    a.iter().map(|(t, s)| (*t, s.iter().copied().collect())).collect()
 }
 
 fn is_subset(a: &Assignment, b: &Assignment) -> bool {
-    a.iter()
-        .all(|(t, s)| b.get(t).is_some_and(|o| s.is_subset(o)))
+    a.iter().all(|(t, s)| b.get(t).is_some_and(|o| s.is_subset(o)))
 }
 
 impl ConsumerGroup {
@@ -108,22 +105,14 @@ impl ConsumerGroup {
                 ));
             }
         }
-        if req
-            .subscribed_topic_regex
-            .as_deref()
-            .is_some_and(|r| !r.is_empty())
-        {
-            return Err(fail(
-                errors::INVALID_REQUEST,
-                "Regular expression subscriptions are not supported yet.",
-            ));
+        if req.subscribed_topic_regex.as_deref().is_some_and(|r| !r.is_empty()) {
+            return Err(fail(errors::INVALID_REQUEST, "Regular expression subscriptions are not supported yet."));
         }
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == LEAVE_STATIC_EPOCH {
             return self.leave(req);
         }
-        let full_request = req.rebalance_timeout_ms != -1
-            && req.subscribed_topic_names.is_some()
-            && req.owned.is_some();
+        let full_request =
+            req.rebalance_timeout_ms != -1 && req.subscribed_topic_names.is_some() && req.owned.is_some();
         let mut changed = false;
         let id = if req.member_epoch == JOIN_EPOCH {
             changed |= self.join(&req, now_ms)?;
@@ -154,9 +143,7 @@ impl ConsumerGroup {
             member_id: id.clone(),
             member_epoch: m.epoch,
             heartbeat_interval_ms: if converging {
-                settings
-                    .heartbeat_interval_ms
-                    .min(RECONCILING_HEARTBEAT_INTERVAL_MS)
+                settings.heartbeat_interval_ms.min(RECONCILING_HEARTBEAT_INTERVAL_MS)
             } else {
                 settings.heartbeat_interval_ms
             },
@@ -166,18 +153,11 @@ impl ConsumerGroup {
 
     fn leave(&mut self, req: HeartbeatRequest) -> Result<HeartbeatResponse, Failure> {
         let id = match (&req.instance_id, req.member_id.is_empty()) {
-            (Some(instance), true) => self
-                .static_members
-                .get(instance)
-                .cloned()
-                .unwrap_or_default(),
+            (Some(instance), true) => self.static_members.get(instance).cloned().unwrap_or_default(),
             _ => req.member_id.clone(),
         };
         if self.remove_member(&id).is_none() {
-            return Err(fail(
-                errors::UNKNOWN_MEMBER_ID,
-                &format!("Member {id} is not a member of group {}.", self.id),
-            ));
+            return Err(fail(errors::UNKNOWN_MEMBER_ID, &format!("Member {id} is not a member of group {}.", self.id)));
         }
         self.epoch += 1;
         Ok(HeartbeatResponse {
@@ -191,10 +171,7 @@ impl ConsumerGroup {
     /// A (re)joining member starts from nothing; returns true (the membership changed).
     fn join(&mut self, req: &HeartbeatRequest, now_ms: i64) -> Result<bool, Failure> {
         if req.rebalance_timeout_ms < 0 {
-            return Err(fail(
-                errors::INVALID_REQUEST,
-                "RebalanceTimeoutMs must be provided when joining.",
-            ));
+            return Err(fail(errors::INVALID_REQUEST, "RebalanceTimeoutMs must be provided when joining."));
         }
         if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
             return Err(fail(
@@ -202,21 +179,10 @@ impl ConsumerGroup {
                 "SubscribedTopicNames or SubscribedTopicRegex must be set when joining.",
             ));
         }
-        if req
-            .owned
-            .as_ref()
-            .is_some_and(|o| o.iter().any(|(_, p)| !p.is_empty()))
-        {
-            return Err(fail(
-                errors::INVALID_REQUEST,
-                "TopicPartitions must be empty when (re-)joining.",
-            ));
+        if req.owned.as_ref().is_some_and(|o| o.iter().any(|(_, p)| !p.is_empty())) {
+            return Err(fail(errors::INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."));
         }
-        let id = if req.member_id.is_empty() {
-            req.new_member_id.clone()
-        } else {
-            req.member_id.clone()
-        };
+        let id = if req.member_id.is_empty() { req.new_member_id.clone() } else { req.member_id.clone() };
         if let Some(instance) = &req.instance_id {
             if let Some(holder) = self.static_members.get(instance) {
                 if *holder != id {
@@ -261,10 +227,7 @@ impl ConsumerGroup {
         let Some(m) = self.members.get(&req.member_id) else {
             return Err(fail(
                 errors::UNKNOWN_MEMBER_ID,
-                &format!(
-                    "Member {} is not a member of group {}.",
-                    req.member_id, self.id
-                ),
+                &format!("Member {} is not a member of group {}.", req.member_id, self.id),
             ));
         };
         let fenced = || {
@@ -278,10 +241,7 @@ impl ConsumerGroup {
         }
         if req.member_epoch < m.epoch {
             let lost_response = req.member_epoch == m.previous_epoch
-                && req
-                    .owned
-                    .as_deref()
-                    .is_some_and(|o| is_subset(&to_assignment(o), &m.assigned));
+                && req.owned.as_deref().is_some_and(|o| is_subset(&to_assignment(o), &m.assigned));
             if !lost_response {
                 return Err(fenced());
             }
@@ -290,18 +250,9 @@ impl ConsumerGroup {
     }
 
     /// Applies the fields the request changes; true if the assignment depends on them.
-    fn update_member(
-        &mut self,
-        id: &str,
-        req: &HeartbeatRequest,
-        settings: Settings,
-        now_ms: i64,
-    ) -> bool {
+    fn update_member(&mut self, id: &str, req: &HeartbeatRequest, settings: Settings, now_ms: i64) -> bool {
         let mut changed = false;
-        let new_topics = req
-            .subscribed_topic_names
-            .as_ref()
-            .map(|t| t.iter().cloned().collect::<BTreeSet<String>>());
+        let new_topics = req.subscribed_topic_names.as_ref().map(|t| t.iter().cloned().collect::<BTreeSet<String>>());
         if let Some(topics) = new_topics {
             let old = self.members[id].subscribed.clone();
             if topics != old {
@@ -331,11 +282,8 @@ impl ConsumerGroup {
     /// True when a subscribed topic appeared, vanished or changed its partition count
     /// since the target assignment was computed.
     fn topics_changed(&mut self, topics: &impl TopicLookup) -> bool {
-        let now: BTreeMap<String, Option<(Uuid, i32)>> = self
-            .subscriptions
-            .keys()
-            .map(|t| (t.clone(), topics.topic_by_name(t)))
-            .collect();
+        let now: BTreeMap<String, Option<(Uuid, i32)>> =
+            self.subscriptions.keys().map(|t| (t.clone(), topics.topic_by_name(t))).collect();
         if now != self.topics_seen {
             self.topics_seen = now;
             return true;
@@ -351,35 +299,24 @@ impl ConsumerGroup {
                 *votes.entry(a.as_str()).or_default() += 1;
             }
         }
-        let name = votes
-            .iter()
-            .max_by_key(|(n, v)| (**v, std::cmp::Reverse(**n)))
-            .map(|(n, _)| n.to_string());
+        let name = votes.iter().max_by_key(|(n, v)| (**v, std::cmp::Reverse(**n))).map(|(n, _)| n.to_string());
         self.assignor = name.unwrap_or_else(|| assignor::UNIFORM.to_string());
         let mut partitions = BTreeMap::new();
         let subscribed_ids: BTreeMap<&str, BTreeSet<Uuid>> = self
             .members
             .iter()
             .map(|(id, m)| {
-                let ids = m
-                    .subscribed
-                    .iter()
-                    .filter_map(|t| topics.topic_by_name(t))
-                    .map(|(tid, count)| {
-                        partitions.insert(tid, count);
-                        tid
-                    });
+                let ids = m.subscribed.iter().filter_map(|t| topics.topic_by_name(t)).map(|(tid, count)| {
+                    partitions.insert(tid, count);
+                    tid
+                });
                 (id.as_str(), ids.collect())
             })
             .collect();
         let empty = Assignment::new();
         let specs: Vec<MemberSpec> = subscribed_ids
             .iter()
-            .map(|(id, ids)| MemberSpec {
-                id,
-                topics: ids,
-                current: self.target.get(*id).unwrap_or(&empty),
-            })
+            .map(|(id, ids)| MemberSpec { id, topics: ids, current: self.target.get(*id).unwrap_or(&empty) })
             .collect();
         self.target = assignor::assign(&self.assignor, &specs, &partitions);
         self.target_epoch = self.epoch;
@@ -438,11 +375,7 @@ impl ConsumerGroup {
             m.previous_epoch = m.epoch;
             m.epoch = self.target_epoch;
         }
-        m.state = if waiting {
-            MemberState::UnreleasedPartitions
-        } else {
-            MemberState::Stable
-        };
+        m.state = if waiting { MemberState::UnreleasedPartitions } else { MemberState::Stable };
         m.revocation_deadline_ms = None;
     }
 }

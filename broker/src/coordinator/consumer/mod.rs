@@ -40,9 +40,7 @@ pub trait TopicLookup {
 
 impl TopicLookup for crate::cluster::metadata::Metadata {
     fn topic_by_name(&self, name: &str) -> Option<(Uuid, i32)> {
-        self.topics
-            .get(name)
-            .map(|t| (t.id, t.partitions.len() as i32))
+        self.topics.get(name).map(|t| (t.id, t.partitions.len() as i32))
     }
     fn topic_name(&self, id: &Uuid) -> Option<String> {
         crate::cluster::metadata::Metadata::topic_name(self, id).map(str::to_string)
@@ -152,11 +150,7 @@ impl ConsumerGroup {
             "Empty"
         } else if self.target_epoch < self.epoch {
             "Assigning"
-        } else if self
-            .members
-            .values()
-            .any(|m| m.state != MemberState::Stable || m.epoch != self.target_epoch)
-        {
+        } else if self.members.values().any(|m| m.state != MemberState::Stable || m.epoch != self.target_epoch) {
             "Reconciling"
         } else {
             "Stable"
@@ -214,10 +208,7 @@ impl ConsumerGroup {
         let expired: Vec<String> = self
             .members
             .values()
-            .filter(|m| {
-                m.session_deadline_ms <= now_ms
-                    || m.revocation_deadline_ms.is_some_and(|d| d <= now_ms)
-            })
+            .filter(|m| m.session_deadline_ms <= now_ms || m.revocation_deadline_ms.is_some_and(|d| d <= now_ms))
             .map(|m| m.id.clone())
             .collect();
         for id in &expired {
@@ -237,11 +228,7 @@ fn split(a: &Assignment, b: &Assignment) -> (Assignment, Assignment) {
     let (mut both, mut only) = (Assignment::new(), Assignment::new());
     for (t, parts) in a {
         for p in parts {
-            let side = if b.get(t).is_some_and(|s| s.contains(p)) {
-                &mut both
-            } else {
-                &mut only
-            };
+            let side = if b.get(t).is_some_and(|s| s.contains(p)) { &mut both } else { &mut only };
             side.entry(*t).or_default().insert(*p);
         }
     }
@@ -249,6 +236,5 @@ fn split(a: &Assignment, b: &Assignment) -> (Assignment, Assignment) {
 }
 
 fn intersects(a: &Assignment, b: &Assignment) -> bool {
-    a.iter()
-        .any(|(t, parts)| b.get(t).is_some_and(|o| !o.is_disjoint(parts)))
+    a.iter().any(|(t, parts)| b.get(t).is_some_and(|o| !o.is_disjoint(parts)))
 }

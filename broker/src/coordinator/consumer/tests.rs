@@ -15,23 +15,14 @@ impl TopicLookup for Topics {
         self.0.get(name).copied()
     }
     fn topic_name(&self, id: &Uuid) -> Option<String> {
-        self.0
-            .iter()
-            .find(|(_, (i, _))| i == id)
-            .map(|(n, _)| n.clone())
+        self.0.iter().find(|(_, (i, _))| i == id).map(|(n, _)| n.clone())
     }
 }
 
-const SETTINGS: Settings = Settings {
-    session_timeout_ms: 45_000,
-    heartbeat_interval_ms: 5000,
-};
+const SETTINGS: Settings = Settings { session_timeout_ms: 45_000, heartbeat_interval_ms: 5000 };
 
 fn topics(partitions: i32) -> Topics {
-    Topics(BTreeMap::from([(
-        "t".to_string(),
-        (Uuid::from_u128(7), partitions),
-    )]))
+    Topics(BTreeMap::from([("t".to_string(), (Uuid::from_u128(7), partitions))]))
 }
 
 /// A client's view of itself: id, epoch, owned partitions.
@@ -60,11 +51,7 @@ fn join(g: &mut ConsumerGroup, t: &Topics, id: &str, now: i64) -> Client {
         ..Default::default()
     };
     let (resp, _) = g.heartbeat(req, t, SETTINGS, now).unwrap();
-    let mut c = Client {
-        id: id.into(),
-        epoch: 0,
-        owned: BTreeSet::new(),
-    };
+    let mut c = Client { id: id.into(), epoch: 0, owned: BTreeSet::new() };
     apply(&mut c, &resp);
     c
 }
@@ -105,10 +92,7 @@ fn assert_exclusive(clients: &[Client], total: usize) {
 fn three_members_then_a_fourth_converge_without_sharing_partitions() {
     let t = topics(12);
     let mut g = ConsumerGroup::new("g", 0);
-    let mut clients: Vec<Client> = ["a", "b", "c"]
-        .iter()
-        .map(|id| join(&mut g, &t, id, 0))
-        .collect();
+    let mut clients: Vec<Client> = ["a", "b", "c"].iter().map(|id| join(&mut g, &t, id, 0)).collect();
     for now in 1..4 {
         for i in 0..clients.len() {
             beat(&mut g, &t, &mut clients[i], now);
@@ -118,10 +102,7 @@ fn three_members_then_a_fourth_converge_without_sharing_partitions() {
     assert_eq!(g.state_name(), "Stable");
     assert!(clients.iter().all(|m| m.owned.len() == 4));
     clients.push(join(&mut g, &t, "d", 10));
-    assert!(
-        clients[3].owned.is_empty(),
-        "everything is still owned by others"
-    );
+    assert!(clients[3].owned.is_empty(), "everything is still owned by others");
     assert_eq!(g.state_name(), "Reconciling");
     let mut rounds = 0;
     while clients.iter().any(|m| m.owned.len() != 3) {
@@ -152,10 +133,7 @@ fn a_member_that_stops_heartbeating_expires_and_its_partitions_move() {
     }
     assert_eq!((a.owned.len(), b.owned.len()), (2, 2));
     beat(&mut g, &t, &mut a, 40_000);
-    assert!(
-        !g.tick(45_001),
-        "b's last heartbeat was at 2: its session ends at 45002"
-    );
+    assert!(!g.tick(45_001), "b's last heartbeat was at 2: its session ends at 45002");
     assert!(g.tick(45_002));
     assert_eq!(g.member_count(), 1);
     let resp = beat(&mut g, &t, &mut a, 45_002);
@@ -175,38 +153,15 @@ fn epochs_are_checked() {
         rebalance_timeout_ms: -1,
         ..Default::default()
     };
-    assert_eq!(
-        g.heartbeat(ahead, &t, SETTINGS, 2).unwrap_err().0,
-        errors::FENCED_MEMBER_EPOCH
-    );
-    let unknown = HeartbeatRequest {
-        member_id: "x".into(),
-        member_epoch: 3,
-        rebalance_timeout_ms: -1,
-        ..Default::default()
-    };
-    assert_eq!(
-        g.heartbeat(unknown, &t, SETTINGS, 2).unwrap_err().0,
-        errors::UNKNOWN_MEMBER_ID
-    );
+    assert_eq!(g.heartbeat(ahead, &t, SETTINGS, 2).unwrap_err().0, errors::FENCED_MEMBER_EPOCH);
+    let unknown =
+        HeartbeatRequest { member_id: "x".into(), member_epoch: 3, rebalance_timeout_ms: -1, ..Default::default() };
+    assert_eq!(g.heartbeat(unknown, &t, SETTINGS, 2).unwrap_err().0, errors::UNKNOWN_MEMBER_ID);
     assert_eq!(g.validate_offset_commit("a", a.epoch, 9), Ok(()));
-    assert_eq!(
-        g.validate_offset_commit("a", a.epoch - 1, 9),
-        Err(errors::STALE_MEMBER_EPOCH)
-    );
-    assert_eq!(
-        g.validate_offset_commit("a", a.epoch, 8),
-        Err(errors::UNSUPPORTED_VERSION)
-    );
-    assert_eq!(
-        g.validate_offset_commit("", -1, 9),
-        Err(errors::UNKNOWN_MEMBER_ID)
-    );
-    let leave = HeartbeatRequest {
-        member_id: "a".into(),
-        member_epoch: -1,
-        ..Default::default()
-    };
+    assert_eq!(g.validate_offset_commit("a", a.epoch - 1, 9), Err(errors::STALE_MEMBER_EPOCH));
+    assert_eq!(g.validate_offset_commit("a", a.epoch, 8), Err(errors::UNSUPPORTED_VERSION));
+    assert_eq!(g.validate_offset_commit("", -1, 9), Err(errors::UNKNOWN_MEMBER_ID));
+    let leave = HeartbeatRequest { member_id: "a".into(), member_epoch: -1, ..Default::default() };
     let (resp, moved) = g.heartbeat(leave, &t, SETTINGS, 3).unwrap();
     assert_eq!((resp.member_epoch, moved), (-1, true));
     assert_eq!(g.state_name(), "Empty");
@@ -237,14 +192,8 @@ fn unknown_assignor_and_regex_are_refused() {
         server_assignor: Some("sticky".into()),
         ..Default::default()
     };
-    assert_eq!(
-        g.heartbeat(req.clone(), &t, SETTINGS, 0).unwrap_err().0,
-        errors::UNSUPPORTED_ASSIGNOR
-    );
-    let req = HeartbeatRequest {
-        server_assignor: Some("range".into()),
-        ..req
-    };
+    assert_eq!(g.heartbeat(req.clone(), &t, SETTINGS, 0).unwrap_err().0, errors::UNSUPPORTED_ASSIGNOR);
+    let req = HeartbeatRequest { server_assignor: Some("range".into()), ..req };
     let (resp, _) = g.heartbeat(req, &t, SETTINGS, 0).unwrap();
     assert_eq!(resp.assignment.unwrap().len(), 1);
     assert_eq!(g.describe().assignor, "range");

@@ -31,19 +31,11 @@ pub struct DescribedConsumerGroup {
 impl ConsumerGroup {
     /// Kafka's rules: outside group management (epoch < 0) only an empty group takes
     /// commits; a member commits at its current epoch, with OffsetCommit v9+.
-    pub fn validate_offset_commit(
-        &self,
-        member_id: &str,
-        epoch: i32,
-        api_version: i16,
-    ) -> Result<(), i16> {
+    pub fn validate_offset_commit(&self, member_id: &str, epoch: i32, api_version: i16) -> Result<(), i16> {
         if epoch < 0 && self.members.is_empty() {
             return Ok(());
         }
-        let m = self
-            .members
-            .get(member_id)
-            .ok_or(errors::UNKNOWN_MEMBER_ID)?;
+        let m = self.members.get(member_id).ok_or(errors::UNKNOWN_MEMBER_ID)?;
         if api_version < 9 {
             return Err(errors::UNSUPPORTED_VERSION);
         }
@@ -58,10 +50,7 @@ impl ConsumerGroup {
         if epoch < 0 && member_id.is_empty() {
             return Ok(());
         }
-        let m = self
-            .members
-            .get(member_id)
-            .ok_or(errors::UNKNOWN_MEMBER_ID)?;
+        let m = self.members.get(member_id).ok_or(errors::UNKNOWN_MEMBER_ID)?;
         if epoch != m.epoch {
             return Err(errors::STALE_MEMBER_EPOCH);
         }
@@ -102,9 +91,7 @@ impl ConsumerGroup {
                 let assigned: Vec<(String, Vec<i32>)> = m
                     .assigned
                     .iter()
-                    .filter_map(|(t, parts)| {
-                        Some((topics.topic_name(t)?, parts.iter().copied().collect()))
-                    })
+                    .filter_map(|(t, parts)| Some((topics.topic_name(t)?, parts.iter().copied().collect())))
                     .collect();
                 let subscribed: Vec<String> = m.subscribed.iter().cloned().collect();
                 DescribedMember {
