@@ -3,6 +3,7 @@
 //! restart (clean or not) ends the log where the data ends.
 
 use std::cell::RefCell;
+use std::path::Path;
 use std::rc::Rc;
 
 use glommio::LocalExecutorBuilder;
@@ -10,6 +11,11 @@ use keel_protocol::batch::build_batch;
 use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::recovery;
+
+async fn open(dir: &Path, config: &LogConfig) -> Rc<RefCell<PartitionLog>> {
+    let keys = ShardKv::standalone_keys_for(dir).await.unwrap();
+    Rc::new(RefCell::new(PartitionLog::open(dir, config.clone(), Some(keys), |_| {}).await.unwrap()))
+}
 
 #[test]
 fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
@@ -21,16 +27,7 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
             let dir = data.join("t-0");
             let step = 1u64 << 20;
             let config = LogConfig { segment_bytes_max: 4 << 20, preallocate_step_bytes: step, ..LogConfig::default() };
-            let l = Rc::new(RefCell::new(
-                PartitionLog::open(
-                    &dir,
-                    config.clone(),
-                    Some(ShardKv::standalone_keys_for(&dir).await.unwrap()),
-                    |_| {},
-                )
-                .await
-                .unwrap(),
-            ));
+            let l = open(&dir, &config).await;
             let b = build_batch(0, 1, &[(None, Some(&[1u8; 1000][..]))]);
             log::roll_if_needed(&l, b.len()).await.unwrap();
             l.borrow_mut().append(&b, 0, None);
@@ -43,16 +40,7 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
 
             // A crash: the next open scans and ends the log before the zero fill.
             drop(l);
-            let l = Rc::new(RefCell::new(
-                PartitionLog::open(
-                    &dir,
-                    config.clone(),
-                    Some(ShardKv::standalone_keys_for(&dir).await.unwrap()),
-                    |_| {},
-                )
-                .await
-                .unwrap(),
-            ));
+            let l = open(&dir, &config).await;
             assert_eq!(l.borrow().log_end_offset(), 1, "zero fill is not read as data");
             log::roll_if_needed(&l, b.len()).await.unwrap();
             l.borrow_mut().append(&b, 0, None);
