@@ -40,6 +40,16 @@ fn produce_and_fetch_span_two_shards() {
     for (p, keys) in got {
         assert_eq!(keys, vec![Some(bytes::Bytes::from(format!("k{p}")))], "partition {p} in request order");
     }
+    // Both shards flushed (acks=-1 waited for it), and the pass histogram counts it.
+    let metrics = b.admin_get("/metrics");
+    for shard in 0..2 {
+        let count = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("keel_flush_pass_seconds_count{{shard=\"{shard}\"}}")))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok());
+        assert!(count.is_some_and(|c| c >= 1), "shard {shard} flush passes: {count:?}\n{metrics}");
+    }
+    assert!(metrics.contains("keel_flush_pass_seconds_bucket{shard=\"0\",le=\"+Inf\"}"), "{metrics}");
 }
 
 #[test]

@@ -23,6 +23,27 @@ pub struct FlushQueue {
     /// Completed passes and their fdatasync count, for metrics.
     pub passes: std::cell::Cell<u64>,
     pub syncs: std::cell::Cell<u64>,
+    /// How long passes took: what every acks=-1 produce waits for.
+    pub pass_times: RefCell<PassTimes>,
+}
+
+/// Upper bounds of the pass-time buckets, in seconds.
+pub const PASS_TIME_BOUNDS: [f64; 10] = [0.000_25, 0.000_5, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.25];
+
+/// A histogram of flush pass durations (Prometheus style: cumulative at render).
+#[derive(Debug, Clone, Default)]
+pub struct PassTimes {
+    /// Passes per bucket of [`PASS_TIME_BOUNDS`], and past the last bound.
+    pub counts: [u64; PASS_TIME_BOUNDS.len() + 1],
+    pub sum_seconds: f64,
+}
+
+impl PassTimes {
+    fn record(&mut self, seconds: f64) {
+        let i = PASS_TIME_BOUNDS.iter().position(|b| seconds <= *b).unwrap_or(PASS_TIME_BOUNDS.len());
+        self.counts[i] += 1;
+        self.sum_seconds += seconds;
+    }
 }
 
 impl FlushQueue {
@@ -67,7 +88,9 @@ impl FlushQueue {
                     }
                 });
             }
+            let started = std::time::Instant::now();
             let results = join_all(passes).await;
+            self.pass_times.borrow_mut().record(started.elapsed().as_secs_f64());
             for r in results {
                 if let Err(l) = r {
                     self.mark_dirty(&l);

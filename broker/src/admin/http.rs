@@ -21,6 +21,7 @@ pub struct ShardStats {
     pub log_flushes: u64,
     pub log_bytes: u64,
     pub cache_bytes: u64,
+    pub pass_times: keel_storage::flush::PassTimes,
     pub storage: keel_storage::stats::StorageStats,
 }
 
@@ -100,6 +101,7 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
                 log_flushes: s.flush.syncs.get(),
                 log_bytes: parts.values().map(|p| p.log.borrow().size_bytes()).sum(),
                 cache_bytes: s.cache.used() as u64,
+                pass_times: s.flush.pass_times.borrow().clone(),
                 storage: keel_storage::stats::snapshot(),
             }
         })
@@ -164,5 +166,25 @@ fn render_metrics(stats: &[ShardStats]) -> String {
             out.push_str(&format!("{name}{{shard=\"{}\"}} {}\n", s.shard, get(s)));
         }
     }
+    render_pass_times(&mut out, stats);
     out
+}
+
+fn render_pass_times(out: &mut String, stats: &[ShardStats]) {
+    let name = "keel_flush_pass_seconds";
+    out.push_str(&format!(
+        "# HELP {name} Duration of the shard's flush passes (write and fdatasync of every dirty log)\n# TYPE {name} histogram\n"
+    ));
+    for s in stats {
+        let t = &s.pass_times;
+        let mut cumulative = 0;
+        for (bound, count) in keel_storage::flush::PASS_TIME_BOUNDS.iter().zip(t.counts) {
+            cumulative += count;
+            out.push_str(&format!("{name}_bucket{{shard=\"{}\",le=\"{bound}\"}} {cumulative}\n", s.shard));
+        }
+        let total: u64 = t.counts.iter().sum();
+        out.push_str(&format!("{name}_bucket{{shard=\"{}\",le=\"+Inf\"}} {total}\n", s.shard));
+        out.push_str(&format!("{name}_sum{{shard=\"{}\"}} {}\n", s.shard, t.sum_seconds));
+        out.push_str(&format!("{name}_count{{shard=\"{}\"}} {total}\n", s.shard));
+    }
 }
