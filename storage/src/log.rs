@@ -63,7 +63,7 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             cache_bytes_max: 4 << 20,
             read_ahead_bytes: 256 << 10,
-            preallocate_step_bytes: 4 << 20,
+            preallocate_step_bytes: 1 << 20,
         }
     }
 }
