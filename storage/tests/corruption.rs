@@ -8,16 +8,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::{build_batch, BatchHeader};
-use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::StorageError;
 use rand::{Rng, SeedableRng};
 
-fn run<T: Send + 'static, F: std::future::Future<Output = T> + 'static>(f: impl FnOnce() -> F + Send + 'static) -> T {
-    LocalExecutorBuilder::default().spawn(move || async move { f().await }).unwrap().join().unwrap()
-}
+mod common;
+use common::{open_log, run};
 
 fn config() -> LogConfig {
     LogConfig { segment_bytes_max: 8192, index_interval_bytes: 1024, cache_bytes_max: 0, ..LogConfig::default() }
@@ -25,11 +22,7 @@ fn config() -> LogConfig {
 
 async fn open(dir: &Path) -> Rc<RefCell<PartitionLog>> {
     keel_storage::prime_dma_probe(dir.parent().unwrap()).await.unwrap();
-    Rc::new(RefCell::new(
-        PartitionLog::open(dir, config(), Some(ShardKv::standalone_keys_for(dir).await.unwrap()), |_| {})
-            .await
-            .unwrap(),
-    ))
+    open_log(dir, config()).await
 }
 
 /// Writes 60 one-record batches and returns offset -> value.

@@ -5,12 +5,10 @@ use std::path::Path;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use glommio::LocalExecutorBuilder;
 use keel_storage::kv::ShardKv;
 
-fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-    LocalExecutorBuilder::default().spawn(move || async move { f().await }).unwrap().join().unwrap();
-}
+mod common;
+use common::run;
 
 async fn open(dir: &Path) -> Rc<ShardKv> {
     keel_storage::prime_dma_probe(dir.parent().unwrap()).await.unwrap();

@@ -4,14 +4,11 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::build_batch;
-use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 
-fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-    LocalExecutorBuilder::default().spawn(move || async move { f().await }).unwrap().join().unwrap();
-}
+mod common;
+use common::{open_log, run};
 
 fn small_config() -> LogConfig {
     LogConfig {
@@ -25,11 +22,7 @@ fn small_config() -> LogConfig {
 
 async fn open(dir: &std::path::Path) -> Rc<RefCell<PartitionLog>> {
     keel_storage::prime_dma_probe(dir.parent().unwrap()).await.unwrap();
-    Rc::new(RefCell::new(
-        PartitionLog::open(dir, small_config(), Some(ShardKv::standalone_keys_for(dir).await.unwrap()), |_| {})
-            .await
-            .unwrap(),
-    ))
+    open_log(dir, small_config()).await
 }
 
 async fn append_n(l: &Rc<RefCell<PartitionLog>>, n: usize, value_len: usize) {

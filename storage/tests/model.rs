@@ -13,13 +13,14 @@ use bytes::{Bytes, BytesMut};
 use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::build_batch;
 use keel_storage::compaction::{self, CompactionPolicy};
-use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::recovery;
 use keel_storage::retention::{self, RetentionPolicy, SegmentSummary};
 use keel_storage::{OpenKind, StorageError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+mod common;
 
 #[derive(Clone, PartialEq)]
 struct Rec {
@@ -95,15 +96,7 @@ fn config(rng: &mut StdRng) -> LogConfig {
 }
 
 async fn open(dir: &Path, config: &LogConfig) -> (Rc<RefCell<PartitionLog>>, OpenKind) {
-    let (l, kind) = PartitionLog::open_reporting(
-        dir,
-        config.clone(),
-        Some(ShardKv::standalone_keys_for(dir).await.unwrap()),
-        |_| {},
-    )
-    .await
-    .expect("log opens");
-    (Rc::new(RefCell::new(l)), kind)
+    common::open_log_reporting(dir, config.clone()).await
 }
 
 /// A batch of records, some keyless, some tombstones, some from an idempotent producer.

@@ -8,13 +8,13 @@ use std::rc::Rc;
 
 use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::build_batch;
-use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::recovery;
 
+mod common;
+
 async fn open(dir: &Path, config: &LogConfig) -> Rc<RefCell<PartitionLog>> {
-    let keys = ShardKv::standalone_keys_for(dir).await.unwrap();
-    Rc::new(RefCell::new(PartitionLog::open(dir, config.clone(), Some(keys), |_| {}).await.unwrap()))
+    common::open_log(dir, config.clone()).await
 }
 
 #[test]
@@ -49,32 +49,17 @@ fn active_segment_is_zero_filled_ahead_and_sealed_ones_are_trimmed() {
             // A clean stop keeps the zero fill and restores without scanning.
             recovery::close(&l).await.unwrap();
             drop(l);
-            let (l, kind) = PartitionLog::open_reporting(
-                &dir,
-                config.clone(),
-                Some(ShardKv::standalone_keys_for(&dir).await.unwrap()),
-                |_| {},
-            )
-            .await
-            .unwrap();
+            let (l, kind) = common::open_log_reporting(&dir, config.clone()).await;
             assert_eq!(kind, keel_storage::OpenKind::Clean);
-            assert_eq!(l.log_end_offset(), 2);
-            let l = Rc::new(RefCell::new(l));
+            assert_eq!(l.borrow().log_end_offset(), 2);
 
             log::roll(&l).await.unwrap();
             log::flush(&l).await.unwrap();
             let sealed = std::fs::metadata(&first).unwrap();
             assert_eq!(sealed.len(), 2 * b.len() as u64, "sealing cuts the zero fill off");
             drop(l);
-            let l = PartitionLog::open(
-                &dir,
-                LogConfig::default(),
-                Some(ShardKv::standalone_keys_for(&dir).await.unwrap()),
-                |_| {},
-            )
-            .await
-            .unwrap();
-            assert_eq!(l.log_end_offset(), 2);
+            let l = common::open_log(&dir, LogConfig::default()).await;
+            assert_eq!(l.borrow().log_end_offset(), 2);
         })
         .unwrap()
         .join()

@@ -11,9 +11,10 @@ use std::time::Instant;
 
 use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::build_batch;
-use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::{recovery, OpenKind};
+
+mod common;
 
 fn config() -> LogConfig {
     LogConfig { segment_bytes_max: 64 << 20, ..LogConfig::default() }
@@ -21,11 +22,8 @@ fn config() -> LogConfig {
 
 async fn open(dir: &Path) -> (Rc<RefCell<PartitionLog>>, OpenKind, f64) {
     let start = Instant::now();
-    let (l, kind) =
-        PartitionLog::open_reporting(dir, config(), Some(ShardKv::standalone_keys_for(dir).await.unwrap()), |_| {})
-            .await
-            .unwrap();
-    (Rc::new(RefCell::new(l)), kind, start.elapsed().as_secs_f64() * 1000.0)
+    let (l, kind) = common::open_log_reporting(dir, config()).await;
+    (l, kind, start.elapsed().as_secs_f64() * 1000.0)
 }
 
 #[test]

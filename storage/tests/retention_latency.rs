@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 
 use glommio::{Latency, LocalExecutorBuilder, Shares};
 use keel_protocol::batch::build_batch;
-use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::retention::{self, RetentionPolicy};
+
+mod common;
 
 const SEGMENTS: usize = 16;
 const SEGMENT_BYTES: u64 = 64 << 20;
@@ -24,9 +25,7 @@ const PHASE: Duration = Duration::from_secs(3);
 
 async fn open(dir: &Path, segment_bytes_max: u64) -> Rc<RefCell<PartitionLog>> {
     let config = LogConfig { segment_bytes_max, ..LogConfig::default() };
-    Rc::new(RefCell::new(
-        PartitionLog::open(dir, config, Some(ShardKv::standalone_keys_for(dir).await.unwrap()), |_| {}).await.unwrap(),
-    ))
+    common::open_log(dir, config).await
 }
 
 /// Fills a log with `SEGMENTS` full segments.

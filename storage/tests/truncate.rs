@@ -6,15 +6,12 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
 
-use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::{build_batch, BatchHeader};
-use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::{recovery, retention};
 
-fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-    LocalExecutorBuilder::default().spawn(move || async move { f().await }).unwrap().join().unwrap();
-}
+mod common;
+use common::{open_log, run};
 
 fn config() -> LogConfig {
     LogConfig { segment_bytes_max: 4096, index_interval_bytes: 512, cache_bytes_max: 8192, ..LogConfig::default() }
@@ -22,11 +19,7 @@ fn config() -> LogConfig {
 
 async fn open(dir: &Path) -> Rc<RefCell<PartitionLog>> {
     keel_storage::prime_dma_probe(dir.parent().unwrap()).await.unwrap();
-    Rc::new(RefCell::new(
-        PartitionLog::open(dir, config(), Some(ShardKv::standalone_keys_for(dir).await.unwrap()), |_| {})
-            .await
-            .unwrap(),
-    ))
+    open_log(dir, config()).await
 }
 
 /// Appends `n` two-record batches in `epoch`, flushing at the end.
