@@ -40,6 +40,10 @@ pub struct BrokerConfig {
     pub offsets_retention_ms: i64,
     /// Partitions of `__consumer_offsets` when it is created.
     pub offsets_topic_partitions: i32,
+    /// A shard journal checkpoint starts once the journal took this many bytes.
+    pub journal_file_bytes: u64,
+    /// A shard journal checkpoint starts at least this often while data is unsynced.
+    pub journal_checkpoint_interval_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -66,6 +70,8 @@ impl Default for BrokerConfig {
             group_consumer_heartbeat_interval_ms: 5000,
             offsets_retention_ms: 7 * 24 * 3600 * 1000,
             offsets_topic_partitions: 50,
+            journal_file_bytes: 64 << 20,
+            journal_checkpoint_interval_ms: 60_000,
         }
     }
 }
@@ -81,6 +87,14 @@ impl BrokerConfig {
         match addr.rsplit_once(':') {
             Some((host, port)) => (host.trim_matches(['[', ']']).to_string(), port.parse().unwrap_or(9092)),
             None => (addr.to_string(), 9092),
+        }
+    }
+
+    pub fn journal_config(&self) -> keel_storage::journal::JournalConfig {
+        keel_storage::journal::JournalConfig {
+            file_bytes: self.journal_file_bytes.max(1 << 20),
+            checkpoint_interval: std::time::Duration::from_millis(self.journal_checkpoint_interval_ms.max(100)),
+            ..Default::default()
         }
     }
 

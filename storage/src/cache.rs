@@ -1,8 +1,9 @@
 //! The batch cache: each log keeps its newest batches in memory, so tail reads never
 //! touch the disk, and one budget per shard ([`ShardCache`]) bounds them together.
 //!
-//! A batch enters the cache when it is appended and may leave once it is durable (a
-//! batch not yet written must stay readable after its flush). Each log trims its own
+//! A batch enters the cache when it is appended and may leave once it is below the
+//! high watermark, journaled and written to its segment file (before that, the cache
+//! is the only place to read it from, and the journal pass reads it from there). Each log trims its own
 //! cache to `cache_bytes_max` after a flush; when the shard's total passes its budget,
 //! the flush loop levels the caches down: the largest are cut first, to a common
 //! level chosen so the shard ends at 7/8 of its budget, and caches below that level
@@ -147,8 +148,8 @@ impl ShardCache {
                 break;
             }
             if let Ok(mut l) = log.try_borrow_mut() {
-                let durable = l.durable_offset;
-                l.cache.evict_to(level, durable);
+                let bound = l.evictable_below();
+                l.cache.evict_to(level, bound);
             }
         }
     }

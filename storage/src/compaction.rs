@@ -85,14 +85,15 @@ struct Range {
 }
 
 impl PartitionLog {
-    fn compactable(&self, now_ms: i64, policy: &CompactionPolicy, force: bool) -> Option<Range> {
+    /// What may be compacted of the segments wholly below `bound`.
+    fn compactable(&self, bound: i64, now_ms: i64, policy: &CompactionPolicy, force: bool) -> Option<Range> {
         let lag_limit = now_ms.saturating_sub(policy.min_compaction_lag_ms);
         let mut count = 0;
         for (i, seg) in self.segments.iter().enumerate() {
             let Some(next) = self.segments.get(i + 1) else {
                 break;
             };
-            if next.base_offset > self.durable_offset || seg.max_timestamp > lag_limit {
+            if next.base_offset > bound || seg.max_timestamp > lag_limit {
                 break;
             }
             count = i + 1;
@@ -131,7 +132,17 @@ pub async fn compact(
     policy: &CompactionPolicy,
     force: bool,
 ) -> Result<Option<CompactionOutcome>, StorageError> {
-    let Some(range) = log.borrow().compactable(now_ms, policy, force) else {
+    let hw = log.borrow().high_watermark();
+    if log.borrow().compactable(hw, now_ms, policy, force).is_none() {
+        return Ok(None);
+    }
+    // Only segments whose files are fsynced are rewritten (a journal replay never
+    // rebuilds them): fsync the log's files first if the work reaches past that.
+    if log.borrow().compactable(log.borrow().settled_offset(), now_ms, policy, force).is_none() {
+        crate::log::flush(log).await?;
+    }
+    let settled = log.borrow().settled_offset();
+    let Some(range) = log.borrow().compactable(settled, now_ms, policy, force) else {
         return Ok(None);
     };
     let map = KeyMap::build(log, &range, policy.key_map_bytes_max).await?;

@@ -1,23 +1,45 @@
 //! The shard's flush loop: group commit for every partition the shard owns.
 //!
-//! Appends mark their log dirty and wake the loop. One pass takes every dirty log,
-//! writes and fdatasyncs them concurrently, and advances their durable offsets. While a
+//! Appends mark their log dirty and wake the loop. One pass takes every dirty log and
+//! makes what was appended durable, then advances the logs' flushed offsets. While a
 //! pass runs, new appends accumulate and go in the next pass, so the fsync rate follows
-//! the device's latency, not the number of partitions or requests.
+//! the device's latency, not the number of requests.
+//!
+//! With a journal (a broker shard), a pass is one journal write and one fdatasync
+//! whatever the number of dirty logs; a second task then writes the logs' segment
+//! files in whole pages, and a third runs checkpoints ([`crate::journal`]). Without
+//! one (tools and storage tests), a pass writes and fdatasyncs each dirty log's files
+//! concurrently.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use futures_lite::future;
 
 use crate::cache::ShardCache;
+use crate::journal::{Journal, Mark, Record};
 use crate::log::{self, PartitionLog};
 use crate::signal::Signal;
 
+type Log = Rc<RefCell<PartitionLog>>;
+
+/// Logs flushed at once by a checkpoint.
+const CHECKPOINT_CONCURRENCY: usize = 64;
+
 #[derive(Default)]
 pub struct FlushQueue {
-    dirty: RefCell<Vec<Rc<RefCell<PartitionLog>>>>,
+    dirty: RefCell<Vec<Log>>,
     wake: Rc<Signal>,
+    journal: Option<Rc<Journal>>,
+    /// Journaled logs with segment bytes to write.
+    to_write: RefCell<Vec<Log>>,
+    write_wake: Rc<Signal>,
+    /// Every journaled log, for checkpoints.
+    logs: RefCell<Vec<Weak<RefCell<PartitionLog>>>>,
+    checkpoint_running: Cell<bool>,
+    checkpoint_done: Rc<Signal>,
     /// The shard's batch-cache budget, enforced after every pass.
     cache: Option<Rc<ShardCache>>,
     /// Completed passes and their fdatasync count, for metrics.
@@ -25,6 +47,7 @@ pub struct FlushQueue {
     pub syncs: std::cell::Cell<u64>,
     /// How long passes took: what every acks=-1 produce waits for.
     pub pass_times: RefCell<PassTimes>,
+    last_checkpoint: Cell<Option<Instant>>,
 }
 
 /// Upper bounds of the pass-time buckets, in seconds.
@@ -56,6 +79,25 @@ impl FlushQueue {
         Rc::new(FlushQueue { cache: Some(cache), ..FlushQueue::default() })
     }
 
+    /// A flush loop that makes appends durable through `journal`; every log it flushes
+    /// must be opened with [`PartitionLog::open_journaled`] on that journal and
+    /// [`FlushQueue::register`]ed.
+    pub fn with_journal(cache: Option<Rc<ShardCache>>, journal: Rc<Journal>) -> Rc<FlushQueue> {
+        Rc::new(FlushQueue { cache, journal: Some(journal), ..FlushQueue::default() })
+    }
+
+    pub fn journal(&self) -> Option<&Rc<Journal>> {
+        self.journal.as_ref()
+    }
+
+    /// Adds a journaled log to those every checkpoint covers.
+    pub fn register(&self, log: &Log) {
+        assert!(log.borrow().journal.is_some(), "only journaled logs are checkpointed");
+        let mut logs = self.logs.borrow_mut();
+        logs.retain(|w| w.strong_count() > 0);
+        logs.push(Rc::downgrade(log));
+    }
+
     /// Schedules `log` for the next pass.
     pub fn mark_dirty(&self, log: &Rc<RefCell<PartitionLog>>) {
         let mut dirty = self.dirty.borrow_mut();
@@ -68,6 +110,10 @@ impl FlushQueue {
 
     /// Runs passes forever; spawn it once per shard.
     pub async fn run(self: Rc<Self>) {
+        if self.journal.is_some() {
+            glommio::spawn_local(self.clone().write_segments()).detach();
+            glommio::spawn_local(self.clone().checkpoint_timer()).detach();
+        }
         loop {
             let wait = self.wake.wait();
             let batch = self.dirty.take();
@@ -75,34 +121,212 @@ impl FlushQueue {
                 wait.await;
                 continue;
             }
-            let count = batch.len() as u64;
-            let mut passes = Vec::with_capacity(batch.len());
-            for l in batch {
-                passes.push(async move {
-                    if let Err(e) = log::flush(&l).await {
-                        tracing::error!(error = %e, "flush failed; will retry");
-                        glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
-                        Err(l)
-                    } else {
-                        Ok(())
-                    }
-                });
+            let started = Instant::now();
+            match &self.journal {
+                Some(journal) => self.journal_pass(journal, batch).await,
+                None => self.direct_pass(batch).await,
             }
-            let started = std::time::Instant::now();
-            let results = join_all(passes).await;
             self.pass_times.borrow_mut().record(started.elapsed().as_secs_f64());
-            for r in results {
-                if let Err(l) = r {
-                    self.mark_dirty(&l);
-                }
-            }
             if let Some(cache) = &self.cache {
                 cache.evict();
             }
             self.passes.set(self.passes.get() + 1);
-            self.syncs.set(self.syncs.get() + count);
         }
     }
+
+    /// Writes and fdatasyncs every log's own files.
+    async fn direct_pass(&self, batch: Vec<Log>) {
+        let count = batch.len() as u64;
+        let passes: Vec<_> = batch
+            .into_iter()
+            .map(|l| async move {
+                if let Err(e) = log::flush(&l).await {
+                    tracing::error!(error = %e, "flush failed; will retry");
+                    glommio::timer::sleep(Duration::from_millis(100)).await;
+                    Err(l)
+                } else {
+                    Ok(())
+                }
+            })
+            .collect();
+        for r in join_all(passes).await {
+            if let Err(l) = r {
+                self.mark_dirty(&l);
+            }
+        }
+        self.syncs.set(self.syncs.get() + count);
+    }
+
+    /// One journal write and one fdatasync for every dirty log.
+    async fn journal_pass(self: &Rc<Self>, journal: &Rc<Journal>, batch: Vec<Log>) {
+        while journal.recovered() && journal.live_files() >= journal.config.live_files_max {
+            let done = self.checkpoint_done.wait();
+            self.start_checkpoint();
+            done.await;
+        }
+        let mut records = Vec::with_capacity(batch.len());
+        let mut taken = Vec::with_capacity(batch.len());
+        for log in &batch {
+            let mut l = log.borrow_mut();
+            let l = &mut *l;
+            let j = l.journal.as_mut().expect("a journaled shard's logs are journaled");
+            let (create, truncate) = (std::mem::take(&mut j.pending_create), j.pending_truncate.take());
+            if create {
+                records.push(Record::Create { key: j.key.clone() });
+            }
+            if let Some(offset) = truncate {
+                records.push(Record::Truncate { key: j.key.clone(), offset });
+            }
+            let from = l.cache.partition_point(|(h, _)| h.base_offset < j.journaled_offset);
+            let batches: Vec<Bytes> = l.cache.range(from..).map(|(_, b)| b.clone()).collect();
+            if !batches.is_empty() {
+                records.push(Record::Data { key: j.key.clone(), batches });
+            }
+            taken.push((l.next_offset, l.truncations, create, truncate));
+        }
+        let written = if records.is_empty() { Ok(()) } else { journal.write(&records).await };
+        self.syncs.set(self.syncs.get() + u64::from(!records.is_empty()));
+        match written {
+            Ok(()) => {
+                for (log, (target, truncations, _, _)) in batch.iter().zip(taken) {
+                    let mut l = log.borrow_mut();
+                    if l.truncations != truncations {
+                        // Truncated while the pass ran: what follows the cut goes next.
+                        drop(l);
+                        self.mark_dirty(log);
+                        continue;
+                    }
+                    l.journal.as_mut().expect("journaled").journaled_offset = target;
+                    if target > l.durable_offset {
+                        l.mark_flushed(target);
+                    }
+                }
+                self.to_write.borrow_mut().extend(batch);
+                self.write_wake.notify();
+                if journal.bytes_since_checkpoint() >= journal.config.file_bytes {
+                    self.start_checkpoint();
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "journal write failed; will retry");
+                for (log, (_, _, create, truncate)) in batch.iter().zip(taken) {
+                    let mut l = log.borrow_mut();
+                    l.flush_error = Some(e.to_string());
+                    let j = l.journal.as_mut().expect("journaled");
+                    j.pending_create |= create;
+                    j.pending_truncate = match (j.pending_truncate, truncate) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    l.changed.notify();
+                }
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+                for log in &batch {
+                    self.mark_dirty(log);
+                }
+            }
+        }
+    }
+
+    /// Writes the journaled logs' segment files in whole pages, off the
+    /// acknowledgement path.
+    async fn write_segments(self: Rc<Self>) {
+        loop {
+            let wait = self.write_wake.wait();
+            let mut logs = self.to_write.take();
+            if logs.is_empty() {
+                wait.await;
+                continue;
+            }
+            logs.sort_by_key(|l| Rc::as_ptr(l) as usize);
+            logs.dedup_by(|a, b| Rc::ptr_eq(a, b));
+            let writes = logs.iter().map(|l| async move { (l, log::write_whole_pages(l).await) }).collect();
+            let mut failed = false;
+            for (l, result) in join_all(writes).await {
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, "segment write failed; will retry");
+                    self.to_write.borrow_mut().push(l.clone());
+                    failed = true;
+                }
+            }
+            if failed {
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+
+    /// Starts a checkpoint at least every `checkpoint_interval` while the journal
+    /// took records since the last one.
+    async fn checkpoint_timer(self: Rc<Self>) {
+        let journal = self.journal.clone().expect("journaled");
+        loop {
+            glommio::timer::sleep(journal.config.checkpoint_interval.min(Duration::from_secs(1))).await;
+            let due = self.last_checkpoint.get().is_none_or(|t| t.elapsed() >= journal.config.checkpoint_interval);
+            if due && journal.bytes_since_checkpoint() > 0 {
+                self.start_checkpoint();
+            }
+        }
+    }
+
+    /// Runs a checkpoint in the background unless one is running, or recovery is not
+    /// finished (a checkpoint would retire records of logs not opened yet).
+    pub fn start_checkpoint(self: &Rc<Self>) {
+        if !self.journal.as_ref().is_some_and(|j| j.recovered()) || self.checkpoint_running.replace(true) {
+            return;
+        }
+        let this = self.clone();
+        glommio::spawn_local(async move {
+            if let Err(e) = this.checkpoint().await {
+                tracing::error!(error = %e, "journal checkpoint failed; will retry");
+                glommio::timer::sleep(Duration::from_millis(500)).await;
+            }
+            this.last_checkpoint.set(Some(Instant::now()));
+            this.checkpoint_running.set(false);
+            this.checkpoint_done.notify();
+        })
+        .detach();
+    }
+
+    /// Fsyncs every journaled log's segment files and records where each stands, so
+    /// the journal files before this checkpoint can go.
+    pub async fn checkpoint(&self) -> Result<(), crate::StorageError> {
+        let journal = self.journal.clone().expect("checkpoints need a journal");
+        let replay_from = journal.roll_for_checkpoint().await?;
+        let logs: Vec<Log> = {
+            let mut logs = self.logs.borrow_mut();
+            logs.retain(|w| w.strong_count() > 0);
+            logs.iter().filter_map(Weak::upgrade).collect()
+        };
+        let mut marks = Vec::with_capacity(logs.len());
+        for chunk in logs.chunks(CHECKPOINT_CONCURRENCY) {
+            let flushes = chunk.iter().map(|log| mark_log(&journal, log)).collect();
+            for mark in join_all(flushes).await {
+                marks.push(mark?);
+            }
+            glommio::yield_if_needed().await;
+        }
+        journal.finish_checkpoint(replay_from, marks).await
+    }
+}
+
+/// Writes and fsyncs one log's segment files for a checkpoint and says where they stand.
+async fn mark_log(journal: &Journal, log: &Log) -> Result<(Bytes, Mark), crate::StorageError> {
+    let lock = log.borrow().io_lock();
+    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
+    // Taken with no await before the flush takes its writes: records before this
+    // position are reflected in what the flush makes durable.
+    let position = journal.next_position();
+    let synced = log::flush_locked(log).await?;
+    let l = log.borrow();
+    let key = l.journal.as_ref().expect("journaled").key.clone();
+    let mark = Mark {
+        position,
+        segment_base: synced.segment_base,
+        segment_size: synced.segment_size,
+        next_offset: synced.next_offset,
+        high_watermark: l.high_watermark,
+    };
+    Ok((key, mark))
 }
 
 /// Awaits all futures concurrently on the current task.

@@ -28,6 +28,8 @@ use crate::log::{self, LogConfig, PartitionLog};
 use crate::retention::{self, RetentionPolicy};
 use crate::segment_io::SegmentReader;
 
+/// The store's name in the shard journal's records (partitions' names are 20 bytes).
+const JOURNAL_KEY: &[u8] = b"state-store";
 /// The log grows to this size before a snapshot is considered.
 const SNAPSHOT_MIN_BYTES: u64 = 4 << 20;
 /// Records per snapshot batch.
@@ -49,7 +51,17 @@ impl ShardKv {
             cache_bytes_max: 0,
             ..LogConfig::default()
         };
-        let log = Rc::new(RefCell::new(PartitionLog::open(dir, config, None, |_| {}).await?));
+        let log = match flush.journal() {
+            Some(journal) => {
+                let key = Bytes::from_static(JOURNAL_KEY);
+                PartitionLog::open_journaled(dir, config, None, journal, key, |_| {}).await?.0
+            }
+            None => PartitionLog::open(dir, config, None, |_| {}).await?,
+        };
+        let log = Rc::new(RefCell::new(log));
+        if flush.journal().is_some() {
+            flush.register(&log);
+        }
         let mut map = BTreeMap::new();
         let segments: Vec<_> = log.borrow().segments.iter().map(SegmentReader::new).collect();
         for mut reader in segments {

@@ -17,6 +17,7 @@ pub mod checkpoint;
 pub mod compaction;
 pub mod error;
 pub mod flush;
+pub mod journal;
 pub mod kv;
 pub mod log;
 pub mod producer_tail;

@@ -1,14 +1,24 @@
-//! A partition's log: its segments, its batch cache, its pending writes and the three
-//! offsets that matter (log start, durable = high watermark, log end).
+//! A partition's log: its segments, its batch cache, its pending writes and the
+//! offsets that matter: log start, high watermark (what consumers may read), flushed
+//! (locally durable), written (in the segment files), synced (fsynced in the segment
+//! files) and log end.
 //!
 //! Appends are synchronous: the patched batch goes to the tail cache and to the pending
-//! buffer of the active segment. `flush` (called by the shard's flush loop, and by
-//! retention and `close`) writes pending bytes with O_DIRECT from 4 KiB-aligned
-//! buffers, rewriting the partial tail page kept in memory, fdatasyncs each file before
-//! writing the next, and then moves the durable offset. Readers never see past the
-//! durable offset. The active segment is zero-filled ahead of its end, so an append
-//! overwrites blocks that are already allocated and written: its fdatasync then carries
-//! no file-system metadata (no extent conversion, no size change), only the data.
+//! buffer of the active segment. A log has one of two durability paths:
+//!
+//! - **Journaled** (every partition of a broker shard): the shard's flush loop writes
+//!   the batches to the shard's journal ([`crate::journal`]) with one fdatasync for all
+//!   logs, which moves `flushed`; the segment files are written afterwards in whole
+//!   pages without an fsync, and fsynced only by a checkpoint (`flush_locked`), which
+//!   moves `synced`.
+//! - **Direct** (logs opened without a journal: tools and storage tests): `flush` writes
+//!   pending bytes with O_DIRECT from 4 KiB-aligned buffers, rewriting the partial tail
+//!   page kept in memory, fdatasyncs each file before writing the next, and then moves
+//!   `flushed`, `written` and `synced` together. The active segment is zero-filled ahead
+//!   of its end, so its fdatasync carries no file-system metadata, only the data.
+//!
+//! The high watermark follows `flushed` on a single node; a replicated log moves it
+//! itself ([`PartitionLog::set_high_watermark`]). Readers never see past it.
 //!
 //! Everything that changes files under the log (flush, truncation, retention removing
 //! segments, compaction swapping one) holds the log's `io_lock`, so a flush never
@@ -87,7 +97,21 @@ pub struct PartitionLog {
     pub(crate) segments: Vec<Segment>,
     pub log_start_offset: i64,
     pub(crate) next_offset: i64,
+    /// Flushed: offsets below this are locally durable (in the journal or fsynced).
     pub(crate) durable_offset: i64,
+    /// Offsets below this are what consumers may read and what acks=all waits for.
+    pub(crate) high_watermark: i64,
+    /// The high watermark follows `durable_offset` (a single node); when false, the
+    /// replication layer moves it.
+    pub(crate) hw_follows_flush: bool,
+    /// Offsets below this are written to the segment files (readable with DMA reads).
+    pub(crate) written_offset: i64,
+    /// Offsets below this are fsynced in the segment files.
+    pub(crate) synced_offset: i64,
+    /// (segment base, end position in it, next offset) of batches not yet written.
+    pub(crate) unwritten: std::collections::VecDeque<(i64, u64, i64)>,
+    /// How this log reaches the shard's journal, when it has one.
+    pub(crate) journal: Option<crate::journal::LogJournal>,
     pub(crate) cache: BatchCache,
     /// Bytes of the active segment not yet handed to a write.
     pub(crate) pending: Vec<u8>,
@@ -124,6 +148,12 @@ impl PartitionLog {
             log_start_offset: 0,
             next_offset: 0,
             durable_offset: 0,
+            high_watermark: 0,
+            hw_follows_flush: true,
+            written_offset: 0,
+            synced_offset: 0,
+            unwritten: Default::default(),
+            journal: None,
             cache: BatchCache::default(),
             pending: Vec::new(),
             tail: Vec::new(),
@@ -177,9 +207,70 @@ impl PartitionLog {
     pub fn log_end_offset(&self) -> i64 {
         self.next_offset
     }
-    /// Offsets below this are fsynced; on a single node this is the high watermark.
+    /// What consumers may read and what acks=all waits for.
     pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+    /// Offsets below this are locally durable (flushed).
+    pub fn flushed_offset(&self) -> i64 {
         self.durable_offset
+    }
+    /// Hands the high watermark to the replication layer: from now on it moves only
+    /// by [`PartitionLog::set_high_watermark`].
+    pub fn set_replicated(&mut self) {
+        self.hw_follows_flush = false;
+    }
+    /// Moves the high watermark (never backwards, never past the log end).
+    pub fn set_high_watermark(&mut self, offset: i64) {
+        assert!(offset <= self.next_offset, "high watermark {offset} past the log end {}", self.next_offset);
+        if offset > self.high_watermark {
+            self.high_watermark = offset;
+            self.changed.notify();
+        }
+    }
+    /// Moves `flushed` to `offset` after a successful flush or journal pass.
+    pub(crate) fn mark_flushed(&mut self, offset: i64) {
+        assert!(offset >= self.durable_offset, "flushed offset must not go backwards");
+        self.durable_offset = offset;
+        if self.hw_follows_flush {
+            self.high_watermark = self.high_watermark.max(offset);
+        }
+        self.flush_error = None;
+        self.changed.notify();
+    }
+    /// Sets every offset to the log end: what recovery leaves behind.
+    pub(crate) fn mark_all_durable(&mut self, saved_high_watermark: Option<i64>) {
+        let end = self.next_offset;
+        self.durable_offset = end;
+        self.written_offset = end;
+        self.synced_offset = end;
+        self.unwritten.clear();
+        self.high_watermark = match saved_high_watermark {
+            Some(hw) if !self.hw_follows_flush => hw.min(end),
+            _ => end,
+        };
+    }
+    /// Segments wholly below this may be deleted or rewritten: consumers may have read
+    /// them and their files are fsynced (a journal replay never has to rebuild them).
+    pub(crate) fn settled_offset(&self) -> i64 {
+        self.high_watermark.min(self.synced_offset)
+    }
+    /// Records that the active segment (or an earlier one) is written up to `position`.
+    pub(crate) fn note_written(&mut self, segment_base: i64, position: u64) {
+        while let Some(&(base, end, next)) = self.unwritten.front() {
+            if base > segment_base || (base == segment_base && end > position) {
+                break;
+            }
+            self.unwritten.pop_front();
+            self.written_offset = self.written_offset.max(next);
+        }
+        for seg in self.segments.iter_mut() {
+            if seg.base_offset < segment_base {
+                seg.written_size = seg.size;
+            } else if seg.base_offset == segment_base {
+                seg.written_size = seg.written_size.max(position.min(seg.size));
+            }
+        }
     }
     pub fn size_bytes(&self) -> u64 {
         self.segments.iter().map(|s| s.size).sum()
@@ -229,24 +320,32 @@ impl PartitionLog {
         note_epoch(&mut self.epochs, &header);
         self.producers.note(&header);
         self.next_offset = header.last_offset() + 1;
+        let active = self.active();
+        self.unwritten.push_back((active.base_offset, active.size, self.next_offset));
         self.pending.extend_from_slice(&bytes);
         self.cache.push_back(header, bytes);
         header
     }
 
-    /// Takes everything waiting to be written, leaving the tail page in memory.
-    /// Returns the writes, the offset they make durable and the active segment's
-    /// (base offset, size) they cover.
-    fn take_writes(&mut self) -> (Vec<PendingWrite>, i64, (i64, u64)) {
+    /// Takes everything waiting to be written (with `whole_pages_only`, all but the
+    /// partial last page), leaving the tail page in memory. Returns the writes and
+    /// what they cover: the next offset, and the active segment's base and the
+    /// position written up to.
+    fn take_writes(&mut self, whole_pages_only: bool) -> (Vec<PendingWrite>, i64, (i64, u64)) {
         let mut writes = std::mem::take(&mut self.queued);
         let step = self.config.preallocate_step_bytes;
         let segment_max = self.config.segment_bytes_max;
-        if !self.pending.is_empty() {
-            let mut data = std::mem::take(&mut self.tail);
-            data.append(&mut self.pending);
-            let full = data.len() as u64 / PAGE * PAGE;
-            self.tail = data[full as usize..].to_vec();
-            let position = self.tail_position;
+        // A journaled log may hold a tail page that is not on disk yet.
+        let unwritten = !self.pending.is_empty() || self.active().written_size < self.active().size;
+        let mut data = std::mem::take(&mut self.tail);
+        data.append(&mut self.pending);
+        let full = data.len() as u64 / PAGE * PAGE;
+        self.tail = data[full as usize..].to_vec();
+        let position = self.tail_position;
+        if whole_pages_only {
+            data.truncate(full as usize);
+        }
+        if !data.is_empty() && unwritten {
             let end = position + (data.len() as u64).div_ceil(PAGE) * PAGE;
             let active = self.segments.last_mut().expect("active segment");
             let zero_fill = (data.len() < ZERO_FILL_WRITES_BELOW)
@@ -260,10 +359,11 @@ impl PartitionLog {
                 seal_size: None,
                 zero_fill,
             });
-            self.tail_position += full;
         }
+        self.tail_position += full;
         let active = self.active();
-        (writes, self.next_offset, (active.base_offset, active.size))
+        let written_upto = if whole_pages_only { self.tail_position } else { active.size };
+        (writes, self.next_offset, (active.base_offset, written_upto))
     }
 
     fn needs_roll(&self, incoming: usize, incoming_timestamp: i64) -> bool {
@@ -279,7 +379,27 @@ impl PartitionLog {
     }
 
     pub(crate) fn evict_cache(&mut self) {
-        self.cache.evict_to(self.config.cache_bytes_max, self.durable_offset);
+        let bound = self.evictable_below();
+        self.cache.evict_to(self.config.cache_bytes_max, bound);
+    }
+
+    /// Cached batches below this may be dropped: readable from the segment files and
+    /// already journaled.
+    pub(crate) fn evictable_below(&self) -> i64 {
+        self.high_watermark.min(self.written_offset).min(self.durable_offset)
+    }
+
+    /// Brings every offset down to `end` after a truncation, and tells the journal.
+    pub(crate) fn note_truncated(&mut self, end: i64) {
+        self.durable_offset = self.durable_offset.min(end);
+        self.high_watermark = self.high_watermark.min(end);
+        self.written_offset = self.written_offset.min(end);
+        self.synced_offset = self.synced_offset.min(end);
+        self.unwritten.retain(|&(_, _, next)| next <= end);
+        if let Some(j) = self.journal.as_mut() {
+            j.journaled_offset = j.journaled_offset.min(end);
+            j.pending_truncate = Some(j.pending_truncate.map_or(end, |t| t.min(end)));
+        }
     }
 
     /// Drops cached batches at or after `offset` (the log was truncated there), and
@@ -424,56 +544,113 @@ fn seal_active(l: &mut PartitionLog) {
     l.tail_position = 0;
 }
 
-/// Writes and fsyncs everything appended so far, then advances the durable offset.
-/// Serialized with every other file change of the log by its io lock.
-pub async fn flush(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
+/// What a flush left fsynced in the segment files: everything below `next_offset`,
+/// the active segment being `segment_base` with `segment_size` bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Synced {
+    pub next_offset: i64,
+    pub segment_base: i64,
+    pub segment_size: u64,
+}
+
+/// Writes and fsyncs everything appended so far to the segment files. For a log
+/// without a journal this is what makes appends durable (it moves `flushed` and the
+/// high watermark); for a journaled log it is the checkpoint of its segment files (it
+/// moves `synced` only: the journal already made the appends durable). Serialized
+/// with every other file change of the log by its io lock.
+pub async fn flush(log: &Rc<RefCell<PartitionLog>>) -> Result<Synced, StorageError> {
     let lock = log.borrow().io_lock();
     let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     flush_locked(log).await
 }
 
 /// `flush` for a caller already holding the io lock.
-pub(crate) async fn flush_locked(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
-    let (writes, target, (active_base, active_size)) = log.borrow_mut().take_writes();
-    // Each file is fsynced before the next one is written (writes come in segment
-    // order): valid data in a segment then proves every earlier one complete on disk,
-    // which recovery relies on to tell a torn write from damage.
-    let mut unsynced: Option<(Rc<DmaFile>, PathBuf)> = None;
+pub(crate) async fn flush_locked(log: &Rc<RefCell<PartitionLog>>) -> Result<Synced, StorageError> {
+    let journaled = log.borrow().journal.is_some();
+    let (writes, target, (active_base, active_size)) = log.borrow_mut().take_writes(false);
+    let mut files = write_all(log, writes, !journaled).await?;
+    if let Some(j) = log.borrow_mut().journal.as_mut() {
+        files.append(&mut j.unsynced);
+    }
+    let syncs = files.iter().enumerate().filter(|(i, (f, _))| !files[..*i].iter().any(|(g, _)| Rc::ptr_eq(f, g)));
+    crate::flush::join_all(syncs.map(|(_, (file, path))| sync_or_die(file, path)).collect()).await;
+    let mut l = log.borrow_mut();
+    l.note_written(active_base, active_size);
+    l.synced_offset = l.synced_offset.max(target);
+    if !journaled {
+        l.mark_flushed(target);
+    }
+    l.evict_cache();
+    l.changed.notify();
+    Ok(Synced { next_offset: target, segment_base: active_base, segment_size: active_size })
+}
+
+/// Writes a journaled log's whole pages to its segment files, without an fsync: the
+/// journal holds the data durably, and the next checkpoint fsyncs these files.
+pub(crate) async fn write_whole_pages(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
+    let lock = log.borrow().io_lock();
+    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
+    let (writes, _, (active_base, written_upto)) = log.borrow_mut().take_writes(true);
+    if writes.is_empty() {
+        return Ok(());
+    }
+    let mut files = write_all(log, writes, false).await?;
+    let mut l = log.borrow_mut();
+    if let Some(j) = l.journal.as_mut() {
+        files.retain(|(f, _)| !j.unsynced.iter().any(|(g, _)| Rc::ptr_eq(f, g)));
+        j.unsynced.append(&mut files);
+    }
+    l.note_written(active_base, written_upto);
+    l.evict_cache();
+    Ok(())
+}
+
+/// Writes `writes` in order. With `sync_between`, each file is fsynced before the
+/// next one is written (writes come in segment order): valid data in a segment then
+/// proves every earlier one complete on disk, which the recovery of a log without a
+/// journal relies on to tell a torn write from damage; the last file is fsynced too.
+/// Without it, returns the files written, unsynced. A failed write and those after
+/// it go back to the queue, to be retried by the next flush.
+async fn write_all(
+    log: &Rc<RefCell<PartitionLog>>,
+    writes: Vec<PendingWrite>,
+    sync_between: bool,
+) -> Result<Vec<(Rc<DmaFile>, PathBuf)>, StorageError> {
+    let mut files: Vec<(Rc<DmaFile>, PathBuf)> = Vec::new();
     for (i, w) in writes.iter().enumerate() {
-        if let Some((file, path)) = unsynced.take_if(|(f, _)| !Rc::ptr_eq(f, &w.file)) {
-            sync_or_die(&file, &path).await;
+        if sync_between {
+            if let Some((file, path)) = files.pop_if(|(f, _)| !Rc::ptr_eq(f, &w.file)) {
+                sync_or_die(&file, &path).await;
+            }
         }
         if let Err(e) = write_aligned(w).await {
-            if let Some((file, path)) = unsynced.take() {
-                sync_or_die(&file, &path).await;
+            if sync_between {
+                if let Some((file, path)) = files.pop() {
+                    sync_or_die(&file, &path).await;
+                }
             }
             let mut l = log.borrow_mut();
             let mut queued: Vec<PendingWrite> = writes.into_iter().skip(i).collect();
             queued.append(&mut l.queued);
             l.queued = queued;
-            l.flush_error = Some(e.to_string());
+            if let Some(j) = l.journal.as_mut() {
+                j.unsynced.append(&mut files);
+            } else {
+                l.flush_error = Some(e.to_string());
+            }
             l.changed.notify();
             return Err(e);
         }
-        unsynced.get_or_insert_with(|| (w.file.clone(), w.path.clone()));
-    }
-    if let Some((file, path)) = unsynced {
-        sync_or_die(&file, &path).await;
-    }
-    let mut l = log.borrow_mut();
-    assert!(target >= l.durable_offset, "durable offset must not go backwards");
-    for seg in l.segments.iter_mut() {
-        if seg.base_offset < active_base {
-            seg.durable_size = seg.size;
-        } else if seg.base_offset == active_base {
-            seg.durable_size = seg.durable_size.max(active_size);
+        if !files.last().is_some_and(|(f, _)| Rc::ptr_eq(f, &w.file)) {
+            files.push((w.file.clone(), w.path.clone()));
         }
     }
-    l.durable_offset = target;
-    l.flush_error = None;
-    l.evict_cache();
-    l.changed.notify();
-    Ok(())
+    if sync_between {
+        if let Some((file, path)) = files.pop() {
+            sync_or_die(&file, &path).await;
+        }
+    }
+    Ok(files)
 }
 
 /// Passes writing this much or more of one log skip the zero fill: their fdatasync's

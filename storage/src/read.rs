@@ -63,7 +63,7 @@ struct SegmentView {
     base_offset: i64,
     file: Rc<DmaFile>,
     path: PathBuf,
-    durable_size: u64,
+    written_size: u64,
 }
 
 impl SegmentView {
@@ -72,7 +72,7 @@ impl SegmentView {
             base_offset: seg.base_offset,
             file: seg.file.clone(),
             path: seg.path.clone(),
-            durable_size: seg.durable_size,
+            written_size: seg.written_size,
         }
     }
 }
@@ -90,12 +90,18 @@ pub async fn read(
     let (upto, mut seg, mut position, mut want, mut ahead) = {
         let mut l = log.borrow_mut();
         l.check_range(offset)?;
-        let upto = upto.min(l.durable_offset);
+        let upto = upto.min(l.high_watermark);
         if offset >= upto {
             return Ok(out);
         }
         if let Some(hit) = l.read_cached(offset, max_bytes, upto) {
             return Ok(hit);
+        }
+        // Batches not yet in the segment files are in the cache: the disk read stops
+        // before them and the next read finds them there.
+        let upto = upto.min(l.written_offset);
+        if offset >= upto {
+            return Ok(out);
         }
         let Some((seg, position)) = l.locate(offset) else {
             return Ok(out);
@@ -107,7 +113,7 @@ pub async fn read(
     // with more durable data after it: the place to read ahead from.
     let mut stopped_at: Option<u64> = None;
     'segments: loop {
-        if position >= seg.durable_size {
+        if position >= seg.written_size {
             match log.borrow().segment_after(seg.base_offset) {
                 Some(next) => seg = next,
                 None => break,
@@ -123,7 +129,7 @@ pub async fn read(
                 (a.data, false)
             }
             None => {
-                let len = want.min((seg.durable_size - position) as usize);
+                let len = want.min((seg.written_size - position) as usize);
                 let data = segment::read_file(&seg.file, &seg.path, position, len).await?;
                 let short = data.len() < len;
                 (data, short)
@@ -139,7 +145,7 @@ pub async fn read(
             };
             if need > rest.len() {
                 if cursor == 0 {
-                    if position + need as u64 > seg.durable_size && !short {
+                    if position + need as u64 > seg.written_size && !short {
                         let reason = format!("batch of {need} bytes runs past the segment's end");
                         return Err(corrupt(&seg.path, position, reason));
                     }
@@ -194,7 +200,7 @@ pub(crate) struct ReadAhead {
 /// Starts reading `len` bytes of `seg` from `position` in the background, unless a
 /// read-ahead is already running for this log or the shard's cache budget is full.
 fn read_ahead(log: &Rc<RefCell<PartitionLog>>, seg: SegmentView, position: u64, next_offset: i64, len: usize) {
-    let len = len.min(seg.durable_size.saturating_sub(position) as usize);
+    let len = len.min(seg.written_size.saturating_sub(position) as usize);
     let truncations = {
         let mut l = log.borrow_mut();
         if l.read_ahead_running || len == 0 || !l.cache.has_room_for(len) {
@@ -238,7 +244,7 @@ pub async fn offset_for_timestamp(
         };
         let i = seg.index.partition_point(|e| e.max_timestamp_so_far < timestamp);
         let start = if i == 0 { seg.base_offset } else { seg.index[i - 1].offset };
-        (start.max(l.log_start_offset), l.durable_offset)
+        (start.max(l.log_start_offset), l.high_watermark)
     };
     while offset < hw {
         let r = read(log, offset, 1 << 20, hw).await?;

@@ -22,11 +22,12 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
 
-use bytes::{Buf, BufMut};
+use bytes::{Buf, BufMut, Bytes};
 use keel_protocol::batch::BatchHeader;
 
 use crate::checkpoint::{PartitionState, CLEAN_KEY, STATE_KEY};
 use crate::error::StorageError;
+use crate::journal::{Journal, LogJournal, LogRecovery, Record};
 use crate::kv::StateKeys;
 use crate::log::{self, note_epoch, sync_or_die, LogConfig, PartitionLog};
 use crate::segment::{self, IndexEntry, Segment, SegmentState};
@@ -103,7 +104,7 @@ impl PartitionLog {
             start_empty_at(&mut log, state.log_start_offset).await?;
         }
         log.advance_start(state.log_start_offset.min(log.next_offset));
-        log.durable_offset = log.next_offset;
+        log.mark_all_durable(None);
         log.load_tail().await?;
         // Counted for partitions only: the state store's own log always scans.
         if keys.is_some() {
@@ -114,6 +115,147 @@ impl PartitionLog {
         }
         Ok((log, kind))
     }
+}
+
+impl PartitionLog {
+    /// Opens the log in `dir` as one of the shard journal's logs, named `key` in its
+    /// records: cuts the segment files back to the last checkpoint's mark, opens
+    /// them, then replays the journal's records for the log (see [`crate::journal`]).
+    /// Replayed data is written to the segment files and fsynced before this returns.
+    pub async fn open_journaled(
+        dir: &Path,
+        mut config: LogConfig,
+        keys: Option<StateKeys>,
+        journal: &Journal,
+        key: Bytes,
+        mut on_batch: impl FnMut(&BatchHeader),
+    ) -> Result<(PartitionLog, OpenKind), StorageError> {
+        // Segment files are fsynced only at checkpoints: zeros written ahead of them
+        // would buy nothing.
+        config.preallocate_step_bytes = 0;
+        let found = journal.take_recovered(&key);
+        let clean = keys.as_ref().is_some_and(|k| k.kv.get(&k.key(CLEAN_KEY)).is_some());
+        std::fs::create_dir_all(dir).map_err(|e| StorageError::io("create log dir", dir, e))?;
+        let had_segments = !list_segments(dir)?.is_empty();
+        if !clean {
+            cut_to_mark(dir, &found).await?;
+        }
+        let (log, kind) = PartitionLog::open_reporting(dir, config, keys, &mut on_batch).await?;
+        let log = Rc::new(RefCell::new(log));
+        log.borrow_mut().journal = Some(LogJournal {
+            key,
+            journaled_offset: 0,
+            pending_truncate: None,
+            pending_create: !had_segments && found.is_empty(),
+            unsynced: Vec::new(),
+        });
+        let replayed = replay(&log, found.records, &mut on_batch).await?;
+        if replayed > 0 {
+            tracing::info!(dir = %dir.display(), records = replayed, "journal replayed");
+            log::flush(&log).await?;
+        }
+        let mut l = Rc::try_unwrap(log).ok().expect("nothing else holds a log being opened").into_inner();
+        l.mark_all_durable(found.mark.map(|m| m.high_watermark));
+        let end = l.next_offset;
+        l.journal.as_mut().expect("journaled").journaled_offset = end;
+        Ok((l, kind))
+    }
+
+    /// Appends a batch read back from the journal, keeping its offsets.
+    fn append_replayed(&mut self, batch: &[u8], header: &BatchHeader) {
+        assert!(header.base_offset >= self.next_offset, "replayed batches come in offset order");
+        if header.base_offset > self.next_offset {
+            tracing::warn!(dir = %self.dir.display(), from = self.next_offset, to = header.base_offset,
+                "journal replay skips missing offsets");
+            self.next_offset = header.base_offset;
+        }
+        self.append(batch, header.partition_leader_epoch, None);
+    }
+}
+
+/// Cuts a journaled log's files back to what the last checkpoint fsynced: bytes after
+/// the mark were written without an fsync and may be torn or missing; the journal
+/// holds them. A log created after the checkpoint loses every file.
+async fn cut_to_mark(dir: &Path, found: &LogRecovery) -> Result<(), StorageError> {
+    if !found.created && found.mark.is_none() {
+        return Ok(());
+    }
+    let mut removed = false;
+    for base in list_segments(dir)? {
+        let path = segment::segment_path(dir, base);
+        match found.mark {
+            Some(mark) if !found.created && base < mark.segment_base => {}
+            Some(mark) if !found.created && base == mark.segment_base => {
+                let seg = Segment::open(path.clone(), base).await?;
+                let size = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
+                if size > mark.segment_size {
+                    seg.file
+                        .truncate(mark.segment_size)
+                        .await
+                        .map_err(|e| StorageError::io("truncate", &path, e.into()))?;
+                    sync_or_die(&seg.file, &path).await;
+                } else if size < mark.segment_size {
+                    tracing::error!(path = %path.display(), size, expected = mark.segment_size,
+                        "segment shorter than its checkpoint said");
+                }
+            }
+            _ => {
+                let target = path.clone();
+                glommio::executor()
+                    .spawn_blocking(move || std::fs::remove_file(&target))
+                    .await
+                    .map_err(|e| StorageError::io("remove segment", &path, e))?;
+                removed = true;
+            }
+        }
+    }
+    if removed {
+        crate::checkpoint::sync_dir(dir).await?;
+    }
+    Ok(())
+}
+
+/// Replays a log's journal records; returns how many changed it.
+async fn replay(
+    log: &Rc<RefCell<PartitionLog>>,
+    records: Vec<Record>,
+    on_batch: &mut impl FnMut(&BatchHeader),
+) -> Result<usize, StorageError> {
+    let mut changed = 0;
+    for record in records {
+        match record {
+            Record::Data { batches: chunks, .. } => {
+                for mut batches in chunks {
+                    while !batches.is_empty() {
+                        let len = match keel_protocol::batch::peek_batch_len(&batches) {
+                            Some(Ok(len)) if len <= batches.len() => len,
+                            _ => return Err(corrupt_journal(log, "a journal record holds a partial batch")),
+                        };
+                        let batch = batches.split_to(len);
+                        let header =
+                            keel_protocol::batch::validate(&batch).map_err(|e| corrupt_journal(log, &e.to_string()))?;
+                        if header.base_offset < log.borrow().next_offset {
+                            continue;
+                        }
+                        log::roll_if_needed(log, batch.len()).await?;
+                        log.borrow_mut().append_replayed(&batch, &header);
+                        on_batch(&header);
+                        changed += 1;
+                    }
+                }
+            }
+            Record::Truncate { offset, .. } => {
+                crate::truncate::truncate(log, offset).await?;
+                changed += 1;
+            }
+            Record::Create { .. } | Record::Checkpoint { .. } => {}
+        }
+    }
+    Ok(changed)
+}
+
+fn corrupt_journal(log: &Rc<RefCell<PartitionLog>>, reason: &str) -> StorageError {
+    StorageError::Corrupt { path: log.borrow().dir.clone(), position: 0, reason: reason.to_string() }
 }
 
 fn list_segments(dir: &Path) -> Result<Vec<i64>, StorageError> {
@@ -169,7 +311,7 @@ async fn scan_all(
                 tracing::error!(path = %path.display(), position = outcome.valid_len, %reason,
                     "damaged batch inside the log: it and the rest of this segment are not served");
                 seg.size = file_len;
-                seg.durable_size = file_len;
+                seg.written_size = file_len;
             } else if outcome.zero_tail {
                 // Zero fill written ahead of the data: the log simply ends here.
                 tracing::debug!(path = %path.display(), valid_len = outcome.valid_len, "log ends before its zero fill");

@@ -99,8 +99,9 @@ impl PartitionLog {
             .collect()
     }
 
-    fn retention_plan(&self, now_ms: i64, policy: &RetentionPolicy) -> RetentionPlan {
-        plan(&self.segment_summaries(), self.log_start_offset, self.durable_offset, self.next_offset, now_ms, policy)
+    /// What retention deletes of the segments wholly below `bound`.
+    fn retention_plan(&self, bound: i64, now_ms: i64, policy: &RetentionPolicy) -> RetentionPlan {
+        plan(&self.segment_summaries(), self.log_start_offset, bound, self.next_offset, now_ms, policy)
     }
 }
 
@@ -119,20 +120,25 @@ pub async fn enforce(
     now_ms: i64,
     policy: &RetentionPolicy,
 ) -> Result<RetentionOutcome, StorageError> {
-    let first = log.borrow().retention_plan(now_ms, policy);
+    let hw = log.borrow().high_watermark();
+    let first = log.borrow().retention_plan(hw, now_ms, policy);
     if first.delete_count == 0 {
         return Ok(RetentionOutcome { log_start_offset: log.borrow().log_start_offset, ..Default::default() });
     }
     if first.roll_active {
         log::roll(log).await?;
-        // The sealed segment's last write must land before it can be judged durable.
+    }
+    // Only segments whose files are fsynced go (a journal replay never rebuilds
+    // them): fsync the log's files first when the plan reaches past that.
+    let settled = log.borrow().settled_offset();
+    if first.roll_active || log.borrow().retention_plan(settled, now_ms, policy).delete_count < first.delete_count {
         log::flush(log).await?;
     }
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     let (released, outcome) = {
         let mut l = log.borrow_mut();
-        let plan = l.retention_plan(now_ms, policy);
+        let plan = l.retention_plan(l.settled_offset(), now_ms, policy);
         let count = plan.delete_count.min(l.segments.len() - 1);
         let released: Vec<segment::Segment> = l.segments.drain(..count).collect();
         l.queued.retain(|w| !released.iter().any(|s| Rc::ptr_eq(&s.file, &w.file)));
@@ -170,9 +176,9 @@ pub async fn enforce(
 pub async fn delete_records(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<i64, StorageError> {
     let moved = {
         let mut l = log.borrow_mut();
-        let target = if offset == -1 { l.durable_offset } else { offset };
-        if target < 0 || target > l.durable_offset {
-            return Err(StorageError::OffsetOutOfRange { offset, start: l.log_start_offset, end: l.durable_offset });
+        let target = if offset == -1 { l.high_watermark } else { offset };
+        if target < 0 || target > l.high_watermark {
+            return Err(StorageError::OffsetOutOfRange { offset, start: l.log_start_offset, end: l.high_watermark });
         }
         l.advance_start(target)
     };

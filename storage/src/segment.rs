@@ -35,7 +35,7 @@ pub struct Segment {
     /// Logical size: every appended byte, flushed or not.
     pub size: u64,
     /// Bytes known to be written and fsynced; reads never go past them.
-    pub durable_size: u64,
+    pub written_size: u64,
     /// Offset after the last batch in this segment.
     pub next_offset: i64,
     pub max_timestamp: i64,
@@ -105,7 +105,7 @@ impl Segment {
             path,
             file,
             size: 0,
-            durable_size: 0,
+            written_size: 0,
             next_offset: base_offset,
             max_timestamp: -1,
             max_timestamp_offset: -1,
@@ -228,7 +228,7 @@ impl Segment {
                 if zero_tail && file_len - carry_start < crate::PAGE {
                     stop = None;
                 }
-                self.durable_size = self.size;
+                self.written_size = self.size;
                 return Ok(ScanOutcome { valid_len: carry_start, stopped: stop, zero_tail });
             }
             let want = SCAN_CHUNK_BYTES.min((file_len - pos) as usize);
@@ -277,7 +277,7 @@ impl Segment {
     /// Restores a segment's in-memory state from a clean-shutdown checkpoint.
     pub fn restore(&mut self, state: &SegmentState) {
         self.size = state.size;
-        self.durable_size = state.size;
+        self.written_size = state.size;
         self.next_offset = state.next_offset;
         self.max_timestamp = state.max_timestamp;
         self.max_timestamp_offset = state.max_timestamp_offset;

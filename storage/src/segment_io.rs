@@ -34,7 +34,7 @@ impl SegmentReader {
         SegmentReader {
             file: seg.file.clone(),
             path: seg.path.clone(),
-            size: seg.durable_size,
+            size: seg.written_size,
             position: 0,
             buffer: Bytes::new(),
         }
@@ -143,7 +143,7 @@ impl SegmentWriter {
         let (file, path) = (&self.segment.file, &self.segment.path);
         file.truncate(self.segment.size).await.map_err(|e| StorageError::io("truncate segment", path, e.into()))?;
         sync_or_die(file, path).await;
-        self.segment.durable_size = self.segment.size;
+        self.segment.written_size = self.segment.size;
         Ok(self.segment)
     }
 

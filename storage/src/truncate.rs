@@ -69,7 +69,7 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
         drop(old);
         l.segments.extend(fresh);
         l.next_offset = end;
-        l.durable_offset = l.durable_offset.min(end);
+        l.note_truncated(end);
         l.truncate_cache(end);
         l.epochs.retain(|(_, first)| *first < end);
         l.producers.truncate(end);
@@ -129,7 +129,12 @@ async fn restart_at(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), 
             }
         });
         l.next_offset = offset;
-        l.durable_offset = offset;
+        l.note_truncated(offset);
+        l.mark_all_durable(None);
+        if let Some(j) = l.journal.as_mut() {
+            j.journaled_offset = offset;
+            j.pending_truncate = Some(offset);
+        }
         l.log_start_offset = offset;
         l.cleaned_upto = offset;
         l.cache.clear();

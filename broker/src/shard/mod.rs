@@ -17,6 +17,7 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
 use keel_storage::cache::ShardCache;
 use keel_storage::flush::FlushQueue;
+use keel_storage::journal::Journal;
 use keel_storage::kv::ShardKv;
 use keel_storage::LogConfig;
 
@@ -214,7 +215,10 @@ async fn shard_main(
     // any one partition may use all of it while the others are quiet.
     let cache = ShardCache::new((memory / 8) as usize);
     let log_config = LogConfig { cache_bytes_max: cache.limit(), ..LogConfig::default() };
-    let flush = FlushQueue::with_cache(cache.clone());
+    let journal_dir = config.data_dir.join(".journal").join(format!("shard-{id}"));
+    let journal =
+        Journal::open(&journal_dir, config.journal_config()).await.map_err(|e| format!("opening the journal: {e}"))?;
+    let flush = FlushQueue::with_journal(Some(cache.clone()), journal);
     glommio::spawn_local(flush.clone().run()).detach();
     let kv_dir = config.data_dir.join(".kv").join(format!("shard-{id}"));
     let kv = ShardKv::open(&kv_dir, flush.clone()).await.map_err(|e| format!("opening the state store: {e}"))?;
@@ -236,6 +240,7 @@ async fn shard_main(
     mesh::serve(&shard, receivers);
     housekeeping::spawn(&shard);
     shard.apply_metadata(metadata).await;
+    shard.flush.journal().expect("a shard's flush loop has a journal").finish_recovery();
     shard.forget_deleted_topics_state().await;
     crate::coordinator::shell::start(&shard).await;
     tracing::info!(shard = id, partitions = shard.partitions.borrow().len(), "shard ready");

@@ -65,6 +65,55 @@ fn state_prefix(topic_id: Uuid, index: i32) -> String {
 /// Where every partition's keys start in the shard's state store.
 pub const STATE_PREFIX: &str = "partition/";
 
+/// A partition's name in the shard journal's records: its topic id and index.
+fn journal_key(topic_id: Uuid, index: i32) -> Bytes {
+    let mut key = Vec::with_capacity(20);
+    key.extend_from_slice(topic_id.as_bytes());
+    key.extend_from_slice(&index.to_be_bytes());
+    key.into()
+}
+
+/// The state-store key naming the topic that owns a partition directory.
+fn dir_owner_key(dir: &std::path::Path) -> String {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    format!("{DIR_OWNER_PREFIX}{name}")
+}
+
+const DIR_OWNER_PREFIX: &str = "dir-owner/";
+
+/// Makes `dir` this topic's. Which topic owns a directory is kept in the shard's
+/// state store, written durably: a directory another topic id owns was left by a
+/// deleted topic of the same name and is removed. Data is never removed because an
+/// owner record is missing or unreadable: that is a crash or an older layout (whose
+/// `topic-id` file is then consulted only when it names a different, valid id).
+async fn claim_dir(shard: &Shard, dir: &std::path::Path, topic_id: Uuid) -> Result<(), StorageError> {
+    let key = dir_owner_key(dir);
+    let recorded = shard.kv.get(&key).and_then(|v| std::str::from_utf8(&v).ok().and_then(|s| s.parse::<Uuid>().ok()));
+    let owner = match recorded {
+        Some(id) => Some(id),
+        None => {
+            let id_file = dir.join("topic-id");
+            let read = glommio::executor().spawn_blocking(move || std::fs::read_to_string(id_file)).await;
+            read.ok().and_then(|s| s.trim().parse::<Uuid>().ok())
+        }
+    };
+    if owner.is_some_and(|id| id != topic_id) {
+        tracing::warn!(dir = %dir.display(), "removing data of a deleted topic");
+        let target = dir.to_path_buf();
+        glommio::executor()
+            .spawn_blocking(move || match std::fs::remove_dir_all(&target) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            })
+            .await
+            .map_err(|e| StorageError::io("remove stale dir", dir, e))?;
+    }
+    if recorded != Some(topic_id) {
+        shard.kv.put(&key, Bytes::from(topic_id.to_string())).await?;
+    }
+    Ok(())
+}
+
 pub fn partition_dir(data_dir: &std::path::Path, topic: &str, index: i32) -> PathBuf {
     data_dir.join(format!("{topic}-{index}"))
 }
@@ -78,25 +127,20 @@ impl Partition {
         meta: &Metadata,
     ) -> Result<Partition, StorageError> {
         let dir = partition_dir(&shard.config.data_dir, name, index);
-        let id_file = dir.join("topic-id");
-        // A directory left by a deleted topic of the same name is not this topic's.
-        if let Ok(existing) = std::fs::read_to_string(&id_file) {
-            if existing.trim() != topic.id.to_string() {
-                tracing::warn!(dir = %dir.display(), "removing data of a deleted topic");
-                std::fs::remove_dir_all(&dir).map_err(|e| StorageError::io("remove stale dir", &dir, e))?;
-            }
-        }
-        std::fs::create_dir_all(&dir).map_err(|e| StorageError::io("create partition dir", &dir, e))?;
-        std::fs::write(&id_file, topic.id.to_string()).map_err(|e| StorageError::io("write topic id", &id_file, e))?;
+        claim_dir(shard, &dir, topic.id).await?;
         let settings = TopicSettings::resolve(&topic.configs, &meta.broker_configs);
         let mut config = shard.log_config.clone();
         config.segment_bytes_max = settings.segment_bytes;
         config.segment_ms_max = settings.segment_ms;
         let mut producers = ProducerStates::default();
         let keys = shard.kv.keys(&state_prefix(topic.id, index));
-        let log = PartitionLog::open(&dir, config, Some(keys), |h| remember_producer(&mut producers, h)).await?;
+        let journal = shard.flush.journal().expect("a shard's flush loop has a journal");
+        let key = journal_key(topic.id, index);
+        let remember = |h: &BatchHeader| remember_producer(&mut producers, h);
+        let (log, _) = PartitionLog::open_journaled(&dir, config, Some(keys), journal, key, remember).await?;
         let log = Rc::new(RefCell::new(log));
         shard.cache.adopt(&log);
+        shard.flush.register(&log);
         Ok(Partition {
             topic: name.to_string(),
             topic_id: topic.id,
@@ -130,8 +174,12 @@ impl Partition {
     /// Removes the partition's files and its state (its topic was deleted).
     pub async fn remove(&self, shard: &Shard) {
         let dir = self.log.borrow().dir().to_path_buf();
-        if let Err(e) = std::fs::remove_dir_all(&dir) {
+        let target = dir.clone();
+        if let Err(e) = glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&target)).await {
             tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition failed");
+        }
+        if let Err(e) = shard.kv.delete(&dir_owner_key(&dir)).await {
+            tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition's directory owner failed");
         }
         if let Err(e) = shard.kv.keys(&state_prefix(self.topic_id, self.index)).remove_all().await {
             tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition's state failed");
