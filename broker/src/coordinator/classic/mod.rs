@@ -19,6 +19,8 @@ mod rebalance;
 mod view;
 
 #[cfg(test)]
+mod simulation_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeSet, HashMap};

@@ -372,8 +372,7 @@ impl ClassicGroup {
             let missing: Vec<String> = std::mem::take(&mut self.pending_sync).into_iter().collect();
             if !missing.is_empty() {
                 for id in &missing {
-                    self.remove_member(id);
-                    self.report(id, Reason::SyncTimeout, out);
+                    self.drop_member(id, Reason::SyncTimeout, out);
                 }
                 self.prepare_rebalance(now_ms, out);
             }
@@ -386,11 +385,13 @@ impl ClassicGroup {
         }
     }
 
-    fn remove_member_and_update(&mut self, member_id: &str, reason: Reason, now_ms: i64, out: &mut Vec<Action>) {
+    /// Removes a member without rebalancing and tells it: a parked JoinGroup or
+    /// SyncGroup is answered UNKNOWN_MEMBER_ID (as its next heartbeat, sync or commit
+    /// will be), and the removal is reported.
+    fn drop_member(&mut self, member_id: &str, reason: Reason, out: &mut Vec<Action>) -> bool {
         let Some(m) = self.remove_member(member_id) else {
-            return;
+            return false;
         };
-        self.report(member_id, reason, out);
         if m.awaiting_join {
             out.push(Action::CompleteJoin {
                 member_id: m.id.clone(),
@@ -402,6 +403,14 @@ impl ClassicGroup {
                 member_id: m.id.clone(),
                 result: SyncResult::error(errors::UNKNOWN_MEMBER_ID),
             });
+        }
+        self.report(member_id, reason, out);
+        true
+    }
+
+    fn remove_member_and_update(&mut self, member_id: &str, reason: Reason, now_ms: i64, out: &mut Vec<Action>) {
+        if !self.drop_member(member_id, reason, out) {
+            return;
         }
         match self.state {
             ClassicState::Stable | ClassicState::CompletingRebalance => self.rebalance_or_complete_join(now_ms, out),
@@ -454,19 +463,29 @@ impl ClassicGroup {
         }
     }
 
+    /// Closes the join phase: every member rejoined, or its rebalance timeout (or the
+    /// initial delay) passed and the dynamic members that did not rejoin are dropped.
     fn complete_join(&mut self, now_ms: i64, out: &mut Vec<Action>) {
-        self.join_deadline_ms = None;
-        self.initial_delay_remaining_ms = None;
-        self.new_member_added = false;
         let missing: Vec<String> = self
             .members
             .values()
             .filter(|m| !m.awaiting_join && m.instance_id.is_none())
             .map(|m| m.id.clone())
             .collect();
+        // Kafka's rule, and what keeps a partition from having two owners: a live
+        // member is never left out of a generation before the rebalance timeout.
+        let early = self.join_deadline_ms.is_some_and(|d| now_ms < d);
+        assert!(
+            !early || missing.is_empty(),
+            "group {}: join phase closing {} ms before its timeout without {missing:?}",
+            self.id,
+            self.join_deadline_ms.unwrap_or(now_ms) - now_ms
+        );
+        self.join_deadline_ms = None;
+        self.initial_delay_remaining_ms = None;
+        self.new_member_added = false;
         for id in missing {
-            self.remove_member(&id);
-            self.report(&id, Reason::RebalanceTimeout, out);
+            self.drop_member(&id, Reason::RebalanceTimeout, out);
         }
         if !self.elect_joined_leader() && !self.members.is_empty() {
             // Only static members that have not rejoined are left: wait for them (or for
