@@ -6,6 +6,8 @@
 #   ./test.sh            the default run (well under 30 minutes)
 #   ./test.sh --full     also franz-go's whole suite (not only the allowlist)
 #   ./test.sh --oracle   also run the client suites against Apache Kafka 4.x
+#   ./test.sh --stress   run the consumer-group stress rounds (3 -> 4 members under CPU
+#                        load, librdkafka and Java) 10 times per protocol, not 2
 #
 # Ends with one line "test.sh: N passed, N failed, N skipped" over every test counted.
 set -uo pipefail
@@ -16,7 +18,11 @@ for a in "$@"; do
   case "$a" in
     --full) full=1 ;;
     --oracle) oracle=1 ;;
-    *) echo "usage: $0 [--full] [--oracle]" >&2; exit 2 ;;
+    --stress)
+      export KEEL_GROUP_STRESS_ROUNDS=${KEEL_GROUP_STRESS_ROUNDS:-10}
+      export PYTHON_SUITE_TIMEOUT=${PYTHON_SUITE_TIMEOUT:-1800}
+      ;;
+    *) echo "usage: $0 [--full] [--oracle] [--stress]" >&2; exit 2 ;;
   esac
 done
 port=${KEEL_TEST_PORT:-18092}

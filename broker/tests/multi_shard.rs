@@ -50,6 +50,10 @@ fn produce_and_fetch_span_two_shards() {
         assert!(count.is_some_and(|c| c >= 1), "shard {shard} flush passes: {count:?}\n{metrics}");
     }
     assert!(metrics.contains("keel_flush_pass_seconds_bucket{shard=\"0\",le=\"+Inf\"}"), "{metrics}");
+    // Group membership changes are counted per shard from the start, zeros included.
+    let left =
+        "keel_group_member_changes_total{shard=\"1\",protocol=\"classic\",change=\"left\",reason=\"leave_group\"} 0";
+    assert!(metrics.contains(left), "{metrics}");
 }
 
 #[test]

@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 PARTITIONS = 12
 RECORDS_PER_PARTITION = 50
@@ -41,12 +41,22 @@ def _member(bootstrap, group, topic, strategy, name, state):
                     state["processed"].setdefault(p, set()).add(m.offset())
                 offsets[p] = m.offset() + 1
             if offsets:
-                c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
-                with state["lock"]:
-                    for p, o in offsets.items():
-                        state["committed"][p] = max(state["committed"].get(p, 0), o)
+                try:
+                    c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                             asynchronous=False)
+                except KafkaException:
+                    # Refused during a rebalance (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
+                    # as Kafka does too): not committed, so the next owner may process
+                    # these records again, which is allowed. Letting it end the thread
+                    # would close the consumer (a LeaveGroup) and fail the test.
+                    pass
+                else:
+                    with state["lock"]:
+                        for p, o in offsets.items():
+                            state["committed"][p] = max(state["committed"].get(p, 0), o)
             state["assignments"][name] = {tp.partition for tp in c.assignment()}
     finally:
+        state["assignments"].pop(name, None)
         c.close()
 
 
@@ -56,9 +66,10 @@ def _balanced(state, members, per_member):
     return all(len(s) == per_member for s in sets) and sorted(owned) == list(range(PARTITIONS))
 
 
-def _wait_balanced(state, members, per_member):
+def _wait_balanced(state, threads, members, per_member):
     deadline = time.time() + BALANCE_DEADLINE_S
     while not _balanced(state, members, per_member):
+        assert all(t.is_alive() for t in threads), "a member's thread ended: %s" % state["assignments"]
         assert time.time() < deadline, "%d members never balanced: %s" % (members, state["assignments"])
         time.sleep(0.02)
 
@@ -78,13 +89,13 @@ def test_fourth_member_joins(bootstrap, topics, strategy):
     for t in threads:
         t.start()
     try:
-        _wait_balanced(state, 3, 4)
+        _wait_balanced(state, threads, 3, 4)
         time.sleep(1)
         started = time.time()
         fourth = threading.Thread(target=_member, args=(bootstrap, group, topic, strategy, "m3", state))
         fourth.start()
         threads.append(fourth)
-        _wait_balanced(state, 4, 3)
+        _wait_balanced(state, threads, 4, 3)
         print("figure: librdkafka %s rebalance 3->4 members: %d ms" % (strategy, (time.time() - started) * 1000))
         time.sleep(2)
     finally:

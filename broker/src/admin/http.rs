@@ -23,6 +23,7 @@ pub struct ShardStats {
     pub cache_bytes: u64,
     pub pass_times: keel_storage::flush::PassTimes,
     pub storage: keel_storage::stats::StorageStats,
+    pub member_changes: crate::coordinator::membership::MembershipCounts,
 }
 
 pub fn spawn(shard: &Rc<Shard>) -> Result<(), String> {
@@ -103,6 +104,7 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
                 cache_bytes: s.cache.used() as u64,
                 pass_times: s.flush.pass_times.borrow().clone(),
                 storage: keel_storage::stats::snapshot(),
+                member_changes: s.coordinator.borrow().member_changes.clone(),
             }
         })
         .await
@@ -167,7 +169,25 @@ fn render_metrics(stats: &[ShardStats]) -> String {
         }
     }
     render_pass_times(&mut out, stats);
+    render_member_changes(&mut out, stats);
     out
+}
+
+fn render_member_changes(out: &mut String, stats: &[ShardStats]) {
+    let name = "keel_group_member_changes_total";
+    out.push_str(&format!(
+        "# HELP {name} Group members added, left, removed and fenced, by protocol and reason\n# TYPE {name} counter\n"
+    ));
+    for s in stats {
+        for (protocol, reason, count) in s.member_changes.iter() {
+            out.push_str(&format!(
+                "{name}{{shard=\"{}\",protocol=\"{protocol}\",change=\"{}\",reason=\"{}\"}} {count}\n",
+                s.shard,
+                reason.change().name(),
+                reason.name()
+            ));
+        }
+    }
 }
 
 fn render_pass_times(out: &mut String, stats: &[ShardStats]) {

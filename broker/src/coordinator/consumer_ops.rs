@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use super::consumer::{ConsumerGroup, DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse, Settings};
-use super::{routing, shell, Group};
+use super::{membership, routing, shell, Group};
 use crate::errors;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
@@ -29,6 +29,7 @@ pub async fn heartbeat(
     let meta = shard.meta();
     let (response, epoch) = {
         let mut c = shard.coordinator.borrow_mut();
+        let c = &mut *c;
         let joining = req.member_epoch == 0;
         let replace = match c.groups.get(&group_id) {
             None if joining => true,
@@ -55,8 +56,14 @@ pub async fn heartbeat(
         let Some(Group::Consumer(g)) = c.groups.get_mut(&group_id) else {
             unreachable!("a consumer group was just ensured")
         };
-        let (response, moved) = g.heartbeat(req, &*meta, settings(&shard), now)?;
-        (response, moved.then(|| g.epoch()))
+        let outcome = g.heartbeat(req, &*meta, settings(&shard), now);
+        let changes = g.take_changes();
+        let epoch = g.epoch();
+        for change in &changes {
+            membership::record(&mut c.member_changes, "consumer", &group_id, change);
+        }
+        let (response, moved) = outcome?;
+        (response, moved.then_some(epoch))
     };
     if let Some(epoch) = epoch {
         shell::persist_consumer_epoch(&shard, &group_id, partition, epoch);

@@ -22,6 +22,7 @@ pub mod assignor;
 pub mod classic;
 pub mod consumer;
 pub mod consumer_protocol;
+pub mod membership;
 pub mod offsets;
 pub mod records;
 pub mod routing;
@@ -94,6 +95,8 @@ pub struct Coordinator {
     syncs: HashMap<(String, String), LocalSender<SyncResult>>,
     /// False until this shard's `__consumer_offsets` partitions are replayed.
     pub loaded: bool,
+    /// Members added, left, removed and fenced, for `/metrics`.
+    pub member_changes: membership::MembershipCounts,
 }
 
 pub fn limits(config: &BrokerConfig) -> Limits {

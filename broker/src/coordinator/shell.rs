@@ -16,7 +16,7 @@ use super::classic::{Action, ClassicGroup, JoinResult, SyncResult};
 use super::consumer::ConsumerGroup;
 use super::offsets::Committed;
 use super::records::{self, Record, RecordKey};
-use super::{limits, routing, Coordinator, Group, OFFSETS_TOPIC};
+use super::{limits, membership, routing, Coordinator, Group, OFFSETS_TOPIC};
 use crate::errors;
 use crate::shard::partition::{now_ms, Partition};
 use crate::shard::Shard;
@@ -92,6 +92,9 @@ pub fn dispatch(shard: &Rc<Shard>, group: &str, partition: i32, actions: Vec<Act
             Action::Persist { assignment_of } => {
                 glommio::spawn_local(persist_classic(shard.clone(), group.to_string(), partition, assignment_of))
                     .detach();
+            }
+            Action::Membership(change) => {
+                membership::record(&mut shard.coordinator.borrow_mut().member_changes, "classic", group, &change);
             }
         }
     }
@@ -255,6 +258,7 @@ fn tick_groups(shard: &Rc<Shard>, now: i64) {
         if c.groups.is_empty() {
             return;
         }
+        let c = &mut *c;
         for (id, group) in c.groups.iter_mut() {
             match group {
                 Group::Classic(g) => {
@@ -267,6 +271,9 @@ fn tick_groups(shard: &Rc<Shard>, now: i64) {
                 Group::Consumer(g) => {
                     if g.tick(now) {
                         epochs.push((id.clone(), g.epoch()));
+                    }
+                    for change in g.take_changes() {
+                        membership::record(&mut c.member_changes, "consumer", id, &change);
                     }
                 }
             }

@@ -19,12 +19,16 @@ mod rebalance;
 mod view;
 
 #[cfg(test)]
+mod simulation_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeSet, HashMap};
 
 use bytes::Bytes;
 use indexmap::IndexMap;
+
+use super::membership::{MembershipChange, Reason};
 
 pub use view::DescribedMember;
 
@@ -165,6 +169,8 @@ pub enum Action {
     Persist {
         assignment_of: Option<i32>,
     },
+    /// A member entered or left the group: log and count it.
+    Membership(MembershipChange),
 }
 
 #[derive(Debug, Clone)]
@@ -372,6 +378,16 @@ impl ClassicGroup {
             members: if with_members { self.current_members() } else { Vec::new() },
             skip_assignment: false,
         }
+    }
+
+    /// Reports a member entering or leaving, after the change.
+    fn report(&self, member_id: &str, reason: Reason, out: &mut Vec<Action>) {
+        out.push(Action::Membership(MembershipChange {
+            member_id: member_id.to_string(),
+            reason,
+            generation: self.generation,
+            members: self.members.len(),
+        }));
     }
 
     /// Removes a member without rebalancing; re-elects the leader if it was the leader.

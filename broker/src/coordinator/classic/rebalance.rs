@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
+use super::super::membership::Reason;
 use super::{
     Action, ClassicGroup, ClassicState, JoinOutcome, JoinRequest, JoinResult, Member, SyncOutcome, SyncRequest,
     SyncResult, NEW_MEMBER_JOIN_TIMEOUT_MS,
@@ -119,6 +120,7 @@ impl ClassicGroup {
             heartbeat_deadline_ms: now_ms + NEW_MEMBER_JOIN_TIMEOUT_MS,
         };
         self.members.insert(id.clone(), member);
+        self.report(&id, Reason::Joined, out);
         self.rebalance_or_complete_join(now_ms, out);
         JoinOutcome::Wait { member_id: id }
     }
@@ -177,6 +179,8 @@ impl ClassicGroup {
         member.awaiting_sync = false;
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms as i64;
         self.members.insert(new_id.clone(), member);
+        self.report(old_id, Reason::InstanceReplaced, out);
+        self.report(&new_id, Reason::Joined, out);
         match self.state {
             ClassicState::Stable if !protocols_changed || self.select_protocol() == self.protocol => {
                 // Nothing the assignment depends on changed: no rebalance.
@@ -305,7 +309,7 @@ impl ClassicGroup {
             let code = if member_id.is_empty() {
                 match instance_id.as_ref().and_then(|i| self.static_members.get(i)) {
                     Some(id) => {
-                        removed.push(id.clone());
+                        removed.push((id.clone(), Reason::AdminRemoval));
                         errors::NONE
                     }
                     None => errors::UNKNOWN_MEMBER_ID,
@@ -315,7 +319,7 @@ impl ClassicGroup {
             } else {
                 match self.validate_member(member_id, instance_id.as_deref()) {
                     Ok(()) => {
-                        removed.push(member_id.clone());
+                        removed.push((member_id.clone(), Reason::LeaveGroup));
                         errors::NONE
                     }
                     Err(code) => code,
@@ -323,8 +327,8 @@ impl ClassicGroup {
             };
             codes.push(code);
         }
-        for id in removed {
-            self.remove_member_and_update(&id, now_ms, out);
+        for (id, reason) in removed {
+            self.remove_member_and_update(&id, reason, now_ms, out);
         }
         if self.state == ClassicState::PreparingRebalance {
             self.maybe_complete_join_phase(now_ms, out);
@@ -341,11 +345,14 @@ impl ClassicGroup {
             self.pending_members.remove(&id);
             self.maybe_complete_join_phase(now_ms, out);
         }
-        let expired: Vec<String> =
-            self.members.values().filter(|m| m.session_expired(now_ms)).map(|m| m.id.clone()).collect();
-        for id in expired {
-            tracing::info!(group = %self.id, member = %id, "member session expired; removing it");
-            self.remove_member_and_update(&id, now_ms, out);
+        let expired: Vec<(String, Reason)> = self
+            .members
+            .values()
+            .filter(|m| m.session_expired(now_ms))
+            .map(|m| (m.id.clone(), if m.is_new { Reason::NewMemberJoinTimeout } else { Reason::SessionExpired }))
+            .collect();
+        for (id, reason) in expired {
+            self.remove_member_and_update(&id, reason, now_ms, out);
         }
         if self.state == ClassicState::PreparingRebalance && self.join_deadline_ms.is_some_and(|d| d <= now_ms) {
             match self.initial_delay_remaining_ms {
@@ -364,9 +371,8 @@ impl ClassicGroup {
             self.sync_deadline_ms = None;
             let missing: Vec<String> = std::mem::take(&mut self.pending_sync).into_iter().collect();
             if !missing.is_empty() {
-                tracing::info!(group = %self.id, members = ?missing, "members did not sync in time; removing them");
                 for id in &missing {
-                    self.remove_member(id);
+                    self.drop_member(id, Reason::SyncTimeout, out);
                 }
                 self.prepare_rebalance(now_ms, out);
             }
@@ -379,9 +385,12 @@ impl ClassicGroup {
         }
     }
 
-    fn remove_member_and_update(&mut self, member_id: &str, now_ms: i64, out: &mut Vec<Action>) {
+    /// Removes a member without rebalancing and tells it: a parked JoinGroup or
+    /// SyncGroup is answered UNKNOWN_MEMBER_ID (as its next heartbeat, sync or commit
+    /// will be), and the removal is reported.
+    fn drop_member(&mut self, member_id: &str, reason: Reason, out: &mut Vec<Action>) -> bool {
         let Some(m) = self.remove_member(member_id) else {
-            return;
+            return false;
         };
         if m.awaiting_join {
             out.push(Action::CompleteJoin {
@@ -394,6 +403,14 @@ impl ClassicGroup {
                 member_id: m.id.clone(),
                 result: SyncResult::error(errors::UNKNOWN_MEMBER_ID),
             });
+        }
+        self.report(member_id, reason, out);
+        true
+    }
+
+    fn remove_member_and_update(&mut self, member_id: &str, reason: Reason, now_ms: i64, out: &mut Vec<Action>) {
+        if !self.drop_member(member_id, reason, out) {
+            return;
         }
         match self.state {
             ClassicState::Stable | ClassicState::CompletingRebalance => self.rebalance_or_complete_join(now_ms, out),
@@ -446,19 +463,29 @@ impl ClassicGroup {
         }
     }
 
+    /// Closes the join phase: every member rejoined, or its rebalance timeout (or the
+    /// initial delay) passed and the dynamic members that did not rejoin are dropped.
     fn complete_join(&mut self, now_ms: i64, out: &mut Vec<Action>) {
-        self.join_deadline_ms = None;
-        self.initial_delay_remaining_ms = None;
-        self.new_member_added = false;
         let missing: Vec<String> = self
             .members
             .values()
             .filter(|m| !m.awaiting_join && m.instance_id.is_none())
             .map(|m| m.id.clone())
             .collect();
+        // Kafka's rule, and what keeps a partition from having two owners: a live
+        // member is never left out of a generation before the rebalance timeout.
+        let early = self.join_deadline_ms.is_some_and(|d| now_ms < d);
+        assert!(
+            !early || missing.is_empty(),
+            "group {}: join phase closing {} ms before its timeout without {missing:?}",
+            self.id,
+            self.join_deadline_ms.unwrap_or(now_ms) - now_ms
+        );
+        self.join_deadline_ms = None;
+        self.initial_delay_remaining_ms = None;
+        self.new_member_added = false;
         for id in missing {
-            tracing::info!(group = %self.id, member = %id, "member did not rejoin in time; removing it");
-            self.remove_member(&id);
+            self.drop_member(&id, Reason::RebalanceTimeout, out);
         }
         if !self.elect_joined_leader() && !self.members.is_empty() {
             // Only static members that have not rejoined are left: wait for them (or for
@@ -476,7 +503,8 @@ impl ClassicGroup {
         }
         self.protocol = self.select_protocol();
         self.transition(ClassicState::CompletingRebalance, now_ms);
-        tracing::info!(group = %self.id, generation = self.generation, members = self.members.len(), protocol = ?self.protocol, "join phase completed");
+        let ids: Vec<&str> = self.members.keys().map(String::as_str).collect();
+        tracing::info!(group = %self.id, generation = self.generation, members = ids.len(), ids = ?ids, protocol = ?self.protocol, "join phase completed");
         let leader = self.leader.clone().unwrap_or_default();
         let ids: Vec<String> = self.members.keys().cloned().collect();
         for id in ids {

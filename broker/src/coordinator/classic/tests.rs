@@ -3,6 +3,7 @@
 use bytes::Bytes;
 
 use super::*;
+use crate::coordinator::membership::Reason;
 use crate::errors;
 
 const SESSION: i32 = 10_000;
@@ -67,6 +68,21 @@ fn sync(member: &str, generation: i32, assignments: &[(&str, &str)]) -> SyncRequ
     }
 }
 
+/// The actions other than membership reports.
+fn effects(out: &[Action]) -> Vec<&Action> {
+    out.iter().filter(|a| !matches!(a, Action::Membership(_))).collect()
+}
+
+/// Membership reports as (member, reason).
+fn changes(out: &[Action]) -> Vec<(&str, Reason)> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Membership(c) => Some((c.member_id.as_str(), c.reason)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A stable group of `ids` at generation `n`, the first id leading.
 fn stable_group(ids: &[&str]) -> ClassicGroup {
     let mut g = ClassicGroup::new("g", limits(0), 0);
@@ -90,7 +106,7 @@ fn stable_group(ids: &[&str]) -> ClassicGroup {
         g.sync_group(sync(&leader, gen, &assignments), 0, &mut out),
         SyncOutcome::Wait { member_id: leader.clone() }
     );
-    assert_eq!(out, vec![Action::Persist { assignment_of: Some(gen) }]);
+    assert_eq!(effects(&out), vec![&Action::Persist { assignment_of: Some(gen) }]);
     out.clear();
     g.assignment_persisted(gen, errors::NONE, 0, &mut out);
     assert_eq!(g.state(), ClassicState::Stable);
@@ -137,7 +153,7 @@ fn a_fourth_member_rebalances_a_stable_group() {
     assert_eq!(g.sync_group(sync("d", gen + 1, &[]), 50, &mut out), SyncOutcome::Wait { member_id: "d".into() });
     assert_eq!(g.validate_offset_commit("d", None, gen + 1), Err(errors::REBALANCE_IN_PROGRESS));
     g.sync_group(sync("a", gen + 1, &[("a", "A"), ("d", "D")]), 50, &mut out);
-    assert_eq!(out, vec![Action::Persist { assignment_of: Some(gen + 1) }]);
+    assert_eq!(effects(&out), vec![&Action::Persist { assignment_of: Some(gen + 1) }]);
     out.clear();
     g.assignment_persisted(gen + 1, errors::NONE, 60, &mut out);
     let done = syncs(&out);
@@ -267,7 +283,7 @@ fn leaving_members_rebalance_and_the_last_one_empties_the_group() {
     out.clear();
     assert_eq!(g.leave(&[("a".into(), None)], 20, &mut out), Ok(vec![errors::NONE]));
     assert_eq!(g.state(), ClassicState::Empty);
-    assert_eq!(out, vec![Action::Persist { assignment_of: None }]);
+    assert_eq!(effects(&out), vec![&Action::Persist { assignment_of: None }]);
     assert!(g.can_delete());
     // An empty group takes commits from outside group management only.
     assert_eq!(g.validate_offset_commit("", None, -1), Ok(()));
@@ -335,4 +351,221 @@ fn persisted_group_comes_back_stable() {
     );
     let mut back = back;
     assert_eq!(back.heartbeat("a", None, g.generation(), 2000), errors::NONE);
+}
+
+/// Everyone in `ids` rejoins at `now`; returns the members of the join phase that
+/// completes (empty if none did).
+fn rejoin_all(g: &mut ClassicGroup, ids: &[&str], now: i64, out: &mut Vec<Action>) -> Vec<String> {
+    out.clear();
+    for id in ids {
+        g.join(req(id, "unused", &["range"]), now, out);
+    }
+    joins(out)
+        .iter()
+        .find(|(_, r)| !r.members.is_empty())
+        .map(|(_, r)| r.members.iter().map(|m| m.member_id.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// Syncs every member of the current generation (the first one leads) to Stable.
+fn sync_all(g: &mut ClassicGroup, ids: &[&str], now: i64) {
+    let gen = g.generation();
+    let mut out = Vec::new();
+    let leader = g.leader().unwrap().to_string();
+    let assignments: Vec<(&str, &str)> = ids.iter().map(|id| (*id, *id)).collect();
+    g.sync_group(sync(&leader, gen, &assignments), now, &mut out);
+    g.assignment_persisted(gen, errors::NONE, now, &mut out);
+    for id in ids {
+        g.sync_group(sync(id, gen, &[]), now, &mut out);
+    }
+    assert_eq!(g.state(), ClassicState::Stable);
+}
+
+/// The join phases of the reported run were 3, 3, 2, 3 and 3 members. Only a member
+/// leaving (its client closing) makes that sequence with live members: m0 leaves as
+/// m3 arrives, so one phase has m1 and m2 alone. The leave is reported, and no phase
+/// closed without a member that was still in the group.
+#[test]
+fn the_reported_three_three_two_three_three_sequence_is_a_member_leaving() {
+    let mut g = stable_group(&["m0", "m1", "m2"]);
+    let mut counts = vec![g.member_count()];
+    let mut out = Vec::new();
+    // The cooperative follow-up rebalance (revoking members rejoin with new metadata).
+    counts.push(rejoin_all(&mut g, &["m0", "m1", "m2"], 10, &mut out).len());
+    sync_all(&mut g, &["m0", "m1", "m2"], 10);
+    // m0's client closes: LeaveGroup. m3 has only its id so far (pending).
+    let mut out = Vec::new();
+    assert_eq!(g.leave(&[("m0".into(), None)], 20, &mut out), Ok(vec![errors::NONE]));
+    assert_eq!(changes(&out), vec![("m0", Reason::LeaveGroup)]);
+    counts.push(rejoin_all(&mut g, &["m1", "m2"], 30, &mut out).len());
+    sync_all(&mut g, &["m1", "m2"], 30);
+    out.clear();
+    join_new(&mut g, "m3", 40, &mut out);
+    assert_eq!(changes(&out), vec![("m3", Reason::Joined)]);
+    assert!(joins(&out).is_empty(), "m1 and m2 have not rejoined");
+    counts.push(rejoin_all(&mut g, &["m1", "m2"], 50, &mut out).len());
+    sync_all(&mut g, &["m1", "m2", "m3"], 50);
+    counts.push(rejoin_all(&mut g, &["m1", "m2", "m3"], 60, &mut out).len());
+    assert_eq!(counts, vec![3, 3, 2, 3, 3]);
+    // m0 is told if it comes back with its old id.
+    assert_eq!(g.heartbeat("m0", None, g.generation(), 70), errors::UNKNOWN_MEMBER_ID);
+}
+
+#[test]
+fn a_join_phase_waits_for_a_late_member_until_the_rebalance_timeout() {
+    let mut g = stable_group(&["a", "b", "c"]);
+    let gen = g.generation();
+    let mut out = Vec::new();
+    join_new(&mut g, "d", 0, &mut out);
+    g.join(req("a", "unused", &["range"]), 100, &mut out);
+    g.join(req("b", "unused", &["range"]), 100, &mut out);
+    // c keeps heartbeating but is slow to rejoin (a busy CPU): nothing closes the phase.
+    for t in (150..REBALANCE as i64).step_by(50) {
+        if t % 500 == 0 {
+            assert_eq!(g.heartbeat("c", None, gen, t), errors::REBALANCE_IN_PROGRESS);
+        }
+        g.tick(t, &mut out);
+    }
+    assert!(joins(&out).is_empty());
+    assert_eq!(g.state(), ClassicState::PreparingRebalance);
+    g.join(req("c", "unused", &["range"]), REBALANCE as i64 - 1, &mut out);
+    let done = joins(&out);
+    assert_eq!(done.len(), 4);
+    assert!(done.iter().all(|(_, r)| r.error == errors::NONE && r.generation == gen + 1));
+    assert_eq!(changes(&out), vec![("d", Reason::Joined)]);
+}
+
+#[test]
+fn a_member_slow_to_sync_keeps_its_place_and_is_told_of_a_new_rebalance() {
+    let mut g = stable_group(&["a", "b", "c"]);
+    let mut out = Vec::new();
+    rejoin_all(&mut g, &["a", "b", "c"], 0, &mut out);
+    let gen = g.generation();
+    g.sync_group(sync("a", gen, &[("a", "A"), ("b", "B"), ("c", "C")]), 10, &mut out);
+    g.assignment_persisted(gen, errors::NONE, 20, &mut out);
+    g.sync_group(sync("b", gen, &[]), 20, &mut out);
+    // c has its join response but does not sync for a while; it heartbeats.
+    assert_eq!(g.state(), ClassicState::Stable, "{:?}", effects(&out));
+    for t in (500..20_000).step_by(500) {
+        for id in ["a", "b", "c"] {
+            assert_eq!(g.heartbeat(id, None, gen, t), errors::NONE);
+        }
+        g.tick(t, &mut out);
+    }
+    assert_eq!(g.member_count(), 3);
+    match g.sync_group(sync("c", gen, &[]), 20_000, &mut out) {
+        SyncOutcome::Done(r) => assert_eq!((r.error, &r.assignment[..]), (errors::NONE, &b"C"[..])),
+        other => panic!("{other:?}"),
+    }
+    // A rebalance starts while b has not synced its next generation: b is told.
+    rejoin_all(&mut g, &["a", "b", "c"], 21_000, &mut out);
+    let gen = g.generation();
+    out.clear();
+    assert_eq!(g.sync_group(sync("a", gen, &[]), 21_010, &mut out), SyncOutcome::Wait { member_id: "a".into() });
+    join_new(&mut g, "d", 21_020, &mut out);
+    let told: Vec<(&str, i16)> = syncs(&out).iter().map(|(id, r)| (*id, r.error)).collect();
+    assert_eq!(told, vec![("a", errors::REBALANCE_IN_PROGRESS)]);
+    match g.sync_group(sync("b", gen, &[]), 21_030, &mut out) {
+        SyncOutcome::Done(r) => assert_eq!(r.error, errors::REBALANCE_IN_PROGRESS),
+        other => panic!("{other:?}"),
+    }
+    assert!(changes(&out).iter().all(|(_, r)| *r == Reason::Joined));
+}
+
+#[test]
+fn stalled_heartbeats_past_the_session_remove_the_member_and_it_is_told() {
+    let mut g = stable_group(&["a", "b"]);
+    let gen = g.generation();
+    let mut out = Vec::new();
+    // b stalls for less than its session: kept.
+    for t in (500..=SESSION as i64 - 500).step_by(500) {
+        g.heartbeat("a", None, gen, t);
+        g.tick(t, &mut out);
+    }
+    assert_eq!(g.heartbeat("b", None, gen, SESSION as i64 - 500), errors::NONE);
+    // Then for longer than its session: removed, reported, told on its next request.
+    for t in (SESSION as i64..=2 * SESSION as i64).step_by(500) {
+        g.heartbeat("a", None, gen, t);
+        g.tick(t, &mut out);
+    }
+    assert_eq!(changes(&out), vec![("b", Reason::SessionExpired)]);
+    assert_eq!(g.heartbeat("b", None, gen, 2 * SESSION as i64), errors::UNKNOWN_MEMBER_ID);
+    assert_eq!(g.validate_offset_commit("b", None, gen), Err(errors::UNKNOWN_MEMBER_ID));
+    match g.join(req("b", "unused", &["range"]), 2 * SESSION as i64, &mut out) {
+        JoinOutcome::Done(r) => assert_eq!(r.error, errors::UNKNOWN_MEMBER_ID),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn members_dropped_at_the_timeouts_are_reported_and_told() {
+    // Join phase: b never rejoins within the rebalance timeout.
+    let mut g = stable_group(&["a", "b"]);
+    let gen = g.generation();
+    let mut out = Vec::new();
+    g.join(req("a", "unused", &["range"]), 0, &mut out);
+    for t in (500..REBALANCE as i64).step_by(500) {
+        g.heartbeat("b", None, gen, t);
+        g.tick(t, &mut out);
+    }
+    assert!(changes(&out).is_empty());
+    g.tick(REBALANCE as i64, &mut out);
+    assert_eq!(changes(&out), vec![("b", Reason::RebalanceTimeout)]);
+    assert_eq!(g.heartbeat("b", None, gen, REBALANCE as i64 + 1), errors::UNKNOWN_MEMBER_ID);
+
+    // Sync phase: b rejoins but never syncs within the rebalance timeout.
+    let mut g = stable_group(&["a", "b"]);
+    rejoin_all(&mut g, &["a", "b"], 0, &mut out);
+    let gen = g.generation();
+    g.sync_group(sync("a", gen, &[("a", "A")]), 0, &mut out);
+    g.assignment_persisted(gen, errors::NONE, 0, &mut out);
+    out.clear();
+    for t in (500..=REBALANCE as i64).step_by(500) {
+        g.heartbeat("b", None, gen, t);
+        g.heartbeat("a", None, gen, t);
+        g.tick(t, &mut out);
+    }
+    assert_eq!(changes(&out), vec![("b", Reason::SyncTimeout)]);
+    match g.sync_group(sync("b", gen, &[]), REBALANCE as i64 + 1, &mut out) {
+        SyncOutcome::Done(r) => assert_eq!(r.error, errors::UNKNOWN_MEMBER_ID),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Kafka holds an empty group's first join phase for the initial delay even when every
+/// member has joined, and extends it while members keep arriving.
+#[test]
+fn the_initial_delay_holds_the_first_join_phase_even_when_all_joined() {
+    let mut g = ClassicGroup::new("g", limits(3000), 0);
+    let mut out = Vec::new();
+    for (i, id) in ["a", "b", "c"].iter().enumerate() {
+        join_new(&mut g, id, i as i64 * 100, &mut out);
+    }
+    // A member whose JoinGroup timed out on the client sends it again.
+    g.join(req("a", "unused", &["range"]), 500, &mut out);
+    g.tick(2999, &mut out);
+    assert!(joins(&out).is_empty());
+    g.tick(3000, &mut out);
+    assert!(joins(&out).is_empty(), "members arrived during the delay: extended");
+    join_new(&mut g, "d", 4000, &mut out);
+    g.tick(6000, &mut out);
+    assert!(joins(&out).is_empty(), "d arrived during the extension");
+    g.tick(9000, &mut out);
+    let done = joins(&out);
+    assert_eq!(done.len(), 4);
+    assert!(done.iter().all(|(_, r)| r.generation == 1 && r.error == errors::NONE));
+}
+
+#[test]
+fn a_replaced_static_member_is_reported_fenced() {
+    let mut g = ClassicGroup::new("g", limits(0), 0);
+    let mut out = Vec::new();
+    let mut r = req("", "s-1", &["range"]);
+    r.instance_id = Some("instance".into());
+    g.join(r.clone(), 0, &mut out);
+    out.clear();
+    r.new_member_id = "s-2".into();
+    g.join(r, 10, &mut out);
+    assert_eq!(changes(&out), vec![("s-1", Reason::InstanceReplaced), ("s-2", Reason::Joined)]);
+    assert_eq!(g.heartbeat("s-1", Some("instance"), g.generation(), 20), errors::FENCED_INSTANCE_ID);
 }

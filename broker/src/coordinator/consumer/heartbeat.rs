@@ -10,6 +10,7 @@ use super::{
     RECONCILING_HEARTBEAT_INTERVAL_MS,
 };
 use crate::coordinator::assignor::{self, MemberSpec};
+use crate::coordinator::membership::Reason;
 use crate::errors;
 
 /// Member epochs with a meaning of their own.
@@ -159,6 +160,7 @@ impl ConsumerGroup {
         if self.remove_member(&id).is_none() {
             return Err(fail(errors::UNKNOWN_MEMBER_ID, &format!("Member {id} is not a member of group {}.", self.id)));
         }
+        self.report(&id, Reason::LeaveGroup);
         self.epoch += 1;
         Ok(HeartbeatResponse {
             member_id: id,
@@ -194,7 +196,7 @@ impl ConsumerGroup {
             }
         }
         // A rejoin drops whatever the member held: it has released it on its side.
-        self.remove_member(&id);
+        let rejoined = self.remove_member(&id).is_some();
         if let Some(instance) = &req.instance_id {
             self.static_members.insert(instance.clone(), id.clone());
         }
@@ -218,6 +220,7 @@ impl ConsumerGroup {
                 revocation_deadline_ms: None,
             },
         );
+        self.report(&id, if rejoined { Reason::Rejoined } else { Reason::Joined });
         Ok(true)
     }
 

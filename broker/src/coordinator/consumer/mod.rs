@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
 
 pub use super::assignor::Assignment;
+use super::membership::{MembershipChange, Reason};
 pub use heartbeat::{HeartbeatRequest, HeartbeatResponse, Settings};
 pub use view::{DescribedConsumerGroup, DescribedConsumerMember};
 
@@ -94,6 +95,8 @@ pub struct ConsumerGroup {
     assignor: String,
     state_name: &'static str,
     state_since_ms: i64,
+    /// Members added and removed since the shell last took them.
+    changes: Vec<MembershipChange>,
 }
 
 impl ConsumerGroup {
@@ -116,6 +119,7 @@ impl ConsumerGroup {
             assignor: super::assignor::UNIFORM.to_string(),
             state_name: "Empty",
             state_since_ms: now_ms,
+            changes: Vec::new(),
         }
     }
 
@@ -182,6 +186,21 @@ impl ConsumerGroup {
         }
     }
 
+    /// The members added and removed since the last call, for the shell to log and count.
+    pub fn take_changes(&mut self) -> Vec<MembershipChange> {
+        std::mem::take(&mut self.changes)
+    }
+
+    fn report(&mut self, member_id: &str, reason: Reason) {
+        let change = MembershipChange {
+            member_id: member_id.to_string(),
+            reason,
+            generation: self.epoch,
+            members: self.members.len(),
+        };
+        self.changes.push(change);
+    }
+
     /// Removes a member and frees what it held; the caller bumps the epoch.
     fn remove_member(&mut self, member_id: &str) -> Option<ConsumerMember> {
         let m = self.members.remove(member_id)?;
@@ -205,15 +224,22 @@ impl ConsumerGroup {
     /// Members whose session or revocation deadline passed are removed; true if the
     /// group epoch moved (the shell persists it).
     pub fn tick(&mut self, now_ms: i64) -> bool {
-        let expired: Vec<String> = self
+        let expired: Vec<(String, Reason)> = self
             .members
             .values()
-            .filter(|m| m.session_deadline_ms <= now_ms || m.revocation_deadline_ms.is_some_and(|d| d <= now_ms))
-            .map(|m| m.id.clone())
+            .filter_map(|m| {
+                if m.session_deadline_ms <= now_ms {
+                    Some((m.id.clone(), Reason::SessionExpired))
+                } else if m.revocation_deadline_ms.is_some_and(|d| d <= now_ms) {
+                    Some((m.id.clone(), Reason::RevocationTimeout))
+                } else {
+                    None
+                }
+            })
             .collect();
-        for id in &expired {
-            tracing::info!(group = %self.id, member = %id, "consumer group member expired; removing it");
+        for (id, reason) in &expired {
             self.remove_member(id);
+            self.report(id, *reason);
         }
         if !expired.is_empty() {
             self.epoch += 1;

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
 use super::*;
+use crate::coordinator::membership::Reason;
 use crate::errors;
 
 struct Topics(BTreeMap<String, (Uuid, i32)>);
@@ -197,4 +198,119 @@ fn unknown_assignor_and_regex_are_refused() {
     let (resp, _) = g.heartbeat(req, &t, SETTINGS, 0).unwrap();
     assert_eq!(resp.assignment.unwrap().len(), 1);
     assert_eq!(g.describe().assignor, "range");
+}
+
+/// A heartbeat whose answer the client applies only later (a slow client): returns the
+/// answer to apply.
+fn beat_late(g: &mut ConsumerGroup, t: &Topics, c: &Client, now: i64) -> Result<HeartbeatResponse, i16> {
+    let req = HeartbeatRequest {
+        member_id: c.id.clone(),
+        member_epoch: c.epoch,
+        rebalance_timeout_ms: -1,
+        owned: Some(owned_list(c)),
+        ..Default::default()
+    };
+    g.heartbeat(req, t, SETTINGS, now).map(|(resp, _)| resp).map_err(|(code, _)| code)
+}
+
+fn three_stable_and_a_fourth(t: &Topics, g: &mut ConsumerGroup) -> Vec<Client> {
+    let mut clients: Vec<Client> = ["a", "b", "c"].iter().map(|id| join(g, t, id, 0)).collect();
+    for now in 1..4 {
+        for c in clients.iter_mut() {
+            beat(g, t, c, now);
+        }
+    }
+    clients.push(join(g, t, "d", 10));
+    clients
+}
+
+#[test]
+fn a_partition_moves_only_after_its_owner_revokes_even_when_the_owner_is_slow() {
+    let t = topics(12);
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut clients = three_stable_and_a_fourth(&t, &mut g);
+    // a is told to give partitions up, but applies the answer only much later; b, c and
+    // d keep heartbeating meanwhile: none of a's partitions may reach d.
+    let late = beat_late(&mut g, &t, &clients[0], 20).unwrap();
+    for now in 21..40 {
+        for i in 1..4 {
+            beat(&mut g, &t, &mut clients[i], now);
+            assert_exclusive(&clients, 12);
+        }
+    }
+    // a still reports them (its revocation is slow): still withheld.
+    beat_late(&mut g, &t, &clients[0], 40).unwrap();
+    beat(&mut g, &t, &mut clients[3], 41);
+    assert_exclusive(&clients, 12);
+    apply(&mut clients[0], &late);
+    assert_exclusive(&clients, 12);
+    let mut now = 50;
+    while clients.iter().any(|m| m.owned.len() != 3) {
+        now += 1;
+        assert!(now < 60, "did not converge");
+        for i in 0..4 {
+            beat(&mut g, &t, &mut clients[i], now);
+            assert_exclusive(&clients, 12);
+        }
+    }
+}
+
+#[test]
+fn a_member_that_never_revokes_is_removed_at_its_rebalance_timeout_and_reported() {
+    let t = topics(12);
+    let mut g = ConsumerGroup::new("g", 0);
+    let mut clients = three_stable_and_a_fourth(&t, &mut g);
+    g.take_changes();
+    // a is told to revoke but keeps reporting its partitions, heartbeating on time.
+    beat_late(&mut g, &t, &clients[0], 20).unwrap();
+    let mut now = 20;
+    while now + 5000 < 20 + 60_000 {
+        now += 5000;
+        beat_late(&mut g, &t, &clients[0], now).unwrap();
+        for c in clients.iter_mut().skip(1) {
+            beat(&mut g, &t, c, now);
+        }
+        assert!(!g.tick(now));
+        assert_exclusive(&clients, 12);
+    }
+    assert!(g.tick(20 + 60_000));
+    let changes: Vec<(String, Reason)> = g.take_changes().into_iter().map(|c| (c.member_id, c.reason)).collect();
+    assert_eq!(changes, vec![("a".to_string(), Reason::RevocationTimeout)]);
+    assert_eq!(beat_late(&mut g, &t, &clients[0], now + 1).unwrap_err(), errors::UNKNOWN_MEMBER_ID);
+}
+
+/// Seeded: members heartbeat in random order, some apply their answers late; no
+/// partition ever has two owners, and the group converges.
+#[test]
+fn slow_members_never_share_a_partition_seeded() {
+    for seed in 1..200u64 {
+        let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut below = |n: u64| {
+            rng ^= rng >> 12;
+            rng ^= rng << 25;
+            rng ^= rng >> 27;
+            rng.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+        };
+        let t = topics(12);
+        let mut g = ConsumerGroup::new("g", 0);
+        let mut clients = three_stable_and_a_fourth(&t, &mut g);
+        let mut late: Vec<Option<HeartbeatResponse>> = vec![None; 4];
+        let mut now = 20;
+        while clients.iter().any(|m| m.owned.len() != 3) || late.iter().any(Option::is_some) {
+            now += 1;
+            assert!(now < 2000, "seed {seed}: did not converge");
+            let i = below(4) as usize;
+            if let Some(resp) = late[i].take() {
+                apply(&mut clients[i], &resp);
+            } else {
+                let resp = beat_late(&mut g, &t, &clients[i], now).unwrap();
+                if below(3) == 0 {
+                    late[i] = Some(resp);
+                } else {
+                    apply(&mut clients[i], &resp);
+                }
+            }
+            assert_exclusive(&clients, 12);
+        }
+    }
 }

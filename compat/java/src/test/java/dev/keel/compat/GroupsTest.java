@@ -63,11 +63,11 @@ import static org.junit.jupiter.api.Assertions.fail;
  * <p>Each 3 → 4 rebalance time is printed as a "GROUPS-FIGURE" line.
  */
 class GroupsTest {
-    private static final int PARTITIONS = 12;
+    static final int PARTITIONS = 12;
     private static final Duration CONVERGE_TIMEOUT = Duration.ofSeconds(45);
 
     /** Committed offsets and processed records of all members of one group. */
-    private static final class Ledger {
+    static final class Ledger {
         final Map<TopicPartition, Long> committed = new ConcurrentHashMap<>();
         final Map<TopicPartition, Set<Long>> processed = new ConcurrentHashMap<>();
         final List<String> violations = java.util.Collections.synchronizedList(new ArrayList<>());
@@ -87,7 +87,7 @@ class GroupsTest {
     }
 
     /** One consumer in its own thread: poll, process, commitSync, publish its assignment. */
-    private static final class Member implements AutoCloseable {
+    static final class Member implements AutoCloseable {
         final String name;
         final AtomicReference<Set<TopicPartition>> assignment = new AtomicReference<>(Set.of());
         final AtomicReference<Throwable> failure = new AtomicReference<>();
@@ -153,7 +153,7 @@ class GroupsTest {
     }
 
     /** Writes to every partition in turn until stopped; remembers how many were acked. */
-    private static final class Writer implements AutoCloseable {
+    static final class Writer implements AutoCloseable {
         final AtomicBoolean running = new AtomicBoolean(true);
         final AtomicReference<Throwable> failure = new AtomicReference<>();
         private final Thread thread;
@@ -187,7 +187,7 @@ class GroupsTest {
         }
     }
 
-    private static Properties memberProps(String group, Map<String, String> protocol) {
+    static Properties memberProps(String group, Map<String, String> protocol) {
         Properties p = Broker.consumerProps();
         p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, "keel-compat-" + group);
@@ -196,7 +196,7 @@ class GroupsTest {
         return p;
     }
 
-    private static Map<String, String> classic(Class<?> assignor) {
+    static Map<String, String> classic(Class<?> assignor) {
         return Map.of(
             ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic",
             ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor.getName(),
@@ -207,7 +207,7 @@ class GroupsTest {
     private static final Map<String, String> CONSUMER_PROTOCOL = Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
 
     /** True when the members own disjoint sets of `perMember` partitions covering the topic. */
-    private static boolean ownedExactlyOnce(List<Member> members, int perMember) {
+    static boolean ownedExactlyOnce(List<Member> members, int perMember) {
         Set<TopicPartition> all = new HashSet<>();
         for (Member m : members) {
             Set<TopicPartition> a = m.assignment.get();
@@ -235,13 +235,13 @@ class GroupsTest {
         return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
     }
 
-    private static Map<TopicPartition, Long> endOffsets(String topic) {
+    static Map<TopicPartition, Long> endOffsets(String topic) {
         try (KafkaConsumer<byte[], byte[]> c = Broker.consumer(Map.of())) {
             return c.endOffsets(Broker.partitions(topic, PARTITIONS));
         }
     }
 
-    private static String describe(List<Member> members) {
+    static String describe(List<Member> members) {
         return members.stream().map(m -> m.name + "=" + m.assignment.get().stream().map(TopicPartition::partition)
             .sorted().collect(Collectors.toList())).collect(Collectors.joining(" "));
     }
