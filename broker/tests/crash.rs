@@ -1,5 +1,6 @@
 //! kill -9 under load: every batch acknowledged with acks=-1 is read back intact, at
-//! its offset, in order, after each restart.
+//! its offset, in order, after each restart; with a few partitions, and with 1,000
+//! partitions that each get small batches (what the shard journal packs together).
 
 mod common;
 
@@ -12,16 +13,24 @@ use common::kafka::*;
 use common::Broker;
 use keel_protocol::batch::build_batch;
 
-const PARTITIONS: i32 = 4;
-const ROUNDS: usize = 4;
+/// The shape of a crash test's load.
+#[derive(Clone, Copy)]
+struct Load {
+    partitions: i32,
+    /// Partitions written by each produce request (a rotating window).
+    per_request: i32,
+    rounds: usize,
+}
 
 /// Produces until `stop`, recording (partition, offset) -> value of every acked batch.
-fn produce_until(port: u16, stop: Arc<AtomicBool>, first_id: u64) -> BTreeMap<(i32, i64), Vec<u8>> {
+fn produce_until(port: u16, stop: Arc<AtomicBool>, first_id: u64, load: Load) -> BTreeMap<(i32, i64), Vec<u8>> {
     let mut acked = BTreeMap::new();
     let mut c = common::Broker::connect_port(port);
     let mut id = first_id;
     while !stop.load(Ordering::Relaxed) {
-        let parts: Vec<_> = (0..PARTITIONS)
+        let first = (id as i32 * load.per_request) % load.partitions;
+        let parts: Vec<_> = (0..load.per_request)
+            .map(|i| (first + i) % load.partitions)
             .map(|p| {
                 let value = format!("record-{id}-{p}-{}", "x".repeat((id % 700) as usize)).into_bytes();
                 ("crash", p, value)
@@ -65,14 +74,23 @@ fn produce_request(parts: &[(&str, i32, bytes::Bytes)]) -> kafka_protocol::messa
 
 #[test]
 fn acknowledged_batches_survive_kill_9() {
+    kill_9_rounds(Load { partitions: 4, per_request: 4, rounds: 4 });
+}
+
+#[test]
+fn acknowledged_batches_survive_kill_9_at_1000_partitions() {
+    kill_9_rounds(Load { partitions: 1000, per_request: 50, rounds: 2 });
+}
+
+fn kill_9_rounds(load: Load) {
     let mut b = Broker::start(2);
-    create_topic(&mut b.connect(), "crash", PARTITIONS);
+    create_topic(&mut b.connect(), "crash", load.partitions);
     let mut acked: BTreeMap<(i32, i64), Vec<u8>> = BTreeMap::new();
-    for round in 0..ROUNDS {
+    for round in 0..load.rounds {
         let stop = Arc::new(AtomicBool::new(false));
         let port = b.port;
         let s = stop.clone();
-        let producer = std::thread::spawn(move || produce_until(port, s, round as u64 * 1_000_000));
+        let producer = std::thread::spawn(move || produce_until(port, s, round as u64 * 1_000_000, load));
         std::thread::sleep(Duration::from_millis(400 + 300 * round as u64));
         b.kill9();
         stop.store(true, Ordering::Relaxed);
@@ -81,7 +99,7 @@ fn acknowledged_batches_survive_kill_9() {
         acked.extend(got);
         b.spawn();
         let mut c = b.connect();
-        for p in 0..PARTITIONS {
+        for p in 0..load.partitions {
             let mut offset = 0;
             let mut seen = BTreeMap::new();
             loop {

@@ -220,37 +220,11 @@ impl Partition {
                 break;
             }
         }
-        // From here to the append nothing awaits: the sequence check and the append
-        // are one atomic step for this partition.
         let append_time = settings.log_append_time.then(now_ms);
-        let mut first: Option<i64> = None;
-        let mut last_offset = -1;
-        for (h, b) in &batches {
-            match self.check_sequence(h) {
-                SeqCheck::Append => {}
-                SeqCheck::Duplicate { base_offset } => {
-                    first.get_or_insert(base_offset);
-                    continue;
-                }
-                SeqCheck::OutOfOrder { expected } => {
-                    return ProduceOutcome::error(
-                        errors::OUT_OF_ORDER_SEQUENCE_NUMBER,
-                        format!("sequence {} for producer {}, expected {expected}", h.base_sequence, h.producer_id),
-                    )
-                }
-                SeqCheck::FencedEpoch { current } => {
-                    return ProduceOutcome::error(
-                        errors::INVALID_PRODUCER_EPOCH,
-                        format!("epoch {} is older than {current}", h.producer_epoch),
-                    )
-                }
-            }
-            let appended = self.log.borrow_mut().append(b, LEADER_EPOCH, append_time);
-            remember_producer(&mut self.producers.borrow_mut(), &appended);
-            first.get_or_insert(appended.base_offset);
-            last_offset = appended.last_offset();
-        }
-        let base_offset = first.expect("at least one batch");
+        let (base_offset, last_offset) = match self.append_batches(&batches, append_time) {
+            Ok(appended) => appended,
+            Err(refused) => return refused,
+        };
         if last_offset >= 0 {
             shard.flush.mark_dirty(&self.log);
         }
@@ -268,6 +242,69 @@ impl Partition {
             log_append_time: append_time.unwrap_or(-1),
             log_start_offset: self.log.borrow().log_start_offset,
         }
+    }
+
+    /// The partition's single append path. It checks every batch of the request
+    /// against the idempotent-producer state first and refuses the whole request if
+    /// one is out of order or fenced, then appends the new batches. It is not `async`:
+    /// nothing can run on this shard between the checks and the appends, so two
+    /// requests can never interleave their checks and appends. Returns the first
+    /// batch's offset (an original offset for a retried duplicate) and the last
+    /// offset appended (-1 when every batch was a duplicate).
+    fn append_batches(
+        &self,
+        batches: &[(BatchHeader, Bytes)],
+        append_time: Option<i64>,
+    ) -> Result<(i64, i64), ProduceOutcome> {
+        let mut decisions = Vec::with_capacity(batches.len());
+        let mut previous: Option<&BatchHeader> = None;
+        for (h, _) in batches {
+            // A batch following another of the same producer in this request is
+            // checked against that one, as if it had been appended.
+            let check = match previous {
+                Some(p) if h.has_producer_id() && p.producer_id == h.producer_id && h.base_sequence >= 0 => {
+                    let expected = p.last_sequence().wrapping_add(1).max(0);
+                    if p.producer_epoch != h.producer_epoch || h.base_sequence != expected {
+                        SeqCheck::OutOfOrder { expected }
+                    } else {
+                        SeqCheck::Append
+                    }
+                }
+                _ => self.check_sequence(h),
+            };
+            match check {
+                SeqCheck::OutOfOrder { expected } => {
+                    return Err(ProduceOutcome::error(
+                        errors::OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        format!("sequence {} for producer {}, expected {expected}", h.base_sequence, h.producer_id),
+                    ))
+                }
+                SeqCheck::FencedEpoch { current } => {
+                    return Err(ProduceOutcome::error(
+                        errors::INVALID_PRODUCER_EPOCH,
+                        format!("epoch {} is older than {current}", h.producer_epoch),
+                    ))
+                }
+                SeqCheck::Append => previous = Some(h),
+                SeqCheck::Duplicate { .. } => previous = None,
+            }
+            decisions.push(check);
+        }
+        let mut first: Option<i64> = None;
+        let mut last_offset = -1;
+        let mut log = self.log.borrow_mut();
+        let mut producers = self.producers.borrow_mut();
+        for ((_, b), check) in batches.iter().zip(decisions) {
+            if let SeqCheck::Duplicate { base_offset } = check {
+                first.get_or_insert(base_offset);
+                continue;
+            }
+            let appended = log.append(b, LEADER_EPOCH, append_time);
+            remember_producer(&mut producers, &appended);
+            first.get_or_insert(appended.base_offset);
+            last_offset = appended.last_offset();
+        }
+        Ok((first.expect("at least one batch"), last_offset))
     }
 
     fn check_sequence(&self, h: &BatchHeader) -> SeqCheck {
