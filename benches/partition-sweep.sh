@@ -7,6 +7,8 @@
 #
 # Writes benches/results/partition-sweep-<UTC>/{<broker>-<partitions>.json,report.md}.
 set -euo pipefail
+# fsyncs are counted from the syscall tracepoints: mount tracefs if it is not (root only).
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bench="$root/target-bench/release/keel-bench"

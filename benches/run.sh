@@ -12,6 +12,8 @@
 # Quick mode (the default) takes under 15 minutes for both brokers.
 # `keel-bench workloads` lists the workloads; docs/benchmarks.md explains them.
 set -euo pipefail
+# fsyncs are counted from the syscall tracepoints: mount tracefs if it is not (root only).
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

@@ -48,8 +48,14 @@ impl Broker {
 
     pub fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("keel.log")).unwrap();
+        // Small journal files: each start zero-fills its first one.
+        let config = self.dir.join("keel.yaml");
+        std::fs::write(&config, "journal_file_bytes: 8388608\n").unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_keel"))
-            .args(["serve", "--data-dir"])
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .arg("--data-dir")
             .arg(self.dir.join("data"))
             .args(["--kafka-addr", &format!("127.0.0.1:{}", self.port)])
             .args(["--admin-addr", &format!("127.0.0.1:{}", self.admin_port)])

@@ -137,22 +137,36 @@ impl Journal {
             let dir = dir.to_path_buf();
             move || {
                 std::fs::create_dir_all(&dir)?;
-                let mut seqs = Vec::new();
+                let (mut seqs, mut prepared) = (Vec::new(), Vec::new());
                 for entry in std::fs::read_dir(&dir)? {
-                    if let Some(seq) = entry?.file_name().to_str().and_then(parse_file_name) {
+                    let entry = entry?;
+                    let name = entry.file_name();
+                    let name = name.to_str().unwrap_or_default();
+                    if let Some(seq) = parse_file_name(name) {
                         seqs.push(seq);
+                    } else if name.starts_with(PREPARED_PREFIX) {
+                        prepared.push(entry.path());
                     }
                 }
                 seqs.sort_unstable();
-                Ok(seqs)
+                Ok((seqs, prepared))
             }
         })
         .await?;
+        let (listed, mut prepared) = listed;
         let found = replay::read_all(dir, &listed).await?;
         let seq = listed.last().map_or(1, |s| s + 1);
         let (live, retired): (Vec<u64>, Vec<u64>) = listed.iter().partition(|s| **s >= found.replay_from);
         let path = file_path(dir, seq);
-        let file = create_file(&path).await?;
+        let (file, preallocated) = match prepared.pop() {
+            Some(spare) => recycle(&spare, &path).await?,
+            None => {
+                let file = create_file(&path).await?;
+                let zeroed = write_zeros(&file, 0, config.file_bytes).await;
+                sync_or_die(&file, &path).await;
+                (file, if zeroed { config.file_bytes } else { 0 })
+            }
+        };
         crate::checkpoint::sync_dir(dir).await?;
         let mut live: Vec<(u64, PathBuf)> = live.into_iter().map(|s| (s, file_path(dir, s))).collect();
         live.push((seq, path.clone()));
@@ -166,7 +180,7 @@ impl Journal {
                 path,
                 tail: Vec::new(),
                 tail_position: 0,
-                preallocated: 0,
+                preallocated,
                 live,
                 spares: Vec::new(),
                 bytes_since_checkpoint: found.bytes_after_checkpoint,
@@ -177,8 +191,39 @@ impl Journal {
             bytes_written: Cell::new(0),
             checkpoints: Cell::new(0),
         });
+        journal.writer.borrow_mut().spares.extend(prepared);
         journal.retire(retired.into_iter().map(|s| file_path(dir, s)).collect()).await;
+        glommio::spawn_local(journal.clone().prepare_spares()).detach();
         Ok(journal)
+    }
+
+    /// Creates a zero-filled file ahead of need when there is no spare, as a database
+    /// preallocates its log files (retired files become spares later): a pass then always overwrites written blocks (its fdatasync carries no
+    /// file-system metadata), and the data path never writes zeros itself.
+    async fn prepare_spares(self: Rc<Self>) {
+        let mut n = 0u64;
+        while self.writer.borrow().spares.is_empty() {
+            let path = self.dir.join(format!("{PREPARED_PREFIX}{n}.journal"));
+            n += 1;
+            if path.exists() || self.writer.borrow().spares.contains(&path) {
+                continue;
+            }
+            let file = match create_file(&path).await {
+                Ok(f) => f,
+                Err(e) => return tracing::warn!(error = %e, "cannot prepare a journal file"),
+            };
+            if !write_zeros(&file, 0, self.config.file_bytes).await || file.fdatasync().await.is_err() {
+                let _ = file.close().await;
+                let _ = blocking(&path, "remove journal file", {
+                    let path = path.clone();
+                    move || std::fs::remove_file(path)
+                })
+                .await;
+                return tracing::warn!(path = %path.display(), "cannot zero a journal file (disk full?)");
+            }
+            let _ = file.close().await;
+            self.writer.borrow_mut().spares.push(path);
+        }
     }
 
     /// What recovery found for the log named `key` (taken once).
@@ -299,18 +344,7 @@ impl Journal {
         };
         let path = file_path(&self.dir, seq);
         let (file, preallocated) = match spare {
-            Some(old) => {
-                let (from, to) = (old.clone(), path.clone());
-                blocking(&old, "recycle journal file", move || std::fs::rename(&from, &to)).await?;
-                let file = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .dma_open(&path)
-                    .await
-                    .map_err(|e| StorageError::io("open journal", &path, e.into()))?;
-                let size = file.file_size().await.map_err(|e| StorageError::io("stat journal", &path, e.into()))?;
-                (file, size / PAGE * PAGE)
-            }
+            Some(old) => recycle(&old, &path).await?,
             None => (create_file(&path).await?, 0),
         };
         crate::checkpoint::sync_dir(&self.dir).await?;
@@ -361,6 +395,21 @@ impl Journal {
 /// blocks already allocated and written and its fdatasync carries no metadata.
 const ZERO_FILL_AHEAD_BYTES: u64 = 1 << 20;
 
+/// Renames a retired or prepared file to `path` and opens it; returns it and how far
+/// it is already written.
+async fn recycle(old: &Path, path: &Path) -> Result<(DmaFile, u64), StorageError> {
+    let (from, to) = (old.to_path_buf(), path.to_path_buf());
+    blocking(old, "recycle journal file", move || std::fs::rename(&from, &to)).await?;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .dma_open(path)
+        .await
+        .map_err(|e| StorageError::io("open journal", path, e.into()))?;
+    let size = file.file_size().await.map_err(|e| StorageError::io("stat journal", path, e.into()))?;
+    Ok((file, size / PAGE * PAGE))
+}
+
 async fn create_file(path: &Path) -> Result<DmaFile, StorageError> {
     OpenOptions::new()
         .read(true)
@@ -372,9 +421,9 @@ async fn create_file(path: &Path) -> Result<DmaFile, StorageError> {
         .map_err(|e| StorageError::io("create journal", path, e.into()))
 }
 
-/// Writes zeros over `[from, to)`; a failure (a full disk) only means the next pass
-/// writes into unwritten blocks.
-async fn write_zeros(file: &DmaFile, from: u64, to: u64) {
+/// Writes zeros over `[from, to)`; false on a failure (a full disk), which only means
+/// the next pass writes into unwritten blocks.
+async fn write_zeros(file: &DmaFile, from: u64, to: u64) -> bool {
     let mut at = from;
     while at < to {
         let len = (to - at).min(crate::segment_io::CHUNK_BYTES as u64);
@@ -382,10 +431,14 @@ async fn write_zeros(file: &DmaFile, from: u64, to: u64) {
         buf.as_bytes_mut().fill(0);
         match file.write_at(buf, at).await {
             Ok(n) if n as u64 == len => at += len,
-            _ => return,
+            _ => return false,
         }
     }
+    true
 }
+
+/// Name prefix of zero-filled files made ahead of need (no sequence number yet).
+const PREPARED_PREFIX: &str = "prepared-";
 
 /// Runs a file-system call on glommio's blocking thread, off the reactor.
 async fn blocking<T: Send + 'static>(
