@@ -109,7 +109,17 @@ async fn claim_dir(shard: &Shard, dir: &std::path::Path, topic_id: Uuid) -> Resu
             .map_err(|e| StorageError::io("remove stale dir", dir, e))?;
     }
     if recorded != Some(topic_id) {
-        shard.kv.put(&key, Bytes::from(topic_id.to_string())).await?;
+        // Not awaited: opening a thousand partitions does not wait for a thousand passes
+        // one after another. The record reaches the store on the next scheduler turn,
+        // long before a removal of the partition could follow it.
+        let kv = shard.kv.clone();
+        let owner = Bytes::from(topic_id.to_string());
+        glommio::spawn_local(async move {
+            if let Err(e) = kv.put(&key, owner).await {
+                tracing::warn!(%key, error = %e, "cannot record a partition directory's owner");
+            }
+        })
+        .detach();
     }
     Ok(())
 }
