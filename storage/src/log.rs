@@ -514,7 +514,11 @@ async fn roll_while(
             (l.dir.clone(), l.next_offset)
         };
         log.borrow_mut().rolling = true;
-        let created = Segment::create(&dir, base).await;
+        // The new file's directory entry is made durable before anything lands in it.
+        let created = match Segment::create(&dir, base).await {
+            Ok(seg) => crate::checkpoint::sync_dir(&dir).await.map(|()| seg),
+            Err(e) => Err(e),
+        };
         let mut l = log.borrow_mut();
         l.rolling = false;
         l.changed.notify();

@@ -64,8 +64,7 @@ impl PartitionLog {
         keys: Option<StateKeys>,
         mut on_batch: impl FnMut(&BatchHeader),
     ) -> Result<(PartitionLog, OpenKind), StorageError> {
-        std::fs::create_dir_all(dir).map_err(|e| StorageError::io("create log dir", dir, e))?;
-        let bases = list_segments(dir)?;
+        let bases = list_segments(dir).await?;
         let saved = |name: &str| keys.as_ref().and_then(|k| k.kv.get(&k.key(name)));
         let state = saved(STATE_KEY).and_then(|b| PartitionState::decode(&b)).unwrap_or_default();
         let clean = saved(CLEAN_KEY).and_then(|b| CleanState::decode(&b));
@@ -135,8 +134,7 @@ impl PartitionLog {
         config.preallocate_step_bytes = 0;
         let found = journal.take_recovered(&key);
         let clean = keys.as_ref().is_some_and(|k| k.kv.get(&k.key(CLEAN_KEY)).is_some());
-        std::fs::create_dir_all(dir).map_err(|e| StorageError::io("create log dir", dir, e))?;
-        let had_segments = !list_segments(dir)?.is_empty();
+        let had_segments = !list_segments(dir).await?.is_empty();
         if !clean {
             cut_to_mark(dir, &found).await?;
         }
@@ -181,7 +179,7 @@ async fn cut_to_mark(dir: &Path, found: &LogRecovery) -> Result<(), StorageError
         return Ok(());
     }
     let mut removed = false;
-    for base in list_segments(dir)? {
+    for base in list_segments(dir).await? {
         let path = segment::segment_path(dir, base);
         match found.mark {
             Some(mark) if !found.created && base < mark.segment_base => {}
@@ -200,11 +198,7 @@ async fn cut_to_mark(dir: &Path, found: &LogRecovery) -> Result<(), StorageError
                 }
             }
             _ => {
-                let target = path.clone();
-                glommio::executor()
-                    .spawn_blocking(move || std::fs::remove_file(&target))
-                    .await
-                    .map_err(|e| StorageError::io("remove segment", &path, e))?;
+                remove_file(&path).await?;
                 removed = true;
             }
         }
@@ -258,22 +252,38 @@ fn corrupt_journal(log: &Rc<RefCell<PartitionLog>>, reason: &str) -> StorageErro
     StorageError::Corrupt { path: log.borrow().dir.clone(), position: 0, reason: reason.to_string() }
 }
 
-fn list_segments(dir: &Path) -> Result<Vec<i64>, StorageError> {
-    let mut bases = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| StorageError::io("list log dir", dir, e))? {
-        let entry = entry.map_err(|e| StorageError::io("list log dir", dir, e))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if let Some(base) = segment::parse_segment_name(name) {
-            bases.push(base);
-        } else if name.ends_with(".cleaned") {
-            // Output of a compaction that never completed.
-            let path = entry.path();
-            std::fs::remove_file(&path).map_err(|e| StorageError::io("remove leftover", &path, e))?;
-        }
-    }
-    bases.sort_unstable();
-    Ok(bases)
+/// Removes a segment file on glommio's blocking thread.
+async fn remove_file(path: &Path) -> Result<(), StorageError> {
+    let target = path.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || std::fs::remove_file(&target))
+        .await
+        .map_err(|e| StorageError::io("remove segment", path, e))
+}
+
+/// Creates `dir` if needed and lists its segments' base offsets, removing the output
+/// of a compaction that never completed; on glommio's blocking thread, off the reactor.
+async fn list_segments(dir: &Path) -> Result<Vec<i64>, StorageError> {
+    let path = dir.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || -> std::io::Result<Vec<i64>> {
+            std::fs::create_dir_all(&path)?;
+            let mut bases = Vec::new();
+            for entry in std::fs::read_dir(&path)? {
+                let entry = entry?;
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else { continue };
+                if let Some(base) = segment::parse_segment_name(name) {
+                    bases.push(base);
+                } else if name.ends_with(".cleaned") {
+                    std::fs::remove_file(entry.path())?;
+                }
+            }
+            bases.sort_unstable();
+            Ok(bases)
+        })
+        .await
+        .map_err(|e| StorageError::io("list log dir", dir, e))
 }
 
 async fn scan_all(
@@ -286,7 +296,7 @@ async fn scan_all(
         let path = segment::segment_path(&log.dir, base);
         if torn {
             tracing::error!(path = %path.display(), "removing segment written after a torn one");
-            std::fs::remove_file(&path).map_err(|e| StorageError::io("remove segment", &path, e))?;
+            remove_file(&path).await?;
             continue;
         }
         let mut seg = Segment::open(path.clone(), base.max(log.next_offset)).await?;
