@@ -1,8 +1,21 @@
 //! One Kafka connection: a reader that decodes frames and starts their handlers in
 //! order, and a writer that sends responses in the same order (Kafka clients pipeline
-//! up to `max.in.flight.requests.per.connection` requests). At most
-//! `in_flight_requests_max` requests run ahead of their responses; past that the reader
-//! stops reading the socket (backpressure, not an unbounded queue).
+//! up to `max.in.flight.requests.per.connection` requests).
+//!
+//! Two bounds make the reader stop reading the socket (backpressure, not an unbounded
+//! queue or an out-of-memory kill):
+//! - at most `in_flight_requests_max` requests of the connection run ahead of their
+//!   responses;
+//! - before reading a frame's body the reader takes the frame's size from the shard's
+//!   request byte budget (`request_bytes_in_flight_max_per_shard`, all connections of
+//!   the shard together), and the writer gives it back once the response is written.
+//!   A frame larger than the whole budget takes all of it, so it waits until the
+//!   shard has nothing else in flight. The budget is not first come, first served: a
+//!   small request that fits goes ahead of a large one waiting, so clients sending
+//!   maximum-size requests slow down each other, not everyone else.
+//!
+//! When the client goes (the socket reads end or a write fails), a long-poll fetch of
+//! the connection still waiting is dropped, which cancels its waits on owner shards.
 
 use std::rc::Rc;
 
@@ -11,8 +24,11 @@ use futures_lite::io::BufReader;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel;
 use glommio::net::TcpStream;
+use glommio::sync::StaticPermit;
 use glommio::task::JoinHandle;
+use kafka_protocol::messages::ApiKey;
 use keel_protocol::frame;
+use keel_storage::Signal;
 
 use super::split;
 use crate::handlers;
@@ -26,20 +42,29 @@ enum Slot {
     Ready(Bytes),
 }
 
+/// A slot with the request bytes it holds in the shard's budget until it is written.
+struct Queued {
+    slot: Slot,
+    _budget: StaticPermit,
+}
+
 pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let (read_half, mut write_half) = split::split(stream);
     let mut reader = BufReader::with_capacity(64 << 10, read_half);
-    let (tx, rx) = local_channel::new_bounded::<Slot>(shard.config.in_flight_requests_max);
+    let (tx, rx) = local_channel::new_bounded::<Queued>(shard.config.in_flight_requests_max);
+    let closed = Signal::new();
+    let writer_closed = closed.clone();
     let writer = glommio::spawn_local(async move {
-        while let Some(slot) = rx.recv().await {
-            let response = match slot {
+        while let Some(queued) = rx.recv().await {
+            let response = match queued.slot {
                 Slot::Ready(b) => Some(b),
                 Slot::Pending(handle) => handle.await.flatten(),
             };
             if let Some(bytes) = response {
                 if write_half.write_all(&bytes).await.is_err() {
+                    writer_closed.notify();
                     return;
                 }
             }
@@ -59,25 +84,41 @@ pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
                 break;
             }
         };
+        let units = len.min(shard.request_budget_max) as u64;
+        let budget = shard.request_budget.acquire_static_permit(units).await.expect("the request budget never closes");
         let mut body = BytesMut::zeroed(len);
         if reader.read_exact(&mut body).await.is_err() {
             break;
         }
         let slot = match handlers::prepare(shard, body.freeze()) {
             Ok(handlers::Prepared::Respond(bytes)) => Slot::Ready(bytes),
-            Ok(handlers::Prepared::Run(request)) => {
-                let shard = shard.clone();
-                Slot::Pending(glommio::spawn_local(async move { handlers::run(&shard, *request).await }).detach())
-            }
+            Ok(handlers::Prepared::Run(request)) => Slot::Pending(spawn_handler(shard, *request, &closed)),
             Err(e) => {
                 tracing::info!(%peer, error = %e, "closing connection after a bad request");
                 break;
             }
         };
-        if tx.send(slot).await.is_err() {
+        if tx.send(Queued { slot, _budget: budget }).await.is_err() {
             break;
         }
     }
+    closed.notify();
     drop(tx);
     writer.await;
+}
+
+/// Starts a request's handler. A fetch stops (and stops waiting on other shards) when
+/// the connection closes: nobody is left to read its answer.
+fn spawn_handler(shard: &Rc<Shard>, request: handlers::Request, closed: &Rc<Signal>) -> JoinHandle<Option<Bytes>> {
+    let shard = shard.clone();
+    if request.api_key == ApiKey::Fetch {
+        let gone = closed.wait();
+        let run = async move { handlers::run(&shard, request).await };
+        return glommio::spawn_local(futures_lite::future::or(run, async move {
+            gone.await;
+            None
+        }))
+        .detach();
+    }
+    glommio::spawn_local(async move { handlers::run(&shard, request).await }).detach()
 }
