@@ -27,7 +27,8 @@ pub struct BrokerConfig {
     pub fetch_wait_ms_max: u64,
     /// Request bytes read and not yet answered, all connections of a shard together.
     /// `None`: a quarter of the shard's share of `memory`. A frame is read only once
-    /// its size fits (a frame larger than the whole budget waits for all of it).
+    /// its size fits; a frame larger than the whole budget is refused as one larger
+    /// than `request_bytes_max` is.
     pub request_bytes_in_flight_max_per_shard: Option<usize>,
     /// Cross-shard calls one shard may have waiting on one other shard.
     pub mesh_calls_in_flight_max_per_peer: usize,

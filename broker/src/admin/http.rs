@@ -42,20 +42,23 @@ pub struct LimitStats {
 }
 
 impl LimitStats {
-    fn of(s: &Shard) -> LimitStats {
-        let budget_max = s.request_budget_max as u64;
+    /// `asked_over_mesh`: these stats are gathered by a call from the admin API's
+    /// shard, which is not counted among the calls running.
+    fn of(s: &Shard, asked_over_mesh: bool) -> LimitStats {
+        let mut mesh = s.mesh.stats();
+        mesh.calls_running -= usize::from(asked_over_mesh);
         let limits = s.producers.limits();
         let largest = s.partitions.borrow().values().map(|p| p.producer_count()).max().unwrap_or(0);
         LimitStats {
-            request_bytes_in_flight: budget_max.saturating_sub(s.request_budget.available()),
-            request_bytes_in_flight_max: budget_max,
+            request_bytes_in_flight: s.request_budget.in_use() as u64,
+            request_bytes_in_flight_max: s.request_budget.bytes_max() as u64,
             producer_states: s.producers.in_use() as u64,
             producer_states_max: limits.per_shard_max as u64,
             producer_states_largest_partition: largest as u64,
             producer_states_per_partition_max: limits.per_partition_max as u64,
             producers_evicted: s.producers.evicted_total(),
             producers_expired: s.producers.expired_total(),
-            mesh: s.mesh.stats(),
+            mesh,
         }
     }
 }
@@ -125,8 +128,9 @@ async fn route(shard: &Rc<Shard>, path: &str) -> (&'static str, &'static str, St
 }
 
 async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
+    let admin_shard = shard.id;
     shard
-        .submit_to_all(|s| async move {
+        .submit_to_all(move |s| async move {
             let parts = s.partitions.borrow();
             ShardStats {
                 shard: s.id,
@@ -139,7 +143,7 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
                 pass_times: s.flush.pass_times.borrow().clone(),
                 storage: keel_storage::stats::snapshot(),
                 member_changes: s.coordinator.borrow().member_changes.clone(),
-                limits: LimitStats::of(&s),
+                limits: LimitStats::of(&s, s.id != admin_shard),
             }
         })
         .await
@@ -204,9 +208,12 @@ fn render_metrics(stats: &[ShardStats]) -> String {
         }),
         ("keel_producer_states", "gauge", "Idempotent producer states, all partitions", |s| s.limits.producer_states),
         ("keel_producer_states_max", "gauge", "producer_states_per_shard_max", |s| s.limits.producer_states_max),
-        ("keel_producer_states_largest_partition", "gauge", "Idempotent producer states of the fullest partition", |s| {
-            s.limits.producer_states_largest_partition
-        }),
+        (
+            "keel_producer_states_largest_partition",
+            "gauge",
+            "Idempotent producer states of the fullest partition",
+            |s| s.limits.producer_states_largest_partition,
+        ),
         ("keel_producer_states_per_partition_max", "gauge", "producer_states_per_partition_max", |s| {
             s.limits.producer_states_per_partition_max
         }),
@@ -225,9 +232,12 @@ fn render_metrics(stats: &[ShardStats]) -> String {
         ("keel_mesh_calls_running", "gauge", "Calls from other shards running on this shard", |s| {
             s.limits.mesh.calls_running as u64
         }),
-        ("keel_mesh_calls_cancelled_total", "counter", "Calls cancelled on their target after the caller stopped waiting", |s| {
-            s.limits.mesh.calls_cancelled
-        }),
+        (
+            "keel_mesh_calls_cancelled_total",
+            "counter",
+            "Calls cancelled on their target after the caller stopped waiting",
+            |s| s.limits.mesh.calls_cancelled,
+        ),
     ];
     for &(name, kind, help, get) in series {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));

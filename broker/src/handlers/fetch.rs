@@ -210,11 +210,9 @@ async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left:
         .filter(|(_, parts)| !parts.is_empty())
         .map(|(owner, parts)| {
             let shard = shard.clone();
-            Box::pin(
-                async move {
-                    shard.submit_to_cancellable(owner, move |s| async move { wait_local(&s, parts, left).await }).await
-                },
-            ) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+            Box::pin(async move {
+                shard.submit_to_cancellable(owner, move |s| async move { wait_local(&s, parts, left).await }).await
+            }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
         })
         .collect();
     crate::util::first_of(waits).await;

@@ -7,12 +7,10 @@
 //! - at most `in_flight_requests_max` requests of the connection run ahead of their
 //!   responses;
 //! - before reading a frame's body the reader takes the frame's size from the shard's
-//!   request byte budget (`request_bytes_in_flight_max_per_shard`, all connections of
-//!   the shard together), and the writer gives it back once the response is written.
-//!   A frame larger than the whole budget takes all of it, so it waits until the
-//!   shard has nothing else in flight. The budget is not first come, first served: a
-//!   small request that fits goes ahead of a large one waiting, so clients sending
-//!   maximum-size requests slow down each other, not everyone else.
+//!   request byte budget (see [`super::budget`]), and the writer gives it back once
+//!   the response is written. A frame larger than the budget could ever hold is
+//!   refused as one larger than `request_bytes_max` is (the connection is closed), so
+//!   the budget is a hard bound on the memory requests hold.
 //!
 //! When the client goes (the socket reads end or a write fails), a long-poll fetch of
 //! the connection still waiting is dropped, which cancels its waits on owner shards.
@@ -71,7 +69,7 @@ pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
         }
         let _ = write_half.close().await;
     });
-    let limit = shard.config.request_bytes_max;
+    let limit = shard.config.request_bytes_max.min(shard.request_budget.frame_bytes_max());
     loop {
         let mut prefix = [0u8; 4];
         if reader.read_exact(&mut prefix).await.is_err() {
@@ -84,8 +82,7 @@ pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
                 break;
             }
         };
-        let units = len.min(shard.request_budget_max) as u64;
-        let budget = shard.request_budget.acquire_static_permit(units).await.expect("the request budget never closes");
+        let budget = shard.request_budget.acquire(len).await;
         let mut body = BytesMut::zeroed(len);
         if reader.read_exact(&mut body).await.is_err() {
             break;

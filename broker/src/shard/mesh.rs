@@ -26,7 +26,7 @@ use std::rc::Rc;
 use glommio::channels::channel_mesh::{Receivers, Senders};
 use glommio::channels::local_channel::{self, LocalSender};
 use glommio::sync::Semaphore;
-use glommio::task::JoinHandle;
+use keel_storage::Signal;
 
 use super::Shard;
 
@@ -34,10 +34,18 @@ pub type Reply = Box<dyn Any + Send>;
 pub type Job = Box<dyn FnOnce(Rc<Shard>) -> Pin<Box<dyn Future<Output = Reply>>> + Send>;
 
 pub enum MeshMsg {
-    Call { id: u64, job: Job },
+    Call {
+        id: u64,
+        job: Job,
+    },
     /// The caller stopped waiting for call `id`: drop its task if it still runs.
-    Cancel { id: u64 },
-    Reply { id: u64, value: Reply },
+    Cancel {
+        id: u64,
+    },
+    Reply {
+        id: u64,
+        value: Reply,
+    },
 }
 
 /// Messages a channel between two shards holds before a sender waits. Calls are
@@ -52,8 +60,9 @@ pub struct Mesh {
     /// Per target shard, the calls this shard may have waiting on it.
     slots: Vec<Semaphore>,
     slots_max: usize,
-    /// Calls from other shards running here, by (caller, call id).
-    running: RefCell<HashMap<(usize, u64), JoinHandle<()>>>,
+    /// Calls from other shards running here, by (caller, call id), each with the
+    /// signal that cancels it.
+    running: RefCell<HashMap<(usize, u64), Rc<Signal>>>,
     cancelled: Cell<u64>,
 }
 
@@ -169,9 +178,32 @@ impl Mesh {
 
     fn cancel(&self, from: usize, id: u64) {
         // None: the call already finished (its reply crossed the cancel).
-        if let Some(task) = self.running.borrow_mut().remove(&(from, id)) {
-            task.cancel();
+        if let Some(cancel) = self.running.borrow_mut().remove(&(from, id)) {
+            cancel.notify();
         }
+    }
+
+    /// Runs a call from `peer` in a task of its own and replies, unless cancelled
+    /// first. The call is registered before its task starts: glommio may run a new
+    /// task at once, and a job that ends on its first poll must find its entry.
+    fn run_call(shard: &Rc<Shard>, peer: usize, id: u64, job: Job) {
+        let cancel = Signal::new();
+        let cancelled = cancel.wait();
+        shard.mesh.running.borrow_mut().insert((peer, id), cancel);
+        let s = shard.clone();
+        glommio::spawn_local(async move {
+            let run = async { Some(job(s.clone()).await) };
+            let value = futures_lite::future::or(run, async {
+                cancelled.await;
+                None
+            })
+            .await;
+            let still_wanted = s.mesh.running.borrow_mut().remove(&(peer, id)).is_some();
+            if let (Some(value), true) = (value, still_wanted) {
+                s.mesh.reply(peer, id, value).await;
+            }
+        })
+        .detach();
     }
 }
 
@@ -182,17 +214,7 @@ pub fn serve(shard: &Rc<Shard>, mut receivers: Receivers<MeshMsg>) {
         glommio::spawn_local(async move {
             while let Some(msg) = stream.recv().await {
                 match msg {
-                    MeshMsg::Call { id, job } => {
-                        let s = shard.clone();
-                        let task = glommio::spawn_local(async move {
-                            let value = job(s.clone()).await;
-                            s.mesh.running.borrow_mut().remove(&(peer, id));
-                            s.mesh.reply(peer, id, value).await;
-                        })
-                        .detach();
-                        // The task has not run yet: it is registered before it can end.
-                        shard.mesh.running.borrow_mut().insert((peer, id), task);
-                    }
+                    MeshMsg::Call { id, job } => Mesh::run_call(&shard, peer, id, job),
                     MeshMsg::Cancel { id } => shard.mesh.cancel(peer, id),
                     MeshMsg::Reply { id, value } => shard.mesh.complete(id, value),
                 }

@@ -49,11 +49,9 @@ pub struct Shard {
     /// Controller state; only shard 0 has it.
     pub controller: Option<Controller>,
     pub connections: Cell<usize>,
-    /// Request bytes read and not yet answered on all this shard's connections: a
-    /// connection takes a frame's size before reading its body and gives it back once
-    /// the response is written (`request_bytes_in_flight_max_per_shard`).
-    pub request_budget: Rc<glommio::sync::Semaphore>,
-    pub request_budget_max: usize,
+    /// Request bytes read and not yet answered on all this shard's connections
+    /// (`request_bytes_in_flight_max_per_shard`).
+    pub request_budget: crate::net::budget::RequestBudget,
     /// Idempotent producer states of all this shard's partitions, with their caps.
     pub producers: Rc<producer_state::ShardProducers>,
     /// Groups and offsets of the `__consumer_offsets` partitions this shard owns.
@@ -265,7 +263,15 @@ async fn shard_main(
     glommio::spawn_local(flush.clone().run()).detach();
     let kv_dir = config.data_dir.join(".kv").join(format!("shard-{id}"));
     let kv = ShardKv::open(&kv_dir, flush.clone()).await.map_err(|e| format!("opening the state store: {e}"))?;
-    let request_budget_max = config.request_budget_bytes(memory);
+    let request_budget = crate::net::budget::RequestBudget::new(config.request_budget_bytes(memory));
+    if config.request_bytes_max > request_budget.frame_bytes_max() {
+        tracing::warn!(
+            shard = id,
+            request_bytes_max = config.request_bytes_max,
+            frame_bytes_max = request_budget.frame_bytes_max(),
+            "requests larger than the shard's request budget can hold will be refused"
+        );
+    }
     let producers = producer_state::ShardProducers::new(
         producer_state::ProducerLimits {
             per_partition_max: config.producer_states_per_partition_max,
@@ -287,8 +293,7 @@ async fn shard_main(
         log_config,
         controller,
         connections: Cell::new(0),
-        request_budget: Rc::new(glommio::sync::Semaphore::new(request_budget_max as u64)),
-        request_budget_max,
+        request_budget,
         producers,
         coordinator: RefCell::new(crate::coordinator::Coordinator::default()),
     });
