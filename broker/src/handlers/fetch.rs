@@ -204,7 +204,7 @@ async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left:
             g.records.last().and_then(|b| keel_protocol::BatchHeader::parse(b).ok()).map(|h| h.last_offset() + 1);
         per_owner[*owner].push((w.topic.clone(), w.partition, next.unwrap_or(w.offset)));
     }
-    let waits: Vec<_> = per_owner
+    let mut waits: Vec<_> = per_owner
         .into_iter()
         .enumerate()
         .filter(|(_, parts)| !parts.is_empty())
@@ -215,6 +215,8 @@ async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left:
             }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
         })
         .collect();
+    // Bounded here too: a wait may first queue for a mesh call slot.
+    waits.push(Box::pin(glommio::timer::sleep(left)));
     crate::util::first_of(waits).await;
 }
 

@@ -6,8 +6,11 @@
 //! on outbound sends, so two shards calling each other cannot deadlock.
 //!
 //! **Bounds and cancellation.** A shard has at most `mesh_calls_in_flight_max_per_peer`
-//! calls waiting on each other shard; a further call waits for a slot. The slot is
-//! held until the reply comes or the caller stops waiting (its future is dropped).
+//! calls waiting on each other shard, and as many cancellable ones (long-poll waits);
+//! a further call waits for a slot of its kind. Keeping the kinds apart means a client
+//! holding a thousand long polls open cannot make produce requests queue behind them.
+//! A slot is held until the reply comes or the caller stops waiting (its future is
+//! dropped).
 //! A call made cancellable (`Shard::submit_to_cancellable`) that its caller stops
 //! waiting for is cancelled on the target too: a `Cancel` follows the call on the same
 //! channel and the target drops the call's task (dropping a glommio task cancels it).
@@ -57,8 +60,10 @@ pub struct Mesh {
     senders: Rc<Senders<MeshMsg>>,
     pending: RefCell<HashMap<u64, LocalSender<Reply>>>,
     next_id: Cell<u64>,
-    /// Per target shard, the calls this shard may have waiting on it.
+    /// Per target shard, the calls this shard may have waiting on it: uncancellable
+    /// work, and cancellable waits.
     slots: Vec<Semaphore>,
+    wait_slots: Vec<Semaphore>,
     slots_max: usize,
     /// Calls from other shards running here, by (caller, call id), each with the
     /// signal that cancels it.
@@ -73,7 +78,7 @@ pub struct MeshStats {
     pub calls_in_flight: usize,
     /// Calls from other shards running on this shard.
     pub calls_running: usize,
-    /// The per-peer cap on `calls_in_flight`.
+    /// The per-peer cap on `calls_in_flight`, for each kind (work, waits).
     pub calls_in_flight_max_per_peer: usize,
     /// Calls whose caller stopped waiting and that were cancelled on their target.
     pub calls_cancelled: u64,
@@ -114,12 +119,15 @@ impl Drop for CallGuard<'_> {
 impl Mesh {
     pub fn new(senders: Senders<MeshMsg>, calls_in_flight_max_per_peer: usize) -> Mesh {
         assert!(calls_in_flight_max_per_peer >= 1, "a shard must be able to call its peers");
-        let slots = (0..senders.nr_consumers()).map(|_| Semaphore::new(calls_in_flight_max_per_peer as u64)).collect();
+        let per_peer =
+            || (0..senders.nr_consumers()).map(|_| Semaphore::new(calls_in_flight_max_per_peer as u64)).collect();
+        let (slots, wait_slots) = (per_peer(), per_peer());
         Mesh {
             senders: Rc::new(senders),
             pending: RefCell::new(HashMap::new()),
             next_id: Cell::new(1),
             slots,
+            wait_slots,
             slots_max: calls_in_flight_max_per_peer,
             running: RefCell::new(HashMap::new()),
             cancelled: Cell::new(0),
@@ -149,7 +157,8 @@ impl Mesh {
     /// task on `target` is cancelled.
     pub async fn call(&self, target: usize, job: Job, cancel_on_drop: bool) -> Reply {
         assert_ne!(target, self.peer_id(), "a shard calls itself directly, not over the mesh");
-        let _slot = self.slots[target].acquire_permit(1).await.expect("mesh call slots are never closed");
+        let slots = if cancel_on_drop { &self.wait_slots[target] } else { &self.slots[target] };
+        let _slot = slots.acquire_permit(1).await.expect("mesh call slots are never closed");
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let (tx, rx) = local_channel::new_bounded(1);
