@@ -32,6 +32,11 @@ use super::split;
 use crate::handlers;
 use crate::shard::Shard;
 
+/// Read buffer of each connection: what an idle connection costs (`connections_max`
+/// of them at most). Small requests are read through it a buffer at a time; a frame
+/// body larger than it is read straight into the frame.
+pub const CONNECTION_READ_BUFFER_BYTES: usize = 16 << 10;
+
 /// What the writer does for one request, in request order.
 enum Slot {
     /// A running handler; `None` output means no response (acks=0 produce).
@@ -50,7 +55,7 @@ pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let (read_half, mut write_half) = split::split(stream);
-    let mut reader = BufReader::with_capacity(64 << 10, read_half);
+    let mut reader = BufReader::with_capacity(CONNECTION_READ_BUFFER_BYTES, read_half);
     let (tx, rx) = local_channel::new_bounded::<Queued>(shard.config.in_flight_requests_max);
     let closed = Signal::new();
     let writer_closed = closed.clone();
