@@ -284,9 +284,13 @@ fn maximum_size_requests(b: &Broker, connections: usize, seconds: u64) -> usize 
     for t in threads {
         t.join().unwrap();
     }
-    wait_until("request budgets given back", Duration::from_secs(10), || {
+    // Closed, not only shut down: a server reader learns of the close when it reads.
+    sockets.lock().unwrap().clear();
+    let t = Instant::now();
+    wait_until("request budgets given back", Duration::from_secs(30), || {
         b.metric_sum("keel_request_bytes_in_flight") == 0
     });
+    eprintln!("request budgets given back {:.1?} after the clients left", t.elapsed());
     let answered = answered.load(Ordering::Relaxed);
     eprintln!(
         "maximum-size requests: {connections} connections, frames of {frame_max} bytes, {answered} answered in {seconds} s"

@@ -15,6 +15,7 @@
 //! When the client goes (the socket reads end or a write fails), a long-poll fetch of
 //! the connection still waiting is dropped, which cancels its waits on owner shards.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
@@ -37,6 +38,9 @@ use crate::shard::Shard;
 /// body larger than it is read straight into the frame.
 pub const CONNECTION_READ_BUFFER_BYTES: usize = 16 << 10;
 
+/// Bytes of a frame body read (and its memory touched) at a time.
+const BODY_READ_STEP_BYTES: usize = 1 << 20;
+
 /// What the writer does for one request, in request order.
 enum Slot {
     /// A running handler; `None` output means no response (acks=0 produce).
@@ -58,17 +62,24 @@ pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
     let mut reader = BufReader::with_capacity(CONNECTION_READ_BUFFER_BYTES, read_half);
     let (tx, rx) = local_channel::new_bounded::<Queued>(shard.config.in_flight_requests_max);
     let closed = Signal::new();
-    let writer_closed = closed.clone();
+    let gone = Rc::new(Cell::new(false));
+    let (writer_closed, writer_gone) = (closed.clone(), gone.clone());
     let writer = glommio::spawn_local(async move {
         while let Some(queued) = rx.recv().await {
+            // Once the client is gone nothing more is written, but the queue is still
+            // drained: each queued request gives its budget back now, not when the
+            // reader stops (which may itself wait for budget).
+            if writer_gone.get() {
+                continue;
+            }
             let response = match queued.slot {
                 Slot::Ready(b) => Some(b),
                 Slot::Pending(handle) => handle.await.flatten(),
             };
             if let Some(bytes) = response {
                 if write_half.write_all(&bytes).await.is_err() {
+                    writer_gone.set(true);
                     writer_closed.notify();
-                    return;
                 }
             }
         }
@@ -87,12 +98,23 @@ pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
                 break;
             }
         };
-        let budget = shard.request_budget.acquire(len).await;
-        let mut body = BytesMut::zeroed(len);
-        if reader.read_exact(&mut body).await.is_err() {
+        if gone.get() {
             break;
         }
-        let slot = match handlers::prepare(shard, body.freeze()) {
+        let client_gone = closed.wait();
+        let acquire = async { Some(shard.request_budget.acquire(len).await) };
+        let Some(budget) = futures_lite::future::or(acquire, async {
+            client_gone.await;
+            None
+        })
+        .await
+        else {
+            break;
+        };
+        let Ok(body) = read_body(&mut reader, len).await else {
+            break;
+        };
+        let slot = match handlers::prepare(shard, body) {
             Ok(handlers::Prepared::Respond(bytes)) => Slot::Ready(bytes),
             Ok(handlers::Prepared::Run(request)) => Slot::Pending(spawn_handler(shard, *request, &closed)),
             Err(e) => {
@@ -107,6 +129,19 @@ pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
     closed.notify();
     drop(tx);
     writer.await;
+}
+
+/// Reads a frame body of `len` bytes, a step at a time: memory is touched only as
+/// bytes arrive, so a client that announces a large frame and sends little (or has
+/// gone: a reader waiting for budget learns of it only now) costs one step.
+async fn read_body<R: futures_lite::AsyncRead + Unpin>(reader: &mut R, len: usize) -> std::io::Result<Bytes> {
+    let mut body = BytesMut::with_capacity(len);
+    while body.len() < len {
+        let start = body.len();
+        body.resize(start + (len - start).min(BODY_READ_STEP_BYTES), 0);
+        reader.read_exact(&mut body[start..]).await?;
+    }
+    Ok(body.freeze())
 }
 
 /// Starts a request's handler. A fetch stops (and stops waiting on other shards) when
