@@ -30,6 +30,9 @@ pub struct BrokerConfig {
     /// its size fits; a frame larger than the whole budget is refused as one larger
     /// than `request_bytes_max` is.
     pub request_bytes_in_flight_max_per_shard: Option<usize>,
+    /// Kernel receive buffer of each Kafka connection (SO_RCVBUF; Kafka's
+    /// `socket.receive.buffer.bytes`); 0 leaves it to the kernel's autotuning.
+    pub socket_receive_buffer_bytes: usize,
     /// Cross-shard calls one shard may have waiting on one other shard.
     pub mesh_calls_in_flight_max_per_peer: usize,
     /// Idempotent producers remembered per partition and per shard; past either, the
@@ -76,6 +79,7 @@ impl Default for BrokerConfig {
             in_flight_requests_max: 64,
             fetch_wait_ms_max: 30_000,
             request_bytes_in_flight_max_per_shard: None,
+            socket_receive_buffer_bytes: 256 << 10,
             mesh_calls_in_flight_max_per_peer: 1024,
             producer_states_per_partition_max: 10_000,
             producer_states_per_shard_max: 100_000,

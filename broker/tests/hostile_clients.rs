@@ -5,7 +5,7 @@
 //! client producing and fetching on its own connection keeps being served.
 //!
 //! Scale (defaults in brackets): `KEEL_HOSTILE_PRODUCERS` [1,000,000],
-//! `KEEL_HOSTILE_CONNECTIONS` [64], `KEEL_HOSTILE_SECONDS` of maximum-size requests
+//! `KEEL_HOSTILE_CONNECTIONS` [1,000], `KEEL_HOSTILE_SECONDS` of maximum-size requests
 //! [10], `KEEL_HOSTILE_POLLS` [2,500: past the cap of 1,024 waits per shard pair].
 
 mod common;
@@ -252,6 +252,7 @@ fn maximum_size_requests(b: &Broker, connections: usize, seconds: u64) -> usize 
             let port = b.port;
             std::thread::spawn(move || {
                 let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return };
+                limit_send_buffer(&s);
                 sockets.lock().unwrap().push(s.try_clone().unwrap());
                 let mut len = [0u8; 4];
                 while !stop.load(Ordering::Relaxed) {
@@ -296,6 +297,27 @@ fn maximum_size_requests(b: &Broker, connections: usize, seconds: u64) -> usize 
         "maximum-size requests: {connections} connections, frames of {frame_max} bytes, {answered} answered in {seconds} s"
     );
     answered
+}
+
+/// Caps a test client's kernel send buffer. The clients run on the broker's machine,
+/// so their send buffers (autotuned up to 4 MiB each) share the kernel's TCP memory
+/// with the broker's receive buffers: a thousand of them would exhaust it, which
+/// remote clients cannot do to a broker.
+fn limit_send_buffer(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let value: libc::c_int = 128 << 10;
+    // SAFETY: the descriptor is the live socket `s` owns; the option value is a c_int
+    // on the stack and its size is passed with it.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            &value as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "setting SO_SNDBUF");
 }
 
 fn long_poll_frame(c: &mut common::Conn, partitions: i32, min_bytes: i32) -> Vec<u8> {
@@ -364,7 +386,7 @@ fn abandoned_long_polls(b: &Broker, count: usize) {
 #[test]
 fn hostile_clients_cannot_exhaust_memory_or_starve_others() {
     let producers = env_or("KEEL_HOSTILE_PRODUCERS", 1_000_000);
-    let connections = env_or("KEEL_HOSTILE_CONNECTIONS", 64);
+    let connections = env_or("KEEL_HOSTILE_CONNECTIONS", 1000);
     let seconds = env_or("KEEL_HOSTILE_SECONDS", 10) as u64;
     let polls = env_or("KEEL_HOSTILE_POLLS", 2500);
     let b = Broker::start_with(SHARDS, MEMORY, &[]);
