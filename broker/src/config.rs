@@ -25,6 +25,22 @@ pub struct BrokerConfig {
     /// Requests read ahead of their responses on one connection.
     pub in_flight_requests_max: usize,
     pub fetch_wait_ms_max: u64,
+    /// Request bytes read and not yet answered, all connections of a shard together.
+    /// `None`: a quarter of the shard's share of `memory`. A frame is read only once
+    /// its size fits; a frame larger than the whole budget is refused as one larger
+    /// than `request_bytes_max` is.
+    pub request_bytes_in_flight_max_per_shard: Option<usize>,
+    /// Kernel receive buffer of each Kafka connection (SO_RCVBUF; Kafka's
+    /// `socket.receive.buffer.bytes`); 0 leaves it to the kernel's autotuning.
+    pub socket_receive_buffer_bytes: usize,
+    /// Cross-shard calls one shard may have waiting on one other shard.
+    pub mesh_calls_in_flight_max_per_peer: usize,
+    /// Idempotent producers remembered per partition and per shard; past either, the
+    /// least recently used is forgotten.
+    pub producer_states_per_partition_max: usize,
+    pub producer_states_per_shard_max: usize,
+    /// A producer idle this long is forgotten (Kafka's `producer.id.expiration.ms`).
+    pub producer_id_expiration_ms: i64,
     /// Broker-wide defaults for topic configs (e.g. "message.max.bytes").
     pub topic_defaults: BTreeMap<String, String>,
     /// How long a rebalance of an empty classic group waits for more members to join
@@ -62,6 +78,12 @@ impl Default for BrokerConfig {
             connections_max: 10_000,
             in_flight_requests_max: 64,
             fetch_wait_ms_max: 30_000,
+            request_bytes_in_flight_max_per_shard: None,
+            socket_receive_buffer_bytes: 256 << 10,
+            mesh_calls_in_flight_max_per_peer: 1024,
+            producer_states_per_partition_max: 10_000,
+            producer_states_per_shard_max: 100_000,
+            producer_id_expiration_ms: 24 * 3600 * 1000,
             topic_defaults: BTreeMap::new(),
             group_initial_rebalance_delay_ms: 3000,
             group_min_session_timeout_ms: 6000,
@@ -100,5 +122,29 @@ impl BrokerConfig {
 
     pub fn memory_bytes(&self) -> Result<u64, String> {
         keel_tuning::parse_size(&self.memory)
+    }
+
+    /// The request byte budget of one shard whose share of `memory` is `shard_memory`.
+    pub fn request_budget_bytes(&self, shard_memory: u64) -> usize {
+        self.request_bytes_in_flight_max_per_shard.unwrap_or((shard_memory / 4) as usize).max(1)
+    }
+
+    /// Refuses limits that would make the broker unable to serve anything.
+    pub fn check_limits(&self) -> Result<(), String> {
+        let positive = [
+            ("request_bytes_max", self.request_bytes_max),
+            ("in_flight_requests_max", self.in_flight_requests_max),
+            ("mesh_calls_in_flight_max_per_peer", self.mesh_calls_in_flight_max_per_peer),
+            ("producer_states_per_partition_max", self.producer_states_per_partition_max),
+            ("producer_states_per_shard_max", self.producer_states_per_shard_max),
+            ("request_bytes_in_flight_max_per_shard", self.request_bytes_in_flight_max_per_shard.unwrap_or(1)),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{name} must be at least 1"));
+        }
+        if self.producer_id_expiration_ms <= 0 {
+            return Err("producer_id_expiration_ms must be positive".into());
+        }
+        Ok(())
     }
 }

@@ -24,6 +24,43 @@ pub struct ShardStats {
     pub pass_times: keel_storage::flush::PassTimes,
     pub storage: keel_storage::stats::StorageStats,
     pub member_changes: crate::coordinator::membership::MembershipCounts,
+    pub limits: LimitStats,
+}
+
+/// Use and cap of each bound on what clients can grow, for one shard.
+#[derive(Debug, Clone, Default)]
+pub struct LimitStats {
+    pub request_bytes_in_flight: u64,
+    pub request_bytes_in_flight_max: u64,
+    pub producer_states: u64,
+    pub producer_states_max: u64,
+    pub producer_states_largest_partition: u64,
+    pub producer_states_per_partition_max: u64,
+    pub producers_evicted: u64,
+    pub producers_expired: u64,
+    pub mesh: crate::shard::mesh::MeshStats,
+}
+
+impl LimitStats {
+    /// `asked_over_mesh`: these stats are gathered by a call from the admin API's
+    /// shard, which is not counted among the calls running.
+    fn of(s: &Shard, asked_over_mesh: bool) -> LimitStats {
+        let mut mesh = s.mesh.stats();
+        mesh.calls_running -= usize::from(asked_over_mesh);
+        let limits = s.producers.limits();
+        let largest = s.partitions.borrow().values().map(|p| p.producer_count()).max().unwrap_or(0);
+        LimitStats {
+            request_bytes_in_flight: s.request_budget.in_use() as u64,
+            request_bytes_in_flight_max: s.request_budget.bytes_max() as u64,
+            producer_states: s.producers.in_use() as u64,
+            producer_states_max: limits.per_shard_max as u64,
+            producer_states_largest_partition: largest as u64,
+            producer_states_per_partition_max: limits.per_partition_max as u64,
+            producers_evicted: s.producers.evicted_total(),
+            producers_expired: s.producers.expired_total(),
+            mesh,
+        }
+    }
 }
 
 pub fn spawn(shard: &Rc<Shard>) -> Result<(), String> {
@@ -91,8 +128,9 @@ async fn route(shard: &Rc<Shard>, path: &str) -> (&'static str, &'static str, St
 }
 
 async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
+    let admin_shard = shard.id;
     shard
-        .submit_to_all(|s| async move {
+        .submit_to_all(move |s| async move {
             let parts = s.partitions.borrow();
             ShardStats {
                 shard: s.id,
@@ -105,6 +143,7 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
                 pass_times: s.flush.pass_times.borrow().clone(),
                 storage: keel_storage::stats::snapshot(),
                 member_changes: s.coordinator.borrow().member_changes.clone(),
+                limits: LimitStats::of(&s, s.id != admin_shard),
             }
         })
         .await
@@ -115,7 +154,7 @@ type Series = (&'static str, &'static str, &'static str, fn(&ShardStats) -> u64)
 
 fn render_metrics(stats: &[ShardStats]) -> String {
     let mut out = String::new();
-    let series: [Series; 17] = [
+    let series: &[Series] = &[
         ("keel_partitions", "gauge", "Partitions owned by the shard", |s| s.partitions as u64),
         (
             "keel_read_ahead_hits_total",
@@ -161,8 +200,46 @@ fn render_metrics(stats: &[ShardStats]) -> String {
             s.storage.opens_clean
         }),
         ("keel_log_opens_scanned_total", "counter", "Logs opened by a recovery scan", |s| s.storage.opens_scanned),
+        ("keel_request_bytes_in_flight", "gauge", "Request bytes read and not yet answered, all connections", |s| {
+            s.limits.request_bytes_in_flight
+        }),
+        ("keel_request_bytes_in_flight_max", "gauge", "request_bytes_in_flight_max_per_shard", |s| {
+            s.limits.request_bytes_in_flight_max
+        }),
+        ("keel_producer_states", "gauge", "Idempotent producer states, all partitions", |s| s.limits.producer_states),
+        ("keel_producer_states_max", "gauge", "producer_states_per_shard_max", |s| s.limits.producer_states_max),
+        (
+            "keel_producer_states_largest_partition",
+            "gauge",
+            "Idempotent producer states of the fullest partition",
+            |s| s.limits.producer_states_largest_partition,
+        ),
+        ("keel_producer_states_per_partition_max", "gauge", "producer_states_per_partition_max", |s| {
+            s.limits.producer_states_per_partition_max
+        }),
+        ("keel_producers_evicted_total", "counter", "Producer states evicted by the partition or shard cap", |s| {
+            s.limits.producers_evicted
+        }),
+        ("keel_producers_expired_total", "counter", "Producer states removed after producer_id_expiration_ms", |s| {
+            s.limits.producers_expired
+        }),
+        ("keel_mesh_calls_in_flight", "gauge", "Calls this shard waits on, all other shards", |s| {
+            s.limits.mesh.calls_in_flight as u64
+        }),
+        ("keel_mesh_calls_in_flight_max_per_peer", "gauge", "mesh_calls_in_flight_max_per_peer", |s| {
+            s.limits.mesh.calls_in_flight_max_per_peer as u64
+        }),
+        ("keel_mesh_calls_running", "gauge", "Calls from other shards running on this shard", |s| {
+            s.limits.mesh.calls_running as u64
+        }),
+        (
+            "keel_mesh_calls_cancelled_total",
+            "counter",
+            "Calls cancelled on their target after the caller stopped waiting",
+            |s| s.limits.mesh.calls_cancelled,
+        ),
     ];
-    for (name, kind, help, get) in series {
+    for &(name, kind, help, get) in series {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
         for s in stats {
             out.push_str(&format!("{name}{{shard=\"{}\"}} {}\n", s.shard, get(s)));

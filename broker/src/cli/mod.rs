@@ -85,6 +85,7 @@ impl ServeArgs {
             }
         }
         c.memory_bytes()?;
+        c.check_limits()?;
         Ok(c)
     }
 }

@@ -2,6 +2,11 @@
 //! validated, persisted atomically, installed on shard 0 at once (so the next change
 //! starts from it) and then pushed to every shard, which opens or removes partitions.
 //! A change is answered only after every shard has installed it.
+//!
+//! Changes run one at a time, from reading the current metadata to every shard having
+//! installed the result: the save runs on glommio's blocking thread, and without that
+//! turn a second change started during the save would start from the old metadata and
+//! undo the first.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -22,6 +27,8 @@ pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 pub struct Controller {
     store: MetadataStore,
     next_producer_id: Cell<i64>,
+    /// One permit: the change that holds it is the only one running.
+    turn: glommio::sync::Semaphore,
 }
 
 /// A topic to create, as CreateTopics or auto-creation asks.
@@ -38,8 +45,17 @@ pub type Failure = (i16, String);
 
 impl Controller {
     pub fn new(data_dir: &std::path::Path, meta: &Metadata) -> Controller {
-        Controller { store: MetadataStore::new(data_dir), next_producer_id: Cell::new(meta.producer_id_block_end) }
+        Controller {
+            store: MetadataStore::new(data_dir),
+            next_producer_id: Cell::new(meta.producer_id_block_end),
+            turn: glommio::sync::Semaphore::new(1),
+        }
     }
+}
+
+/// Waits until no other metadata change runs; the change runs while this is held.
+async fn take_turn(shard: &Shard) -> glommio::sync::Permit<'_> {
+    controller(shard).turn.acquire_permit(1).await.expect("the controller's turn never closes")
 }
 
 fn controller(shard: &Shard) -> &Controller {
@@ -106,6 +122,7 @@ pub async fn create_topics(
     specs: Vec<TopicSpec>,
     validate_only: bool,
 ) -> Vec<Result<TopicMeta, Failure>> {
+    let _turn = take_turn(&shard).await;
     let mut meta = (*shard.meta()).clone();
     let mut results = Vec::with_capacity(specs.len());
     let mut changed = false;
@@ -133,6 +150,7 @@ pub async fn create_topics(
 }
 
 pub async fn delete_topics(shard: Rc<Shard>, names: Vec<String>) -> Vec<Result<Uuid, Failure>> {
+    let _turn = take_turn(&shard).await;
     let mut meta = (*shard.meta()).clone();
     let results: Vec<_> = names
         .iter()
@@ -156,6 +174,7 @@ pub async fn create_partitions(
     changes: Vec<(String, i32)>,
     validate_only: bool,
 ) -> Vec<Result<(), Failure>> {
+    let _turn = take_turn(&shard).await;
     let mut meta = (*shard.meta()).clone();
     let mut results = Vec::new();
     let mut changed = false;
@@ -207,6 +226,7 @@ pub async fn alter_configs(
     changes: Vec<ConfigChange>,
     validate_only: bool,
 ) -> Vec<Result<(), Failure>> {
+    let _turn = take_turn(&shard).await;
     let mut meta = (*shard.meta()).clone();
     let mut results = Vec::new();
     for change in &changes {
@@ -257,6 +277,7 @@ fn apply_config_change(meta: &mut Metadata, change: &ConfigChange) -> Result<(),
 /// Hands out one producer id, persisting a new block when the current one is used up.
 pub async fn allocate_producer_id(shard: Rc<Shard>) -> Result<i64, Failure> {
     let c = controller(&shard);
+    let _turn = take_turn(&shard).await;
     let id = c.next_producer_id.get();
     c.next_producer_id.set(id + 1);
     if id >= shard.meta().producer_id_block_end {
@@ -271,7 +292,7 @@ async fn commit(shard: &Rc<Shard>, mut meta: Metadata) -> Result<(), String> {
     let c = controller(shard);
     meta.version = shard.meta().version + 1;
     meta.reindex();
-    c.store.save(&meta)?;
+    c.store.save_async(&meta).await?;
     *shard.metadata.borrow_mut() = Rc::new(meta.clone());
     shard.submit_to_all(move |s| async move { s.apply_metadata(meta).await }).await;
     Ok(())

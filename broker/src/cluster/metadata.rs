@@ -119,19 +119,37 @@ impl MetadataStore {
         }
     }
 
-    /// Writes atomically: temp file, fsync, rename, fsync of the directory.
+    /// Writes atomically: temp file, fsync, rename, fsync of the directory. Blocks:
+    /// for start-up, before any shard runs; shards use [`MetadataStore::save_async`].
     pub fn save(&self, m: &Metadata) -> Result<(), String> {
-        let dir = self.path.parent().expect("metadata path has a parent");
-        let fail = |e: std::io::Error| format!("saving {}: {e}", self.path.display());
-        std::fs::create_dir_all(dir).map_err(fail)?;
-        let tmp = self.path.with_extension("json.tmp");
-        let mut f = std::fs::File::create(&tmp).map_err(fail)?;
-        f.write_all(&serde_json::to_vec_pretty(m).expect("metadata serializes")).map_err(fail)?;
-        f.sync_all().map_err(fail)?;
-        std::fs::rename(&tmp, &self.path).map_err(fail)?;
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(fail)?;
-        Ok(())
+        write_atomically(&self.path, &serde_json::to_vec_pretty(m).expect("metadata serializes"))
     }
+
+    /// `save` on glommio's blocking thread, so the fsyncs and the rename (milliseconds
+    /// to seconds on a busy disk) never stall the calling shard's reactor.
+    pub async fn save_async(&self, m: &Metadata) -> Result<(), String> {
+        let path = self.path.clone();
+        let m = m.clone();
+        glommio::executor()
+            .spawn_blocking(move || {
+                let bytes = serde_json::to_vec_pretty(&m).expect("metadata serializes");
+                write_atomically(&path, &bytes)
+            })
+            .await
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let dir = path.parent().expect("metadata path has a parent");
+    let fail = |e: std::io::Error| format!("saving {}: {e}", path.display());
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let tmp = path.with_extension("json.tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(fail)?;
+    f.write_all(bytes).map_err(fail)?;
+    f.sync_all().map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(fail)?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(fail)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -194,7 +194,9 @@ async fn read_one(shard: &Shard, w: &Want) -> Got {
 }
 
 /// Waits on each owner until any partition read there has data past what was read,
-/// or until `left` passes; returns when the first owner answers.
+/// or until `left` passes; returns when the first owner answers. The other owners'
+/// waits are cancelled then (as they are when the connection closes), so an answered
+/// fetch holds no task or call slot on any shard.
 async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left: Duration) {
     let mut per_owner: Vec<Vec<(String, i32, i64)>> = vec![Vec::new(); shard.count];
     for ((owner, w), g) in wants.iter().zip(got) {
@@ -202,17 +204,19 @@ async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left:
             g.records.last().and_then(|b| keel_protocol::BatchHeader::parse(b).ok()).map(|h| h.last_offset() + 1);
         per_owner[*owner].push((w.topic.clone(), w.partition, next.unwrap_or(w.offset)));
     }
-    let waits: Vec<_> = per_owner
+    let mut waits: Vec<_> = per_owner
         .into_iter()
         .enumerate()
         .filter(|(_, parts)| !parts.is_empty())
         .map(|(owner, parts)| {
             let shard = shard.clone();
-            Box::pin(
-                async move { shard.submit_to(owner, move |s| async move { wait_local(&s, parts, left).await }).await },
-            ) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+            Box::pin(async move {
+                shard.submit_to_cancellable(owner, move |s| async move { wait_local(&s, parts, left).await }).await
+            }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
         })
         .collect();
+    // Bounded here too: a wait may first queue for a mesh call slot.
+    waits.push(Box::pin(glommio::timer::sleep(left)));
     crate::util::first_of(waits).await;
 }
 

@@ -1,9 +1,21 @@
 //! One Kafka connection: a reader that decodes frames and starts their handlers in
 //! order, and a writer that sends responses in the same order (Kafka clients pipeline
-//! up to `max.in.flight.requests.per.connection` requests). At most
-//! `in_flight_requests_max` requests run ahead of their responses; past that the reader
-//! stops reading the socket (backpressure, not an unbounded queue).
+//! up to `max.in.flight.requests.per.connection` requests).
+//!
+//! Two bounds make the reader stop reading the socket (backpressure, not an unbounded
+//! queue or an out-of-memory kill):
+//! - at most `in_flight_requests_max` requests of the connection run ahead of their
+//!   responses;
+//! - before reading a frame's body the reader takes the frame's size from the shard's
+//!   request byte budget (see [`super::budget`]), and the writer gives it back once
+//!   the response is written. A frame larger than the budget could ever hold is
+//!   refused as one larger than `request_bytes_max` is (the connection is closed), so
+//!   the budget is a hard bound on the memory requests hold.
+//!
+//! When the client goes (the socket reads end or a write fails), a long-poll fetch of
+//! the connection still waiting is dropped, which cancels its waits on owner shards.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
@@ -11,12 +23,23 @@ use futures_lite::io::BufReader;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel;
 use glommio::net::TcpStream;
+use glommio::sync::StaticPermit;
 use glommio::task::JoinHandle;
+use kafka_protocol::messages::ApiKey;
 use keel_protocol::frame;
+use keel_storage::Signal;
 
 use super::split;
 use crate::handlers;
 use crate::shard::Shard;
+
+/// Read buffer of each connection: what an idle connection costs (`connections_max`
+/// of them at most). Small requests are read through it a buffer at a time; a frame
+/// body larger than it is read straight into the frame.
+pub const CONNECTION_READ_BUFFER_BYTES: usize = 16 << 10;
+
+/// Bytes of a frame body read (and its memory touched) at a time.
+const BODY_READ_STEP_BYTES: usize = 1 << 20;
 
 /// What the writer does for one request, in request order.
 enum Slot {
@@ -26,27 +49,43 @@ enum Slot {
     Ready(Bytes),
 }
 
+/// A slot with the request bytes it holds in the shard's budget until it is written.
+struct Queued {
+    slot: Slot,
+    _budget: StaticPermit,
+}
+
 pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let (read_half, mut write_half) = split::split(stream);
-    let mut reader = BufReader::with_capacity(64 << 10, read_half);
-    let (tx, rx) = local_channel::new_bounded::<Slot>(shard.config.in_flight_requests_max);
+    let mut reader = BufReader::with_capacity(CONNECTION_READ_BUFFER_BYTES, read_half);
+    let (tx, rx) = local_channel::new_bounded::<Queued>(shard.config.in_flight_requests_max);
+    let closed = Signal::new();
+    let gone = Rc::new(Cell::new(false));
+    let (writer_closed, writer_gone) = (closed.clone(), gone.clone());
     let writer = glommio::spawn_local(async move {
-        while let Some(slot) = rx.recv().await {
-            let response = match slot {
+        while let Some(queued) = rx.recv().await {
+            // Once the client is gone nothing more is written, but the queue is still
+            // drained: each queued request gives its budget back now, not when the
+            // reader stops (which may itself wait for budget).
+            if writer_gone.get() {
+                continue;
+            }
+            let response = match queued.slot {
                 Slot::Ready(b) => Some(b),
                 Slot::Pending(handle) => handle.await.flatten(),
             };
             if let Some(bytes) = response {
                 if write_half.write_all(&bytes).await.is_err() {
-                    return;
+                    writer_gone.set(true);
+                    writer_closed.notify();
                 }
             }
         }
         let _ = write_half.close().await;
     });
-    let limit = shard.config.request_bytes_max;
+    let limit = shard.config.request_bytes_max.min(shard.request_budget.frame_bytes_max());
     loop {
         let mut prefix = [0u8; 4];
         if reader.read_exact(&mut prefix).await.is_err() {
@@ -59,25 +98,64 @@ pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
                 break;
             }
         };
-        let mut body = BytesMut::zeroed(len);
-        if reader.read_exact(&mut body).await.is_err() {
+        if gone.get() {
             break;
         }
-        let slot = match handlers::prepare(shard, body.freeze()) {
+        let client_gone = closed.wait();
+        let acquire = async { Some(shard.request_budget.acquire(len).await) };
+        let Some(budget) = futures_lite::future::or(acquire, async {
+            client_gone.await;
+            None
+        })
+        .await
+        else {
+            break;
+        };
+        let Ok(body) = read_body(&mut reader, len).await else {
+            break;
+        };
+        let slot = match handlers::prepare(shard, body) {
             Ok(handlers::Prepared::Respond(bytes)) => Slot::Ready(bytes),
-            Ok(handlers::Prepared::Run(request)) => {
-                let shard = shard.clone();
-                Slot::Pending(glommio::spawn_local(async move { handlers::run(&shard, *request).await }).detach())
-            }
+            Ok(handlers::Prepared::Run(request)) => Slot::Pending(spawn_handler(shard, *request, &closed)),
             Err(e) => {
                 tracing::info!(%peer, error = %e, "closing connection after a bad request");
                 break;
             }
         };
-        if tx.send(slot).await.is_err() {
+        if tx.send(Queued { slot, _budget: budget }).await.is_err() {
             break;
         }
     }
+    closed.notify();
     drop(tx);
     writer.await;
+}
+
+/// Reads a frame body of `len` bytes, a step at a time: memory is touched only as
+/// bytes arrive, so a client that announces a large frame and sends little (or has
+/// gone: a reader waiting for budget learns of it only now) costs one step.
+async fn read_body<R: futures_lite::AsyncRead + Unpin>(reader: &mut R, len: usize) -> std::io::Result<Bytes> {
+    let mut body = BytesMut::with_capacity(len);
+    while body.len() < len {
+        let start = body.len();
+        body.resize(start + (len - start).min(BODY_READ_STEP_BYTES), 0);
+        reader.read_exact(&mut body[start..]).await?;
+    }
+    Ok(body.freeze())
+}
+
+/// Starts a request's handler. A fetch stops (and stops waiting on other shards) when
+/// the connection closes: nobody is left to read its answer.
+fn spawn_handler(shard: &Rc<Shard>, request: handlers::Request, closed: &Rc<Signal>) -> JoinHandle<Option<Bytes>> {
+    let shard = shard.clone();
+    if request.api_key == ApiKey::Fetch {
+        let gone = closed.wait();
+        let run = async move { handlers::run(&shard, request).await };
+        return glommio::spawn_local(futures_lite::future::or(run, async move {
+            gone.await;
+            None
+        }))
+        .detach();
+    }
+    glommio::spawn_local(async move { handlers::run(&shard, request).await }).detach()
 }

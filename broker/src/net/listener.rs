@@ -26,6 +26,7 @@ pub async fn serve(shard: Rc<Shard>) -> Result<(), String> {
             drop(stream);
             continue;
         }
+        limit_receive_buffer(&stream, shard.config.socket_receive_buffer_bytes);
         let shard = shard.clone();
         glommio::spawn_local(async move {
             shard.connections.set(shard.connections.get() + 1);
@@ -33,5 +34,33 @@ pub async fn serve(shard: Rc<Shard>) -> Result<(), String> {
             shard.connections.set(shard.connections.get() - 1);
         })
         .detach();
+    }
+}
+
+/// Caps the kernel's receive buffer of a connection (Kafka's
+/// `socket.receive.buffer.bytes`). Left to autotuning, each socket may grow to
+/// `tcp_rmem`'s maximum (32 MiB here) with bytes the broker has not read yet: a
+/// thousand clients sending large requests into connections that wait for request
+/// budget would push the kernel's TCP memory into pressure, and every connection,
+/// well-behaved ones too, would slow down.
+fn limit_receive_buffer(stream: &glommio::net::TcpStream, bytes: usize) {
+    use std::os::fd::AsRawFd;
+    if bytes == 0 {
+        return;
+    }
+    let value = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: the descriptor is the live socket `stream` owns; the option value is a
+    // c_int on the stack and its size is passed with it.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &value as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "cannot set a connection's receive buffer");
     }
 }

@@ -1,6 +1,7 @@
 //! Kafka listeners and connections. Every shard binds the Kafka port (SO_REUSEPORT)
 //! and serves the connections it accepts from start to end.
 
+pub mod budget;
 pub mod conn;
 pub mod listener;
 pub mod split;

@@ -49,13 +49,39 @@ pub struct Shard {
     /// Controller state; only shard 0 has it.
     pub controller: Option<Controller>,
     pub connections: Cell<usize>,
+    /// Request bytes read and not yet answered on all this shard's connections
+    /// (`request_bytes_in_flight_max_per_shard`).
+    pub request_budget: crate::net::budget::RequestBudget,
+    /// Idempotent producer states of all this shard's partitions, with their caps.
+    pub producers: Rc<producer_state::ShardProducers>,
     /// Groups and offsets of the `__consumer_offsets` partitions this shard owns.
     pub coordinator: RefCell<crate::coordinator::Coordinator>,
 }
 
 impl Shard {
     /// Runs `f` on shard `target` and returns its result. Local calls skip the mesh.
+    /// If the caller stops waiting, `f` still runs to its end on `target`.
     pub async fn submit_to<T, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> T
+    where
+        T: Send + 'static,
+        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+    {
+        self.call_on(target, f, false).await
+    }
+
+    /// As `submit_to`, but if the caller stops waiting (drops this future), `f` is
+    /// cancelled on `target` too. For work that may stop at any await: waits.
+    pub async fn submit_to_cancellable<T, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> T
+    where
+        T: Send + 'static,
+        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+    {
+        self.call_on(target, f, true).await
+    }
+
+    async fn call_on<T, F, Fut>(self: &Rc<Self>, target: usize, f: F, cancel_on_drop: bool) -> T
     where
         T: Send + 'static,
         F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
@@ -66,7 +92,7 @@ impl Shard {
             return f(self.clone()).await;
         }
         let job: mesh::Job = Box::new(move |shard| Box::pin(async move { Box::new(f(shard).await) as mesh::Reply }));
-        let reply = self.mesh.call(target, job).await;
+        let reply = self.mesh.call(target, job, cancel_on_drop).await;
         *reply.downcast::<T>().expect("mesh reply has the type its call asked for")
     }
 
@@ -149,6 +175,21 @@ impl Shard {
     }
 }
 
+/// How often idle producers are looked for (an in-memory check of the oldest ones;
+/// Kafka's `producer.id.expiration.check.interval.ms` is ten minutes).
+const PRODUCER_EXPIRY_CHECK_INTERVAL_MS: u64 = 1000;
+
+fn spawn_producer_expiry(shard: &Rc<Shard>) {
+    let producers = shard.producers.clone();
+    glommio::spawn_local(async move {
+        loop {
+            glommio::timer::sleep(std::time::Duration::from_millis(PRODUCER_EXPIRY_CHECK_INTERVAL_MS)).await;
+            producers.expire();
+        }
+    })
+    .detach();
+}
+
 /// Starts `config.smp` shards and blocks until they stop.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
     std::fs::create_dir_all(&config.data_dir).map_err(|e| format!("creating {}: {e}", config.data_dir.display()))?;
@@ -209,7 +250,7 @@ async fn shard_main(
     let (senders, receivers) = mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
     let id = senders.peer_id();
     let count = senders.nr_consumers();
-    let mesh = Mesh::new(senders);
+    let mesh = Mesh::new(senders, config.mesh_calls_in_flight_max_per_peer);
     let controller = (id == 0).then(|| Controller::new(&config.data_dir, &metadata));
     // An eighth of the shard's memory goes to the batch caches of all its partitions;
     // any one partition may use all of it while the others are quiet.
@@ -222,6 +263,23 @@ async fn shard_main(
     glommio::spawn_local(flush.clone().run()).detach();
     let kv_dir = config.data_dir.join(".kv").join(format!("shard-{id}"));
     let kv = ShardKv::open(&kv_dir, flush.clone()).await.map_err(|e| format!("opening the state store: {e}"))?;
+    let request_budget = crate::net::budget::RequestBudget::new(config.request_budget_bytes(memory));
+    if config.request_bytes_max > request_budget.frame_bytes_max() {
+        tracing::warn!(
+            shard = id,
+            request_bytes_max = config.request_bytes_max,
+            frame_bytes_max = request_budget.frame_bytes_max(),
+            "requests larger than the shard's request budget can hold will be refused"
+        );
+    }
+    let producers = producer_state::ShardProducers::new(
+        producer_state::ProducerLimits {
+            per_partition_max: config.producer_states_per_partition_max,
+            per_shard_max: config.producer_states_per_shard_max,
+            expiration_ms: config.producer_id_expiration_ms,
+        },
+        Box::new(partition::now_ms),
+    );
     let shard = Rc::new(Shard {
         id,
         count,
@@ -235,10 +293,13 @@ async fn shard_main(
         log_config,
         controller,
         connections: Cell::new(0),
+        request_budget,
+        producers,
         coordinator: RefCell::new(crate::coordinator::Coordinator::default()),
     });
     mesh::serve(&shard, receivers);
     housekeeping::spawn(&shard);
+    spawn_producer_expiry(&shard);
     shard.apply_metadata(metadata).await;
     shard.flush.journal().expect("a shard's flush loop has a journal").finish_recovery();
     shard.forget_deleted_topics_state().await;

@@ -142,7 +142,7 @@ impl Partition {
         let mut config = shard.log_config.clone();
         config.segment_bytes_max = settings.segment_bytes;
         config.segment_ms_max = settings.segment_ms;
-        let mut producers = ProducerStates::default();
+        let mut producers = ProducerStates::new(&shard.producers);
         let keys = shard.kv.keys(&state_prefix(topic.id, index));
         let journal = shard.flush.journal().expect("a shard's flush loop has a journal");
         let key = journal_key(topic.id, index);
@@ -173,6 +173,11 @@ impl Partition {
     /// The topic settings in force (retention and compaction read them).
     pub fn settings(&self) -> TopicSettings {
         self.settings.borrow().clone()
+    }
+
+    /// Idempotent producers this partition remembers (for `/metrics`).
+    pub fn producer_count(&self) -> usize {
+        self.producers.borrow().len()
     }
 
     /// Flushes the log and writes its clean-shutdown checkpoint, so the next start

@@ -21,6 +21,8 @@ pub struct Broker {
     pub dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
     smp: usize,
+    memory: String,
+    extra_args: Vec<String>,
 }
 
 /// A free port below the kernel's ephemeral range, so no client socket of the tests
@@ -39,11 +41,53 @@ fn free_port() -> u16 {
 
 impl Broker {
     pub fn start(smp: usize) -> Broker {
+        Broker::start_with(smp, "256M", &[])
+    }
+
+    /// A broker with `--memory memory` and more command-line arguments.
+    pub fn start_with(smp: usize, memory: &str, extra_args: &[&str]) -> Broker {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
-        let mut b = Broker { child: None, port: free_port(), admin_port: free_port(), dir, _tmp: Some(tmp), smp };
+        let mut b = Broker {
+            child: None,
+            port: free_port(),
+            admin_port: free_port(),
+            dir,
+            _tmp: Some(tmp),
+            smp,
+            memory: memory.to_string(),
+            extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
+        };
         b.spawn();
         b
+    }
+
+    /// The broker's resident memory (VmRSS), in bytes.
+    pub fn rss_bytes(&self) -> u64 {
+        let pid = self.child.as_ref().expect("broker running").id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        kib * 1024
+    }
+
+    /// The value of a `/metrics` series for one shard.
+    pub fn metric(&self, name: &str, shard: usize) -> u64 {
+        let text = self.admin_get("/metrics");
+        let prefix = format!("{name}{{shard=\"{shard}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(|v| v as u64)
+            .unwrap_or_else(|| panic!("no metric {name} for shard {shard}"))
+    }
+
+    /// A `/metrics` series summed over all shards.
+    pub fn metric_sum(&self, name: &str) -> u64 {
+        (0..self.smp).map(|s| self.metric(name, s)).sum()
     }
 
     pub fn spawn(&mut self) {
@@ -59,7 +103,8 @@ impl Broker {
             .arg(self.dir.join("data"))
             .args(["--kafka-addr", &format!("127.0.0.1:{}", self.port)])
             .args(["--admin-addr", &format!("127.0.0.1:{}", self.admin_port)])
-            .args(["--smp", &self.smp.to_string(), "--memory", "256M"])
+            .args(["--smp", &self.smp.to_string(), "--memory", &self.memory])
+            .args(&self.extra_args)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
