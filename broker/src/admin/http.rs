@@ -19,6 +19,8 @@ pub struct ShardStats {
     pub connections: usize,
     pub flush_passes: u64,
     pub log_flushes: u64,
+    pub journal_bytes_written: u64,
+    pub journal_checkpoints: u64,
     pub log_bytes: u64,
     pub cache_bytes: u64,
     pub pass_times: keel_storage::flush::PassTimes,
@@ -138,6 +140,8 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
                 connections: s.connections.get(),
                 flush_passes: s.flush.passes.get(),
                 log_flushes: s.flush.syncs.get(),
+                journal_bytes_written: s.flush.journal().map_or(0, |j| j.bytes_written.get()),
+                journal_checkpoints: s.flush.journal().map_or(0, |j| j.checkpoints.get()),
                 log_bytes: parts.values().map(|p| p.log.borrow().size_bytes()).sum(),
                 cache_bytes: s.cache.used() as u64,
                 pass_times: s.flush.pass_times.borrow().clone(),
@@ -170,7 +174,24 @@ fn render_metrics(stats: &[ShardStats]) -> String {
         ),
         ("keel_connections", "gauge", "Open Kafka connections on the shard", |s| s.connections as u64),
         ("keel_flush_passes_total", "counter", "Group-commit passes of the shard's flush loop", |s| s.flush_passes),
-        ("keel_log_flushes_total", "counter", "Partition logs written and fdatasynced", |s| s.log_flushes),
+        (
+            "keel_log_flushes_total",
+            "counter",
+            "fdatasyncs issued by flush passes (one per pass with the journal)",
+            |s| s.log_flushes,
+        ),
+        (
+            "keel_journal_bytes_written_total",
+            "counter",
+            "Bytes written to the shard journal (page rewrites included)",
+            |s| s.journal_bytes_written,
+        ),
+        (
+            "keel_journal_checkpoints_total",
+            "counter",
+            "Journal checkpoints: segment files fsynced, older journal files retired",
+            |s| s.journal_checkpoints,
+        ),
         ("keel_log_bytes", "gauge", "Bytes in the shard's partition logs", |s| s.log_bytes),
         ("keel_retention_segments_deleted_total", "counter", "Segments deleted by retention", |s| {
             s.storage.retention_segments_deleted
