@@ -39,6 +39,9 @@ pub struct ShardKv {
     log: Rc<RefCell<PartitionLog>>,
     flush: Rc<FlushQueue>,
     map: RefCell<BTreeMap<String, Bytes>>,
+    /// What the live entries take in a snapshot, kept as they change (summing the map
+    /// on every write made each write cost as much as the whole store).
+    live_bytes: Cell<u64>,
     snapshotting: Cell<bool>,
 }
 
@@ -78,7 +81,14 @@ impl ShardKv {
                 }
             }
         }
-        let kv = Rc::new(ShardKv { log, flush, map: RefCell::new(map), snapshotting: Cell::new(false) });
+        let live_bytes = map.iter().map(|(k, v)| entry_bytes(k, v)).sum();
+        let kv = Rc::new(ShardKv {
+            log,
+            flush,
+            map: RefCell::new(map),
+            live_bytes: Cell::new(live_bytes),
+            snapshotting: Cell::new(false),
+        });
         kv.snapshot_if_large().await?;
         Ok(kv)
     }
@@ -146,12 +156,20 @@ impl ShardKv {
 
     fn apply(&self, changes: &[(&str, Option<Bytes>)]) {
         let mut map = self.map.borrow_mut();
+        let mut live = self.live_bytes.get();
         for (k, v) in changes {
-            match v {
-                Some(v) => map.insert(k.to_string(), v.clone()),
+            let old = match v {
+                Some(v) => {
+                    live += entry_bytes(k, v);
+                    map.insert(k.to_string(), v.clone())
+                }
                 None => map.remove(*k),
             };
+            if let Some(old) = old {
+                live -= entry_bytes(k, &old);
+            }
         }
+        self.live_bytes.set(live);
     }
 
     async fn wait_durable(&self, offset: i64) -> Result<(), StorageError> {
@@ -173,7 +191,7 @@ impl ShardKv {
 
     async fn snapshot_if_large(&self) -> Result<(), StorageError> {
         let size = self.log.borrow().size_bytes();
-        let live: u64 = self.map.borrow().iter().map(|(k, v)| (k.len() + v.len() + 32) as u64).sum();
+        let live = self.live_bytes.get();
         if self.snapshotting.get() || size < SNAPSHOT_MIN_BYTES || size < 4 * live {
             return Ok(());
         }
@@ -214,6 +232,11 @@ impl ShardKv {
     pub fn log_bytes(&self) -> u64 {
         self.log.borrow().size_bytes()
     }
+}
+
+/// Bytes an entry takes in a snapshot (its key, value and record overhead).
+fn entry_bytes(key: &str, value: &[u8]) -> u64 {
+    (key.len() + value.len() + 32) as u64
 }
 
 fn corrupt(dir: &Path, reason: String) -> StorageError {

@@ -49,6 +49,10 @@ pub struct Shard {
     /// Controller state; only shard 0 has it.
     pub controller: Option<Controller>,
     pub connections: Cell<usize>,
+    /// The longest a 5 ms timer on this shard fired late: the longest reactor stall.
+    pub reactor_lag_max_us: Cell<u64>,
+    /// Times that timer fired more than 10 ms late.
+    pub reactor_stalls_over_10ms: Cell<u64>,
     /// Request bytes read and not yet answered on all this shard's connections
     /// (`request_bytes_in_flight_max_per_shard`).
     pub request_budget: crate::net::budget::RequestBudget,
@@ -190,6 +194,24 @@ fn spawn_producer_expiry(shard: &Rc<Shard>) {
     .detach();
 }
 
+/// Measures reactor stalls: a timer on the shard's default queue that should fire
+/// every 5 ms records how late it fires (anything that holds the reactor, such as a
+/// blocking file-system call, shows up here).
+async fn probe_reactor_lag(shard: Rc<Shard>) {
+    const PERIOD: std::time::Duration = std::time::Duration::from_millis(5);
+    loop {
+        let started = std::time::Instant::now();
+        glommio::timer::sleep(PERIOD).await;
+        let late = started.elapsed().saturating_sub(PERIOD).as_micros() as u64;
+        if late > 10_000 {
+            shard.reactor_stalls_over_10ms.set(shard.reactor_stalls_over_10ms.get() + 1);
+        }
+        if late > shard.reactor_lag_max_us.get() {
+            shard.reactor_lag_max_us.set(late);
+        }
+    }
+}
+
 /// Starts `config.smp` shards and blocks until they stop.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
     std::fs::create_dir_all(&config.data_dir).map_err(|e| format!("creating {}: {e}", config.data_dir.display()))?;
@@ -293,12 +315,15 @@ async fn shard_main(
         log_config,
         controller,
         connections: Cell::new(0),
+        reactor_lag_max_us: Cell::new(0),
+        reactor_stalls_over_10ms: Cell::new(0),
         request_budget,
         producers,
         coordinator: RefCell::new(crate::coordinator::Coordinator::default()),
     });
     mesh::serve(&shard, receivers);
     housekeeping::spawn(&shard);
+    glommio::spawn_local(probe_reactor_lag(shard.clone())).detach();
     spawn_producer_expiry(&shard);
     shard.apply_metadata(metadata).await;
     shard.flush.journal().expect("a shard's flush loop has a journal").finish_recovery();
