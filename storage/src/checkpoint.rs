@@ -41,12 +41,8 @@ impl PartitionState {
 
 /// Fsyncs a directory after renames or removals in it, off the reactor thread.
 pub async fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    let path = dir.to_path_buf();
-    let target = path.clone();
-    glommio::executor()
-        .spawn_blocking(move || std::fs::File::open(&target)?.sync_all())
-        .await
-        .map_err(|e| StorageError::io("sync directory", &path, e))
+    let target = dir.to_path_buf();
+    crate::blocking(dir, "sync directory", move || std::fs::File::open(&target)?.sync_all()).await
 }
 
 #[cfg(test)]

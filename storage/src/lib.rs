@@ -56,3 +56,12 @@ pub async fn prime_dma_probe(data_dir: &std::path::Path) -> Result<(), StorageEr
     let _ = file.close().await;
     Ok(())
 }
+
+/// Runs a file-system call on glommio's blocking thread, off the reactor.
+pub(crate) async fn blocking<T: Send + 'static>(
+    path: &std::path::Path,
+    what: &'static str,
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T, StorageError> {
+    glommio::executor().spawn_blocking(f).await.map_err(|e| StorageError::io(what, path, e))
+}

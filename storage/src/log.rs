@@ -678,29 +678,15 @@ fn zero_fill_range(active: &mut Segment, end: u64, step: u64, segment_max: u64) 
     (to > from).then_some((from, to))
 }
 
-/// Writes zeros over `[from, to)`, past every byte of data. A failure (a full disk)
-/// is not an error: the data write needs only its own pages and reports ENOSPC itself.
-async fn write_zeros(w: &PendingWrite, from: u64, to: u64) {
-    let mut at = from;
-    while at < to {
-        let len = (to - at).min(crate::segment_io::CHUNK_BYTES as u64);
-        let mut buf = w.file.alloc_dma_buffer(len as usize);
-        buf.as_bytes_mut().fill(0);
-        match w.file.write_at(buf, at).await {
-            Ok(n) if n as u64 == len => at += len,
-            Ok(_) | Err(_) => {
-                tracing::debug!(path = %w.path.display(), at, "zero-filling ahead failed; writing without it");
-                return;
-            }
-        }
-    }
-}
-
 async fn write_aligned(w: &PendingWrite) -> Result<(), StorageError> {
     assert_eq!(w.position % PAGE, 0, "O_DIRECT writes start on a page boundary");
     let zeros = async {
+        // A failure (a full disk) is not an error: the data write needs only its own
+        // pages and reports ENOSPC itself.
         if let Some((from, to)) = w.zero_fill {
-            write_zeros(w, from, to).await;
+            if !crate::segment_io::write_zeros(&w.file, from, to).await {
+                tracing::debug!(path = %w.path.display(), "zero-filling ahead failed; writing without it");
+            }
         }
     };
     let (result, ()) = futures_lite::future::zip(write_data(w), zeros).await;

@@ -255,35 +255,30 @@ fn corrupt_journal(log: &Rc<RefCell<PartitionLog>>, reason: &str) -> StorageErro
 /// Removes a segment file on glommio's blocking thread.
 async fn remove_file(path: &Path) -> Result<(), StorageError> {
     let target = path.to_path_buf();
-    glommio::executor()
-        .spawn_blocking(move || std::fs::remove_file(&target))
-        .await
-        .map_err(|e| StorageError::io("remove segment", path, e))
+    crate::blocking(path, "remove segment", move || std::fs::remove_file(&target)).await
 }
 
 /// Creates `dir` if needed and lists its segments' base offsets, removing the output
 /// of a compaction that never completed; on glommio's blocking thread, off the reactor.
 async fn list_segments(dir: &Path) -> Result<Vec<i64>, StorageError> {
     let path = dir.to_path_buf();
-    glommio::executor()
-        .spawn_blocking(move || -> std::io::Result<Vec<i64>> {
-            std::fs::create_dir_all(&path)?;
-            let mut bases = Vec::new();
-            for entry in std::fs::read_dir(&path)? {
-                let entry = entry?;
-                let name = entry.file_name();
-                let Some(name) = name.to_str() else { continue };
-                if let Some(base) = segment::parse_segment_name(name) {
-                    bases.push(base);
-                } else if name.ends_with(".cleaned") {
-                    std::fs::remove_file(entry.path())?;
-                }
+    crate::blocking(dir, "list log dir", move || -> std::io::Result<Vec<i64>> {
+        std::fs::create_dir_all(&path)?;
+        let mut bases = Vec::new();
+        for entry in std::fs::read_dir(&path)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(base) = segment::parse_segment_name(name) {
+                bases.push(base);
+            } else if name.ends_with(".cleaned") {
+                std::fs::remove_file(entry.path())?;
             }
-            bases.sort_unstable();
-            Ok(bases)
-        })
-        .await
-        .map_err(|e| StorageError::io("list log dir", dir, e))
+        }
+        bases.sort_unstable();
+        Ok(bases)
+    })
+    .await
 }
 
 async fn scan_all(

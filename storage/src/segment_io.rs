@@ -153,3 +153,20 @@ impl SegmentWriter {
         segment::release_file(self.segment.file, Some(&path)).await;
     }
 }
+
+/// Writes zeros over `[from, to)` of `file` (already-allocated, written blocks make a
+/// later overwrite's fdatasync carry no file-system metadata); false on a failure (a
+/// full disk), which only means later writes land in unwritten blocks.
+pub(crate) async fn write_zeros(file: &DmaFile, from: u64, to: u64) -> bool {
+    let mut at = from;
+    while at < to {
+        let len = (to - at).min(crate::segment_io::CHUNK_BYTES as u64);
+        let mut buf = file.alloc_dma_buffer(len as usize);
+        buf.as_bytes_mut().fill(0);
+        match file.write_at(buf, at).await {
+            Ok(n) if n as u64 == len => at += len,
+            _ => return false,
+        }
+    }
+    true
+}

@@ -47,8 +47,10 @@ use bytes::Bytes;
 use glommio::io::{DmaFile, OpenOptions};
 use glommio::sync::Semaphore;
 
+use crate::blocking;
 use crate::error::StorageError;
 use crate::log::sync_or_die;
+use crate::segment_io::write_zeros;
 use crate::PAGE;
 pub use record::{Mark, Position, Record};
 pub use replay::LogRecovery;
@@ -421,30 +423,5 @@ async fn create_file(path: &Path) -> Result<DmaFile, StorageError> {
         .map_err(|e| StorageError::io("create journal", path, e.into()))
 }
 
-/// Writes zeros over `[from, to)`; false on a failure (a full disk), which only means
-/// the next pass writes into unwritten blocks.
-async fn write_zeros(file: &DmaFile, from: u64, to: u64) -> bool {
-    let mut at = from;
-    while at < to {
-        let len = (to - at).min(crate::segment_io::CHUNK_BYTES as u64);
-        let mut buf = file.alloc_dma_buffer(len as usize);
-        buf.as_bytes_mut().fill(0);
-        match file.write_at(buf, at).await {
-            Ok(n) if n as u64 == len => at += len,
-            _ => return false,
-        }
-    }
-    true
-}
-
 /// Name prefix of zero-filled files made ahead of need (no sequence number yet).
 const PREPARED_PREFIX: &str = "prepared-";
-
-/// Runs a file-system call on glommio's blocking thread, off the reactor.
-async fn blocking<T: Send + 'static>(
-    path: &Path,
-    what: &'static str,
-    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
-) -> Result<T, StorageError> {
-    glommio::executor().spawn_blocking(f).await.map_err(|e| StorageError::io(what, path, e))
-}
