@@ -3,10 +3,11 @@
 //!
 //! Everything here runs on the shard that owns the partition; nothing is `Send` and
 //! nothing is shared between shards. Appends are synchronous and land in memory (the
-//! batch cache and the pending write buffer); the shard's flush loop ([`flush`]) turns
-//! them into aligned DMA writes and one `fdatasync` per dirty file per pass (group
-//! commit), then advances each log's durable offset, which is the high watermark of a
-//! single-node broker. Background work — [`retention`], [`compaction`] — runs in the
+//! batch cache and the pending write buffer); the shard's flush loop ([`flush`]) makes
+//! them durable with one write and one `fdatasync` of the shard's [`journal`] per pass,
+//! however many logs the pass carries (group commit), then advances each log's flushed
+//! offset, which the high watermark follows on a single node. The segment files are
+//! written afterwards in whole pages and fsynced by journal checkpoints. Background work — [`retention`], [`compaction`] — runs in the
 //! caller's low-share task queue, yields, and moves file deletion and truncation to
 //! glommio's blocking thread. The storage layer knows RecordBatch v2 framing, never
 //! Kafka requests or Raft.

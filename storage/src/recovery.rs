@@ -17,6 +17,10 @@
 //! of data, and deletes the key (durably) before the log can change, so a later crash
 //! never trusts a stale one. Start-up then costs one stat per segment. A log opened
 //! without state keys (the state store's own log) always scans.
+//!
+//! A journaled log ([`PartitionLog::open_journaled`]) first cuts its files back to the
+//! last journal checkpoint's mark (what was written after it was never fsynced), opens
+//! them as above, then replays its journal records and fsyncs what they added.
 
 use std::cell::RefCell;
 use std::path::Path;
