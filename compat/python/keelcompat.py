@@ -3,12 +3,13 @@ producing with confluent-kafka, reading back with both clients, and exact
 comparison of what was read against what was produced."""
 
 import dataclasses
+import traceback
 import hashlib
 import random
 import time
 from typing import List, Optional, Tuple
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PARTITIONS = 3
@@ -341,3 +342,59 @@ __all__ = [
     "counts_of",
     "check_contiguous",
 ]
+
+
+def group_member(bootstrap, group, topic, strategy, name, state):
+    """One member of a consumer group, run on its own thread until state["stop"] is set.
+
+    It records, under state["lock"], every offset it processes (state["processed"]),
+    any record below an offset already committed (state["violations"]), the offsets it
+    commits (state["committed"]) and its assignment (state["assignments"][name]). A
+    commit refused during a rebalance (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, as
+    Kafka does too) is not committed, so the next owner may process those records again,
+    which is allowed; it is recorded in state["commit_errors"] and the member goes on
+    (ending the thread would close the consumer, a LeaveGroup). Any other error ends the
+    member and is recorded in state["errors"].
+    """
+    try:
+        c = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "partition.assignment.strategy": strategy,
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 500,
+        })
+        c.subscribe([topic])
+    except Exception:
+        state.setdefault("errors", []).append((name, traceback.format_exc()))
+        return
+    try:
+        while not state["stop"].is_set():
+            offsets = {}
+            for m in c.consume(100, 0.1):
+                if m.error():
+                    continue
+                p = m.partition()
+                with state["lock"]:
+                    if m.offset() < state["committed"].get(p, 0):
+                        state["violations"].append((name, p, m.offset(), state["committed"].get(p)))
+                    state["processed"].setdefault(p, set()).add(m.offset())
+                offsets[p] = m.offset() + 1
+            if offsets:
+                try:
+                    c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                             asynchronous=False)
+                except KafkaException as e:
+                    state.setdefault("commit_errors", []).append((name, str(e)))
+                else:
+                    with state["lock"]:
+                        for p, o in offsets.items():
+                            state["committed"][p] = max(state["committed"].get(p, 0), o)
+            state["assignments"][name] = {tp.partition for tp in c.assignment()}
+    except Exception:
+        state.setdefault("errors", []).append((name, traceback.format_exc()))
+    finally:
+        state["assignments"].pop(name, None)
+        c.close()

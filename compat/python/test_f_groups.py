@@ -10,54 +10,13 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
+
+from keelcompat import group_member
 
 PARTITIONS = 12
 RECORDS_PER_PARTITION = 50
 BALANCE_DEADLINE_S = 60
-
-
-def _member(bootstrap, group, topic, strategy, name, state):
-    c = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "partition.assignment.strategy": strategy,
-        "session.timeout.ms": 10000,
-        "heartbeat.interval.ms": 500,
-    })
-    c.subscribe([topic])
-    try:
-        while not state["stop"].is_set():
-            offsets = {}
-            for m in c.consume(100, 0.1):
-                if m.error():
-                    continue
-                p = m.partition()
-                with state["lock"]:
-                    if m.offset() < state["committed"].get(p, 0):
-                        state["violations"].append((name, p, m.offset(), state["committed"].get(p)))
-                    state["processed"].setdefault(p, set()).add(m.offset())
-                offsets[p] = m.offset() + 1
-            if offsets:
-                try:
-                    c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-                             asynchronous=False)
-                except KafkaException:
-                    # Refused during a rebalance (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
-                    # as Kafka does too): not committed, so the next owner may process
-                    # these records again, which is allowed. Letting it end the thread
-                    # would close the consumer (a LeaveGroup) and fail the test.
-                    pass
-                else:
-                    with state["lock"]:
-                        for p, o in offsets.items():
-                            state["committed"][p] = max(state["committed"].get(p, 0), o)
-            state["assignments"][name] = {tp.partition for tp in c.assignment()}
-    finally:
-        state["assignments"].pop(name, None)
-        c.close()
 
 
 def _balanced(state, members, per_member):
@@ -84,7 +43,7 @@ def test_fourth_member_joins(bootstrap, topics, strategy):
     assert p.flush(30) == 0
     state = {"stop": threading.Event(), "lock": threading.Lock(), "assignments": {},
              "committed": {}, "violations": [], "processed": {}}
-    threads = [threading.Thread(target=_member, args=(bootstrap, group, topic, strategy, "m%d" % i, state))
+    threads = [threading.Thread(target=group_member, args=(bootstrap, group, topic, strategy, "m%d" % i, state))
                for i in range(3)]
     for t in threads:
         t.start()
@@ -92,7 +51,7 @@ def test_fourth_member_joins(bootstrap, topics, strategy):
         _wait_balanced(state, threads, 3, 4)
         time.sleep(1)
         started = time.time()
-        fourth = threading.Thread(target=_member, args=(bootstrap, group, topic, strategy, "m3", state))
+        fourth = threading.Thread(target=group_member, args=(bootstrap, group, topic, strategy, "m3", state))
         fourth.start()
         threads.append(fourth)
         _wait_balanced(state, threads, 4, 3)

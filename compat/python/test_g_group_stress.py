@@ -20,11 +20,12 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
+
+from keelcompat import group_member
 
 PARTITIONS = 12
 RECORDS_PER_PARTITION = 50
@@ -85,53 +86,6 @@ class Writer:
         self.thread.join(60)
 
 
-def _member(bootstrap, group, topic, strategy, name, state):
-    try:
-        c = Consumer({
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "partition.assignment.strategy": strategy,
-            "session.timeout.ms": 10000,
-            "heartbeat.interval.ms": 500,
-        })
-        c.subscribe([topic])
-    except Exception:
-        state["errors"].append((name, traceback.format_exc()))
-        return
-    try:
-        while not state["stop"].is_set():
-            offsets = {}
-            for m in c.consume(100, 0.1):
-                if m.error():
-                    continue
-                p = m.partition()
-                with state["lock"]:
-                    if m.offset() < state["committed"].get(p, 0):
-                        state["violations"].append((name, p, m.offset(), state["committed"].get(p)))
-                    state["processed"].setdefault(p, set()).add(m.offset())
-                offsets[p] = m.offset() + 1
-            if offsets:
-                try:
-                    c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-                             asynchronous=False)
-                except KafkaException as e:
-                    # Not committed (a rebalance is under way): the next owner may process
-                    # these records again, which is allowed.
-                    state["commit_errors"].append((name, str(e)))
-                else:
-                    with state["lock"]:
-                        for p, o in offsets.items():
-                            state["committed"][p] = max(state["committed"].get(p, 0), o)
-            state["assignments"][name] = {tp.partition for tp in c.assignment()}
-    except Exception:
-        state["errors"].append((name, traceback.format_exc()))
-    finally:
-        state["assignments"].pop(name, None)
-        c.close()
-
-
 def _owned_once(state, members, per_member):
     sets = [state["assignments"].get("m%d" % i, set()) for i in range(members)]
     owned = sorted(p for s in sets for p in s)
@@ -160,7 +114,7 @@ def _round(bootstrap, topic, strategy):
              "violations": [], "processed": {}, "errors": [], "commit_errors": []}
 
     def start(i):
-        t = threading.Thread(target=_member, name="m%d" % i,
+        t = threading.Thread(target=group_member, name="m%d" % i,
                              args=(bootstrap, group, topic, strategy, "m%d" % i, state))
         t.start()
         return t
