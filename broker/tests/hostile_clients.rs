@@ -72,13 +72,7 @@ impl RssWatch {
         let (p, s) = (peak.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
-                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-                let kib = status
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                    .unwrap_or(0);
-                p.fetch_max(kib * 1024, Ordering::Relaxed);
+                p.fetch_max(common::rss_bytes_of(pid), Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(20));
             }
         });

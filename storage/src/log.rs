@@ -211,10 +211,6 @@ impl PartitionLog {
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark
     }
-    /// Offsets below this are locally durable (flushed).
-    pub fn flushed_offset(&self) -> i64 {
-        self.durable_offset
-    }
     /// Hands the high watermark to the replication layer: from now on it moves only
     /// by [`PartitionLog::set_high_watermark`].
     pub fn set_replicated(&mut self) {

@@ -64,14 +64,7 @@ impl Broker {
 
     /// The broker's resident memory (VmRSS), in bytes.
     pub fn rss_bytes(&self) -> u64 {
-        let pid = self.child.as_ref().expect("broker running").id();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let kib = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .unwrap_or(0);
-        kib * 1024
+        rss_bytes_of(self.child.as_ref().expect("broker running").id())
     }
 
     /// The value of a `/metrics` series for one shard.
@@ -221,4 +214,15 @@ impl Conn {
         let mut body = resp.split_off(header_len);
         Resp::decode(&mut body, version).expect("response decodes")
     }
+}
+
+/// The resident memory (VmRSS) of process `pid`, in bytes; 0 once it is gone.
+pub fn rss_bytes_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    kib * 1024
 }
