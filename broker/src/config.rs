@@ -30,6 +30,10 @@ pub struct BrokerConfig {
     /// its size fits; a frame larger than the whole budget is refused as one larger
     /// than `request_bytes_max` is.
     pub request_bytes_in_flight_max_per_shard: Option<usize>,
+    /// Bytes appended to a shard's partitions and not yet written to their segment
+    /// files; past it, produce waits for the shard's writes. `None`: a quarter of the
+    /// shard's share of `memory`.
+    pub unflushed_bytes_max_per_shard: Option<usize>,
     /// Kernel receive buffer of each Kafka connection (SO_RCVBUF; Kafka's
     /// `socket.receive.buffer.bytes`); 0 leaves it to the kernel's autotuning.
     pub socket_receive_buffer_bytes: usize,
@@ -79,6 +83,7 @@ impl Default for BrokerConfig {
             in_flight_requests_max: 64,
             fetch_wait_ms_max: 30_000,
             request_bytes_in_flight_max_per_shard: None,
+            unflushed_bytes_max_per_shard: None,
             socket_receive_buffer_bytes: 256 << 10,
             mesh_calls_in_flight_max_per_peer: 1024,
             producer_states_per_partition_max: 10_000,
@@ -129,6 +134,11 @@ impl BrokerConfig {
         self.request_bytes_in_flight_max_per_shard.unwrap_or((shard_memory / 4) as usize).max(1)
     }
 
+    /// The unflushed-bytes cap of one shard whose share of `memory` is `shard_memory`.
+    pub fn unflushed_bytes_max(&self, shard_memory: u64) -> usize {
+        self.unflushed_bytes_max_per_shard.unwrap_or((shard_memory / 4) as usize).max(1)
+    }
+
     /// Refuses limits that would make the broker unable to serve anything.
     pub fn check_limits(&self) -> Result<(), String> {
         let positive = [
@@ -138,6 +148,7 @@ impl BrokerConfig {
             ("producer_states_per_partition_max", self.producer_states_per_partition_max),
             ("producer_states_per_shard_max", self.producer_states_per_shard_max),
             ("request_bytes_in_flight_max_per_shard", self.request_bytes_in_flight_max_per_shard.unwrap_or(1)),
+            ("unflushed_bytes_max_per_shard", self.unflushed_bytes_max_per_shard.unwrap_or(1)),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{name} must be at least 1"));

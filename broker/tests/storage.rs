@@ -226,3 +226,99 @@ fn write_caching_topics_answer_acks_all_and_serve_after_the_flush() {
 fn lossy(b: impl AsRef<[u8]>) -> String {
     String::from_utf8_lossy(b.as_ref()).into_owned()
 }
+
+/// The shard's cap on bytes appended and not yet written to segment files holds while
+/// four connections produce 64 KiB batches to eight partitions flat out (acks=1, so
+/// nothing else paces them): `keel_unflushed_bytes`, sampled throughout, never passes
+/// the cap by more than one batch, every produce succeeds, and every record is read
+/// back.
+#[test]
+fn the_shard_unflushed_bytes_cap_holds_under_flat_out_produce() {
+    const CAP: u64 = 256 << 10;
+    const BATCH_VALUE_BYTES: usize = 64 << 10;
+    const PARTITIONS: i32 = 8;
+    let b = Broker::start_with_yaml(1, "256M", &[], &format!("unflushed_bytes_max_per_shard: {CAP}\n"));
+    let mut c = b.connect();
+    assert_eq!(create_topic(&mut c, "uf", PARTITIONS).topics[0].error_code, 0);
+    assert_eq!(b.metric("keel_unflushed_bytes_max", 0), CAP);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (stop, admin) = (stop.clone(), b.admin_port);
+        std::thread::spawn(move || {
+            let mut peak = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let text = admin_get(admin, "/metrics");
+                let v = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("keel_unflushed_bytes{shard=\"0\"} "))
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .expect("keel_unflushed_bytes is reported");
+                peak = peak.max(v as u64);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            peak
+        })
+    };
+    let value = vec![b'u'; BATCH_VALUE_BYTES];
+    let producers: Vec<_> = (0..4)
+        .map(|_| {
+            let (port, value) = (b.port, value.clone());
+            std::thread::spawn(move || {
+                let mut c = Broker::connect_port(port);
+                let deadline = Instant::now() + Duration::from_secs(3);
+                let mut sent = 0u64;
+                while Instant::now() < deadline {
+                    let parts: Vec<(&str, i32, Bytes)> = (0..PARTITIONS)
+                        .map(|p| ("uf", p, build_batch(0, now_ms(), &[(None, Some(&value[..]))])))
+                        .collect();
+                    let r = produce(&mut c, 1, &parts);
+                    for p in &r.responses[0].partition_responses {
+                        assert_eq!(p.error_code, 0, "produce to partition {}", p.index);
+                    }
+                    sent += PARTITIONS as u64;
+                }
+                sent
+            })
+        })
+        .collect();
+    let sent: u64 = producers.into_iter().map(|t| t.join().unwrap()).sum();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = sampler.join().unwrap();
+    let batch_bytes = build_batch(0, 0, &[(None, Some(&value[..]))]).len() as u64;
+    assert!(peak <= CAP + batch_bytes, "unflushed bytes reached {peak}, cap {CAP} + one batch of {batch_bytes}");
+    let read: u64 = (0..PARTITIONS).map(|p| read_partition(&mut c, "uf", p)).sum();
+    assert_eq!(read, sent, "every acknowledged record is read back");
+    eprintln!("unflushed cap {CAP}: peak {peak} bytes, {sent} batches of {batch_bytes} bytes");
+}
+
+fn admin_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// Records in partition `p` of `topic`, read from offset 0 to the high watermark.
+fn read_partition(c: &mut Conn, topic: &str, p: i32) -> u64 {
+    let (mut offset, mut count) = (0i64, 0u64);
+    loop {
+        let r = fetch(c, &[(topic, p, offset)], 0, 1);
+        let part = &r.responses[0].partitions[0];
+        assert_eq!(part.error_code, 0, "fetch {topic}-{p} at {offset}");
+        let records = part.records.clone().unwrap_or_default();
+        let batches = split_and_validate(&records).unwrap();
+        for (h, _) in batches.iter().filter(|(h, _)| h.last_offset() >= offset) {
+            count += (h.last_offset() + 1 - h.base_offset.max(offset)) as u64;
+        }
+        match batches.last() {
+            Some((last, _)) => offset = last.last_offset() + 1,
+            None => break,
+        }
+        if offset >= part.high_watermark {
+            break;
+        }
+    }
+    count
+}

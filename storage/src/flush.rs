@@ -48,6 +48,11 @@ pub struct FlushQueue {
     /// How long passes took: what every acks=-1 produce waits for.
     pub pass_times: RefCell<PassTimes>,
     last_checkpoint: Cell<Option<Instant>>,
+    /// Bytes appended to the shard's logs and not yet written to their files: exact
+    /// after each pass and each round of segment writes, plus what was appended since.
+    unflushed: Cell<usize>,
+    /// Notified after each pass and each round of segment writes.
+    progress: Rc<Signal>,
 }
 
 /// Upper bounds of the pass-time buckets, in seconds.
@@ -98,13 +103,56 @@ impl FlushQueue {
         logs.push(Rc::downgrade(log));
     }
 
+    /// Schedules `log`, which was just appended to, for the next pass.
+    pub fn appended(&self, log: &Rc<RefCell<PartitionLog>>) {
+        self.account(log);
+        self.mark_dirty(log);
+    }
+
+    /// Bytes appended to this shard's logs and not yet written to their files, as of
+    /// each log's last append, pass, segment write or checkpoint.
+    pub fn unflushed_bytes(&self) -> usize {
+        self.unflushed.get()
+    }
+
+    /// Resolves after the next pass, round of segment writes or checkpoint: when
+    /// [`FlushQueue::unflushed_bytes`] may have gone down.
+    pub fn progress(&self) -> crate::signal::SignalWait {
+        self.progress.wait()
+    }
+
+    /// Brings the shard's unflushed count up to date with `log`'s.
+    fn account(&self, log: &Log) {
+        let l = log.borrow();
+        let now = l.unflushed_bytes();
+        let before = l.unflushed_accounted.replace(now);
+        self.unflushed.set((self.unflushed.get() + now).saturating_sub(before));
+    }
+
+    /// Recounts from every registered log, so bytes dropped without a write
+    /// (truncation, deleted segments and logs) leave the count.
+    fn recount_unflushed(&self) {
+        let total = self
+            .logs
+            .borrow()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|log| {
+                let l = log.borrow();
+                let now = l.unflushed_bytes();
+                l.unflushed_accounted.set(now);
+                now
+            })
+            .sum();
+        self.unflushed.set(total);
+        self.progress.notify();
+    }
+
     /// Schedules `log` for the next pass.
     pub fn mark_dirty(&self, log: &Rc<RefCell<PartitionLog>>) {
-        let mut dirty = self.dirty.borrow_mut();
-        if !dirty.iter().any(|l| Rc::ptr_eq(l, log)) {
-            dirty.push(log.clone());
+        if !log.borrow().queued_for_pass.replace(true) {
+            self.dirty.borrow_mut().push(log.clone());
         }
-        drop(dirty);
         self.wake.notify();
     }
 
@@ -117,6 +165,9 @@ impl FlushQueue {
         loop {
             let wait = self.wake.wait();
             let batch = self.dirty.take();
+            for log in &batch {
+                log.borrow().queued_for_pass.set(false);
+            }
             if batch.is_empty() {
                 wait.await;
                 continue;
@@ -130,6 +181,7 @@ impl FlushQueue {
             if let Some(cache) = &self.cache {
                 cache.evict();
             }
+            self.progress.notify();
             self.passes.set(self.passes.get() + 1);
         }
     }
@@ -140,7 +192,9 @@ impl FlushQueue {
         let passes: Vec<_> = batch
             .into_iter()
             .map(|l| async move {
-                if let Err(e) = log::flush(&l).await {
+                let flushed = log::flush(&l).await;
+                self.account(&l);
+                if let Err(e) = flushed {
                     tracing::error!(error = %e, "flush failed; will retry");
                     glommio::timer::sleep(Duration::from_millis(100)).await;
                     Err(l)
@@ -243,12 +297,14 @@ impl FlushQueue {
             let writes = logs.iter().map(|l| async move { (l, log::write_whole_pages(l).await) }).collect();
             let mut failed = false;
             for (l, result) in join_all(writes).await {
+                self.account(l);
                 if let Err(e) = result {
                     tracing::warn!(error = %e, "segment write failed; will retry");
                     self.to_write.borrow_mut().push(l.clone());
                     failed = true;
                 }
             }
+            self.progress.notify();
             if failed {
                 glommio::timer::sleep(Duration::from_millis(100)).await;
             }
@@ -305,6 +361,7 @@ impl FlushQueue {
             }
             glommio::yield_if_needed().await;
         }
+        self.recount_unflushed();
         journal.finish_checkpoint(replay_from, marks).await
     }
 }

@@ -119,6 +119,10 @@ pub struct PartitionLog {
     pub(crate) tail: Vec<u8>,
     pub(crate) tail_position: u64,
     pub(crate) queued: Vec<PendingWrite>,
+    /// In its flush queue's list for the next pass (so marking it dirty is O(1)).
+    pub(crate) queued_for_pass: std::cell::Cell<bool>,
+    /// `unflushed_bytes` as its flush queue last counted it into the shard's total.
+    pub(crate) unflushed_accounted: std::cell::Cell<usize>,
     /// (leader epoch, first offset) for every epoch change, as Kafka's checkpoint.
     pub(crate) epochs: Vec<(i32, i64)>,
     pub(crate) producers: ProducerTail,
@@ -159,6 +163,8 @@ impl PartitionLog {
             tail: Vec::new(),
             tail_position: 0,
             queued: Vec::new(),
+            queued_for_pass: std::cell::Cell::new(false),
+            unflushed_accounted: std::cell::Cell::new(0),
             epochs: Vec::new(),
             producers: ProducerTail::default(),
             cleaned_upto: 0,

@@ -22,7 +22,9 @@ pub struct ShardStats {
     pub journal_bytes_written: u64,
     pub journal_checkpoints: u64,
     pub reactor_lag_max_us: u64,
+    pub reactor_stall_max_us: u64,
     pub reactor_stalls_over_10ms: u64,
+    pub reactor_preemptions_over_10ms: u64,
     pub log_bytes: u64,
     pub cache_bytes: u64,
     pub pass_times: keel_storage::flush::PassTimes,
@@ -36,6 +38,8 @@ pub struct ShardStats {
 pub struct LimitStats {
     pub request_bytes_in_flight: u64,
     pub request_bytes_in_flight_max: u64,
+    pub unflushed_bytes: u64,
+    pub unflushed_bytes_max: u64,
     pub producer_states: u64,
     pub producer_states_max: u64,
     pub producer_states_largest_partition: u64,
@@ -56,6 +60,8 @@ impl LimitStats {
         LimitStats {
             request_bytes_in_flight: s.request_budget.in_use() as u64,
             request_bytes_in_flight_max: s.request_budget.bytes_max() as u64,
+            unflushed_bytes: s.flush.unflushed_bytes() as u64,
+            unflushed_bytes_max: s.unflushed_bytes_max as u64,
             producer_states: s.producers.in_use() as u64,
             producer_states_max: limits.per_shard_max as u64,
             producer_states_largest_partition: largest as u64,
@@ -145,7 +151,9 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
                 journal_bytes_written: s.flush.journal().map_or(0, |j| j.bytes_written.get()),
                 journal_checkpoints: s.flush.journal().map_or(0, |j| j.checkpoints.get()),
                 reactor_lag_max_us: s.reactor_lag_max_us.get(),
+                reactor_stall_max_us: s.reactor_stall_max_us.get(),
                 reactor_stalls_over_10ms: s.reactor_stalls_over_10ms.get(),
+                reactor_preemptions_over_10ms: s.reactor_preemptions_over_10ms.get(),
                 log_bytes: parts.values().map(|p| p.log.borrow().size_bytes()).sum(),
                 cache_bytes: s.cache.used() as u64,
                 pass_times: s.flush.pass_times.borrow().clone(),
@@ -193,14 +201,26 @@ fn render_metrics(stats: &[ShardStats]) -> String {
         (
             "keel_reactor_lag_max_microseconds",
             "gauge",
-            "Longest a 5 ms timer fired late on the shard since start (reactor stall)",
+            "Longest a 5 ms timer fired late on the shard since start, for any reason",
             |s| s.reactor_lag_max_us,
+        ),
+        (
+            "keel_reactor_stall_max_microseconds",
+            "gauge",
+            "Longest a 5 ms timer fired late for the shard's own reasons (lateness less run-queue wait)",
+            |s| s.reactor_stall_max_us,
         ),
         (
             "keel_reactor_stalls_over_10ms_total",
             "counter",
-            "Times a 5 ms timer fired more than 10 ms late on the shard",
+            "Times a 5 ms timer fired more than 10 ms late for the shard's own reasons",
             |s| s.reactor_stalls_over_10ms,
+        ),
+        (
+            "keel_reactor_preemptions_over_10ms_total",
+            "counter",
+            "Times a 5 ms timer fired more than 10 ms late only because the thread waited for a CPU",
+            |s| s.reactor_preemptions_over_10ms,
         ),
         (
             "keel_journal_checkpoints_total",
@@ -243,6 +263,10 @@ fn render_metrics(stats: &[ShardStats]) -> String {
         ("keel_request_bytes_in_flight_max", "gauge", "request_bytes_in_flight_max_per_shard", |s| {
             s.limits.request_bytes_in_flight_max
         }),
+        ("keel_unflushed_bytes", "gauge", "Bytes appended and not yet written to segment files, all partitions", |s| {
+            s.limits.unflushed_bytes
+        }),
+        ("keel_unflushed_bytes_max", "gauge", "unflushed_bytes_max_per_shard", |s| s.limits.unflushed_bytes_max),
         ("keel_producer_states", "gauge", "Idempotent producer states, all partitions", |s| s.limits.producer_states),
         ("keel_producer_states_max", "gauge", "producer_states_per_shard_max", |s| s.limits.producer_states_max),
         (

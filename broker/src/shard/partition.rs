@@ -223,7 +223,7 @@ impl Partition {
         let incoming_timestamp = if settings.log_append_time { now_ms() } else { newest };
         let deadline = Instant::now() + timeout;
         loop {
-            if let Err(refused) = self.wait_writable(deadline).await {
+            if let Err(refused) = self.wait_writable(shard, deadline).await {
                 return refused;
             }
             if let Err(e) = log::roll_if_needed_at(&self.log, records.len(), incoming_timestamp).await {
@@ -231,7 +231,7 @@ impl Partition {
             }
             // A roll may have awaited while others appended: check again, with no
             // await before the append.
-            if self.writable_now() {
+            if self.writable_now(shard) {
                 break;
             }
         }
@@ -241,7 +241,7 @@ impl Partition {
             Err(refused) => return refused,
         };
         if last_offset >= 0 {
-            shard.flush.mark_dirty(&self.log);
+            shard.flush.appended(&self.log);
         }
         // With write caching (opt-in per topic) acks=-1 is answered once appended; the
         // flush loop still writes it within one pass.
@@ -331,20 +331,24 @@ impl Partition {
 
     /// Backpressure before an append. While the disk refuses writes (full or failing)
     /// appends are refused with KAFKA_STORAGE_ERROR, which clients retry, until a flush
-    /// succeeds; while more than `UNFLUSHED_BYTES_MAX` wait for the flush loop, the
-    /// append waits for it. Either way memory does not fill with data the disk cannot
+    /// succeeds; while the partition holds more than `UNFLUSHED_BYTES_MAX` bytes not
+    /// yet written, or the shard more than `unflushed_bytes_max_per_shard`, the append
+    /// waits for the writes. Either way memory does not fill with data the disk cannot
     /// take, and what is queued when space returns is bounded.
-    async fn wait_writable(&self, deadline: Instant) -> Result<(), ProduceOutcome> {
+    async fn wait_writable(&self, shard: &Shard, deadline: Instant) -> Result<(), ProduceOutcome> {
         loop {
             let wait = {
                 let l = self.log.borrow();
                 if let Some(e) = &l.flush_error {
                     return Err(ProduceOutcome::error(errors::KAFKA_STORAGE_ERROR, format!("log not writable: {e}")));
                 }
-                if l.unflushed_bytes() < UNFLUSHED_BYTES_MAX {
+                if l.unflushed_bytes() >= UNFLUSHED_BYTES_MAX {
+                    l.changed.wait()
+                } else if shard.flush.unflushed_bytes() >= shard.unflushed_bytes_max {
+                    shard.flush.progress()
+                } else {
                     return Ok(());
                 }
-                l.changed.wait()
             };
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -354,9 +358,11 @@ impl Partition {
         }
     }
 
-    fn writable_now(&self) -> bool {
+    fn writable_now(&self, shard: &Shard) -> bool {
         let l = self.log.borrow();
-        l.flush_error.is_none() && l.unflushed_bytes() < UNFLUSHED_BYTES_MAX
+        l.flush_error.is_none()
+            && l.unflushed_bytes() < UNFLUSHED_BYTES_MAX
+            && shard.flush.unflushed_bytes() < shard.unflushed_bytes_max
     }
 
     /// Waits until `offset` is fsynced (below the high watermark).

@@ -6,7 +6,9 @@
 //! the number of partitions (keyed traffic over 1,000 partitions cost 5.8x the
 //! fdatasyncs of one). With it, a pass packs every dirty log's new batches into
 //! records appended to one file sequence per shard (`<data>/.journal/shard-<id>/`),
-//! written with O_DIRECT and made durable by one fdatasync; the logs' `flushed`
+//! written with O_DIRECT and made durable by one fdatasync (a pass rewrites only the
+//! device's last partial logical block, 512 bytes on most disks, so small passes cost
+//! little more than their records); the logs' `flushed`
 //! offsets (and, on a single node, their high watermarks) then move. The segment files
 //! are written afterwards from memory, in whole pages and without an fsync
 //! ([`crate::log::write_whole_pages`]), so they stay the read path and the long-term
@@ -97,7 +99,7 @@ struct Writer {
     seq: u64,
     file: Rc<DmaFile>,
     path: PathBuf,
-    /// The partial last page, rewritten by the next write.
+    /// The partial last block, rewritten by the next write.
     tail: Vec<u8>,
     tail_position: u64,
     /// The file is written (zeros or older records) up to here.
@@ -291,7 +293,11 @@ impl Journal {
             });
             (w.file.clone(), w.path.clone(), w.seq, w.tail_position, w.tail.len(), zero_fill)
         };
-        let len = (tail_len + total).div_ceil(PAGE as usize) * PAGE as usize;
+        // The device's logical block, not the page: a small pass rewrites one 512-byte
+        // block of the tail instead of a 4 KiB page.
+        let block = file.alignment() as usize;
+        let len = (tail_len + total).div_ceil(block) * block;
+        let full = (tail_len + total) / block * block;
         let mut buf = file.alloc_dma_buffer(len);
         {
             let out = buf.as_bytes_mut();
@@ -302,10 +308,7 @@ impl Journal {
             }
             out[tail_len + total..].fill(0);
         }
-        let new_tail = {
-            let full = (tail_len + total) / PAGE as usize * PAGE as usize;
-            buf.as_bytes()[full..tail_len + total].to_vec()
-        };
+        let new_tail = buf.as_bytes()[full..tail_len + total].to_vec();
         let zeros = async {
             if let Some((from, to)) = zero_fill {
                 write_zeros(&file, from, to).await;
@@ -325,7 +328,7 @@ impl Journal {
             w.preallocated = w.preallocated.max(to);
         }
         w.preallocated = w.preallocated.max(position + len as u64);
-        w.tail_position = position + ((tail_len + total) / PAGE as usize * PAGE as usize) as u64;
+        w.tail_position = position + full as u64;
         w.tail = new_tail;
         w.bytes_since_checkpoint += total as u64;
         Ok(())
