@@ -533,6 +533,22 @@ async fn roll_while(
     }
 }
 
+/// Frees the files of a log whose partition is being deleted, each as retention
+/// frees a segment ([`crate::segment::release_file`]): truncated and unlinked on glommio's
+/// blocking thread. Without it the last close of an unlinked file, on the shard's
+/// thread, frees its extents there (ext4 with `discard` waits for the device: 77 ms
+/// stalls per 200 MB file were measured). The log keeps its (now empty) files until
+/// it is dropped; nothing may be appended to it.
+pub async fn release_files(log: &Rc<RefCell<PartitionLog>>) {
+    let lock = log.borrow().io_lock();
+    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
+    let files: Vec<(Rc<DmaFile>, PathBuf)> =
+        log.borrow().segments.iter().map(|s| (s.file.clone(), s.path.clone())).collect();
+    for (file, path) in files {
+        crate::segment::release_file(file, Some(&path)).await;
+    }
+}
+
 /// Queues the final write of the active segment before a new one takes its place.
 fn seal_active(l: &mut PartitionLog) {
     let mut data = std::mem::take(&mut l.tail);

@@ -284,12 +284,19 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     let mut handles = Vec::new();
     for (i, cpu) in cpus.iter().enumerate() {
         let (config, metadata, mesh) = (config.clone(), metadata.clone(), mesh.clone());
-        let handle = LocalExecutorBuilder::new(Placement::Fixed(*cpu))
-            .name(&format!("keel-shard-{i}"))
-            .io_memory(io_memory)
-            .preempt_timer(TASK_QUOTA)
-            .spawn(move || async move { shard_main(config, metadata, mesh, per_shard_memory).await })
-            .map_err(|e| format!("starting shard on cpu {cpu}: {e}"))?;
+        // glommio's stall detector logs a backtrace of a shard that ran 10 ms past its
+        // task quota without yielding; it is signal-based, so only on request.
+        let stall_backtraces = std::env::var_os("KEEL_STALL_BACKTRACES").is_some();
+        let handle =
+            LocalExecutorBuilder::new(Placement::Fixed(*cpu))
+                .name(&format!("keel-shard-{i}"))
+                .io_memory(io_memory)
+                .preempt_timer(TASK_QUOTA)
+                .detect_stalls(stall_backtraces.then(|| {
+                    Box::new(glommio::DefaultStallDetectionHandler {}) as Box<dyn glommio::StallDetectionHandler>
+                }))
+                .spawn(move || async move { shard_main(config, metadata, mesh, per_shard_memory).await })
+                .map_err(|e| format!("starting shard on cpu {cpu}: {e}"))?;
         handles.push(handle);
     }
     for h in handles {

@@ -189,6 +189,7 @@ impl Partition {
     /// Removes the partition's files and its state (its topic was deleted).
     pub async fn remove(&self, shard: &Shard) {
         let dir = self.log.borrow().dir().to_path_buf();
+        log::release_files(&self.log).await;
         let target = dir.clone();
         if let Err(e) = glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&target)).await {
             tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition failed");
