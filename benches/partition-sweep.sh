@@ -3,7 +3,7 @@
 # record rate with keyed small records (random keys, so every partition gets small
 # batches), for Apache Kafka and Keel, one broker at a time on the same disk.
 #
-#   benches/partition-sweep.sh            RATE=5000 SIZE=200 DURATION=20s PARTITIONS="1 100 1000"
+#   benches/partition-sweep.sh            RATE=5000 SIZE=200 DURATION=20s PARTITIONS="1 100 1000" BROKERS="kafka keel"
 #
 # Writes benches/results/partition-sweep-<UTC>/{<broker>-<partitions>.json,report.md}.
 set -euo pipefail
@@ -36,7 +36,7 @@ run() { # broker partitions
 }
 
 for parts in $partitions; do
-  for broker in kafka keel; do
+  for broker in ${BROKERS:-kafka keel}; do
     echo "partition-sweep: $broker, $parts partitions"
     run "$broker" "$parts"
   done

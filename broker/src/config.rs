@@ -25,6 +25,9 @@ pub struct BrokerConfig {
     /// Requests read ahead of their responses on one connection.
     pub in_flight_requests_max: usize,
     pub fetch_wait_ms_max: u64,
+    /// Record bytes one fetch response may carry, whatever the client asks (Kafka's
+    /// `fetch.max.bytes`); a shard reads no more than this for one fetch.
+    pub fetch_max_bytes: usize,
     /// Request bytes read and not yet answered, all connections of a shard together.
     /// `None`: a quarter of the shard's share of `memory`. A frame is read only once
     /// its size fits; a frame larger than the whole budget is refused as one larger
@@ -82,6 +85,7 @@ impl Default for BrokerConfig {
             connections_max: 10_000,
             in_flight_requests_max: 64,
             fetch_wait_ms_max: 30_000,
+            fetch_max_bytes: 55 << 20,
             request_bytes_in_flight_max_per_shard: None,
             unflushed_bytes_max_per_shard: None,
             socket_receive_buffer_bytes: 256 << 10,
@@ -143,6 +147,7 @@ impl BrokerConfig {
     pub fn check_limits(&self) -> Result<(), String> {
         let positive = [
             ("request_bytes_max", self.request_bytes_max),
+            ("fetch_max_bytes", self.fetch_max_bytes),
             ("in_flight_requests_max", self.in_flight_requests_max),
             ("mesh_calls_in_flight_max_per_peer", self.mesh_calls_in_flight_max_per_peer),
             ("producer_states_per_partition_max", self.producer_states_per_partition_max),

@@ -139,3 +139,63 @@ fn produce_creates_missing_topics() {
     let f = fetch(&mut c, &[("auto-made", 0, 0)], 5000, 1);
     assert_eq!(records_of(f.responses[0].partitions[0].records.as_ref().unwrap()).len(), 1);
 }
+
+/// A fetch asking for everything (max_bytes and partition_max_bytes at i32::MAX) over
+/// partitions holding 6 MiB each gets at most the broker's `fetch_max_bytes` (set to
+/// 2 MiB here) plus one batch, with every partition answered; the next fetches go on
+/// from where it stopped and read everything.
+#[test]
+fn greedy_fetches_are_capped_by_fetch_max_bytes() {
+    const CAP: usize = 2 << 20;
+    const PARTITIONS: i32 = 4;
+    let b = Broker::start_with_yaml(2, "256M", &[], &format!("fetch_max_bytes: {CAP}\n"));
+    let mut c = b.connect();
+    assert_eq!(create_topic(&mut c, "greedy", PARTITIONS).topics[0].error_code, 0);
+    let value = vec![b'g'; 256 << 10];
+    let batch = build_batch(0, 0, &[(None, Some(&value[..]))]);
+    for _ in 0..24 {
+        let parts: Vec<(&str, i32, Bytes)> = (0..PARTITIONS).map(|p| ("greedy", p, batch.clone())).collect();
+        let r = produce(&mut c, -1, &parts);
+        assert!(r.responses[0].partition_responses.iter().all(|p| p.error_code == 0));
+    }
+    let mut offsets = vec![0i64; PARTITIONS as usize];
+    let mut fetches = 0;
+    while offsets.iter().any(|o| *o < 24) {
+        let topic =
+            kafka_protocol::messages::fetch_request::FetchTopic::default().with_topic(name("greedy")).with_partitions(
+                (0..PARTITIONS)
+                    .map(|p| {
+                        kafka_protocol::messages::fetch_request::FetchPartition::default()
+                            .with_partition(p)
+                            .with_fetch_offset(offsets[p as usize])
+                            .with_partition_max_bytes(i32::MAX)
+                    })
+                    .collect(),
+            );
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_bytes(i32::MAX)
+            .with_min_bytes(1)
+            .with_session_epoch(-1)
+            .with_topics(vec![topic]);
+        let r: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
+        let parts = &r.responses[0].partitions;
+        assert_eq!(parts.len(), PARTITIONS as usize, "every partition is answered");
+        let mut total = 0;
+        for p in parts {
+            assert_eq!(p.error_code, 0);
+            let records = p.records.clone().unwrap_or_default();
+            total += records.len();
+            let read = records_of(&records);
+            if let Some((last, _, _)) = read.last() {
+                assert_eq!(read[0].0, offsets[p.partition_index as usize], "reads go on where the last stopped");
+                offsets[p.partition_index as usize] = last + 1;
+            }
+        }
+        assert!(total > 0, "a fetch with data left returns some");
+        assert!(total <= CAP + batch.len(), "a fetch returned {total} bytes, cap {CAP} + one batch");
+        fetches += 1;
+        assert!(fetches < 100, "reading 24 MiB in 2 MiB fetches ends");
+    }
+    assert!(fetches >= 12, "24 MiB took {fetches} fetches of at most 2 MiB");
+}

@@ -27,6 +27,8 @@ type Log = Rc<RefCell<PartitionLog>>;
 
 /// Logs flushed at once by a checkpoint.
 const CHECKPOINT_CONCURRENCY: usize = 64;
+/// Logs whose segment files one task writes at once.
+const WRITES_CONCURRENCY: usize = 64;
 
 #[derive(Default)]
 pub struct FlushQueue {
@@ -294,14 +296,18 @@ impl FlushQueue {
             }
             logs.sort_by_key(|l| Rc::as_ptr(l) as usize);
             logs.dedup_by(|a, b| Rc::ptr_eq(a, b));
-            let writes = logs.iter().map(|l| async move { (l, log::write_whole_pages(l).await) }).collect();
             let mut failed = false;
-            for (l, result) in join_all(writes).await {
-                self.account(l);
-                if let Err(e) = result {
-                    tracing::warn!(error = %e, "segment write failed; will retry");
-                    self.to_write.borrow_mut().push(l.clone());
-                    failed = true;
+            // In chunks: one task awaiting a thousand writes at once overflows glommio's
+            // count of wakers per task (a panic inside glommio).
+            for chunk in logs.chunks(WRITES_CONCURRENCY) {
+                let writes = chunk.iter().map(|l| async move { (l, log::write_whole_pages(l).await) }).collect();
+                for (l, result) in join_all(writes).await {
+                    self.account(l);
+                    if let Err(e) = result {
+                        tracing::warn!(error = %e, "segment write failed; will retry");
+                        self.to_write.borrow_mut().push(l.clone());
+                        failed = true;
+                    }
                 }
             }
             self.progress.notify();

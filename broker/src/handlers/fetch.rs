@@ -45,6 +45,9 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
         return FetchResponse::default().with_error_code(errors::FETCH_SESSION_ID_NOT_FOUND);
     }
     let meta = shard.meta();
+    // What the response may hold: the client's max_bytes, capped by the broker's
+    // fetch_max_bytes (Kafka's fetch.max.bytes), so no fetch makes a shard read more.
+    let response_bytes_max = (req.max_bytes.max(0) as usize).min(shard.config.fetch_max_bytes);
     // Per topic of the request: its name, id, and per partition its index and the error
     // already known for it.
     let mut layout: Vec<TopicLayout> = Vec::new();
@@ -61,7 +64,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
                 (Some(_), None) => Some(errors::UNKNOWN_TOPIC_OR_PARTITION),
                 (Some(n), Some(owner)) => {
                     want_slots.push((layout.len(), parts.len()));
-                    let max_bytes = p.partition_max_bytes.max(0) as usize;
+                    let max_bytes = (p.partition_max_bytes.max(0) as usize).min(response_bytes_max);
                     wants.push((
                         owner,
                         Want { topic: n.clone(), partition: p.partition, offset: p.fetch_offset, max_bytes },
@@ -76,7 +79,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
     let min_bytes = req.min_bytes.max(0) as usize;
     let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, shard.config.fetch_wait_ms_max as i32) as u64);
     let deadline = Instant::now() + max_wait;
-    let mut got = read_all(shard, &wants).await;
+    let mut got = read_all(shard, &wants, response_bytes_max).await;
     loop {
         let total: usize = got.iter().map(|g| g.bytes).sum();
         let any_error = got.iter().any(|g| g.error != errors::NONE);
@@ -85,9 +88,9 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
             break;
         }
         wait_any(shard, &wants, &got, left).await;
-        got = read_all(shard, &wants).await;
+        got = read_all(shard, &wants, response_bytes_max).await;
     }
-    trim_to_max_bytes(&mut got, req.max_bytes.max(0) as usize);
+    trim_to_max_bytes(&mut got, response_bytes_max);
     let mut got = got.into_iter();
     let mut slots = want_slots.into_iter().peekable();
     let responses = layout
@@ -158,18 +161,50 @@ fn trim_to_max_bytes(got: &mut [Got], max_bytes: usize) {
     }
 }
 
-async fn read_all(shard: &Rc<Shard>, wants: &[(usize, Want)]) -> Vec<Got> {
+/// Reads every wanted partition on its owner. Each owner reads at most
+/// `response_bytes_max` for the whole request (plus, as KIP-74 asks, the first batch
+/// however large), so a fetch of many partitions with large per-partition limits
+/// cannot make a shard hold more than that.
+async fn read_all(shard: &Rc<Shard>, wants: &[(usize, Want)], response_bytes_max: usize) -> Vec<Got> {
     let items = wants.to_vec();
-    // An owner reads its partitions concurrently: catch-up reads are DMA reads, and
-    // one partition's disk latency must not queue the others behind it.
-    scatter(shard, items, |s, wants: Vec<Want>| async move {
-        let reads = wants.iter().map(|w| read_one(&s, w)).collect();
-        keel_storage::flush::join_all(reads).await
-    })
-    .await
+    scatter(shard, items, move |s, wants: Vec<Want>| async move { read_owned(&s, wants, response_bytes_max).await })
+        .await
 }
 
-async fn read_one(shard: &Shard, w: &Want) -> Got {
+/// Reads one owner's partitions in request order, in windows whose limits together
+/// fit what is left of the budget. Within a window the reads run concurrently:
+/// catch-up reads are DMA reads, and one partition's disk latency must not queue the
+/// others behind it. Once the budget is spent the rest answer without records.
+async fn read_owned(shard: &Shard, wants: Vec<Want>, budget: usize) -> Vec<Got> {
+    let mut out = Vec::with_capacity(wants.len());
+    let mut left = budget;
+    let mut first = true;
+    let mut rest = wants.as_slice();
+    while !rest.is_empty() {
+        let mut window = 0;
+        let mut reserved = 0;
+        while window < rest.len() && (window == 0 || reserved + rest[window].max_bytes <= left) {
+            reserved += rest[window].max_bytes.min(left);
+            window += 1;
+        }
+        let reads = rest[..window]
+            .iter()
+            .map(|w| {
+                let cap = if first { w.max_bytes } else { w.max_bytes.min(left) };
+                read_one(shard, w, cap)
+            })
+            .collect();
+        for got in keel_storage::flush::join_all(reads).await {
+            left = left.saturating_sub(got.bytes);
+            first &= got.bytes == 0;
+            out.push(got);
+        }
+        rest = &rest[window..];
+    }
+    out
+}
+
+async fn read_one(shard: &Shard, w: &Want, max_bytes: usize) -> Got {
     let Some(p) = shard.partition(&w.topic, w.partition) else {
         return Got {
             error: errors::NOT_LEADER_OR_FOLLOWER,
@@ -183,7 +218,10 @@ async fn read_one(shard: &Shard, w: &Want) -> Got {
         (l.high_watermark(), l.log_start_offset)
     };
     let mut got = Got { error: errors::NONE, high_watermark: hw, log_start_offset: start, ..Got::default() };
-    match log::read(&p.log, w.offset, w.max_bytes, hw).await {
+    if max_bytes == 0 {
+        return got;
+    }
+    match log::read(&p.log, w.offset, max_bytes, hw).await {
         Ok(r) => {
             got.records = r.batches;
             got.bytes = r.bytes;

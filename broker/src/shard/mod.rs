@@ -242,10 +242,27 @@ fn run_queue_wait_ns(file: &std::fs::File) -> Option<u64> {
     std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// How long a shard runs ready tasks before it polls for I/O and timers again.
-/// glommio's default, 100 ms, let a burst of ready tasks (a thousand partitions
-/// opening) hold a shard's timers and completions for up to 93 ms; Seastar uses 0.5 ms.
-const TASK_QUOTA: std::time::Duration = std::time::Duration::from_millis(2);
+/// What shards wait for from each other while they start (start-up only: never
+/// touched on the data path).
+#[derive(Default)]
+struct Startup {
+    /// Shards whose partitions are open.
+    recovered: std::sync::atomic::AtomicUsize,
+}
+
+impl Startup {
+    /// Shards open their partitions concurrently; none takes clients until all have,
+    /// as Kafka opens its listeners only after log recovery. Otherwise a client
+    /// reaching a ready shard early is told NOT_LEADER_OR_FOLLOWER for partitions
+    /// another shard is still opening.
+    async fn wait_for_every_shard(&self, count: usize) {
+        use std::sync::atomic::Ordering;
+        self.recovered.fetch_add(1, Ordering::AcqRel);
+        while self.recovered.load(Ordering::Acquire) < count {
+            glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+}
 
 /// Starts `config.smp` shards and blocks until they stop.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
@@ -281,9 +298,10 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     let mesh = MeshBuilder::<MeshMsg, _>::full(cpus.len(), mesh::MESH_CHANNEL_CAPACITY);
     let per_shard_memory = memory / cpus.len() as u64;
     tracing::info!(shards = cpus.len(), ?cpus, per_shard_memory, io_memory, "starting keel");
+    let startup = std::sync::Arc::new(Startup::default());
     let mut handles = Vec::new();
     for (i, cpu) in cpus.iter().enumerate() {
-        let (config, metadata, mesh) = (config.clone(), metadata.clone(), mesh.clone());
+        let (config, metadata, mesh, startup) = (config.clone(), metadata.clone(), mesh.clone(), startup.clone());
         // glommio's stall detector logs a backtrace of a shard that ran 10 ms past its
         // task quota without yielding; it is signal-based, so only on request.
         let stall_backtraces = std::env::var_os("KEEL_STALL_BACKTRACES").is_some();
@@ -291,11 +309,10 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
             LocalExecutorBuilder::new(Placement::Fixed(*cpu))
                 .name(&format!("keel-shard-{i}"))
                 .io_memory(io_memory)
-                .preempt_timer(TASK_QUOTA)
                 .detect_stalls(stall_backtraces.then(|| {
                     Box::new(glommio::DefaultStallDetectionHandler {}) as Box<dyn glommio::StallDetectionHandler>
                 }))
-                .spawn(move || async move { shard_main(config, metadata, mesh, per_shard_memory).await })
+                .spawn(move || async move { shard_main(config, metadata, mesh, per_shard_memory, startup).await })
                 .map_err(|e| format!("starting shard on cpu {cpu}: {e}"))?;
         handles.push(handle);
     }
@@ -310,6 +327,7 @@ async fn shard_main(
     metadata: Metadata,
     mesh: MeshBuilder<MeshMsg, glommio::channels::channel_mesh::Full>,
     memory: u64,
+    startup: std::sync::Arc<Startup>,
 ) -> Result<(), String> {
     keel_storage::prime_dma_probe(&config.data_dir).await.map_err(|e| e.to_string())?;
     let (senders, receivers) = mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
@@ -377,6 +395,7 @@ async fn shard_main(
     shard.forget_deleted_topics_state().await;
     crate::coordinator::shell::start(&shard).await;
     tracing::info!(shard = id, partitions = shard.partitions.borrow().len(), "shard ready");
+    startup.wait_for_every_shard(count).await;
     if id == 0 {
         crate::admin::http::spawn(&shard)?;
         glommio::spawn_local(shutdown::watch(shard.clone())).detach();
