@@ -31,10 +31,11 @@ use keel_protocol::batch::BatchHeader;
 
 use crate::checkpoint::{PartitionState, CLEAN_KEY, STATE_KEY};
 use crate::error::StorageError;
-use crate::journal::{Journal, LogJournal, LogRecovery, Record};
+use crate::journal::{Journal, LogJournal, LogRecovery, Mark, Record};
 use crate::kv::StateKeys;
 use crate::log::{self, note_epoch, sync_or_die, LogConfig, PartitionLog};
 use crate::segment::{self, IndexEntry, Segment, SegmentState};
+use crate::snapshot::{self, Snapshot, SNAPSHOT_KEY};
 use crate::PAGE;
 
 /// How a log was opened, for logs and metrics.
@@ -44,6 +45,9 @@ pub enum OpenKind {
     Clean,
     /// Every segment scanned.
     Scanned,
+    /// After a crash, restored from the last journal checkpoint's snapshot without
+    /// scanning (then the journal's records after it were replayed).
+    Snapshot,
 }
 
 impl PartitionLog {
@@ -66,6 +70,18 @@ impl PartitionLog {
         dir: &Path,
         config: LogConfig,
         keys: Option<StateKeys>,
+        on_batch: impl FnMut(&BatchHeader),
+    ) -> Result<(PartitionLog, OpenKind), StorageError> {
+        PartitionLog::open_at_mark(dir, config, keys, None, on_batch).await
+    }
+
+    /// `open_reporting` for a journaled log whose files were cut back to `mark`: its
+    /// checkpoint snapshot, if taken at that mark, spares the scan.
+    async fn open_at_mark(
+        dir: &Path,
+        config: LogConfig,
+        keys: Option<StateKeys>,
+        mark: Option<Mark>,
         mut on_batch: impl FnMut(&BatchHeader),
     ) -> Result<(PartitionLog, OpenKind), StorageError> {
         let bases = list_segments(dir).await?;
@@ -75,6 +91,27 @@ impl PartitionLog {
         let mut log = PartitionLog::empty(dir, config);
         log.state_keys = keys.clone();
         let mut kind = OpenKind::Scanned;
+        let crash_snapshot = match (&clean, mark, &keys) {
+            (None, Some(mark), Some(k)) => saved(SNAPSHOT_KEY).map(|b| (Snapshot::decode(&b), mark, k)),
+            _ => None,
+        };
+        if let Some((snap, mark, k)) = crash_snapshot {
+            let restored = match &snap {
+                Some(snap) => snapshot::restore(&mut log, &bases, k, snap, &mark).await?,
+                None => false,
+            };
+            match snap {
+                Some(snap) if restored => {
+                    kind = OpenKind::Snapshot;
+                    snap.producers.iter().for_each(&mut on_batch);
+                }
+                _ => {
+                    tracing::warn!(dir = %dir.display(), "checkpoint snapshot does not match the files; scanning");
+                    log = PartitionLog::empty(dir, log.config.clone());
+                    log.state_keys = keys.clone();
+                }
+            }
+        }
         if let Some(clean) = clean {
             if let Some(k) = &keys {
                 k.kv.delete(&k.key(CLEAN_KEY)).await?;
@@ -93,6 +130,11 @@ impl PartitionLog {
         if kind == OpenKind::Scanned {
             scan_all(&mut log, &bases, &mut on_batch).await?;
         }
+        if kind != OpenKind::Snapshot {
+            if let Some(k) = &keys {
+                snapshot::forget_saved(&mut log, k);
+            }
+        }
         if log.segments.is_empty() {
             log.segments.push(Segment::create(dir, state.log_start_offset.max(0)).await?);
             log.next_offset = state.log_start_offset.max(0);
@@ -104,6 +146,9 @@ impl PartitionLog {
             // even more: start empty where the deletions ended, as Kafka does.
             tracing::warn!(dir = %dir.display(), start = state.log_start_offset, end = log.next_offset,
                 "log start offset past the recovered end; starting empty there");
+            if let Some(k) = &keys {
+                snapshot::delete(k).await?;
+            }
             start_empty_at(&mut log, state.log_start_offset).await?;
         }
         log.advance_start(state.log_start_offset.min(log.next_offset));
@@ -114,6 +159,7 @@ impl PartitionLog {
             crate::stats::update(|s| match kind {
                 OpenKind::Clean => s.opens_clean += 1,
                 OpenKind::Scanned => s.opens_scanned += 1,
+                OpenKind::Snapshot => s.opens_snapshot += 1,
             });
         }
         Ok((log, kind))
@@ -142,7 +188,8 @@ impl PartitionLog {
         if !clean {
             cut_to_mark(dir, &found).await?;
         }
-        let (log, kind) = PartitionLog::open_reporting(dir, config, keys, &mut on_batch).await?;
+        let mark = if clean || found.created { None } else { found.mark };
+        let (log, kind) = PartitionLog::open_at_mark(dir, config, keys, mark, &mut on_batch).await?;
         let log = Rc::new(RefCell::new(log));
         log.borrow_mut().journal = Some(LogJournal {
             key,
@@ -443,17 +490,7 @@ impl CleanState {
         }
         b.put_u32(self.segments.len() as u32);
         for s in &self.segments {
-            for v in [s.base_offset, s.size as i64, s.next_offset, s.max_timestamp, s.max_timestamp_offset] {
-                b.put_i64(v);
-            }
-            b.put_i64(s.rolling_timestamp);
-            b.put_u64(s.bytes_since_index);
-            b.put_u32(s.index.len() as u32);
-            for e in &s.index {
-                b.put_i64(e.offset);
-                b.put_u64(e.position);
-                b.put_i64(e.max_timestamp_so_far);
-            }
+            put_segment_state(&mut b, s);
         }
         b
     }
@@ -471,31 +508,54 @@ impl CleanState {
         }
         let mut segments = Vec::new();
         for _ in 0..get_u32(&mut b)? {
-            let (base_offset, size, next, max_ts, max_ts_offset) =
-                (get_i64(&mut b)?, get_i64(&mut b)?, get_i64(&mut b)?, get_i64(&mut b)?, get_i64(&mut b)?);
-            let rolling_timestamp = get_i64(&mut b)?;
-            let bytes_since_index = get_i64(&mut b)? as u64;
-            let mut index = Vec::new();
-            for _ in 0..get_u32(&mut b)? {
-                let (offset, position, ts) = (get_i64(&mut b)?, get_i64(&mut b)? as u64, get_i64(&mut b)?);
-                index.push(IndexEntry { offset, position, max_timestamp_so_far: ts });
-            }
-            segments.push(SegmentState {
-                base_offset,
-                size: u64::try_from(size).ok()?,
-                next_offset: next,
-                max_timestamp: max_ts,
-                max_timestamp_offset: max_ts_offset,
-                rolling_timestamp,
-                bytes_since_index,
-                index,
-            });
+            segments.push(get_segment_state(&mut b)?);
         }
         b.is_empty().then_some(CleanState { next_offset, epochs, producers, segments })
     }
 }
 
-fn put_header(b: &mut Vec<u8>, h: &BatchHeader) {
+pub(crate) fn put_segment_state(b: &mut Vec<u8>, s: &SegmentState) {
+    for v in [s.base_offset, s.size as i64, s.next_offset, s.max_timestamp, s.max_timestamp_offset] {
+        b.put_i64(v);
+    }
+    b.put_i64(s.rolling_timestamp);
+    b.put_u64(s.bytes_since_index);
+    b.put_u32(s.index.len() as u32);
+    for e in &s.index {
+        b.put_i64(e.offset);
+        b.put_u64(e.position);
+        b.put_i64(e.max_timestamp_so_far);
+    }
+}
+
+pub(crate) fn get_segment_state(b: &mut &[u8]) -> Option<SegmentState> {
+    let (base_offset, size, next_offset, max_timestamp, max_timestamp_offset) =
+        (get_i64(b)?, get_i64(b)?, get_i64(b)?, get_i64(b)?, get_i64(b)?);
+    let rolling_timestamp = get_i64(b)?;
+    let bytes_since_index = get_i64(b)? as u64;
+    let count = get_u32(b)? as usize;
+    // Each entry takes 24 bytes: a count the body cannot hold is a damaged body.
+    if count > b.len() / 24 {
+        return None;
+    }
+    let mut index = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (offset, position, ts) = (get_i64(b)?, get_i64(b)? as u64, get_i64(b)?);
+        index.push(IndexEntry { offset, position, max_timestamp_so_far: ts });
+    }
+    Some(SegmentState {
+        base_offset,
+        size: u64::try_from(size).ok()?,
+        next_offset,
+        max_timestamp,
+        max_timestamp_offset,
+        rolling_timestamp,
+        bytes_since_index,
+        index,
+    })
+}
+
+pub(crate) fn put_header(b: &mut Vec<u8>, h: &BatchHeader) {
     b.put_i64(h.base_offset);
     b.put_i32(h.batch_length);
     b.put_i32(h.partition_leader_epoch);
@@ -509,7 +569,7 @@ fn put_header(b: &mut Vec<u8>, h: &BatchHeader) {
     b.put_i32(h.records_count);
 }
 
-fn get_header(b: &mut &[u8]) -> Option<BatchHeader> {
+pub(crate) fn get_header(b: &mut &[u8]) -> Option<BatchHeader> {
     Some(BatchHeader {
         base_offset: get_i64(b)?,
         batch_length: get_i32(b)?,
@@ -527,16 +587,16 @@ fn get_header(b: &mut &[u8]) -> Option<BatchHeader> {
     })
 }
 
-fn get_i64(b: &mut &[u8]) -> Option<i64> {
+pub(crate) fn get_i64(b: &mut &[u8]) -> Option<i64> {
     (b.len() >= 8).then(|| b.get_i64())
 }
-fn get_i32(b: &mut &[u8]) -> Option<i32> {
+pub(crate) fn get_i32(b: &mut &[u8]) -> Option<i32> {
     (b.len() >= 4).then(|| b.get_i32())
 }
-fn get_u32(b: &mut &[u8]) -> Option<u32> {
+pub(crate) fn get_u32(b: &mut &[u8]) -> Option<u32> {
     (b.len() >= 4).then(|| b.get_u32())
 }
-fn get_i16(b: &mut &[u8]) -> Option<i16> {
+pub(crate) fn get_i16(b: &mut &[u8]) -> Option<i16> {
     (b.len() >= 2).then(|| b.get_i16())
 }
 

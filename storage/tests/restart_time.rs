@@ -155,6 +155,7 @@ fn journaled_crash_restart() {
         found
     });
     assert!(reopened_end >= end, "acknowledged data lost: {reopened_end} < {end}");
+    assert_eq!(kind, OpenKind::Snapshot, "the crash-restart scanned instead of using its checkpoint snapshot");
     println!(
         "{megabytes} MiB in {segments} segments, {checkpoints} checkpoints: open after a crash ({kind:?}) {ms:.1} ms"
     );
