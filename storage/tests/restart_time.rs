@@ -88,10 +88,17 @@ struct JournaledShard {
 }
 
 async fn open_journaled_shard(data: &Path) -> JournaledShard {
+    let start = Instant::now();
     let journal = Journal::open(&data.join(".journal"), JournalConfig::default()).await.unwrap();
+    let journal_ms = start.elapsed().as_secs_f64() * 1000.0;
     let flush = FlushQueue::with_journal(None, journal.clone());
     glommio::spawn_local(flush.clone().run()).detach();
     let kv = ShardKv::open(&data.join(".kv"), flush.clone()).await.unwrap();
+    let kv_ms = start.elapsed().as_secs_f64() * 1000.0 - journal_ms;
+    println!(
+        "  journal read {journal_ms:.1} ms, state store opened {kv_ms:.1} ms ({} KiB of log)",
+        kv.log_bytes() >> 10
+    );
     let keys = kv.keys("t-0/");
     let (log, kind) =
         PartitionLog::open_journaled(&data.join("t-0"), config(), Some(keys), &journal, Bytes::from_static(b"t-0"), |_| {})
