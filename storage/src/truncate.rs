@@ -30,7 +30,11 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
     let cut_base = {
         let l = log.borrow();
         let holding = l.segments.iter().rev().find(|s| s.base_offset <= offset).map(|s| s.base_offset);
-        if offset <= l.log_start_offset { i64::MIN } else { holding.unwrap_or(i64::MIN) }
+        if offset <= l.log_start_offset {
+            i64::MIN
+        } else {
+            holding.unwrap_or(i64::MIN)
+        }
     };
     let _change = crate::snapshot::begin_file_change(log, |b| b >= cut_base).await?;
     let lock = log.borrow().io_lock();

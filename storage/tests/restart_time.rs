@@ -12,8 +12,8 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
 
-use glommio::LocalExecutorBuilder;
 use bytes::Bytes;
+use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::build_batch;
 use keel_storage::flush::FlushQueue;
 use keel_storage::journal::{Journal, JournalConfig};
@@ -100,10 +100,16 @@ async fn open_journaled_shard(data: &Path) -> JournaledShard {
         kv.log_bytes() >> 10
     );
     let keys = kv.keys("t-0/");
-    let (log, kind) =
-        PartitionLog::open_journaled(&data.join("t-0"), config(), Some(keys), &journal, Bytes::from_static(b"t-0"), |_| {})
-            .await
-            .unwrap();
+    let (log, kind) = PartitionLog::open_journaled(
+        &data.join("t-0"),
+        config(),
+        Some(keys),
+        &journal,
+        Bytes::from_static(b"t-0"),
+        |_| {},
+    )
+    .await
+    .unwrap();
     let log = Rc::new(RefCell::new(log));
     flush.register(&log);
     journal.finish_recovery();

@@ -39,7 +39,8 @@ struct Life {
 async fn open(root: &Path) -> Life {
     keel_storage::prime_dma_probe(root).await.unwrap();
     // Checkpoints run only when the test asks for one.
-    let config = JournalConfig { checkpoint_interval: std::time::Duration::from_secs(3600), ..JournalConfig::default() };
+    let config =
+        JournalConfig { checkpoint_interval: std::time::Duration::from_secs(3600), ..JournalConfig::default() };
     let journal = Journal::open(&root.join(".journal"), config).await.unwrap();
     let flush = FlushQueue::with_journal(None, journal.clone());
     glommio::spawn_local(flush.clone().run()).detach();
