@@ -1,26 +1,41 @@
-//! Opening a log: the recovery scan after a crash, or the clean-shutdown checkpoint
-//! after a clean stop; and `close`, which writes that checkpoint.
+//! Opening a log: the recovery scan, the clean-shutdown checkpoint after a clean stop,
+//! or a journaled log's checkpoint snapshot after a crash; and `close`, which writes
+//! the clean-shutdown checkpoint.
 //!
-//! After a crash every segment is scanned and every batch's CRC checked. A torn,
-//! zeroed or corrupt batch with no valid data after it in later segments is a torn
-//! write: the log is truncated there (later segments hold only data never
-//! acknowledged, since a flush syncs all files before the durable offset moves). When
-//! a later segment does start with a valid batch, the bad batch was fsynced before it
-//! (the flush loop syncs a sealed segment before writing the next), so it is damage
-//! on disk, not a torn write: it is reported (error log, `damaged_segments_found`) and
-//! kept; reads reaching it fail their CRC check and are answered with an error, and
-//! everything else stays served. That costs time proportional to the whole log. A clean `close`
-//! flushes, then records each segment's size, offsets, timestamps and sparse index,
-//! the epoch cache and the producers' recent batch headers under the partition's
-//! `clean` key in the shard's state store ([`crate::kv`]); the next open checks the
-//! files still have exactly those sizes, restores that state without reading a byte
-//! of data, and deletes the key (durably) before the log can change, so a later crash
-//! never trusts a stale one. Start-up then costs one stat per segment. A log opened
-//! without state keys (the state store's own log) always scans.
+//! **The scan** checks every segment and every batch's CRC. A torn, zeroed or corrupt
+//! batch with no valid data after it in later segments is a torn write: the log is
+//! truncated there (later segments hold only data never acknowledged, since a flush
+//! syncs all files before the durable offset moves). When a later segment does start
+//! with a valid batch, the bad batch was fsynced before it (the flush loop syncs a
+//! sealed segment before writing the next), so it is damage on disk, not a torn write:
+//! it is reported (error log, `damaged_segments_found`) and kept; reads reaching it
+//! fail their CRC check and are answered with an error, and everything else stays
+//! served. It costs time proportional to the whole log (10 GiB: 7–12 s).
 //!
-//! A journaled log ([`PartitionLog::open_journaled`]) first cuts its files back to the
-//! last journal checkpoint's mark (what was written after it was never fsynced), opens
-//! them as above, then replays its journal records and fsyncs what they added.
+//! **After a clean stop**, `close` flushes, then records each segment's size, offsets,
+//! timestamps and sparse index, the epoch cache and the producers' recent batch headers
+//! under the partition's `clean` key in the shard's state store ([`crate::kv`]); the
+//! next open checks the files still have exactly those sizes, restores that state
+//! without reading a byte of data, and deletes the key (durably) before the log can
+//! change, so a later crash never trusts a stale one. Start-up then costs one stat per
+//! segment.
+//!
+//! **After a crash**, a journaled log ([`PartitionLog::open_journaled`]) first cuts its
+//! files back to the last journal checkpoint's mark (what was written after it was
+//! never fsynced). If the state store holds the log's checkpoint snapshot taken at that
+//! mark ([`crate::snapshot`]) and the files are exactly the segments it lists, with the
+//! sizes it says, the log is restored from it without reading data (`OpenKind::Snapshot`,
+//! `opens_snapshot`); the producers' recent batch headers it holds go to `on_batch` as a
+//! scan would report them. Otherwise (no snapshot, one taken at another mark, a file of
+//! another size) a warning is logged and the log is scanned. Either way the journal
+//! records after the mark are then replayed and what they added is fsynced, so a
+//! crash-restart costs one stat per segment plus what was written since the last
+//! checkpoint (at most `journal_file_bytes`, 64 MiB, per shard), not the log's size.
+//! A restore reads no batch, so damage inside a sealed segment is not found at open:
+//! it is found when read, where every batch's CRC is checked and a failing one is
+//! answered with an error, never served, exactly as after a scan that found it.
+//!
+//! A log opened without state keys (the state store's own log) always scans.
 
 use std::cell::RefCell;
 use std::path::Path;

@@ -163,9 +163,11 @@ fn journaled_crash_restart() {
         let start = Instant::now();
         let shard = open_journaled_shard(&data3).await;
         let ms = start.elapsed().as_secs_f64() * 1000.0;
-        let l = shard.log.borrow();
-        let found = (shard.kind, ms, l.high_watermark(), l.segment_count());
-        found
+        let (high_watermark, segments) = {
+            let l = shard.log.borrow();
+            (l.high_watermark(), l.segment_count())
+        };
+        (shard.kind, ms, high_watermark, segments)
     });
     assert!(reopened_end >= end, "acknowledged data lost: {reopened_end} < {end}");
     assert_eq!(kind, OpenKind::Snapshot, "the crash-restart scanned instead of using its checkpoint snapshot");
