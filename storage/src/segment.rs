@@ -289,6 +289,11 @@ impl Segment {
 
     /// The in-memory state a clean-shutdown checkpoint keeps for this segment.
     pub fn state(&self) -> SegmentState {
+        self.state_with_index_from(0)
+    }
+
+    /// `state` with only the index entries from `first` on.
+    pub fn state_with_index_from(&self, first: usize) -> SegmentState {
         SegmentState {
             base_offset: self.base_offset,
             size: self.size,
@@ -297,7 +302,7 @@ impl Segment {
             max_timestamp_offset: self.max_timestamp_offset,
             rolling_timestamp: self.rolling_timestamp,
             bytes_since_index: self.bytes_since_index,
-            index: self.index.clone(),
+            index: self.index[first.min(self.index.len())..].to_vec(),
         }
     }
 }

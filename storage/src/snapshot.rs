@@ -74,12 +74,19 @@ use crate::journal::Mark;
 use crate::kv::{ShardKv, StateKeys};
 use crate::log::PartitionLog;
 use crate::recovery::{get_header, get_i32, get_i64, get_segment_state, get_u32, put_header, put_segment_state};
-use crate::segment::{self, Segment, SegmentState};
+use crate::segment::{self, IndexEntry, Segment, SegmentState};
 
 /// Key (under the partition's prefix) of the log's state as of its last checkpoint.
 pub const SNAPSHOT_KEY: &str = "snapshot";
 /// Key prefix (under the partition's prefix) of sealed segments' states.
 pub const SEALED_PREFIX: &str = "sealed/";
+/// Key prefix (under the partition's prefix) of segments' index chunks:
+/// `index/<base>/<chunk>`.
+pub const INDEX_PREFIX: &str = "index/";
+/// Index entries per chunk: 1.5 KiB, one chunk per 256 KiB or more of segment. A
+/// checkpoint rewrites at most one partial chunk's worth of entries per log (in the
+/// `snapshot` entry), whatever the size of the active segment.
+const CHUNK_ENTRIES: usize = 64;
 /// Bytes of snapshots written to the store in one batch (one journal pass); a log's
 /// entries always go in one batch, so it may be larger.
 const WRITE_BATCH_BYTES: usize = 4 << 20;
@@ -113,6 +120,8 @@ pub(crate) struct SnapshotTracking {
     saved: Option<Coords>,
     /// Sealed segments with an entry in the store: base → size (`u64::MAX`: stale).
     sealed: BTreeMap<i64, u64>,
+    /// Segments with full index chunks in the store: base → how many (0: rewrite all).
+    chunks: BTreeMap<i64, usize>,
 }
 
 /// A log's state at the instant a checkpoint's flush took its writes.
@@ -120,14 +129,17 @@ pub(crate) struct Captured {
     keys: StateKeys,
     generation: u64,
     coords: Coords,
-    /// The `snapshot` value.
-    body: Vec<u8>,
-    /// Sealed segments whose entry must be (re)written.
-    sealed_new: Vec<SegmentState>,
-    /// Sealed entries of segments no longer in the log.
+    /// Entries to put, named under the log's prefix: the `snapshot` value, new sealed
+    /// entries and new full index chunks.
+    puts: Vec<(String, Vec<u8>)>,
+    /// Sealed entries of segments no longer sealed in the log.
     sealed_gone: Vec<i64>,
+    /// Segments no longer in the log whose index chunks go.
+    chunks_gone: Vec<i64>,
     /// Every sealed segment, as the snapshot lists them.
     sealed_all: Vec<(i64, u64)>,
+    /// Every segment's full index chunks once written.
+    chunks_all: Vec<(i64, usize)>,
 }
 
 /// What the `snapshot` key holds.
@@ -138,7 +150,10 @@ pub(crate) struct Snapshot {
     /// Replayed to `on_batch` after a restore, as a scan would report them.
     pub(crate) producers: Vec<BatchHeader>,
     sealed: Vec<(i64, u64)>,
+    /// The active segment's state, its index holding only the entries past its full
+    /// chunks, and how many index entries it has in all.
     active: SegmentState,
+    active_entries: usize,
 }
 
 impl Snapshot {
@@ -163,6 +178,7 @@ impl Snapshot {
             b.put_u64(*size);
         }
         put_segment_state(&mut b, &self.active);
+        b.put_u32(self.active_entries as u32);
         b
     }
 
@@ -189,12 +205,53 @@ impl Snapshot {
             sealed.push((get_i64(&mut b)?, u64::try_from(get_i64(&mut b)?).ok()?));
         }
         let active = get_segment_state(&mut b)?;
-        b.is_empty().then_some(Snapshot { coords, epochs, producers, sealed, active })
+        let active_entries = get_u32(&mut b)? as usize;
+        b.is_empty().then_some(Snapshot { coords, epochs, producers, sealed, active, active_entries })
     }
 }
 
 fn sealed_key(base: i64) -> String {
     format!("{SEALED_PREFIX}{base:020}")
+}
+
+fn chunks_prefix(base: i64) -> String {
+    format!("{INDEX_PREFIX}{base:020}/")
+}
+
+fn chunk_key(base: i64, chunk: usize) -> String {
+    format!("{}{chunk:08}", chunks_prefix(base))
+}
+
+/// A segment's state without the index entries of its full chunks (stored apart),
+/// then how many entries its index has in all.
+fn encode_segment(seg: &Segment) -> Vec<u8> {
+    let full = seg.index.len() / CHUNK_ENTRIES * CHUNK_ENTRIES;
+    let state = seg.state_with_index_from(full);
+    let mut b = Vec::with_capacity(64 + state.index.len() * 24);
+    put_segment_state(&mut b, &state);
+    b.put_u32(seg.index.len() as u32);
+    b
+}
+
+fn encode_chunk(entries: &[IndexEntry]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(entries.len() * 24);
+    for e in entries {
+        b.put_i64(e.offset);
+        b.put_u64(e.position);
+        b.put_i64(e.max_timestamp_so_far);
+    }
+    b
+}
+
+fn decode_chunk(mut b: &[u8], into: &mut Vec<IndexEntry>) -> Option<()> {
+    if b.len() != CHUNK_ENTRIES * 24 {
+        return None;
+    }
+    while !b.is_empty() {
+        let (offset, position, ts) = (get_i64(&mut b)?, get_i64(&mut b)? as u64, get_i64(&mut b)?);
+        into.push(IndexEntry { offset, position, max_timestamp_so_far: ts });
+    }
+    Some(())
 }
 
 impl PartitionLog {
@@ -214,24 +271,40 @@ impl PartitionLog {
             "a snapshot is captured at its mark"
         );
         let sealed = &self.segments[..self.segments.len() - 1];
-        let sealed_new = sealed.iter().filter(|s| t.sealed.get(&s.base_offset) != Some(&s.size)).map(Segment::state);
-        let sealed_gone =
-            t.sealed.keys().copied().filter(|b| !sealed.iter().any(|s| s.base_offset == *b)).collect::<Vec<_>>();
+        let mut puts = Vec::new();
+        let mut chunks_all = Vec::with_capacity(self.segments.len());
+        for seg in &self.segments {
+            let full = seg.index.len() / CHUNK_ENTRIES;
+            let saved = t.chunks.get(&seg.base_offset).copied().unwrap_or(0).min(full);
+            for n in saved..full {
+                let entries = &seg.index[n * CHUNK_ENTRIES..(n + 1) * CHUNK_ENTRIES];
+                puts.push((chunk_key(seg.base_offset, n), encode_chunk(entries)));
+            }
+            chunks_all.push((seg.base_offset, full));
+        }
+        for seg in sealed.iter().filter(|s| t.sealed.get(&s.base_offset) != Some(&s.size)) {
+            puts.push((sealed_key(seg.base_offset), encode_segment(seg)));
+        }
+        let full = active.index.len() / CHUNK_ENTRIES * CHUNK_ENTRIES;
         let snapshot = Snapshot {
             coords,
             epochs: self.epochs.clone(),
             producers: self.producers.headers(),
             sealed: sealed.iter().map(|s| (s.base_offset, s.size)).collect(),
-            active: active.state(),
+            active: active.state_with_index_from(full),
+            active_entries: active.index.len(),
         };
+        puts.push((SNAPSHOT_KEY.to_string(), snapshot.encode()));
+        let in_log = |b: &i64| self.segments.iter().any(|s| s.base_offset == *b);
         Some(Captured {
             keys,
             generation: t.generation,
             coords,
-            body: snapshot.encode(),
-            sealed_new: sealed_new.collect(),
-            sealed_gone,
+            puts,
+            sealed_gone: t.sealed.keys().copied().filter(|b| !sealed.iter().any(|s| s.base_offset == *b)).collect(),
+            chunks_gone: t.chunks.keys().copied().filter(|b| !in_log(b)).collect(),
             sealed_all: snapshot.sealed,
+            chunks_all,
         })
     }
 }
@@ -256,7 +329,7 @@ pub(crate) async fn write(captures: Vec<(Log, Captured)>) -> Result<(), StorageE
 
 impl Captured {
     fn bytes(&self) -> usize {
-        self.body.len() + self.sealed_new.iter().map(|s| 64 + s.index.len() * 24).sum::<usize>()
+        self.puts.iter().map(|(k, v)| k.len() + v.len()).sum()
     }
 }
 
@@ -268,18 +341,17 @@ async fn write_group(kv: &Rc<ShardKv>, group: Vec<(Log, Captured)>) -> Result<()
     let group: Vec<_> = group.into_iter().filter(|(l, c)| l.borrow().snapshot.generation == c.generation).collect();
     let mut changes: Vec<(String, Option<Bytes>)> = Vec::new();
     for (_, c) in &group {
-        for s in &c.sealed_new {
-            let mut b = Vec::with_capacity(64 + s.index.len() * 24);
-            put_segment_state(&mut b, s);
-            changes.push((c.keys.key(&sealed_key(s.base_offset)), Some(b.into())));
-        }
         for base in &c.sealed_gone {
             let key = c.keys.key(&sealed_key(*base));
             if kv.get(&key).is_some() {
                 changes.push((key, None));
             }
         }
-        changes.push((c.keys.key(SNAPSHOT_KEY), Some(Bytes::from(c.body.clone()))));
+        for base in &c.chunks_gone {
+            changes.extend(kv.keys_with_prefix(&c.keys.key(&chunks_prefix(*base))).into_iter().map(|k| (k, None)));
+        }
+        // Last: the `snapshot` entry that lists the others.
+        changes.extend(c.puts.iter().map(|(name, v)| (c.keys.key(name), Some(Bytes::from(v.clone())))));
     }
     if changes.is_empty() {
         return Ok(());
@@ -294,7 +366,11 @@ async fn write_group(kv: &Rc<ShardKv>, group: Vec<(Log, Captured)>) -> Result<()
         for base in &c.sealed_gone {
             t.sealed.remove(base);
         }
+        for base in &c.chunks_gone {
+            t.chunks.remove(base);
+        }
         t.sealed.extend(c.sealed_all.iter().copied());
+        t.chunks.extend(c.chunks_all.iter().copied());
     }
     crate::stats::update(|s| {
         s.snapshots_written += group.len() as u64;
@@ -344,6 +420,11 @@ pub(crate) async fn begin_file_change(log: &Log, stale: impl Fn(i64) -> bool) ->
                 *size = u64::MAX;
             }
         }
+        for (base, chunks) in t.chunks.iter_mut() {
+            if stale(*base) {
+                *chunks = 0;
+            }
+        }
     }
     let change = FileChange { log: log.clone() };
     // Boxed: the store's own log reaches retention too, which would make the future
@@ -373,13 +454,37 @@ pub(crate) async fn restore(
     }
     let mut states = Vec::with_capacity(bases.len());
     for &(base, size) in &snapshot.sealed {
-        let state = keys.kv.get(&keys.key(&sealed_key(base))).and_then(|b| get_segment_state(&mut &b[..]));
+        let state = keys.kv.get(&keys.key(&sealed_key(base))).and_then(|b| {
+            let mut b = &b[..];
+            let state = get_segment_state(&mut b)?;
+            let entries = get_u32(&mut b)? as usize;
+            b.is_empty().then_some((state, entries))
+        });
         match state {
-            Some(s) if s.base_offset == base && s.size == size => states.push(s),
+            Some((s, entries)) if s.base_offset == base && s.size == size => states.push((s, entries)),
             _ => return Ok(false),
         }
     }
-    states.push(snapshot.active.clone());
+    states.push((snapshot.active.clone(), snapshot.active_entries));
+    let mut chunks = BTreeMap::new();
+    for (state, entries) in states.iter_mut() {
+        // The index's full chunks are entries of their own, its tail is in the state.
+        let full = *entries / CHUNK_ENTRIES;
+        if state.index.len() != *entries - full * CHUNK_ENTRIES {
+            return Ok(false);
+        }
+        let mut index = Vec::with_capacity(*entries);
+        for n in 0..full {
+            let chunk = keys.kv.get(&keys.key(&chunk_key(state.base_offset, n)));
+            if chunk.and_then(|c| decode_chunk(&c, &mut index)).is_none() {
+                return Ok(false);
+            }
+        }
+        index.append(&mut state.index);
+        state.index = index;
+        chunks.insert(state.base_offset, full);
+    }
+    let states: Vec<SegmentState> = states.into_iter().map(|(s, _)| s).collect();
     let mut segments = Vec::with_capacity(states.len());
     for state in &states {
         let path = segment::segment_path(&log.dir, state.base_offset);
@@ -401,6 +506,7 @@ pub(crate) async fn restore(
     }
     log.snapshot.saved = Some(snapshot.coords);
     log.snapshot.sealed = snapshot.sealed.iter().copied().collect();
+    log.snapshot.chunks = chunks;
     Ok(true)
 }
 
@@ -412,6 +518,13 @@ pub(crate) fn forget_saved(log: &mut PartitionLog, keys: &StateKeys) {
     log.snapshot.saved = None;
     log.snapshot.sealed =
         sealed.iter().filter_map(|k| k[prefix.len()..].parse::<i64>().ok()).map(|b| (b, u64::MAX)).collect();
+    let prefix = keys.key(INDEX_PREFIX);
+    let chunks = keys.kv.keys_with_prefix(&prefix);
+    log.snapshot.chunks = chunks
+        .iter()
+        .filter_map(|k| k[prefix.len()..].split('/').next()?.parse::<i64>().ok())
+        .map(|b| (b, 0))
+        .collect();
 }
 
 /// Deletes the log's snapshot durably (its files are about to be replaced at open).
@@ -422,7 +535,6 @@ pub(crate) async fn delete(keys: &StateKeys) -> Result<(), StorageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::segment::IndexEntry;
 
     #[test]
     fn snapshot_round_trip_and_truncation() {
@@ -441,6 +553,7 @@ mod tests {
                 bytes_since_index: 100,
                 index: vec![IndexEntry { offset: 50, position: 0, max_timestamp_so_far: 1 }],
             },
+            active_entries: 65,
         };
         let body = snapshot.encode();
         assert_eq!(Snapshot::decode(&body), Some(snapshot));
