@@ -23,8 +23,15 @@ mod common;
 
 const PRODUCERS: i64 = 3;
 
+/// An index entry per batch, so segments fill whole index chunks (64 entries) that
+/// the snapshot keeps apart from their state.
 fn log_config() -> LogConfig {
-    LogConfig { segment_bytes_max: 64 << 10, cache_bytes_max: 16 << 10, ..LogConfig::default() }
+    LogConfig {
+        segment_bytes_max: 256 << 10,
+        index_interval_bytes: 1,
+        cache_bytes_max: 16 << 10,
+        ..LogConfig::default()
+    }
 }
 
 struct Life {
@@ -172,11 +179,13 @@ fn crash_reopen_restores_the_snapshot_without_scanning() {
     let r = root.clone();
     let before = common::run(move || async move {
         let life = open(&r).await;
-        let mut appended = append(&life, 120, 0).await;
+        let mut appended = append(&life, 400, 0).await;
         life.flush.checkpoint().await.unwrap();
         assert!(life.kv.get("t-0/snapshot").is_some(), "the checkpoint wrote no snapshot");
+        let chunks = life.kv.keys_with_prefix(&format!("t-0/{}", snapshot::INDEX_PREFIX)).len();
+        assert!(chunks > 3, "the snapshot holds {chunks} index chunks: the test exercises none");
         // Acknowledged after the checkpoint: only the journal holds it durably.
-        appended.extend(append(&life, 30, 120).await);
+        appended.extend(append(&life, 100, 400).await);
         let l = life.log.borrow();
         Seen {
             kind: life.kind,
@@ -252,7 +261,7 @@ fn snapshots_of_changed_files_are_not_trusted() {
         let r = root.clone();
         let before = common::run(move || async move {
             let life = open(&r).await;
-            append(&life, 150, 0).await;
+            append(&life, 300, 0).await;
             life.flush.checkpoint().await.unwrap();
             assert!(life.kv.get("t-0/snapshot").is_some(), "the checkpoint wrote no snapshot");
             change_files(&life, change).await;
@@ -269,12 +278,18 @@ fn snapshots_of_changed_files_are_not_trusted() {
         let r = root.clone();
         let again = common::run(move || async move {
             let life = open(&r).await;
-            append(&life, 60, 1000).await;
+            append(&life, 200, 1000).await;
             change_files(&life, change).await;
             life.flush.checkpoint().await.unwrap();
             let seen = observe(&life).await;
             let sealed = life.kv.keys_with_prefix(&format!("t-0/{}", snapshot::SEALED_PREFIX)).len();
             assert_eq!(sealed, seen.segments - 1, "{change:?}: sealed entries of removed segments were kept");
+            let prefix = format!("t-0/{}", snapshot::INDEX_PREFIX);
+            let bases = life.log.borrow().segment_bases();
+            for key in life.kv.keys_with_prefix(&prefix) {
+                let base: i64 = key[prefix.len()..].split('/').next().unwrap().parse().unwrap();
+                assert!(bases.contains(&base), "{change:?}: index chunk {key} of a removed segment was kept");
+            }
             seen
         });
         let r = root.clone();
