@@ -1,6 +1,7 @@
 //! The small per-partition state kept in the shard's state store ([`crate::kv`]),
 //! under the partition's key prefix: the log start offset and cleaner position
 //! (`state`), and the clean-shutdown checkpoint (`clean`, see [`crate::recovery`]).
+//! Journal checkpoints' snapshots (`snapshot`, `sealed/<base>`) are [`crate::snapshot`]'s.
 //! Also the directory fsync that renames and removals of segment files need.
 
 use std::path::Path;

@@ -283,6 +283,7 @@ async fn rewrite_segment(
         return Ok(());
     }
     let mut rebuilt = writer.finish().await?;
+    let _change = crate::snapshot::begin_file_change(log, |b| b == base).await?;
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     let still_there =

@@ -7,7 +7,8 @@
 //!
 //! With a journal (a broker shard), a pass is one journal write and one fdatasync
 //! whatever the number of dirty logs; a second task then writes the logs' segment
-//! files in whole pages, and a third runs checkpoints ([`crate::journal`]). Without
+//! files in whole pages, and a third runs checkpoints ([`crate::journal`]), each
+//! followed by the snapshots of the logs that changed ([`crate::snapshot`]). Without
 //! one (tools and storage tests), a pass writes and fdatasyncs each dirty log's files
 //! concurrently.
 
@@ -22,6 +23,7 @@ use crate::cache::ShardCache;
 use crate::journal::{Journal, Mark, Record};
 use crate::log::{self, PartitionLog};
 use crate::signal::Signal;
+use crate::snapshot::{self, Captured, Coords};
 
 type Log = Rc<RefCell<PartitionLog>>;
 
@@ -338,20 +340,36 @@ impl FlushQueue {
         }
         let this = self.clone();
         glommio::spawn_local(async move {
-            if let Err(e) = this.checkpoint().await {
-                tracing::error!(error = %e, "journal checkpoint failed; will retry");
-                glommio::timer::sleep(Duration::from_millis(500)).await;
-            }
+            let captured = match this.checkpoint_marks().await {
+                Ok(captured) => captured,
+                Err(e) => {
+                    tracing::error!(error = %e, "journal checkpoint failed; will retry");
+                    glommio::timer::sleep(Duration::from_millis(500)).await;
+                    Vec::new()
+                }
+            };
             this.last_checkpoint.set(Some(Instant::now()));
             this.checkpoint_running.set(false);
             this.checkpoint_done.notify();
+            // After the checkpoint is done: the store's writes need journal passes,
+            // and a pass may wait for a running checkpoint.
+            if let Err(e) = snapshot::write(captured).await {
+                tracing::warn!(error = %e, "writing checkpoint snapshots failed; a crash now scans those logs");
+            }
         })
         .detach();
     }
 
     /// Fsyncs every journaled log's segment files and records where each stands, so
-    /// the journal files before this checkpoint can go.
+    /// the journal files before this checkpoint can go; then writes the snapshots of
+    /// the logs that changed since their last one ([`crate::snapshot`]).
     pub async fn checkpoint(&self) -> Result<(), crate::StorageError> {
+        let captured = self.checkpoint_marks().await?;
+        snapshot::write(captured).await
+    }
+
+    /// The checkpoint proper; returns the snapshots to write once it is durable.
+    async fn checkpoint_marks(&self) -> Result<Vec<(Log, Captured)>, crate::StorageError> {
         let journal = self.journal.clone().expect("checkpoints need a journal");
         let replay_from = journal.roll_for_checkpoint().await?;
         let logs: Vec<Log> = {
@@ -360,26 +378,38 @@ impl FlushQueue {
             logs.iter().filter_map(Weak::upgrade).collect()
         };
         let mut marks = Vec::with_capacity(logs.len());
+        let mut captured = Vec::new();
         for chunk in logs.chunks(CHECKPOINT_CONCURRENCY) {
             let flushes = chunk.iter().map(|log| mark_log(&journal, log)).collect();
-            for mark in join_all(flushes).await {
-                marks.push(mark?);
+            for (log, mark) in chunk.iter().zip(join_all(flushes).await) {
+                let (key, mark, capture) = mark?;
+                marks.push((key, mark));
+                captured.extend(capture.map(|c| (log.clone(), c)));
             }
             glommio::yield_if_needed().await;
         }
         self.recount_unflushed();
-        journal.finish_checkpoint(replay_from, marks).await
+        journal.finish_checkpoint(replay_from, marks).await?;
+        Ok(captured)
     }
 }
 
-/// Writes and fsyncs one log's segment files for a checkpoint and says where they stand.
-async fn mark_log(journal: &Journal, log: &Log) -> Result<(Bytes, Mark), crate::StorageError> {
+/// Writes and fsyncs one log's segment files for a checkpoint and says where they
+/// stand, with the log's state at that point when it needs a new snapshot.
+async fn mark_log(journal: &Journal, log: &Log) -> Result<(Bytes, Mark, Option<Captured>), crate::StorageError> {
     let lock = log.borrow().io_lock();
     let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     // Taken with no await before the flush takes its writes: records before this
     // position are reflected in what the flush makes durable.
     let position = journal.next_position();
-    let synced = log::flush_locked(log).await?;
+    let (synced, capture) = log::flush_locked_capturing(log, |l, synced| {
+        l.capture_snapshot(Coords {
+            segment_base: synced.segment_base,
+            segment_size: synced.segment_size,
+            next_offset: synced.next_offset,
+        })
+    })
+    .await?;
     let l = log.borrow();
     let key = l.journal.as_ref().expect("journaled").key.clone();
     let mark = Mark {
@@ -389,7 +419,7 @@ async fn mark_log(journal: &Journal, log: &Log) -> Result<(Bytes, Mark), crate::
         next_offset: synced.next_offset,
         high_watermark: l.high_watermark,
     };
-    Ok((key, mark))
+    Ok((key, mark, capture))
 }
 
 /// Awaits all futures concurrently on the current task.

@@ -1,5 +1,6 @@
 //! The shard's key-value store for small broker state: each partition's log start
-//! offset and cleaner position, and its clean-shutdown checkpoint.
+//! offset and cleaner position, its clean-shutdown checkpoint and its checkpoint
+//! snapshots ([`crate::snapshot`]).
 //!
 //! The store is itself a log: a put or a delete is one record batch (key, value or
 //! tombstone) appended to an internal [`PartitionLog`] in `<data dir>/.kv/shard-<id>`,
@@ -19,6 +20,7 @@ use std::path::Path;
 use std::rc::Rc;
 
 use bytes::Bytes;
+use glommio::sync::Semaphore;
 use keel_protocol::batch::build_batch;
 
 use crate::batch_filter;
@@ -43,6 +45,9 @@ pub struct ShardKv {
     /// on every write made each write cost as much as the whole store).
     live_bytes: Cell<u64>,
     snapshotting: Cell<bool>,
+    /// Orders partitions' checkpoint snapshot writes against the file changes that
+    /// invalidate them ([`crate::snapshot`]).
+    snapshot_lock: Rc<Semaphore>,
 }
 
 impl ShardKv {
@@ -88,6 +93,7 @@ impl ShardKv {
             map: RefCell::new(map),
             live_bytes: Cell::new(live_bytes),
             snapshotting: Cell::new(false),
+            snapshot_lock: Rc::new(Semaphore::new(1)),
         });
         kv.snapshot_if_large().await?;
         Ok(kv)
@@ -112,6 +118,10 @@ impl ShardKv {
     /// The keys of one partition's state.
     pub fn keys(self: &Rc<Self>, prefix: &str) -> StateKeys {
         StateKeys { kv: self.clone(), prefix: prefix.to_string() }
+    }
+
+    pub(crate) fn snapshot_lock(&self) -> Rc<Semaphore> {
+        self.snapshot_lock.clone()
     }
 
     pub fn get(&self, key: &str) -> Option<Bytes> {

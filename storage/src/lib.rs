@@ -28,6 +28,7 @@ pub mod retention;
 pub mod segment;
 pub mod segment_io;
 pub mod signal;
+pub mod snapshot;
 pub mod stats;
 mod truncate;
 

@@ -141,6 +141,8 @@ pub struct PartitionLog {
     pub(crate) read_ahead_running: bool,
     /// Counts truncations, so a read-ahead that started before one is dropped.
     pub(crate) truncations: u64,
+    /// This log's checkpoint snapshot in the state store.
+    pub(crate) snapshot: crate::snapshot::SnapshotTracking,
 }
 
 impl PartitionLog {
@@ -176,6 +178,7 @@ impl PartitionLog {
             read_ahead: None,
             read_ahead_running: false,
             truncations: 0,
+            snapshot: Default::default(),
         }
     }
 
@@ -588,8 +591,22 @@ pub async fn flush(log: &Rc<RefCell<PartitionLog>>) -> Result<Synced, StorageErr
 
 /// `flush` for a caller already holding the io lock.
 pub(crate) async fn flush_locked(log: &Rc<RefCell<PartitionLog>>) -> Result<Synced, StorageError> {
+    Ok(flush_locked_capturing(log, |_, _| ()).await?.0)
+}
+
+/// `flush_locked` that also hands `capture` the log at the instant the flush takes its
+/// writes, the instant the returned [`Synced`] describes (a checkpoint's snapshot).
+pub(crate) async fn flush_locked_capturing<T>(
+    log: &Rc<RefCell<PartitionLog>>,
+    capture: impl FnOnce(&PartitionLog, Synced) -> T,
+) -> Result<(Synced, T), StorageError> {
     let journaled = log.borrow().journal.is_some();
-    let (writes, target, (active_base, active_size)) = log.borrow_mut().take_writes(false);
+    let (writes, target, (active_base, active_size), captured) = {
+        let mut l = log.borrow_mut();
+        let (writes, target, active) = l.take_writes(false);
+        let synced = Synced { next_offset: target, segment_base: active.0, segment_size: active.1 };
+        (writes, target, active, capture(&l, synced))
+    };
     let mut files = write_all(log, writes, !journaled).await?;
     if let Some(j) = log.borrow_mut().journal.as_mut() {
         files.append(&mut j.unsynced);
@@ -604,7 +621,7 @@ pub(crate) async fn flush_locked(log: &Rc<RefCell<PartitionLog>>) -> Result<Sync
     }
     l.evict_cache();
     l.changed.notify();
-    Ok(Synced { next_offset: target, segment_base: active_base, segment_size: active_size })
+    Ok((Synced { next_offset: target, segment_base: active_base, segment_size: active_size }, captured))
 }
 
 /// Writes a journaled log's whole pages to its segment files, without an fsync: the

@@ -134,6 +134,8 @@ pub async fn enforce(
     if first.roll_active || log.borrow().retention_plan(settled, now_ms, policy).delete_count < first.delete_count {
         log::flush(log).await?;
     }
+    // Removed segments are found missing by the next snapshot capture.
+    let _change = crate::snapshot::begin_file_change(log, |_| false).await?;
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     let (released, outcome) = {

@@ -1,13 +1,14 @@
 //! One segment file: `<base_offset>.log` holding RecordBatch v2 batches back to back,
 //! plus its sparse in-memory index (rebuilt by the recovery scan at open, or restored
-//! from the clean-shutdown checkpoint).
+//! from the clean-shutdown checkpoint or a journal checkpoint's snapshot).
 //!
 //! The index has one entry per `index_interval_bytes` of data and records, for the
 //! batch at that entry, its base offset, its file position and the largest batch
 //! timestamp up to and including it, so one binary search serves both offset and
 //! timestamp lookups. Kafka keeps two files (`.index`, `.timeindex`) per segment; one
 //! in-memory vector is smaller, needs no fsync on the write path, and is persisted
-//! only at a clean shutdown.
+//! only at a clean shutdown and, for journaled logs, in checkpoint snapshots (a sealed
+//! segment's once, the active segment's at each checkpoint that finds it changed).
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -288,6 +289,11 @@ impl Segment {
 
     /// The in-memory state a clean-shutdown checkpoint keeps for this segment.
     pub fn state(&self) -> SegmentState {
+        self.state_with_index_from(0)
+    }
+
+    /// `state` with only the index entries from `first` on.
+    pub fn state_with_index_from(&self, first: usize) -> SegmentState {
         SegmentState {
             base_offset: self.base_offset,
             size: self.size,
@@ -296,7 +302,7 @@ impl Segment {
             max_timestamp_offset: self.max_timestamp_offset,
             rolling_timestamp: self.rolling_timestamp,
             bytes_since_index: self.bytes_since_index,
-            index: self.index.clone(),
+            index: self.index[first.min(self.index.len())..].to_vec(),
         }
     }
 }

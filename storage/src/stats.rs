@@ -24,6 +24,12 @@ pub struct StorageStats {
     /// Logs opened from a clean-shutdown checkpoint / by scanning.
     pub opens_clean: u64,
     pub opens_scanned: u64,
+    /// Logs opened after a crash from their last checkpoint's snapshot.
+    pub opens_snapshot: u64,
+    /// Checkpoint snapshots written to the state store, and their bytes (keys and
+    /// values: the active segments' states, sealed segments' states, producer tails).
+    pub snapshots_written: u64,
+    pub snapshot_bytes_written: u64,
     /// Disk reads served from data read ahead for a consumer reading in order.
     pub read_ahead_hits: u64,
 }

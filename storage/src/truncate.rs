@@ -23,6 +23,20 @@ use crate::segment::{self, Segment};
 /// the log end does nothing; truncating at or below the log start empties the log and
 /// restarts it at `offset`, as Kafka's `truncateFullyAndStartAt`.
 pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), StorageError> {
+    if offset >= log.borrow().next_offset {
+        return Ok(());
+    }
+    // The segment holding the cut and every later one change (or go).
+    let cut_base = {
+        let l = log.borrow();
+        let holding = l.segments.iter().rev().find(|s| s.base_offset <= offset).map(|s| s.base_offset);
+        if offset <= l.log_start_offset {
+            i64::MIN
+        } else {
+            holding.unwrap_or(i64::MIN)
+        }
+    };
+    let _change = crate::snapshot::begin_file_change(log, |b| b >= cut_base).await?;
     let lock = log.borrow().io_lock();
     let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     if offset >= log.borrow().next_offset {

@@ -3,14 +3,21 @@
 //! `cargo test -p keel-storage --release --test restart_time -- --ignored --nocapture`.
 //! It also prints the append throughput of writing that log (4 MiB per flush pass),
 //! to set against the disk's sequential O_DIRECT bandwidth measured with fio.
+//!
+//! `journaled_crash_restart` does the same through a journaled log, as a broker shard
+//! writes every partition, and times the open after a crash (no clean close).
 
 use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use glommio::LocalExecutorBuilder;
 use keel_protocol::batch::build_batch;
+use keel_storage::flush::FlushQueue;
+use keel_storage::journal::{Journal, JournalConfig};
+use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::{recovery, OpenKind};
 
@@ -69,4 +76,102 @@ fn clean_restart_skips_the_scan() {
         .unwrap()
         .join()
         .unwrap();
+}
+
+/// One broker life for the journaled variant: the shard's journal, flush loop and
+/// state store, and the log opened through them as the broker opens a partition.
+struct JournaledShard {
+    journal: Rc<Journal>,
+    flush: Rc<FlushQueue>,
+    log: Rc<RefCell<PartitionLog>>,
+    kind: OpenKind,
+}
+
+async fn open_journaled_shard(data: &Path) -> JournaledShard {
+    let start = Instant::now();
+    let journal = Journal::open(&data.join(".journal"), JournalConfig::default()).await.unwrap();
+    let journal_ms = start.elapsed().as_secs_f64() * 1000.0;
+    let flush = FlushQueue::with_journal(None, journal.clone());
+    glommio::spawn_local(flush.clone().run()).detach();
+    let kv = ShardKv::open(&data.join(".kv"), flush.clone()).await.unwrap();
+    let kv_ms = start.elapsed().as_secs_f64() * 1000.0 - journal_ms;
+    println!(
+        "  journal read {journal_ms:.1} ms, state store opened {kv_ms:.1} ms ({} KiB of log)",
+        kv.log_bytes() >> 10
+    );
+    let keys = kv.keys("t-0/");
+    let (log, kind) = PartitionLog::open_journaled(
+        &data.join("t-0"),
+        config(),
+        Some(keys),
+        &journal,
+        Bytes::from_static(b"t-0"),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    let log = Rc::new(RefCell::new(log));
+    flush.register(&log);
+    journal.finish_recovery();
+    JournaledShard { journal, flush, log, kind }
+}
+
+/// Writes `KEEL_RESTART_MB` through a journaled log as a broker shard does (journal
+/// passes, segment writes behind them, checkpoints every 64 MiB of journal), stops
+/// without a clean close (a crash: the executor ends, nothing is flushed), and times
+/// the next open, journal replay included.
+#[test]
+#[ignore]
+fn journaled_crash_restart() {
+    let megabytes: usize = std::env::var("KEEL_RESTART_MB").ok().and_then(|s| s.parse().ok()).unwrap_or(256);
+    let tmp = tempfile::tempdir_in(std::env::var("KEEL_RESTART_DIR").unwrap_or_else(|_| "/tmp".into())).unwrap();
+    let data = tmp.path().to_path_buf();
+    let data2 = data.clone();
+    let (end, checkpoints) = common::run(move || async move {
+        keel_storage::prime_dma_probe(&data2).await.unwrap();
+        let shard = open_journaled_shard(&data2).await;
+        let l = shard.log.clone();
+        let value = vec![7u8; 16 << 10];
+        let records = [(None, Some(&value[..])); 4];
+        let batch = build_batch(0, 1, &records);
+        let batches = (megabytes << 20) / batch.len();
+        let writing = Instant::now();
+        let mut last = 0;
+        for i in 0..batches {
+            log::roll_if_needed(&l, batch.len()).await.unwrap();
+            last = l.borrow_mut().append(&batch, 0, None).last_offset();
+            if i % 64 == 63 || i + 1 == batches {
+                shard.flush.mark_dirty(&l);
+                while l.borrow().high_watermark() <= last {
+                    let w = l.borrow().changed.wait();
+                    w.await;
+                }
+            }
+        }
+        let write_secs = writing.elapsed().as_secs_f64();
+        println!(
+            "journaled append, acks=all every 64 batches: {megabytes} MiB in {write_secs:.2} s = {:.0} MB/s",
+            (batches * batch.len()) as f64 / write_secs / 1e6
+        );
+        assert!(last > 0);
+        let end = l.borrow().high_watermark();
+        (end, shard.journal.checkpoints.get())
+    });
+    let data3 = data.clone();
+    let (kind, ms, reopened_end, segments) = common::run(move || async move {
+        keel_storage::prime_dma_probe(&data3).await.unwrap();
+        let start = Instant::now();
+        let shard = open_journaled_shard(&data3).await;
+        let ms = start.elapsed().as_secs_f64() * 1000.0;
+        let (high_watermark, segments) = {
+            let l = shard.log.borrow();
+            (l.high_watermark(), l.segment_count())
+        };
+        (shard.kind, ms, high_watermark, segments)
+    });
+    assert!(reopened_end >= end, "acknowledged data lost: {reopened_end} < {end}");
+    assert_eq!(kind, OpenKind::Snapshot, "the crash-restart scanned instead of using its checkpoint snapshot");
+    println!(
+        "{megabytes} MiB in {segments} segments, {checkpoints} checkpoints: open after a crash ({kind:?}) {ms:.1} ms"
+    );
 }

@@ -257,6 +257,15 @@ fn render_metrics(stats: &[ShardStats]) -> String {
             s.storage.opens_clean
         }),
         ("keel_log_opens_scanned_total", "counter", "Logs opened by a recovery scan", |s| s.storage.opens_scanned),
+        ("keel_log_opens_snapshot_total", "counter", "Logs opened after a crash from a checkpoint snapshot", |s| {
+            s.storage.opens_snapshot
+        }),
+        (
+            "keel_checkpoint_snapshot_bytes_total",
+            "counter",
+            "Bytes of checkpoint snapshots written to the state store",
+            |s| s.storage.snapshot_bytes_written,
+        ),
         ("keel_request_bytes_in_flight", "gauge", "Request bytes read and not yet answered, all connections", |s| {
             s.limits.request_bytes_in_flight
         }),

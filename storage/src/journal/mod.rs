@@ -31,7 +31,10 @@
 //! records after the mark's position, in order: data at or past its end is appended,
 //! truncations are applied again, a `Create` record means the log's files hold
 //! nothing the journal does not. A log with no mark and no `Create` record predates
-//! the journal and is recovered by its own scan.
+//! the journal and is recovered by its own scan. Between the cut and the replay, a log
+//! whose checkpoint snapshot was taken at its mark restores it instead of scanning its
+//! files ([`crate::snapshot`]); the snapshots are written to the state store after the
+//! `Checkpoint` record is durable.
 //!
 //! Every pass, truncation record and checkpoint record goes through one writer
 //! (`lock`), so the journal's order is the order of the logs' changes.
