@@ -2,6 +2,7 @@
 //! partitions, its own memory budget, its own log writer and flush loop. Shards share
 //! nothing; they reach each other only through [`mesh`] calls.
 
+pub mod dirs;
 pub mod housekeeping;
 pub mod mesh;
 pub mod partition;
@@ -46,6 +47,8 @@ pub struct Shard {
     /// Small state of this shard's partitions, written by `flush` with their data.
     pub kv: Rc<ShardKv>,
     pub log_config: LogConfig,
+    /// The data directories as this shard sees them (which of them failed).
+    pub dirs: dirs::DataDirs,
     /// Controller state; only shard 0 has it.
     pub controller: Option<Controller>,
     pub connections: Cell<usize>,
@@ -214,7 +217,9 @@ async fn probe_reactor_lag(shard: Rc<Shard>) {
 
 /// Starts `config.smp` shards and blocks until they stop.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| format!("creating {}: {e}", config.data_dir.display()))?;
+    for dir in &config.data_dirs {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
     // Listeners bound with SO_REUSEPORT would silently share the port with another
     // running broker; refuse to start if something already accepts connections there.
     // (A plain bind test would also trip over TIME_WAIT sockets after a crash.)
@@ -235,7 +240,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     if accepting {
         return Err(format!("cannot listen on {}: another process is accepting connections there", config.kafka_addr));
     }
-    let metadata = MetadataStore::new(&config.data_dir).load_or_create()?;
+    let metadata = MetadataStore::new(config.data_dir()).load_or_create()?;
     let cpus = keel_tuning::pick_cpus(config.smp)?;
     let memory = config.memory_bytes()?;
     // Each executor registers its io_memory in three io_uring rings; it must fit the
@@ -268,22 +273,27 @@ async fn shard_main(
     mesh: MeshBuilder<MeshMsg, glommio::channels::channel_mesh::Full>,
     memory: u64,
 ) -> Result<(), String> {
-    keel_storage::prime_dma_probe(&config.data_dir).await.map_err(|e| e.to_string())?;
+    let dirs = dirs::DataDirs::probe(&config.data_dirs).await;
     let (senders, receivers) = mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
     let id = senders.peer_id();
     let count = senders.nr_consumers();
     let mesh = Mesh::new(senders, config.mesh_calls_in_flight_max_per_peer);
-    let controller = (id == 0).then(|| Controller::new(&config.data_dir, &metadata));
+    let controller = (id == 0).then(|| Controller::new(config.data_dir(), &metadata));
+    let dirs = dirs.with_home(config.home_dir_index(id));
+    if let Some(e) = dirs.home().offline() {
+        return Err(format!("shard {id}: its data directory {} failed: {e}", dirs.home().path.display()));
+    }
+    let home = dirs.home().path.clone();
     // An eighth of the shard's memory goes to the batch caches of all its partitions;
     // any one partition may use all of it while the others are quiet.
     let cache = ShardCache::new((memory / 8) as usize);
     let log_config = LogConfig { cache_bytes_max: cache.limit(), ..LogConfig::default() };
-    let journal_dir = config.data_dir.join(".journal").join(format!("shard-{id}"));
+    let journal_dir = home.join(".journal").join(format!("shard-{id}"));
     let journal =
         Journal::open(&journal_dir, config.journal_config()).await.map_err(|e| format!("opening the journal: {e}"))?;
     let flush = FlushQueue::with_journal(Some(cache.clone()), journal);
     glommio::spawn_local(flush.clone().run()).detach();
-    let kv_dir = config.data_dir.join(".kv").join(format!("shard-{id}"));
+    let kv_dir = home.join(".kv").join(format!("shard-{id}"));
     let kv = ShardKv::open(&kv_dir, flush.clone()).await.map_err(|e| format!("opening the state store: {e}"))?;
     let request_budget = crate::net::budget::RequestBudget::new(config.request_budget_bytes(memory));
     if config.request_bytes_max > request_budget.frame_bytes_max() {
@@ -313,6 +323,7 @@ async fn shard_main(
         cache,
         kv,
         log_config,
+        dirs,
         controller,
         connections: Cell::new(0),
         reactor_lag_max_us: Cell::new(0),

@@ -1,0 +1,190 @@
+//! Several data directories through the real binary: shards spread their journals,
+//! state stores and partitions over two `--data-dir`s, DescribeLogDirs reports each
+//! directory with its own partitions, a restart finds partitions in both, and
+//! `kill -9` under load loses no acknowledged batch.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use common::kafka::*;
+use common::{Broker, Conn};
+use kafka_protocol::messages::{ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse};
+use keel_protocol::batch::{build_batch, split_and_validate};
+
+const PARTITIONS: i32 = 6;
+
+fn two_dir_broker() -> Broker {
+    Broker::start_with_dirs(2, "256M", &[], &["data2"])
+}
+
+/// Directories `<topic>-<n>` per data directory.
+fn partition_dirs(dir: &Path, topic: &str) -> Vec<i32> {
+    let mut out: Vec<i32> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().to_string_lossy().strip_prefix(&format!("{topic}-"))?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn describe_log_dirs(c: &mut Conn) -> BTreeMap<String, (i16, Vec<(String, i32, i64, bool)>, i64)> {
+    let r: DescribeLogDirsResponse = c.call(ApiKey::DescribeLogDirs, 4, &DescribeLogDirsRequest::default().with_topics(None));
+    r.results
+        .iter()
+        .map(|d| {
+            let parts = d
+                .topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(|p| (t.name.0.to_string(), p.partition_index, p.partition_size, p.is_future_key))
+                })
+                .collect();
+            (d.log_dir.to_string(), (d.error_code, parts, d.total_bytes))
+        })
+        .collect()
+}
+
+fn produce_n(c: &mut Conn, topic: &str, partition: i32, n: usize, tag: &str) {
+    for i in 0..n {
+        let value = format!("{tag}-{partition}-{i}");
+        let r = produce(c, -1, &[(topic, partition, build_batch(0, 0, &[(None, Some(value.as_bytes()))]))]);
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0, "produce to {topic}-{partition}");
+    }
+}
+
+fn read_all(c: &mut Conn, topic: &str, partition: i32) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let r = fetch(c, &[(topic, partition, offset)], 0, 1);
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "fetch {topic}-{partition} at {offset}");
+        let records = p.records.clone().unwrap_or_default();
+        let batches = split_and_validate(&records).unwrap();
+        let Some((last, _)) = batches.last() else { break };
+        out.extend(records_of(&records).into_iter().filter(|(o, _, _)| *o >= offset).filter_map(|(_, _, v)| v));
+        offset = last.last_offset() + 1;
+        if offset >= p.high_watermark {
+            break;
+        }
+    }
+    out
+}
+
+fn canonical(p: PathBuf) -> String {
+    std::fs::canonicalize(p).unwrap().display().to_string()
+}
+
+#[test]
+fn shards_spread_partitions_over_both_dirs_and_restart_finds_them() {
+    let mut b = two_dir_broker();
+    let (first, second) = (b.dir.join("data"), b.dir.join("data2"));
+    let mut c = b.connect();
+    assert_eq!(create_topic(&mut c, "spread", PARTITIONS).topics[0].error_code, 0);
+    for p in 0..PARTITIONS {
+        produce_n(&mut c, "spread", p, 5, "a");
+    }
+    // Shard i's journal and state store live in dir i % 2.
+    for (dir, shard) in [(&first, 0), (&second, 1)] {
+        assert!(dir.join(format!(".journal/shard-{shard}")).is_dir(), "journal of shard {shard} in {}", dir.display());
+        assert!(dir.join(format!(".kv/shard-{shard}")).is_dir(), "state store of shard {shard} in {}", dir.display());
+    }
+    assert!(!first.join(".journal/shard-1").exists() && !second.join(".journal/shard-0").exists());
+    assert!(second.join("cluster").read_dir().is_err(), "metadata stays in the first dir");
+    let (in_first, in_second) = (partition_dirs(&first, "spread"), partition_dirs(&second, "spread"));
+    assert!(!in_first.is_empty() && !in_second.is_empty(), "both dirs hold partitions: {in_first:?} {in_second:?}");
+    let mut all: Vec<i32> = in_first.iter().chain(&in_second).copied().collect();
+    all.sort();
+    assert_eq!(all, (0..PARTITIONS).collect::<Vec<_>>(), "each partition in exactly one dir");
+
+    // DescribeLogDirs: both dirs, each with exactly its own partitions and real sizes.
+    let dirs = describe_log_dirs(&mut c);
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    for (path, expected) in [(canonical(first.clone()), &in_first), (canonical(second.clone()), &in_second)] {
+        let (error, parts, total) = &dirs[&path];
+        assert_eq!(*error, 0);
+        assert!(*total > 0);
+        let mut listed: Vec<i32> = parts.iter().filter(|(t, ..)| t == "spread").map(|(_, p, ..)| *p).collect();
+        listed.sort();
+        assert_eq!(&listed, expected, "partitions listed under {path}");
+        assert!(parts.iter().filter(|(t, ..)| t == "spread").all(|(_, _, size, future)| *size > 0 && !future));
+    }
+
+    // An orderly restart and a crash restart both find every partition where it was.
+    for crash in [false, true] {
+        if crash {
+            b.kill9();
+        } else {
+            b.stop();
+        }
+        b.spawn();
+        let mut c = b.connect();
+        for p in 0..PARTITIONS {
+            let values = read_all(&mut c, "spread", p);
+            let expected: Vec<Bytes> = (0..5).map(|i| Bytes::from(format!("a-{p}-{i}"))).collect();
+            assert_eq!(values, expected, "partition {p} after restart (crash: {crash})");
+        }
+        assert_eq!(partition_dirs(&first, "spread"), in_first);
+        assert_eq!(partition_dirs(&second, "spread"), in_second);
+    }
+}
+
+#[test]
+fn kill_9_under_load_with_two_dirs_keeps_every_acknowledged_batch() {
+    let mut b = two_dir_broker();
+    let mut c = b.connect();
+    assert_eq!(create_topic(&mut c, "crashy", 4).topics[0].error_code, 0);
+    let port = b.port;
+    let producer = std::thread::spawn(move || {
+        let mut c = Broker::connect_port(port);
+        let mut acked: Vec<(i32, String)> = Vec::new();
+        for i in 0.. {
+            let p = i % 4;
+            let value = format!("v{i}");
+            let batch = build_batch(0, 0, &[(None, Some(value.as_bytes()))]);
+            let (_, frame) = c.frame(
+                ApiKey::Produce,
+                11,
+                &kafka_protocol::messages::ProduceRequest::default()
+                    .with_acks(-1)
+                    .with_timeout_ms(10_000)
+                    .with_topic_data(vec![kafka_protocol::messages::produce_request::TopicProduceData::default()
+                        .with_name(name("crashy"))
+                        .with_partition_data(vec![
+                            kafka_protocol::messages::produce_request::PartitionProduceData::default()
+                                .with_index(p)
+                                .with_records(Some(batch)),
+                        ])]),
+            );
+            if std::io::Write::write_all(&mut c.stream, &frame).is_err() {
+                break;
+            }
+            match c.read_frame() {
+                Some(_) => acked.push((p, value)),
+                None => break,
+            }
+        }
+        acked
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    b.kill9();
+    let acked = producer.join().unwrap();
+    assert!(acked.len() > 50, "only {} acknowledged", acked.len());
+    b.spawn();
+    let mut c = b.connect();
+    for p in 0..4 {
+        let values: Vec<String> =
+            read_all(&mut c, "crashy", p).into_iter().map(|v| String::from_utf8(v.to_vec()).unwrap()).collect();
+        for (_, v) in acked.iter().filter(|(q, _)| *q == p) {
+            assert!(values.contains(v), "acknowledged {v} of partition {p} lost");
+        }
+    }
+}
