@@ -34,7 +34,8 @@ fn partition_dirs(dir: &Path, topic: &str) -> Vec<i32> {
 }
 
 fn describe_log_dirs(c: &mut Conn) -> BTreeMap<String, (i16, Vec<(String, i32, i64, bool)>, i64)> {
-    let r: DescribeLogDirsResponse = c.call(ApiKey::DescribeLogDirs, 4, &DescribeLogDirsRequest::default().with_topics(None));
+    let r: DescribeLogDirsResponse =
+        c.call(ApiKey::DescribeLogDirs, 4, &DescribeLogDirsRequest::default().with_topics(None));
     r.results
         .iter()
         .map(|d| {

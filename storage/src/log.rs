@@ -468,6 +468,27 @@ pub(crate) async fn sync_or_die(file: &DmaFile, path: &Path) {
     }
 }
 
+thread_local! {
+    static SYNC_FAILURES_SURVIVABLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Says this thread's owner can take a failed directory's logs offline: from now on
+/// an fdatasync failure in the flush and journal paths of this thread is returned as
+/// an error (the caller must then never trust those files again) instead of
+/// stopping the process. A broker shard with several data directories calls it.
+pub fn survive_sync_failures() {
+    SYNC_FAILURES_SURVIVABLE.with(|s| s.set(true));
+}
+
+/// [`sync_or_die`], or an error when [`survive_sync_failures`] was called.
+pub(crate) async fn sync_or_fail(file: &DmaFile, path: &Path) -> Result<(), StorageError> {
+    if SYNC_FAILURES_SURVIVABLE.with(|s| s.get()) {
+        return file.fdatasync().await.map_err(|e| StorageError::io("fdatasync", path, e.into()));
+    }
+    sync_or_die(file, path).await;
+    Ok(())
+}
+
 /// Rolls to a new segment when the next `incoming` bytes would overflow the active one.
 pub async fn roll_if_needed(log: &Rc<RefCell<PartitionLog>>, incoming: usize) -> Result<(), StorageError> {
     roll_if_needed_at(log, incoming, -1).await
@@ -573,7 +594,9 @@ pub(crate) async fn flush_locked(log: &Rc<RefCell<PartitionLog>>) -> Result<Sync
         files.append(&mut j.unsynced);
     }
     let syncs = files.iter().enumerate().filter(|(i, (f, _))| !files[..*i].iter().any(|(g, _)| Rc::ptr_eq(f, g)));
-    crate::flush::join_all(syncs.map(|(_, (file, path))| sync_or_die(file, path)).collect()).await;
+    for synced in crate::flush::join_all(syncs.map(|(_, (file, path))| sync_or_fail(file, path)).collect()).await {
+        synced?;
+    }
     let mut l = log.borrow_mut();
     l.note_written(active_base, active_size);
     l.synced_offset = l.synced_offset.max(target);

@@ -86,6 +86,13 @@ impl DataDirs {
             .position(|d| d.path == path || canonical.is_some() && std::fs::canonicalize(&d.path).ok() == canonical)
     }
 
+    /// The directory holding `path` (the longest configured prefix).
+    pub fn index_of_file(&self, path: &Path) -> Option<usize> {
+        (0..self.dirs.len())
+            .filter(|i| path.starts_with(&self.dirs[*i].path))
+            .max_by_key(|i| self.dirs[*i].path.as_os_str().len())
+    }
+
     /// Marks directory `index` failed; returns true if it was online until now.
     pub fn fail(&self, index: usize, why: &str) -> bool {
         let mut failure = self.dirs[index].failure.borrow_mut();

@@ -49,6 +49,11 @@ pub struct Shard {
     pub log_config: LogConfig,
     /// The data directories as this shard sees them (which of them failed).
     pub dirs: dirs::DataDirs,
+    /// Partitions of any shard taken offline by a failed data directory (each shard
+    /// tells every other one), for Metadata.
+    pub offline_partitions: RefCell<std::collections::HashSet<TopicPartition>>,
+    /// This shard itself, for work started from places holding only `&Shard`.
+    me: std::rc::Weak<Shard>,
     /// Controller state; only shard 0 has it.
     pub controller: Option<Controller>,
     pub connections: Cell<usize>,
@@ -167,6 +172,50 @@ impl Shard {
 }
 
 impl Shard {
+    /// Takes data directory `dir` offline if `e` says it failed: an I/O error other
+    /// than a full disk (which clients retry until space returns), or any failed
+    /// fdatasync (after which nothing written there can be trusted). Every partition
+    /// of this shard in that directory goes offline (all of them when it is this
+    /// shard's home, which holds its journal), and every shard is told, for Metadata.
+    pub fn storage_error(&self, dir: usize, e: &keel_storage::StorageError) {
+        let failed = matches!(e, keel_storage::StorageError::Io { op, .. } if *op == "fdatasync")
+            || matches!(e, keel_storage::StorageError::Io { .. }) && !e.is_disk_full();
+        if !failed || !self.dirs.fail(dir, &e.to_string()) {
+            return;
+        }
+        if self.dirs.all().iter().all(|d| d.offline().is_some()) {
+            // As Kafka, which stops when its last log directory fails.
+            eprintln!("keel: fatal: every data directory failed (last: {e}); stopping");
+            std::process::exit(70);
+        }
+        let why = e.to_string();
+        let whole_shard = dir == self.dirs.home_index();
+        let mut offline = Vec::new();
+        for (key, p) in self.partitions.borrow().iter() {
+            if whole_shard || p.dir_index.get() == dir {
+                offline.push(key.clone());
+                self.flush.forget(&p.log);
+                let Ok(mut l) = p.log.try_borrow_mut() else {
+                    continue;
+                };
+                l.flush_error = Some(format!("data directory failed: {why}"));
+                l.changed.notify();
+            }
+        }
+        tracing::error!(shard = self.id, dir = %self.dirs.get(dir).path.display(), partitions = offline.len(),
+            whole_shard, "data directory failed: its partitions are offline");
+        let Some(me) = self.me.upgrade() else {
+            return;
+        };
+        glommio::spawn_local(async move {
+            me.submit_to_all(move |s| async move {
+                s.offline_partitions.borrow_mut().extend(offline);
+            })
+            .await;
+        })
+        .detach();
+    }
+
     /// Drops state kept for topics deleted while this shard was down (their
     /// directories went when the first partition of a same-named topic opened).
     async fn forget_deleted_topics_state(&self) {
@@ -274,6 +323,9 @@ async fn shard_main(
     memory: u64,
 ) -> Result<(), String> {
     let dirs = dirs::DataDirs::probe(&config.data_dirs).await;
+    // A failed fdatasync takes its directory's partitions offline instead of
+    // stopping the process (see `dirs`).
+    keel_storage::log::survive_sync_failures();
     let (senders, receivers) = mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
     let id = senders.peer_id();
     let count = senders.nr_consumers();
@@ -312,8 +364,10 @@ async fn shard_main(
         },
         Box::new(partition::now_ms),
     );
-    let shard = Rc::new(Shard {
+    let shard = Rc::new_cyclic(|me| Shard {
         id,
+        me: me.clone(),
+        offline_partitions: RefCell::new(Default::default()),
         count,
         config: Rc::new(config),
         mesh,
@@ -332,6 +386,18 @@ async fn shard_main(
         producers,
         coordinator: RefCell::new(crate::coordinator::Coordinator::default()),
     });
+    let weak = Rc::downgrade(&shard);
+    shard.flush.on_io_error(Box::new(move |log, e| {
+        if let Some(shard) = weak.upgrade() {
+            let dir = match log {
+                None => Some(shard.dirs.home_index()),
+                Some(l) => shard.dirs.index_of_file(l.borrow().dir()),
+            };
+            if let Some(dir) = dir {
+                shard.storage_error(dir, e);
+            }
+        }
+    }));
     mesh::serve(&shard, receivers);
     housekeeping::spawn(&shard);
     glommio::spawn_local(probe_reactor_lag(shard.clone())).detach();

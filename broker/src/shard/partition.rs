@@ -295,6 +295,17 @@ impl Partition {
         *self.settings.borrow_mut() = s;
     }
 
+    /// Why the partition cannot serve (its data directory, or its shard's journal
+    /// directory, failed), if it cannot.
+    pub fn unavailable(&self, shard: &Shard) -> Option<String> {
+        shard.dirs.unavailable(self.dir_index.get())
+    }
+
+    /// Reports a storage error met while serving: a failed directory goes offline.
+    pub fn report(&self, shard: &Shard, e: &StorageError) {
+        shard.storage_error(self.dir_index.get(), e);
+    }
+
     /// A move to another data directory in progress: its target and the bytes copied.
     pub fn move_progress(&self) -> Option<(usize, u64)> {
         None
@@ -335,6 +346,9 @@ impl Partition {
     /// Validates, deduplicates and appends the batches of one produce partition, then
     /// waits for durability when `acks == -1`.
     pub async fn produce(&self, shard: &Shard, records: Bytes, acks: i16, timeout: Duration) -> ProduceOutcome {
+        if let Some(why) = self.unavailable(shard) {
+            return ProduceOutcome::error(errors::KAFKA_STORAGE_ERROR, why);
+        }
         let batches = match batch::split_and_validate(&records) {
             Ok(b) if b.is_empty() => return ProduceOutcome::error(errors::CORRUPT_MESSAGE, "no record batch"),
             Ok(b) => b,
@@ -358,6 +372,7 @@ impl Partition {
                 return refused;
             }
             if let Err(e) = log::roll_if_needed_at(&self.log, records.len(), incoming_timestamp).await {
+                self.report(shard, &e);
                 return ProduceOutcome::error(errors::storage_error_code(&e), e.to_string());
             }
             // A roll may have awaited while others appended: check again, with no
