@@ -189,3 +189,94 @@ fn kill_9_under_load_with_two_dirs_keeps_every_acknowledged_batch() {
         }
     }
 }
+
+fn alter_replica_log_dir(c: &mut Conn, dir: &Path, topic: &str, partition: i32) -> i16 {
+    use kafka_protocol::messages::alter_replica_log_dirs_request::{AlterReplicaLogDir, AlterReplicaLogDirTopic};
+    use kafka_protocol::messages::{AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse};
+    use kafka_protocol::protocol::StrBytes;
+    let req = AlterReplicaLogDirsRequest::default().with_dirs(vec![AlterReplicaLogDir::default()
+        .with_path(StrBytes::from_string(dir.display().to_string()))
+        .with_topics(vec![AlterReplicaLogDirTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![partition])])]);
+    let r: AlterReplicaLogDirsResponse = c.call(ApiKey::AlterReplicaLogDirs, 2, &req);
+    r.results[0].partitions[0].error_code
+}
+
+#[test]
+fn alter_replica_log_dirs_moves_a_partition_while_it_serves() {
+    let mut b = Broker::start_with_dirs(1, "256M", &[], &["data2"]);
+    let (first, second) = (b.dir.join("data"), b.dir.join("data2"));
+    let mut c = b.connect();
+    let created = create_topic_with_configs(&mut c, "mover", 2, &[("segment.bytes", "65536")]);
+    assert_eq!(created.topics[0].error_code, 0);
+    for i in 0..400 {
+        let value = format!("pre-{i}-{}", "x".repeat(400));
+        let r = produce(&mut c, -1, &[("mover", 0, build_batch(0, 0, &[(None, Some(value.as_bytes()))]))]);
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    }
+    assert_eq!(partition_dirs(&first, "mover"), vec![0, 1]);
+
+    // Errors as Kafka's.
+    assert_eq!(alter_replica_log_dir(&mut c, &b.dir.join("nowhere"), "mover", 0), 57, "LOG_DIR_NOT_FOUND");
+    assert_eq!(alter_replica_log_dir(&mut c, &second, "mover", 9), 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    assert_eq!(alter_replica_log_dir(&mut c, &second, "nosuch", 0), 3, "UNKNOWN_TOPIC_OR_PARTITION");
+
+    // Produce continuously while the partition moves.
+    let port = b.port;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let producing = stop.clone();
+    let producer = std::thread::spawn(move || {
+        let mut c = Broker::connect_port(port);
+        let mut acked = Vec::new();
+        let mut i = 0;
+        while !producing.load(std::sync::atomic::Ordering::Relaxed) || i < 50 {
+            let value = format!("live-{i}");
+            let r = produce(&mut c, -1, &[("mover", 0, build_batch(0, 0, &[(None, Some(value.as_bytes()))]))]);
+            assert_eq!(r.responses[0].partition_responses[0].error_code, 0, "produce during the move");
+            acked.push(value);
+            i += 1;
+        }
+        acked
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(alter_replica_log_dir(&mut c, &second, "mover", 0), 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let dirs = describe_log_dirs(&mut c);
+        let (_, in_second, _) = &dirs[&canonical(second.clone())];
+        let (_, in_first, _) = &dirs[&canonical(first.clone())];
+        let moved = in_second.iter().any(|(t, p, _, future)| t == "mover" && *p == 0 && !future)
+            && !in_first.iter().any(|(t, p, ..)| t == "mover" && *p == 0);
+        if moved {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "partition not moved: {dirs:?}\n{}", b.log());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acked = producer.join().unwrap();
+    assert_eq!(partition_dirs(&second, "mover"), vec![0]);
+    assert_eq!(partition_dirs(&first, "mover"), vec![1]);
+    // Moving it where it is answers NONE.
+    assert_eq!(alter_replica_log_dir(&mut c, &second, "mover", 0), 0);
+
+    let check = |c: &mut Conn| {
+        let values: Vec<String> =
+            read_all(c, "mover", 0).into_iter().map(|v| String::from_utf8(v.to_vec()).unwrap()).collect();
+        let pre: Vec<String> = (0..400).map(|i| format!("pre-{i}-{}", "x".repeat(400))).collect();
+        let expected: Vec<String> = pre.into_iter().chain(acked.iter().cloned()).collect();
+        assert_eq!(values.len(), expected.len(), "no loss, no duplicate");
+        assert!(values == expected, "records in order after the move");
+    };
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&mut c)));
+    assert!(checked.is_ok(), "after the move: {}", b.log());
+    // After a crash the partition is found in its new directory, whole.
+    b.kill9();
+    b.spawn();
+    let mut c = b.connect();
+    check(&mut c);
+    assert_eq!(partition_dirs(&first, "mover"), vec![1]);
+    let r = produce(&mut c, -1, &[("mover", 0, build_batch(0, 0, &[(None, Some(b"after"))]))]);
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+}

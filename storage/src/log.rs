@@ -299,7 +299,7 @@ impl PartitionLog {
     pub(crate) fn active(&self) -> &Segment {
         self.segments.last().expect("a log always has an active segment")
     }
-    pub(crate) fn io_lock(&self) -> Rc<Semaphore> {
+    pub fn io_lock(&self) -> Rc<Semaphore> {
         self.io_lock.clone()
     }
 
@@ -419,6 +419,24 @@ impl PartitionLog {
             }
             self.cache.pop_front();
         }
+    }
+
+    /// The file name of the active segment, if the log has one.
+    pub fn active_segment_file_name(&self) -> Option<String> {
+        self.segments.last().and_then(|s| s.path.file_name()).map(|n| n.to_string_lossy().into_owned())
+    }
+
+    /// Makes this log, just opened on a copy of `old`'s files in another directory,
+    /// take `old`'s place behind the same `Rc`: it shares `old`'s io lock (tasks
+    /// queued on it stay serialised with everything done on this log), its change
+    /// signal (waiters registered on it are woken by this log) and its shard's cache
+    /// budget. For moving a partition between data directories; `old` must have been
+    /// closed ([`crate::recovery::close`]) with nothing appended since.
+    pub fn take_place_of(&mut self, old: &PartitionLog) {
+        assert_eq!(self.next_offset, old.next_offset, "a moved log holds exactly what its source held");
+        self.io_lock = old.io_lock.clone();
+        self.changed = old.changed.clone();
+        self.cache.shard = old.cache.shard.clone();
     }
 
     pub(crate) fn check_range(&self, offset: i64) -> Result<(), StorageError> {

@@ -192,6 +192,9 @@ async fn read_one(shard: &Shard, w: &Want) -> Got {
             got.bytes = r.bytes;
         }
         Err(e) => {
+            if !matches!(e, keel_storage::StorageError::OffsetOutOfRange { .. }) {
+                tracing::warn!(topic = %w.topic, partition = w.partition, offset = w.offset, error = %e, "fetch failed");
+            }
             p.report(shard, &e);
             got.error = errors::storage_error_code(&e);
         }

@@ -4,6 +4,7 @@
 
 pub mod dirs;
 pub mod housekeeping;
+pub mod log_move;
 pub mod mesh;
 pub mod partition;
 pub mod producer_state;

@@ -32,8 +32,20 @@ pub struct Partition {
     pub log: Rc<RefCell<PartitionLog>>,
     /// Which of the shard's data directories holds the partition's files.
     pub dir_index: std::cell::Cell<usize>,
+    /// A move to another data directory in progress (see `log_move`).
+    moving: RefCell<Option<Move>>,
+    /// Appends wait while a move switches the log.
+    fenced: std::cell::Cell<bool>,
+    unfenced: Rc<keel_storage::Signal>,
     producers: RefCell<ProducerStates>,
     settings: RefCell<TopicSettings>,
+}
+
+/// A move of a partition to another data directory.
+struct Move {
+    target: usize,
+    /// Bytes copied so far (DescribeLogDirs shows them as the future replica's size).
+    copied: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// What the produce path answers for one partition.
@@ -60,7 +72,7 @@ impl ProduceOutcome {
 
 /// Prefix of a partition's keys in the shard's state store: the topic id, so a topic
 /// re-created under the same name never reads the old one's state.
-fn state_prefix(topic_id: Uuid, index: i32) -> String {
+pub(crate) fn state_prefix(topic_id: Uuid, index: i32) -> String {
     format!("{STATE_PREFIX}{topic_id}/{index}/")
 }
 
@@ -68,7 +80,7 @@ fn state_prefix(topic_id: Uuid, index: i32) -> String {
 pub const STATE_PREFIX: &str = "partition/";
 
 /// A partition's name in the shard journal's records: its topic id and index.
-fn journal_key(topic_id: Uuid, index: i32) -> Bytes {
+pub(crate) fn journal_key(topic_id: Uuid, index: i32) -> Bytes {
     let mut key = Vec::with_capacity(20);
     key.extend_from_slice(topic_id.as_bytes());
     key.extend_from_slice(&index.to_be_bytes());
@@ -281,6 +293,9 @@ impl Partition {
             index,
             log,
             dir_index: std::cell::Cell::new(dir_index),
+            moving: RefCell::new(None),
+            fenced: std::cell::Cell::new(false),
+            unfenced: keel_storage::Signal::new(),
             producers: RefCell::new(producers),
             settings: RefCell::new(settings),
         })
@@ -308,7 +323,54 @@ impl Partition {
 
     /// A move to another data directory in progress: its target and the bytes copied.
     pub fn move_progress(&self) -> Option<(usize, u64)> {
-        None
+        self.moving.borrow().as_ref().map(|m| (m.target, m.copied.load(std::sync::atomic::Ordering::Relaxed)))
+    }
+
+    /// Starts a move to `target` unless one is running; false if one is.
+    pub(crate) fn begin_move(&self, target: usize) -> bool {
+        let mut moving = self.moving.borrow_mut();
+        if moving.is_some() {
+            return false;
+        }
+        *moving = Some(Move { target, copied: Default::default() });
+        true
+    }
+
+    /// The running move's copied-bytes counter (written by the blocking thread).
+    pub(crate) fn move_counter(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        self.moving.borrow().as_ref().expect("a move is running").copied.clone()
+    }
+
+    pub(crate) fn fence(&self) {
+        self.fenced.set(true);
+    }
+
+    pub(crate) fn unfence(&self) {
+        self.fenced.set(false);
+        self.unfenced.notify();
+    }
+
+    /// Ends the running move; the fence is lifted unless `unfence` is false (a move
+    /// that could not restore its source's record keeps appends out for good).
+    pub(crate) fn end_move(&self, unfence: bool) {
+        *self.moving.borrow_mut() = None;
+        if unfence {
+            self.unfence();
+        }
+    }
+
+    /// Opens the partition's log from its files in `dir` (a move's copy), as `open`
+    /// does; producer state is kept in memory already, so batches are not revisited.
+    pub(crate) async fn reopen_at(&self, shard: &Shard, dir: &std::path::Path) -> Result<PartitionLog, StorageError> {
+        let settings = self.settings();
+        let mut config = shard.log_config.clone();
+        config.segment_bytes_max = settings.segment_bytes;
+        config.segment_ms_max = settings.segment_ms;
+        let keys = shard.kv.keys(&state_prefix(self.topic_id, self.index));
+        let journal = shard.flush.journal().expect("a shard's flush loop has a journal");
+        let key = journal_key(self.topic_id, self.index);
+        let (log, _) = PartitionLog::open_journaled(dir, config, Some(keys), journal, key, |_| {}).await?;
+        Ok(log)
     }
 
     /// The topic settings in force (retention and compaction read them).
@@ -482,6 +544,15 @@ impl Partition {
     /// take, and what is queued when space returns is bounded.
     async fn wait_writable(&self, deadline: Instant) -> Result<(), ProduceOutcome> {
         loop {
+            if self.fenced.get() {
+                let wait = self.unfenced.wait();
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(ProduceOutcome::error(errors::REQUEST_TIMED_OUT, "the partition is being moved"));
+                }
+                futures_lite::future::or(wait, glommio::timer::sleep(left)).await;
+                continue;
+            }
             let wait = {
                 let l = self.log.borrow();
                 if let Some(e) = &l.flush_error {
@@ -502,7 +573,7 @@ impl Partition {
 
     fn writable_now(&self) -> bool {
         let l = self.log.borrow();
-        l.flush_error.is_none() && l.unflushed_bytes() < UNFLUSHED_BYTES_MAX
+        !self.fenced.get() && l.flush_error.is_none() && l.unflushed_bytes() < UNFLUSHED_BYTES_MAX
     }
 
     /// Waits until `offset` is fsynced (below the high watermark).
