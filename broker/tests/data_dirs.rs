@@ -33,7 +33,11 @@ fn partition_dirs(dir: &Path, topic: &str) -> Vec<i32> {
     out
 }
 
-fn describe_log_dirs(c: &mut Conn) -> BTreeMap<String, (i16, Vec<(String, i32, i64, bool)>, i64)> {
+/// (topic, partition, size, is future) of one replica.
+type Replica = (String, i32, i64, bool);
+
+/// Per directory: (error code, replicas, total bytes).
+fn describe_log_dirs(c: &mut Conn) -> BTreeMap<String, (i16, Vec<Replica>, i64)> {
     let r: DescribeLogDirsResponse =
         c.call(ApiKey::DescribeLogDirs, 4, &DescribeLogDirsRequest::default().with_topics(None));
     r.results

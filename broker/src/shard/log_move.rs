@@ -101,6 +101,7 @@ async fn move_log(shard: &Rc<Shard>, p: &Rc<Partition>, target: usize, name: &st
     // 2. Fence appends, let the flush loop journal what was appended, close the log
     //    and copy the rest under its io lock.
     p.fence();
+    let fenced_at = std::time::Instant::now();
     wait_journaled(shard, p).await;
     keel_storage::recovery::close(&p.log).await.map_err(BeforeSwitch)?;
     let lock = p.log.borrow().io_lock();
@@ -131,6 +132,11 @@ async fn move_log(shard: &Rc<Shard>, p: &Rc<Partition>, target: usize, name: &st
     drop(_permit);
     p.unfence();
     p.log.borrow().changed.notify();
+    tracing::info!(
+        partition = name,
+        fence_ms = fenced_at.elapsed().as_millis() as u64,
+        "appends fenced during the switch"
+    );
     if let Err(e) = remove_dir(source.clone()).await {
         tracing::warn!(dir = %source.display(), error = %e, "cannot remove a moved partition's old directory; the next start removes it");
     }
