@@ -172,6 +172,21 @@ fn a_failed_dir_takes_only_its_partitions_offline() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    // DescribeTopicPartitions (the AdminClient's describeTopics) agrees with Metadata.
+    {
+        use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+        use kafka_protocol::messages::{DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse};
+        let req = DescribeTopicPartitionsRequest::default()
+            .with_topics(vec![TopicRequest::default().with_name(name("fail"))])
+            .with_response_partition_limit(100);
+        let r: DescribeTopicPartitionsResponse = c.call(ApiKey::DescribeTopicPartitions, 0, &req);
+        for p in &r.topics[0].partitions {
+            let offline = down.contains(&p.partition_index);
+            assert_eq!(p.leader_id.0, if offline { -1 } else { 1 }, "leader of partition {}", p.partition_index);
+            assert_eq!(p.offline_replicas.len(), usize::from(offline));
+        }
+    }
+
     // DescribeLogDirs: the failed dir with KAFKA_STORAGE_ERROR, the other as before.
     let r: DescribeLogDirsResponse =
         c.call(ApiKey::DescribeLogDirs, 4, &DescribeLogDirsRequest::default().with_topics(None));
