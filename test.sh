@@ -89,7 +89,9 @@ client_suites() { # label bootstrap
 }
 
 note "start Keel on 127.0.0.1:$port"
-if compat/keel.sh start "$run_dir/keel" "$port" --smp "${KEEL_TEST_SMP:-2}" --config "$root/compat/keel-test.yaml"; then
+# Two data directories: shards spread over them and LogDirsTest moves a partition between them.
+if compat/keel.sh start "$run_dir/keel" "$port" --smp "${KEEL_TEST_SMP:-2}" --config "$root/compat/keel-test.yaml" \
+    --data-dir "$run_dir/keel/data2"; then
   client_suites keel "127.0.0.1:$port"
   compat/keel.sh stop "$run_dir/keel"
   if grep -q "panicked" "$run_dir/keel/keel.log"; then

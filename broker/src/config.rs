@@ -9,7 +9,11 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields)]
 pub struct BrokerConfig {
     pub node_id: i32,
-    pub data_dir: PathBuf,
+    /// Data directories, one per drive: `data_dir: /a` or `data_dir: [/a, /b]`. Shard
+    /// `i` keeps its journal, its state store and its new partitions in directory
+    /// `i % n`; cluster metadata stays in the first.
+    #[serde(rename = "data_dir", alias = "data_dirs", deserialize_with = "one_or_many")]
+    pub data_dirs: Vec<PathBuf>,
     pub kafka_addr: String,
     /// Address clients are told to connect to; defaults to `kafka_addr`.
     pub advertised_kafka_addr: Option<String>,
@@ -73,7 +77,7 @@ impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
             node_id: 1,
-            data_dir: PathBuf::from("./keel-data"),
+            data_dirs: vec![PathBuf::from("./keel-data")],
             kafka_addr: "127.0.0.1:9092".into(),
             advertised_kafka_addr: None,
             admin_addr: "127.0.0.1:9644".into(),
@@ -107,7 +111,32 @@ impl Default for BrokerConfig {
     }
 }
 
+/// Accepts a single path or a list of paths.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(PathBuf),
+        Many(Vec<PathBuf>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(p) => vec![p],
+        OneOrMany::Many(v) => v,
+    })
+}
+
 impl BrokerConfig {
+    /// The first data directory: cluster metadata lives there.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dirs[0]
+    }
+
+    /// The data directory shard `shard` keeps its journal, state store and new
+    /// partitions in.
+    pub fn home_dir_index(&self, shard: usize) -> usize {
+        shard % self.data_dirs.len()
+    }
+
     pub fn load_yaml(path: &std::path::Path) -> Result<BrokerConfig, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         serde_yaml::from_str(&text).map_err(|e| format!("parsing {}: {e}", path.display()))
@@ -158,9 +187,32 @@ impl BrokerConfig {
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("{name} must be at least 1"));
         }
+        if self.data_dirs.is_empty() {
+            return Err("data_dir needs at least one directory".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(dup) = self.data_dirs.iter().find(|d| !seen.insert(d.components().collect::<PathBuf>())) {
+            return Err(format!("data directory {} is given twice", dup.display()));
+        }
         if self.producer_id_expiration_ms <= 0 {
             return Err("producer_id_expiration_ms must be positive".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_dir_takes_one_path_or_a_list() {
+        let one: BrokerConfig = serde_yaml::from_str("data_dir: /a").unwrap();
+        assert_eq!(one.data_dirs, vec![PathBuf::from("/a")]);
+        let many: BrokerConfig = serde_yaml::from_str("data_dir: [/a, /b]").unwrap();
+        assert_eq!(many.data_dirs, vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+        assert_eq!(many.home_dir_index(3), 1);
+        let dup = BrokerConfig { data_dirs: vec!["/a".into(), "/a/".into()], ..BrokerConfig::default() };
+        assert!(dup.check_limits().is_err());
     }
 }

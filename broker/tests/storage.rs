@@ -322,3 +322,26 @@ fn read_partition(c: &mut Conn, topic: &str, p: i32) -> u64 {
     }
     count
 }
+
+/// After a restart the batch cache is empty, so a fetch from the start reads the disk
+/// up to the log end; a batch appended since, only partly written (the segment's
+/// written size ends on a page inside it), must end the read, not fail it.
+#[test]
+fn a_read_from_disk_stops_before_a_partly_written_batch() {
+    let mut b = Broker::start(1);
+    let mut c = b.connect();
+    assert_eq!(create_topic(&mut c, "partly", 1).topics[0].error_code, 0);
+    for i in 0..50 {
+        produce_one(&mut c, "partly", &format!("k{i}"), Some(&[b'a'; 333]), now_ms());
+    }
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(b.child.as_ref().unwrap().id() as i32, libc::SIGTERM) };
+    b.child.take().unwrap().wait().unwrap();
+    b.spawn();
+    let mut c = b.connect();
+    for i in 50..100 {
+        produce_one(&mut c, "partly", &format!("k{i}"), Some(&[b'b'; 77]), now_ms());
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(read_from(&mut c, "partly", 0).len(), 100);
+}

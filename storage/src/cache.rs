@@ -26,7 +26,7 @@ use crate::log::PartitionLog;
 pub struct BatchCache {
     entries: VecDeque<(BatchHeader, Bytes)>,
     bytes: usize,
-    shard: Option<Rc<ShardCache>>,
+    pub(crate) shard: Option<Rc<ShardCache>>,
 }
 
 impl Deref for BatchCache {

@@ -57,7 +57,16 @@ pub struct FlushQueue {
     unflushed: Cell<usize>,
     /// Notified after each pass and each round of segment writes.
     progress: Rc<Signal>,
+    /// Told of every I/O error of a pass, a segment write or a checkpoint, with the
+    /// log it happened on (none for the journal), so the owner can take a failed
+    /// directory offline.
+    on_io_error: RefCell<Option<IoErrorHook>>,
+    /// Logs [`FlushQueue::forget`] took out: never scheduled again.
+    forgotten: RefCell<Vec<Weak<RefCell<PartitionLog>>>>,
 }
+
+/// See [`FlushQueue::on_io_error`].
+pub type IoErrorHook = Box<dyn Fn(Option<&Log>, &crate::StorageError)>;
 
 /// Upper bounds of the pass-time buckets, in seconds.
 pub const PASS_TIME_BOUNDS: [f64; 10] = [0.000_25, 0.000_5, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.25];
@@ -97,6 +106,33 @@ impl FlushQueue {
 
     pub fn journal(&self) -> Option<&Rc<Journal>> {
         self.journal.as_ref()
+    }
+
+    /// Calls `hook` with every I/O error the loop meets from now on.
+    pub fn on_io_error(&self, hook: IoErrorHook) {
+        *self.on_io_error.borrow_mut() = Some(hook);
+    }
+
+    fn report(&self, log: Option<&Log>, e: &crate::StorageError) {
+        if let Some(hook) = self.on_io_error.borrow().as_ref() {
+            hook(log, e);
+        }
+    }
+
+    /// Stops flushing, writing and checkpointing `log` (its directory failed): its
+    /// records already in the journal are retired by the next checkpoint like
+    /// everyone's, and what only memory held is not written anywhere.
+    pub fn forget(&self, log: &Log) {
+        self.dirty.borrow_mut().retain(|l| !Rc::ptr_eq(l, log));
+        self.to_write.borrow_mut().retain(|l| !Rc::ptr_eq(l, log));
+        self.logs.borrow_mut().retain(|w| w.upgrade().is_some_and(|l| !Rc::ptr_eq(&l, log)));
+        let mut forgotten = self.forgotten.borrow_mut();
+        forgotten.retain(|w| w.strong_count() > 0);
+        forgotten.push(Rc::downgrade(log));
+    }
+
+    fn is_forgotten(&self, log: &Log) -> bool {
+        self.forgotten.borrow().iter().any(|w| w.upgrade().is_some_and(|l| Rc::ptr_eq(&l, log)))
     }
 
     /// Adds a journaled log to those every checkpoint covers.
@@ -154,6 +190,9 @@ impl FlushQueue {
 
     /// Schedules `log` for the next pass.
     pub fn mark_dirty(&self, log: &Rc<RefCell<PartitionLog>>) {
+        if self.is_forgotten(log) {
+            return;
+        }
         if !log.borrow().queued_for_pass.replace(true) {
             self.dirty.borrow_mut().push(log.clone());
         }
@@ -259,7 +298,7 @@ impl FlushQueue {
                         l.mark_flushed(target);
                     }
                 }
-                self.to_write.borrow_mut().extend(batch);
+                self.to_write.borrow_mut().extend(batch.into_iter().filter(|l| !self.is_forgotten(l)));
                 self.write_wake.notify();
                 if journal.bytes_since_checkpoint() >= journal.config.file_bytes {
                     self.start_checkpoint();
@@ -267,6 +306,7 @@ impl FlushQueue {
             }
             Err(e) => {
                 tracing::error!(error = %e, "journal write failed; will retry");
+                self.report(None, &e);
                 for (log, (_, _, create, truncate)) in batch.iter().zip(taken) {
                     let mut l = log.borrow_mut();
                     l.flush_error = Some(e.to_string());
@@ -308,6 +348,7 @@ impl FlushQueue {
                     if let Err(e) = result {
                         tracing::warn!(error = %e, "segment write failed; will retry");
                         self.to_write.borrow_mut().push(l.clone());
+                        self.report(Some(l), &e);
                         failed = true;
                     }
                 }
@@ -382,9 +423,16 @@ impl FlushQueue {
         for chunk in logs.chunks(CHECKPOINT_CONCURRENCY) {
             let flushes = chunk.iter().map(|log| mark_log(&journal, log)).collect();
             for (log, mark) in chunk.iter().zip(join_all(flushes).await) {
-                let (key, mark, capture) = mark?;
-                marks.push((key, mark));
-                captured.extend(capture.map(|c| (log.clone(), c)));
+                match mark {
+                    Ok((key, mark, capture)) => {
+                        marks.push((key, mark));
+                        captured.extend(capture.map(|c| (log.clone(), c)));
+                    }
+                    Err(e) => {
+                        self.report(Some(log), &e);
+                        return Err(e);
+                    }
+                }
             }
             glommio::yield_if_needed().await;
         }

@@ -308,7 +308,7 @@ impl PartitionLog {
     pub(crate) fn active(&self) -> &Segment {
         self.segments.last().expect("a log always has an active segment")
     }
-    pub(crate) fn io_lock(&self) -> Rc<Semaphore> {
+    pub fn io_lock(&self) -> Rc<Semaphore> {
         self.io_lock.clone()
     }
 
@@ -430,6 +430,24 @@ impl PartitionLog {
         }
     }
 
+    /// The file name of the active segment, if the log has one.
+    pub fn active_segment_file_name(&self) -> Option<String> {
+        self.segments.last().and_then(|s| s.path.file_name()).map(|n| n.to_string_lossy().into_owned())
+    }
+
+    /// Makes this log, just opened on a copy of `old`'s files in another directory,
+    /// take `old`'s place behind the same `Rc`: it shares `old`'s io lock (tasks
+    /// queued on it stay serialised with everything done on this log), its change
+    /// signal (waiters registered on it are woken by this log) and its shard's cache
+    /// budget. For moving a partition between data directories; `old` must have been
+    /// closed ([`crate::recovery::close`]) with nothing appended since.
+    pub fn take_place_of(&mut self, old: &PartitionLog) {
+        assert_eq!(self.next_offset, old.next_offset, "a moved log holds exactly what its source held");
+        self.io_lock = old.io_lock.clone();
+        self.changed = old.changed.clone();
+        self.cache.shard = old.cache.shard.clone();
+    }
+
     pub(crate) fn check_range(&self, offset: i64) -> Result<(), StorageError> {
         if offset < self.log_start_offset || offset > self.next_offset {
             return Err(StorageError::OffsetOutOfRange { offset, start: self.log_start_offset, end: self.next_offset });
@@ -475,6 +493,27 @@ pub(crate) async fn sync_or_die(file: &DmaFile, path: &Path) {
         eprintln!("keel: fatal: fdatasync {} failed: {e}; stopping to recover from disk", path.display());
         std::process::exit(70);
     }
+}
+
+thread_local! {
+    static SYNC_FAILURES_SURVIVABLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Says this thread's owner can take a failed directory's logs offline: from now on
+/// an fdatasync failure in the flush and journal paths of this thread is returned as
+/// an error (the caller must then never trust those files again) instead of
+/// stopping the process. A broker shard with several data directories calls it.
+pub fn survive_sync_failures() {
+    SYNC_FAILURES_SURVIVABLE.with(|s| s.set(true));
+}
+
+/// [`sync_or_die`], or an error when [`survive_sync_failures`] was called.
+pub(crate) async fn sync_or_fail(file: &DmaFile, path: &Path) -> Result<(), StorageError> {
+    if SYNC_FAILURES_SURVIVABLE.with(|s| s.get()) {
+        return file.fdatasync().await.map_err(|e| StorageError::io("fdatasync", path, e.into()));
+    }
+    sync_or_die(file, path).await;
+    Ok(())
 }
 
 /// Rolls to a new segment when the next `incoming` bytes would overflow the active one.
@@ -612,7 +651,9 @@ pub(crate) async fn flush_locked_capturing<T>(
         files.append(&mut j.unsynced);
     }
     let syncs = files.iter().enumerate().filter(|(i, (f, _))| !files[..*i].iter().any(|(g, _)| Rc::ptr_eq(f, g)));
-    crate::flush::join_all(syncs.map(|(_, (file, path))| sync_or_die(file, path)).collect()).await;
+    for synced in crate::flush::join_all(syncs.map(|(_, (file, path))| sync_or_fail(file, path)).collect()).await {
+        synced?;
+    }
     let mut l = log.borrow_mut();
     l.note_written(active_base, active_size);
     l.synced_offset = l.synced_offset.max(target);

@@ -144,6 +144,11 @@ pub async fn read(
                 None => batch::BATCH_HEADER_LEN,
             };
             if need > rest.len() {
+                // A batch only partly written (the segment's written size ends on a
+                // page inside it) is past `upto`: stop before it, not at its cut.
+                if rest.len() >= 8 && i64::from_be_bytes(rest[..8].try_into().expect("8 bytes")) >= upto {
+                    break 'segments;
+                }
                 if cursor == 0 {
                     if position + need as u64 > seg.written_size && !short {
                         let reason = format!("batch of {need} bytes runs past the segment's end");

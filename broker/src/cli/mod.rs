@@ -24,8 +24,9 @@ pub struct ServeArgs {
     /// YAML config file; flags override its values.
     #[arg(long, short)]
     pub config: Option<PathBuf>,
+    /// Data directory; give it once per drive (shards are spread over them).
     #[arg(long)]
-    pub data_dir: Option<PathBuf>,
+    pub data_dir: Vec<PathBuf>,
     /// Kafka listener, HOST:PORT.
     #[arg(long)]
     pub kafka_addr: Option<String>,
@@ -55,8 +56,8 @@ impl ServeArgs {
             Some(path) => BrokerConfig::load_yaml(path)?,
             None => BrokerConfig::default(),
         };
-        if let Some(v) = self.data_dir {
-            c.data_dir = v;
+        if !self.data_dir.is_empty() {
+            c.data_dirs = self.data_dir;
         }
         if let Some(v) = self.kafka_addr {
             c.kafka_addr = v;

@@ -74,6 +74,9 @@ async fn delete_one(shard: &Shard, topic: &str, partition: i32, offset: i64) -> 
     let Some(p) = shard.partition(topic, partition) else {
         return (errors::NOT_LEADER_OR_FOLLOWER, -1);
     };
+    if p.unavailable(shard).is_some() {
+        return (errors::KAFKA_STORAGE_ERROR, -1);
+    }
     if !p.settings().cleanup_delete {
         return (errors::POLICY_VIOLATION, -1);
     }

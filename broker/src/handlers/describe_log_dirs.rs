@@ -1,5 +1,8 @@
-//! DescribeLogDirs: the data directory, its partitions' sizes (from their owner shards)
-//! and the file system's total and usable bytes.
+//! DescribeLogDirs: every data directory with its own partitions and their sizes (from
+//! their owner shards), the file system's total and usable bytes, and
+//! KAFKA_STORAGE_ERROR for a directory that failed. A partition being moved by
+//! AlterReplicaLogDirs is also listed in its target directory as a future replica
+//! (`is_future_key`), as Kafka lists one.
 
 use std::rc::Rc;
 
@@ -8,56 +11,93 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 };
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
 
-use super::{scatter, str_bytes};
+use super::str_bytes;
+use crate::errors;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 4);
 
+/// One partition replica as its owner shard reports it.
+struct Replica {
+    dir: usize,
+    topic: String,
+    partition: i32,
+    size: i64,
+    future: bool,
+}
+
 pub async fn handle(shard: &Rc<Shard>, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
-    let meta = shard.meta();
-    let mut wanted: Vec<(String, i32)> = Vec::new();
-    match &req.topics {
-        None => {
-            for (name, t) in &meta.topics {
-                wanted.extend((0..t.partitions.len() as i32).map(|p| (name.clone(), p)));
-            }
-        }
-        Some(topics) => {
-            for t in topics {
-                for &p in &t.partitions {
-                    if meta.owner(&t.topic.0, p).is_some() {
-                        wanted.push((t.topic.0.to_string(), p));
-                    }
+    let wanted: Option<Vec<(String, i32)>> = req
+        .topics
+        .as_ref()
+        .map(|topics| topics.iter().flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p))).collect());
+    let per_shard = shard
+        .submit_to_all(move |s| async move {
+            let failed: Vec<bool> = s.dirs.all().iter().map(|d| d.offline().is_some()).collect();
+            let mut replicas = Vec::new();
+            for ((topic, partition), p) in s.partitions.borrow().iter() {
+                if wanted.as_ref().is_some_and(|w| !w.iter().any(|(t, i)| t == topic && i == partition)) {
+                    continue;
+                }
+                let size = p.log.borrow().size_bytes() as i64;
+                replicas.push((p.dir_index.get(), topic.clone(), *partition, size, false));
+                if let Some((target, copied)) = p.move_progress() {
+                    replicas.push((target, topic.clone(), *partition, copied as i64, true));
                 }
             }
+            (failed, replicas)
+        })
+        .await;
+    let mut failed = vec![false; shard.dirs.all().len()];
+    let mut replicas: Vec<Replica> = Vec::new();
+    for (f, r) in per_shard {
+        for (i, down) in f.into_iter().enumerate() {
+            failed[i] |= down;
         }
+        replicas.extend(r.into_iter().map(|(dir, topic, partition, size, future)| Replica {
+            dir,
+            topic,
+            partition,
+            size,
+            future,
+        }));
     }
-    let work = wanted.iter().map(|(t, p)| (meta.owner(t, *p).expect("filtered above"), (t.clone(), *p))).collect();
-    let sizes = scatter(shard, work, |s, items: Vec<(String, i32)>| async move {
-        items
-            .into_iter()
-            .map(|(t, p)| s.partition(&t, p).map(|p| p.log.borrow().size_bytes() as i64).unwrap_or(0))
-            .collect::<Vec<i64>>()
-    })
-    .await;
+    replicas.sort_by(|a, b| (a.dir, &a.topic, a.partition, a.future).cmp(&(b.dir, &b.topic, b.partition, b.future)));
+    let results = shard
+        .dirs
+        .all()
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let path = std::fs::canonicalize(&d.path).unwrap_or_else(|_| d.path.clone());
+            let result = DescribeLogDirsResult::default().with_log_dir(str_bytes(&path.display().to_string()));
+            if failed[i] {
+                // As Kafka: a failed directory is listed with its error and nothing else.
+                return result.with_error_code(errors::KAFKA_STORAGE_ERROR).with_total_bytes(-1).with_usable_bytes(-1);
+            }
+            let (total, usable) = disk_space(&path);
+            let topics = group_by_topic(replicas.iter().filter(|r| r.dir == i));
+            result.with_topics(topics).with_total_bytes(total).with_usable_bytes(usable)
+        })
+        .collect();
+    DescribeLogDirsResponse::default().with_results(results)
+}
+
+fn group_by_topic<'a>(replicas: impl Iterator<Item = &'a Replica>) -> Vec<DescribeLogDirsTopic> {
     let mut topics: Vec<DescribeLogDirsTopic> = Vec::new();
-    for ((topic, partition), size) in wanted.into_iter().zip(sizes) {
-        let part = DescribeLogDirsPartition::default().with_partition_index(partition).with_partition_size(size);
+    for r in replicas {
+        let part = DescribeLogDirsPartition::default()
+            .with_partition_index(r.partition)
+            .with_partition_size(r.size)
+            .with_is_future_key(r.future);
         match topics.last_mut() {
-            Some(t) if t.name.0.as_str() == topic => t.partitions.push(part),
+            Some(t) if t.name.0.as_str() == r.topic => t.partitions.push(part),
             _ => topics.push(
-                DescribeLogDirsTopic::default().with_name(TopicName(str_bytes(&topic))).with_partitions(vec![part]),
+                DescribeLogDirsTopic::default().with_name(TopicName(str_bytes(&r.topic))).with_partitions(vec![part]),
             ),
         }
     }
-    let dir = std::fs::canonicalize(&shard.config.data_dir).unwrap_or_else(|_| shard.config.data_dir.clone());
-    let (total, usable) = disk_space(&dir);
-    let result = DescribeLogDirsResult::default()
-        .with_log_dir(str_bytes(&dir.display().to_string()))
-        .with_topics(topics)
-        .with_total_bytes(total)
-        .with_usable_bytes(usable);
-    DescribeLogDirsResponse::default().with_results(vec![result])
+    topics
 }
 
 fn disk_space(dir: &std::path::Path) -> (i64, i64) {

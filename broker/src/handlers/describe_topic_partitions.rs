@@ -54,16 +54,23 @@ pub fn handle(shard: &Rc<Shard>, req: DescribeTopicPartitionsRequest) -> Describ
                 break;
             }
             budget -= 1;
-            partitions.push(
-                DescribeTopicPartitionsResponsePartition::default()
-                    .with_partition_index(p)
-                    .with_leader_id(node)
-                    .with_leader_epoch(LEADER_EPOCH)
-                    .with_replica_nodes(vec![node])
-                    .with_isr_nodes(vec![node])
-                    .with_eligible_leader_replicas(Some(vec![]))
-                    .with_last_known_elr(Some(vec![])),
-            );
+            let answer = DescribeTopicPartitionsResponsePartition::default()
+                .with_partition_index(p)
+                .with_leader_epoch(LEADER_EPOCH)
+                .with_replica_nodes(vec![node])
+                .with_eligible_leader_replicas(Some(vec![]))
+                .with_last_known_elr(Some(vec![]));
+            // A partition on a failed data directory, as Metadata answers it.
+            let offline = shard.offline_partitions.borrow().contains(&(name.clone(), p));
+            partitions.push(if offline {
+                answer
+                    .with_error_code(errors::LEADER_NOT_AVAILABLE)
+                    .with_leader_id(BrokerId(-1))
+                    .with_isr_nodes(vec![])
+                    .with_offline_replicas(vec![node])
+            } else {
+                answer.with_leader_id(node).with_isr_nodes(vec![node])
+            });
         }
         topics.push(
             DescribeTopicPartitionsResponseTopic::default()

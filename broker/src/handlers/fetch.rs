@@ -213,6 +213,9 @@ async fn read_one(shard: &Shard, w: &Want, max_bytes: usize) -> Got {
             ..Got::default()
         };
     };
+    if p.unavailable(shard).is_some() {
+        return Got { error: errors::KAFKA_STORAGE_ERROR, high_watermark: -1, log_start_offset: -1, ..Got::default() };
+    }
     let (hw, start) = {
         let l = p.log.borrow();
         (l.high_watermark(), l.log_start_offset)
@@ -226,7 +229,13 @@ async fn read_one(shard: &Shard, w: &Want, max_bytes: usize) -> Got {
             got.records = r.batches;
             got.bytes = r.bytes;
         }
-        Err(e) => got.error = errors::storage_error_code(&e),
+        Err(e) => {
+            if !matches!(e, keel_storage::StorageError::OffsetOutOfRange { .. }) {
+                tracing::warn!(topic = %w.topic, partition = w.partition, offset = w.offset, error = %e, "fetch failed");
+            }
+            p.report(shard, &e);
+            got.error = errors::storage_error_code(&e);
+        }
     }
     got
 }
@@ -264,6 +273,9 @@ async fn wait_local(shard: &Shard, parts: Vec<(String, i32, i64)>, left: Duratio
         let Some(p) = shard.partition(&topic, partition) else {
             return;
         };
+        if p.unavailable(shard).is_some() {
+            return;
+        }
         let l = p.log.borrow();
         if l.high_watermark() > offset {
             return;

@@ -65,6 +65,9 @@ async fn lookup(shard: &Shard, topic: &str, partition: i32, timestamp: i64) -> A
     let Some(p) = shard.partition(topic, partition) else {
         return (errors::NOT_LEADER_OR_FOLLOWER, -1, -1);
     };
+    if p.unavailable(shard).is_some() {
+        return (errors::KAFKA_STORAGE_ERROR, -1, -1);
+    }
     let (start, hw) = {
         let l = p.log.borrow();
         (l.log_start_offset, l.high_watermark())
@@ -80,6 +83,9 @@ async fn lookup(shard: &Shard, topic: &str, partition: i32, timestamp: i64) -> A
     match found {
         Ok(Some((offset, ts))) => (errors::NONE, ts, offset),
         Ok(None) => (errors::NONE, -1, -1),
-        Err(e) => (errors::storage_error_code(&e), -1, -1),
+        Err(e) => {
+            p.report(shard, &e);
+            (errors::storage_error_code(&e), -1, -1)
+        }
     }
 }

@@ -47,7 +47,10 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
         .map(|(name, id)| {
             let name = name.or_else(|| meta.topic_name(&id).map(str::to_string));
             match name.as_ref().and_then(|n| meta.topics.get(n).map(|t| (n, t))) {
-                Some((n, t)) => topic_response(n, t, node, include_ops),
+                Some((n, t)) => {
+                    let offline = shard.offline_partitions.borrow();
+                    topic_response(n, t, node, include_ops, |p| offline.contains(&(n.clone(), p)))
+                }
                 None => MetadataResponseTopic::default()
                     .with_error_code(if name.is_none() {
                         errors::UNKNOWN_TOPIC_ID
@@ -71,9 +74,28 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
         .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED)
 }
 
-fn topic_response(name: &str, t: &TopicMeta, node: i32, include_ops: bool) -> MetadataResponseTopic {
+/// A partition whose data directory failed is answered as Kafka 4 answers a
+/// single-replica partition on a failed log directory: no leader
+/// (LEADER_NOT_AVAILABLE), an empty ISR, and this node among the offline replicas.
+fn topic_response(
+    name: &str,
+    t: &TopicMeta,
+    node: i32,
+    include_ops: bool,
+    offline: impl Fn(i32) -> bool,
+) -> MetadataResponseTopic {
     let partitions = (0..t.partitions.len() as i32)
         .map(|p| {
+            if offline(p) {
+                return MetadataResponsePartition::default()
+                    .with_error_code(errors::LEADER_NOT_AVAILABLE)
+                    .with_partition_index(p)
+                    .with_leader_id(BrokerId(-1))
+                    .with_leader_epoch(LEADER_EPOCH)
+                    .with_replica_nodes(vec![BrokerId(node)])
+                    .with_isr_nodes(vec![])
+                    .with_offline_replicas(vec![BrokerId(node)]);
+            }
             MetadataResponsePartition::default()
                 .with_partition_index(p)
                 .with_leader_id(BrokerId(node))

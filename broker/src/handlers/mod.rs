@@ -3,6 +3,7 @@
 //! the handler and encodes its response.
 
 pub mod alter_configs;
+pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -58,6 +59,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, describe_configs::VERSIONS.0, describe_configs::VERSIONS.1),
     (ApiKey::AlterConfigs, alter_configs::VERSIONS.0, alter_configs::VERSIONS.1),
     (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS.0, describe_log_dirs::VERSIONS.1),
+    (ApiKey::AlterReplicaLogDirs, alter_replica_log_dirs::VERSIONS.0, alter_replica_log_dirs::VERSIONS.1),
     (ApiKey::CreatePartitions, create_partitions::VERSIONS.0, create_partitions::VERSIONS.1),
     (ApiKey::IncrementalAlterConfigs, incremental_alter_configs::VERSIONS.0, incremental_alter_configs::VERSIONS.1),
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
@@ -156,6 +158,7 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
         RequestKind::DescribeConfigs(r) => encode(key, v, corr, &describe_configs::handle(shard, v, r)),
         RequestKind::AlterConfigs(r) => encode(key, v, corr, &alter_configs::handle(shard, r).await),
         RequestKind::DescribeLogDirs(r) => encode(key, v, corr, &describe_log_dirs::handle(shard, r).await),
+        RequestKind::AlterReplicaLogDirs(r) => encode(key, v, corr, &alter_replica_log_dirs::handle(shard, r).await),
         RequestKind::CreatePartitions(r) => encode(key, v, corr, &create_partitions::handle(shard, r).await),
         RequestKind::IncrementalAlterConfigs(r) => {
             encode(key, v, corr, &incremental_alter_configs::handle(shard, r).await)

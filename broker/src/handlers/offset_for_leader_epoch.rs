@@ -31,6 +31,7 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetForLeaderEpochRequest) -> Offs
     let answers = answer_partitions(shard, items, unknown, |s, topic, partition, epoch| async move {
         match s.partition(&topic, partition) {
             None => (errors::NOT_LEADER_OR_FOLLOWER, -1, -1),
+            Some(p) if p.unavailable(&s).is_some() => (errors::KAFKA_STORAGE_ERROR, -1, -1),
             Some(p) => {
                 let l = p.log.borrow();
                 let (e, end) = epoch_end(l.epochs(), epoch, l.log_end_offset());

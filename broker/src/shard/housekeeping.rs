@@ -90,7 +90,7 @@ fn still_owned(shard: &Shard, p: &Rc<Partition>) -> bool {
 }
 
 async fn visit(shard: &Shard, p: &Rc<Partition>, check_time: bool) {
-    if !still_owned(shard, p) {
+    if !still_owned(shard, p) || p.unavailable(shard).is_some() {
         return;
     }
     let settings = p.settings();

@@ -2,7 +2,9 @@
 //! partitions, its own memory budget, its own log writer and flush loop. Shards share
 //! nothing; they reach each other only through [`mesh`] calls.
 
+pub mod dirs;
 pub mod housekeeping;
+pub mod log_move;
 pub mod mesh;
 pub mod partition;
 pub mod producer_state;
@@ -46,6 +48,13 @@ pub struct Shard {
     /// Small state of this shard's partitions, written by `flush` with their data.
     pub kv: Rc<ShardKv>,
     pub log_config: LogConfig,
+    /// The data directories as this shard sees them (which of them failed).
+    pub dirs: dirs::DataDirs,
+    /// Partitions of any shard taken offline by a failed data directory (each shard
+    /// tells every other one), for Metadata.
+    pub offline_partitions: RefCell<std::collections::HashSet<TopicPartition>>,
+    /// This shard itself, for work started from places holding only `&Shard`.
+    me: std::rc::Weak<Shard>,
     /// Controller state; only shard 0 has it.
     pub controller: Option<Controller>,
     pub connections: Cell<usize>,
@@ -172,6 +181,50 @@ impl Shard {
 }
 
 impl Shard {
+    /// Takes data directory `dir` offline if `e` says it failed: an I/O error other
+    /// than a full disk (which clients retry until space returns), or any failed
+    /// fdatasync (after which nothing written there can be trusted). Every partition
+    /// of this shard in that directory goes offline (all of them when it is this
+    /// shard's home, which holds its journal), and every shard is told, for Metadata.
+    pub fn storage_error(&self, dir: usize, e: &keel_storage::StorageError) {
+        let failed = matches!(e, keel_storage::StorageError::Io { op, .. } if *op == "fdatasync")
+            || matches!(e, keel_storage::StorageError::Io { .. }) && !e.is_disk_full();
+        if !failed || !self.dirs.fail(dir, &e.to_string()) {
+            return;
+        }
+        if self.dirs.all().iter().all(|d| d.offline().is_some()) {
+            // As Kafka, which stops when its last log directory fails.
+            eprintln!("keel: fatal: every data directory failed (last: {e}); stopping");
+            std::process::exit(70);
+        }
+        let why = e.to_string();
+        let whole_shard = dir == self.dirs.home_index();
+        let mut offline = Vec::new();
+        for (key, p) in self.partitions.borrow().iter() {
+            if whole_shard || p.dir_index.get() == dir {
+                offline.push(key.clone());
+                self.flush.forget(&p.log);
+                let Ok(mut l) = p.log.try_borrow_mut() else {
+                    continue;
+                };
+                l.flush_error = Some(format!("data directory failed: {why}"));
+                l.changed.notify();
+            }
+        }
+        tracing::error!(shard = self.id, dir = %self.dirs.get(dir).path.display(), partitions = offline.len(),
+            whole_shard, "data directory failed: its partitions are offline");
+        let Some(me) = self.me.upgrade() else {
+            return;
+        };
+        glommio::spawn_local(async move {
+            me.submit_to_all(move |s| async move {
+                s.offline_partitions.borrow_mut().extend(offline);
+            })
+            .await;
+        })
+        .detach();
+    }
+
     /// Drops state kept for topics deleted while this shard was down (their
     /// directories went when the first partition of a same-named topic opened).
     async fn forget_deleted_topics_state(&self) {
@@ -266,7 +319,9 @@ impl Startup {
 
 /// Starts `config.smp` shards and blocks until they stop.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| format!("creating {}: {e}", config.data_dir.display()))?;
+    for dir in &config.data_dirs {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
     // Listeners bound with SO_REUSEPORT would silently share the port with another
     // running broker; refuse to start if something already accepts connections there.
     // (A plain bind test would also trip over TIME_WAIT sockets after a crash.)
@@ -287,7 +342,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     if accepting {
         return Err(format!("cannot listen on {}: another process is accepting connections there", config.kafka_addr));
     }
-    let metadata = MetadataStore::new(&config.data_dir).load_or_create()?;
+    let metadata = MetadataStore::new(config.data_dir()).load_or_create()?;
     let cpus = keel_tuning::pick_cpus(config.smp)?;
     let memory = config.memory_bytes()?;
     // Each executor registers its io_memory in three io_uring rings; it must fit the
@@ -329,22 +384,30 @@ async fn shard_main(
     memory: u64,
     startup: std::sync::Arc<Startup>,
 ) -> Result<(), String> {
-    keel_storage::prime_dma_probe(&config.data_dir).await.map_err(|e| e.to_string())?;
+    let dirs = dirs::DataDirs::probe(&config.data_dirs).await;
+    // A failed fdatasync takes its directory's partitions offline instead of
+    // stopping the process (see `dirs`).
+    keel_storage::log::survive_sync_failures();
     let (senders, receivers) = mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
     let id = senders.peer_id();
     let count = senders.nr_consumers();
     let mesh = Mesh::new(senders, config.mesh_calls_in_flight_max_per_peer);
-    let controller = (id == 0).then(|| Controller::new(&config.data_dir, &metadata));
+    let controller = (id == 0).then(|| Controller::new(config.data_dir(), &metadata));
+    let dirs = dirs.with_home(config.home_dir_index(id));
+    if let Some(e) = dirs.home().offline() {
+        return Err(format!("shard {id}: its data directory {} failed: {e}", dirs.home().path.display()));
+    }
+    let home = dirs.home().path.clone();
     // An eighth of the shard's memory goes to the batch caches of all its partitions;
     // any one partition may use all of it while the others are quiet.
     let cache = ShardCache::new((memory / 8) as usize);
     let log_config = LogConfig { cache_bytes_max: cache.limit(), ..LogConfig::default() };
-    let journal_dir = config.data_dir.join(".journal").join(format!("shard-{id}"));
+    let journal_dir = home.join(".journal").join(format!("shard-{id}"));
     let journal =
         Journal::open(&journal_dir, config.journal_config()).await.map_err(|e| format!("opening the journal: {e}"))?;
     let flush = FlushQueue::with_journal(Some(cache.clone()), journal);
     glommio::spawn_local(flush.clone().run()).detach();
-    let kv_dir = config.data_dir.join(".kv").join(format!("shard-{id}"));
+    let kv_dir = home.join(".kv").join(format!("shard-{id}"));
     let kv = ShardKv::open(&kv_dir, flush.clone()).await.map_err(|e| format!("opening the state store: {e}"))?;
     let request_budget = crate::net::budget::RequestBudget::new(config.request_budget_bytes(memory));
     let unflushed_bytes_max = config.unflushed_bytes_max(memory);
@@ -364,8 +427,10 @@ async fn shard_main(
         },
         Box::new(partition::now_ms),
     );
-    let shard = Rc::new(Shard {
+    let shard = Rc::new_cyclic(|me| Shard {
         id,
+        me: me.clone(),
+        offline_partitions: RefCell::new(Default::default()),
         count,
         config: Rc::new(config),
         mesh,
@@ -375,6 +440,7 @@ async fn shard_main(
         cache,
         kv,
         log_config,
+        dirs,
         controller,
         connections: Cell::new(0),
         reactor_lag_max_us: Cell::new(0),
@@ -386,6 +452,18 @@ async fn shard_main(
         producers,
         coordinator: RefCell::new(crate::coordinator::Coordinator::default()),
     });
+    let weak = Rc::downgrade(&shard);
+    shard.flush.on_io_error(Box::new(move |log, e| {
+        if let Some(shard) = weak.upgrade() {
+            let dir = match log {
+                None => Some(shard.dirs.home_index()),
+                Some(l) => shard.dirs.index_of_file(l.borrow().dir()),
+            };
+            if let Some(dir) = dir {
+                shard.storage_error(dir, e);
+            }
+        }
+    }));
     mesh::serve(&shard, receivers);
     housekeeping::spawn(&shard);
     glommio::spawn_local(probe_reactor_lag(shard.clone())).detach();

@@ -30,8 +30,22 @@ pub struct Partition {
     pub topic_id: Uuid,
     pub index: i32,
     pub log: Rc<RefCell<PartitionLog>>,
+    /// Which of the shard's data directories holds the partition's files.
+    pub dir_index: std::cell::Cell<usize>,
+    /// A move to another data directory in progress (see `log_move`).
+    moving: RefCell<Option<Move>>,
+    /// Appends wait while a move switches the log.
+    fenced: std::cell::Cell<bool>,
+    unfenced: Rc<keel_storage::Signal>,
     producers: RefCell<ProducerStates>,
     settings: RefCell<TopicSettings>,
+}
+
+/// A move of a partition to another data directory.
+struct Move {
+    target: usize,
+    /// Bytes copied so far (DescribeLogDirs shows them as the future replica's size).
+    copied: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// What the produce path answers for one partition.
@@ -58,7 +72,7 @@ impl ProduceOutcome {
 
 /// Prefix of a partition's keys in the shard's state store: the topic id, so a topic
 /// re-created under the same name never reads the old one's state.
-fn state_prefix(topic_id: Uuid, index: i32) -> String {
+pub(crate) fn state_prefix(topic_id: Uuid, index: i32) -> String {
     format!("{STATE_PREFIX}{topic_id}/{index}/")
 }
 
@@ -66,30 +80,151 @@ fn state_prefix(topic_id: Uuid, index: i32) -> String {
 pub const STATE_PREFIX: &str = "partition/";
 
 /// A partition's name in the shard journal's records: its topic id and index.
-fn journal_key(topic_id: Uuid, index: i32) -> Bytes {
+pub(crate) fn journal_key(topic_id: Uuid, index: i32) -> Bytes {
     let mut key = Vec::with_capacity(20);
     key.extend_from_slice(topic_id.as_bytes());
     key.extend_from_slice(&index.to_be_bytes());
     key.into()
 }
 
-/// The state-store key naming the topic that owns a partition directory.
-fn dir_owner_key(dir: &std::path::Path) -> String {
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+/// The state-store key naming the topic that owns a partition directory, and the data
+/// directory it lives in.
+pub(crate) fn dir_owner_key(name: &str) -> String {
     format!("{DIR_OWNER_PREFIX}{name}")
 }
 
 const DIR_OWNER_PREFIX: &str = "dir-owner/";
+
+/// Suffix of a partition directory being copied into another data directory by
+/// AlterReplicaLogDirs (Kafka's `-future` replica).
+pub const FUTURE_SUFFIX: &str = ".future";
+
+/// What the state store says about a partition directory: `<topic id>` (the older
+/// form) or `<topic id> <data dir>`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DirOwner {
+    pub topic_id: Option<Uuid>,
+    pub data_dir: Option<PathBuf>,
+}
+
+impl DirOwner {
+    pub(crate) fn parse(value: &[u8]) -> DirOwner {
+        let text = std::str::from_utf8(value).unwrap_or_default();
+        let (id, dir) = match text.split_once(' ') {
+            Some((id, dir)) => (id, Some(PathBuf::from(dir))),
+            None => (text, None),
+        };
+        DirOwner { topic_id: id.trim().parse().ok(), data_dir: dir }
+    }
+
+    pub(crate) fn encode(topic_id: Uuid, data_dir: &std::path::Path) -> Bytes {
+        Bytes::from(format!("{topic_id} {}", data_dir.display()))
+    }
+}
+
+async fn exists(path: PathBuf) -> bool {
+    glommio::executor().spawn_blocking(move || path.is_dir()).await
+}
+
+async fn remove_dir(path: PathBuf) -> Result<(), StorageError> {
+    let target = path.clone();
+    glommio::executor()
+        .spawn_blocking(move || match std::fs::remove_dir_all(&target) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        })
+        .await
+        .map_err(|e| StorageError::io("remove dir", &path, e))
+}
+
+/// Chooses the data directory of partition directory `name`. The state store's record
+/// wins; a record naming a directory that is not configured is an error (the data
+/// is left alone). Without a record (a crash before it reached the store, or the
+/// older layout) the directories are searched, home first, and a new partition goes
+/// home. Leftovers of an AlterReplicaLogDirs move a crash interrupted are settled:
+/// a finished copy the record already names is renamed into place (roll forward),
+/// an unfinished copy is removed, and a source the record no longer names is removed.
+/// Data is never removed because a record is missing.
+async fn choose_dir(shard: &Shard, name: &str, recorded: &DirOwner) -> Result<usize, StorageError> {
+    let dirs = &shard.dirs;
+    let recorded_index = match &recorded.data_dir {
+        Some(path) => Some(dirs.index_of(path).ok_or_else(|| {
+            StorageError::io(
+                "find data directory",
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("{name} is recorded in a directory not configured"),
+                ),
+            )
+        })?),
+        None => None,
+    };
+    let mut order: Vec<usize> = vec![dirs.home_index()];
+    order.extend((0..dirs.all().len()).filter(|i| *i != dirs.home_index()));
+    let chosen = match recorded_index {
+        Some(i) => {
+            let base = &dirs.get(i).path;
+            let (dir, future) = (base.join(name), base.join(format!("{name}{FUTURE_SUFFIX}")));
+            if !exists(dir.clone()).await && exists(future.clone()).await {
+                tracing::info!(dir = %dir.display(), "finishing a partition move a crash interrupted");
+                let (from, to) = (future.clone(), dir.clone());
+                glommio::executor()
+                    .spawn_blocking(move || std::fs::rename(&from, &to))
+                    .await
+                    .map_err(|e| StorageError::io("rename moved partition", &future, e))?;
+                keel_storage::checkpoint::sync_dir(base).await?;
+            }
+            i
+        }
+        None => {
+            let mut found = None;
+            for &i in &order {
+                if dirs.get(i).offline().is_none() && exists(dirs.get(i).path.join(name)).await {
+                    found = Some(i);
+                    break;
+                }
+            }
+            found.unwrap_or(dirs.home_index())
+        }
+    };
+    for &i in &order {
+        if i == chosen || dirs.get(i).offline().is_some() {
+            continue;
+        }
+        let base = &dirs.get(i).path;
+        let future = base.join(format!("{name}{FUTURE_SUFFIX}"));
+        if exists(future.clone()).await {
+            tracing::warn!(dir = %future.display(), "removing an unfinished partition move");
+            remove_dir(future).await?;
+        }
+        let other = base.join(name);
+        if recorded_index.is_some() && exists(other.clone()).await {
+            tracing::warn!(dir = %other.display(), "removing the source of a finished partition move");
+            remove_dir(other).await?;
+        } else if exists(other.clone()).await {
+            tracing::warn!(dir = %other.display(), chosen = %dirs.get(chosen).path.display(),
+                "partition directory found in two data directories; using the first, leaving the other");
+        }
+    }
+    Ok(chosen)
+}
 
 /// Makes `dir` this topic's. Which topic owns a directory is kept in the shard's
 /// state store, written durably: a directory another topic id owns was left by a
 /// deleted topic of the same name and is removed. Data is never removed because an
 /// owner record is missing or unreadable: that is a crash or an older layout (whose
 /// `topic-id` file is then consulted only when it names a different, valid id).
-async fn claim_dir(shard: &Shard, dir: &std::path::Path, topic_id: Uuid) -> Result<(), StorageError> {
-    let key = dir_owner_key(dir);
-    let recorded = shard.kv.get(&key).and_then(|v| std::str::from_utf8(&v).ok().and_then(|s| s.parse::<Uuid>().ok()));
-    let owner = match recorded {
+async fn claim_dir(
+    shard: &Shard,
+    dir: &std::path::Path,
+    data_dir: &std::path::Path,
+    recorded: &DirOwner,
+    topic_id: Uuid,
+) -> Result<(), StorageError> {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let key = dir_owner_key(&name);
+    let owner = match recorded.topic_id {
         Some(id) => Some(id),
         None => {
             let id_file = dir.join("topic-id");
@@ -99,21 +234,14 @@ async fn claim_dir(shard: &Shard, dir: &std::path::Path, topic_id: Uuid) -> Resu
     };
     if owner.is_some_and(|id| id != topic_id) {
         tracing::warn!(dir = %dir.display(), "removing data of a deleted topic");
-        let target = dir.to_path_buf();
-        glommio::executor()
-            .spawn_blocking(move || match std::fs::remove_dir_all(&target) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            })
-            .await
-            .map_err(|e| StorageError::io("remove stale dir", dir, e))?;
+        remove_dir(dir.to_path_buf()).await?;
     }
-    if recorded != Some(topic_id) {
+    if recorded.topic_id != Some(topic_id) || recorded.data_dir.as_deref() != Some(data_dir) {
         // Not awaited: opening a thousand partitions does not wait for a thousand passes
         // one after another. The record reaches the store on the next scheduler turn,
         // long before a removal of the partition could follow it.
         let kv = shard.kv.clone();
-        let owner = Bytes::from(topic_id.to_string());
+        let owner = DirOwner::encode(topic_id, data_dir);
         glommio::spawn_local(async move {
             if let Err(e) = kv.put(&key, owner).await {
                 tracing::warn!(%key, error = %e, "cannot record a partition directory's owner");
@@ -136,8 +264,16 @@ impl Partition {
         index: i32,
         meta: &Metadata,
     ) -> Result<Partition, StorageError> {
-        let dir = partition_dir(&shard.config.data_dir, name, index);
-        claim_dir(shard, &dir, topic.id).await?;
+        let dir_name = format!("{name}-{index}");
+        let recorded = shard.kv.get(&dir_owner_key(&dir_name)).map(|v| DirOwner::parse(&v));
+        let recorded = recorded.unwrap_or(DirOwner { topic_id: None, data_dir: None });
+        let dir_index = choose_dir(shard, &dir_name, &recorded).await?;
+        let data_dir = shard.dirs.get(dir_index).path.clone();
+        if let Some(e) = shard.dirs.unavailable(dir_index) {
+            return Err(StorageError::io("open partition", &data_dir, std::io::Error::other(e)));
+        }
+        let dir = partition_dir(&data_dir, name, index);
+        claim_dir(shard, &dir, &data_dir, &recorded, topic.id).await?;
         let settings = TopicSettings::resolve(&topic.configs, &meta.broker_configs);
         let mut config = shard.log_config.clone();
         config.segment_bytes_max = settings.segment_bytes;
@@ -156,6 +292,10 @@ impl Partition {
             topic_id: topic.id,
             index,
             log,
+            dir_index: std::cell::Cell::new(dir_index),
+            moving: RefCell::new(None),
+            fenced: std::cell::Cell::new(false),
+            unfenced: keel_storage::Signal::new(),
             producers: RefCell::new(producers),
             settings: RefCell::new(settings),
         })
@@ -168,6 +308,69 @@ impl Partition {
         log.config.segment_ms_max = s.segment_ms;
         drop(log);
         *self.settings.borrow_mut() = s;
+    }
+
+    /// Why the partition cannot serve (its data directory, or its shard's journal
+    /// directory, failed), if it cannot.
+    pub fn unavailable(&self, shard: &Shard) -> Option<String> {
+        shard.dirs.unavailable(self.dir_index.get())
+    }
+
+    /// Reports a storage error met while serving: a failed directory goes offline.
+    pub fn report(&self, shard: &Shard, e: &StorageError) {
+        shard.storage_error(self.dir_index.get(), e);
+    }
+
+    /// A move to another data directory in progress: its target and the bytes copied.
+    pub fn move_progress(&self) -> Option<(usize, u64)> {
+        self.moving.borrow().as_ref().map(|m| (m.target, m.copied.load(std::sync::atomic::Ordering::Relaxed)))
+    }
+
+    /// Starts a move to `target` unless one is running; false if one is.
+    pub(crate) fn begin_move(&self, target: usize) -> bool {
+        let mut moving = self.moving.borrow_mut();
+        if moving.is_some() {
+            return false;
+        }
+        *moving = Some(Move { target, copied: Default::default() });
+        true
+    }
+
+    /// The running move's copied-bytes counter (written by the blocking thread).
+    pub(crate) fn move_counter(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        self.moving.borrow().as_ref().expect("a move is running").copied.clone()
+    }
+
+    pub(crate) fn fence(&self) {
+        self.fenced.set(true);
+    }
+
+    pub(crate) fn unfence(&self) {
+        self.fenced.set(false);
+        self.unfenced.notify();
+    }
+
+    /// Ends the running move; the fence is lifted unless `unfence` is false (a move
+    /// that could not restore its source's record keeps appends out for good).
+    pub(crate) fn end_move(&self, unfence: bool) {
+        *self.moving.borrow_mut() = None;
+        if unfence {
+            self.unfence();
+        }
+    }
+
+    /// Opens the partition's log from its files in `dir` (a move's copy), as `open`
+    /// does; producer state is kept in memory already, so batches are not revisited.
+    pub(crate) async fn reopen_at(&self, shard: &Shard, dir: &std::path::Path) -> Result<PartitionLog, StorageError> {
+        let settings = self.settings();
+        let mut config = shard.log_config.clone();
+        config.segment_bytes_max = settings.segment_bytes;
+        config.segment_ms_max = settings.segment_ms;
+        let keys = shard.kv.keys(&state_prefix(self.topic_id, self.index));
+        let journal = shard.flush.journal().expect("a shard's flush loop has a journal");
+        let key = journal_key(self.topic_id, self.index);
+        let (log, _) = PartitionLog::open_journaled(dir, config, Some(keys), journal, key, |_| {}).await?;
+        Ok(log)
     }
 
     /// The topic settings in force (retention and compaction read them).
@@ -194,7 +397,8 @@ impl Partition {
         if let Err(e) = glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&target)).await {
             tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition failed");
         }
-        if let Err(e) = shard.kv.delete(&dir_owner_key(&dir)).await {
+        let name = format!("{}-{}", self.topic, self.index);
+        if let Err(e) = shard.kv.delete(&dir_owner_key(&name)).await {
             tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition's directory owner failed");
         }
         if let Err(e) = shard.kv.keys(&state_prefix(self.topic_id, self.index)).remove_all().await {
@@ -205,6 +409,9 @@ impl Partition {
     /// Validates, deduplicates and appends the batches of one produce partition, then
     /// waits for durability when `acks == -1`.
     pub async fn produce(&self, shard: &Shard, records: Bytes, acks: i16, timeout: Duration) -> ProduceOutcome {
+        if let Some(why) = self.unavailable(shard) {
+            return ProduceOutcome::error(errors::KAFKA_STORAGE_ERROR, why);
+        }
         let batches = match batch::split_and_validate(&records) {
             Ok(b) if b.is_empty() => return ProduceOutcome::error(errors::CORRUPT_MESSAGE, "no record batch"),
             Ok(b) => b,
@@ -228,6 +435,7 @@ impl Partition {
                 return refused;
             }
             if let Err(e) = log::roll_if_needed_at(&self.log, records.len(), incoming_timestamp).await {
+                self.report(shard, &e);
                 return ProduceOutcome::error(errors::storage_error_code(&e), e.to_string());
             }
             // A roll may have awaited while others appended: check again, with no
@@ -338,6 +546,15 @@ impl Partition {
     /// take, and what is queued when space returns is bounded.
     async fn wait_writable(&self, shard: &Shard, deadline: Instant) -> Result<(), ProduceOutcome> {
         loop {
+            if self.fenced.get() {
+                let wait = self.unfenced.wait();
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(ProduceOutcome::error(errors::REQUEST_TIMED_OUT, "the partition is being moved"));
+                }
+                futures_lite::future::or(wait, glommio::timer::sleep(left)).await;
+                continue;
+            }
             let wait = {
                 let l = self.log.borrow();
                 if let Some(e) = &l.flush_error {
@@ -361,7 +578,8 @@ impl Partition {
 
     fn writable_now(&self, shard: &Shard) -> bool {
         let l = self.log.borrow();
-        l.flush_error.is_none()
+        !self.fenced.get()
+            && l.flush_error.is_none()
             && l.unflushed_bytes() < UNFLUSHED_BYTES_MAX
             && shard.flush.unflushed_bytes() < shard.unflushed_bytes_max
     }

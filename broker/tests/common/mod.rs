@@ -48,13 +48,28 @@ impl Broker {
 
     /// A broker with `--memory memory` and more command-line arguments.
     pub fn start_with(smp: usize, memory: &str, extra_args: &[&str]) -> Broker {
-        Broker::start_with_yaml(smp, memory, extra_args, "")
+        Broker::start_full(smp, memory, extra_args, &[], "")
+    }
+
+    /// As `start_with`, with more data directories: `extra_dirs` are paths under the
+    /// broker's temporary directory (the first is always `data`), or absolute paths.
+    pub fn start_with_dirs(smp: usize, memory: &str, extra_args: &[&str], extra_dirs: &[&str]) -> Broker {
+        Broker::start_full(smp, memory, extra_args, extra_dirs, "")
     }
 
     /// A broker whose YAML config also holds `yaml` (limits that have no flag).
     pub fn start_with_yaml(smp: usize, memory: &str, extra_args: &[&str], yaml: &str) -> Broker {
+        Broker::start_full(smp, memory, extra_args, &[], yaml)
+    }
+
+    fn start_full(smp: usize, memory: &str, extra_args: &[&str], extra_dirs: &[&str], yaml: &str) -> Broker {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
+        let mut extra_args: Vec<String> = extra_args.iter().map(|a| a.to_string()).collect();
+        for d in extra_dirs {
+            extra_args.push("--data-dir".into());
+            extra_args.push(dir.join(d).display().to_string());
+        }
         let mut b = Broker {
             child: None,
             port: free_port(),
@@ -63,7 +78,7 @@ impl Broker {
             _tmp: Some(tmp),
             smp,
             memory: memory.to_string(),
-            extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
+            extra_args,
             yaml: yaml.to_string(),
         };
         b.spawn();
@@ -138,6 +153,16 @@ impl Broker {
         if let Some(mut c) = self.child.take() {
             c.kill().unwrap();
             c.wait().unwrap();
+        }
+    }
+
+    /// An orderly stop (SIGTERM), waiting for the process to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: sending a signal to our own child process.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let status = c.wait().unwrap();
+            assert!(status.success(), "orderly stop exited with {status}: {}", self.log());
         }
     }
 

@@ -54,7 +54,7 @@ use glommio::sync::Semaphore;
 
 use crate::blocking;
 use crate::error::StorageError;
-use crate::log::sync_or_die;
+use crate::log::{sync_or_die, sync_or_fail};
 use crate::segment_io::write_zeros;
 use crate::PAGE;
 pub use record::{Mark, Position, Record};
@@ -126,6 +126,10 @@ pub struct Journal {
     pub syncs: Cell<u64>,
     pub bytes_written: Cell<u64>,
     pub checkpoints: Cell<u64>,
+    /// Set when an fdatasync of a journal file failed (only where the thread survives
+    /// sync failures, see [`crate::log::survive_sync_failures`]): every later write
+    /// fails, since the journal can no longer prove anything durable.
+    failed: RefCell<Option<String>>,
 }
 
 pub fn file_path(dir: &Path, seq: u64) -> PathBuf {
@@ -197,6 +201,7 @@ impl Journal {
             syncs: Cell::new(0),
             bytes_written: Cell::new(0),
             checkpoints: Cell::new(0),
+            failed: RefCell::new(None),
         });
         journal.writer.borrow_mut().spares.extend(prepared);
         journal.retire(retired.into_iter().map(|s| file_path(dir, s)).collect()).await;
@@ -273,6 +278,9 @@ impl Journal {
     /// A pass that would overflow the current file goes to a new one.
     pub async fn write(&self, records: &[Record]) -> Result<(), StorageError> {
         let _permit = self.lock.acquire_permit(1).await.expect("the journal lock is never closed");
+        if let Some(e) = self.failed.borrow().clone() {
+            return Err(StorageError::io("journal failed earlier", &self.dir, std::io::Error::other(e)));
+        }
         let total: usize = records.iter().map(Record::encoded_len).sum();
         let overflows = {
             let w = self.writer.borrow();
@@ -323,7 +331,12 @@ impl Journal {
             Ok(_) => return Err(StorageError::io("short journal write", &path, std::io::Error::from_raw_os_error(28))),
             Err(e) => return Err(StorageError::io("write journal", &path, e.into())),
         }
-        sync_or_die(&file, &path).await;
+        if let Err(e) = sync_or_fail(&file, &path).await {
+            // What the file holds is unknown from now on: no later write may claim
+            // durability through it.
+            *self.failed.borrow_mut() = Some(e.to_string());
+            return Err(e);
+        }
         self.syncs.set(self.syncs.get() + 1);
         self.bytes_written.set(self.bytes_written.get() + len as u64);
         let mut w = self.writer.borrow_mut();
