@@ -494,15 +494,7 @@ impl CleanState {
     fn encode(&self) -> Vec<u8> {
         let mut b = Vec::new();
         b.put_i64(self.next_offset);
-        b.put_u32(self.epochs.len() as u32);
-        for (epoch, start) in &self.epochs {
-            b.put_i32(*epoch);
-            b.put_i64(*start);
-        }
-        b.put_u32(self.producers.len() as u32);
-        for h in &self.producers {
-            put_header(&mut b, h);
-        }
+        put_epochs_and_producers(&mut b, &self.epochs, &self.producers);
         b.put_u32(self.segments.len() as u32);
         for s in &self.segments {
             put_segment_state(&mut b, s);
@@ -513,14 +505,7 @@ impl CleanState {
     /// Decodes a checkpoint body; `None` if it is short or inconsistent.
     fn decode(mut b: &[u8]) -> Option<CleanState> {
         let next_offset = get_i64(&mut b)?;
-        let mut epochs = Vec::new();
-        for _ in 0..get_u32(&mut b)? {
-            epochs.push((get_i32(&mut b)?, get_i64(&mut b)?));
-        }
-        let mut producers = Vec::new();
-        for _ in 0..get_u32(&mut b)? {
-            producers.push(get_header(&mut b)?);
-        }
+        let (epochs, producers) = get_epochs_and_producers(&mut b)?;
         let mut segments = Vec::new();
         for _ in 0..get_u32(&mut b)? {
             segments.push(get_segment_state(&mut b)?);
@@ -568,6 +553,35 @@ pub(crate) fn get_segment_state(b: &mut &[u8]) -> Option<SegmentState> {
         bytes_since_index,
         index,
     })
+}
+
+/// The epoch cache and the producers' recent batch headers, as both the clean-shutdown
+/// checkpoint and the checkpoint snapshot store them.
+pub(crate) fn put_epochs_and_producers(b: &mut Vec<u8>, epochs: &[(i32, i64)], producers: &[BatchHeader]) {
+    b.put_u32(epochs.len() as u32);
+    for (epoch, start) in epochs {
+        b.put_i32(*epoch);
+        b.put_i64(*start);
+    }
+    b.put_u32(producers.len() as u32);
+    for h in producers {
+        put_header(b, h);
+    }
+}
+
+/// The epoch cache ((leader epoch, first offset) pairs) and producers' recent headers.
+pub(crate) type EpochsAndProducers = (Vec<(i32, i64)>, Vec<BatchHeader>);
+
+pub(crate) fn get_epochs_and_producers(b: &mut &[u8]) -> Option<EpochsAndProducers> {
+    let mut epochs = Vec::new();
+    for _ in 0..get_u32(b)? {
+        epochs.push((get_i32(b)?, get_i64(b)?));
+    }
+    let mut producers = Vec::new();
+    for _ in 0..get_u32(b)? {
+        producers.push(get_header(b)?);
+    }
+    Some((epochs, producers))
 }
 
 pub(crate) fn put_header(b: &mut Vec<u8>, h: &BatchHeader) {

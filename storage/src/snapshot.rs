@@ -83,7 +83,9 @@ use crate::error::StorageError;
 use crate::journal::Mark;
 use crate::kv::{ShardKv, StateKeys};
 use crate::log::PartitionLog;
-use crate::recovery::{get_header, get_i32, get_i64, get_segment_state, get_u32, put_header, put_segment_state};
+use crate::recovery::{
+    get_epochs_and_producers, get_i64, get_segment_state, get_u32, put_epochs_and_producers, put_segment_state,
+};
 use crate::segment::{self, IndexEntry, Segment, SegmentState};
 
 /// Key (under the partition's prefix) of the log's state as of its last checkpoint.
@@ -173,15 +175,7 @@ impl Snapshot {
         b.put_i64(self.coords.segment_base);
         b.put_u64(self.coords.segment_size);
         b.put_i64(self.coords.next_offset);
-        b.put_u32(self.epochs.len() as u32);
-        for (epoch, start) in &self.epochs {
-            b.put_i32(*epoch);
-            b.put_i64(*start);
-        }
-        b.put_u32(self.producers.len() as u32);
-        for h in &self.producers {
-            put_header(&mut b, h);
-        }
+        put_epochs_and_producers(&mut b, &self.epochs, &self.producers);
         b.put_u32(self.sealed.len() as u32);
         for (base, size) in &self.sealed {
             b.put_i64(*base);
@@ -202,14 +196,7 @@ impl Snapshot {
         let segment_base = get_i64(&mut b)?;
         let segment_size = u64::try_from(get_i64(&mut b)?).ok()?;
         let coords = Coords { segment_base, segment_size, next_offset: get_i64(&mut b)? };
-        let mut epochs = Vec::new();
-        for _ in 0..get_u32(&mut b)? {
-            epochs.push((get_i32(&mut b)?, get_i64(&mut b)?));
-        }
-        let mut producers = Vec::new();
-        for _ in 0..get_u32(&mut b)? {
-            producers.push(get_header(&mut b)?);
-        }
+        let (epochs, producers) = get_epochs_and_producers(&mut b)?;
         let mut sealed = Vec::new();
         for _ in 0..get_u32(&mut b)? {
             sealed.push((get_i64(&mut b)?, u64::try_from(get_i64(&mut b)?).ok()?));

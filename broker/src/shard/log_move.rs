@@ -43,13 +43,13 @@
 //! than append to a log the next start would not open.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 use std::time::SystemTime;
 
 use keel_storage::StorageError;
 
-use super::partition::{self, DirOwner, Partition, FUTURE_SUFFIX};
+use super::partition::{self, remove_dir, DirOwner, Partition, FUTURE_SUFFIX};
 use super::Shard;
 
 /// (size, modification time) of each file copied, by name.
@@ -217,15 +217,4 @@ fn copy_changed_blocking(
         }
     }
     Ok(copied)
-}
-
-async fn remove_dir(path: PathBuf) -> Result<(), StorageError> {
-    let target = path.clone();
-    glommio::executor()
-        .spawn_blocking(move || match std::fs::remove_dir_all(&target) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        })
-        .await
-        .map_err(|e| StorageError::io("remove dir", &path, e))
 }

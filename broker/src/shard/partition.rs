@@ -126,7 +126,8 @@ async fn exists(path: PathBuf) -> bool {
     glommio::executor().spawn_blocking(move || path.is_dir()).await
 }
 
-async fn remove_dir(path: PathBuf) -> Result<(), StorageError> {
+/// Removes a directory tree on glommio's blocking thread; a missing one is fine.
+pub(crate) async fn remove_dir(path: PathBuf) -> Result<(), StorageError> {
     let target = path.clone();
     glommio::executor()
         .spawn_blocking(move || match std::fs::remove_dir_all(&target) {
