@@ -400,3 +400,169 @@ fn redraw_election_timeout(node: &mut RawNode<GroupStorage>, rng: &mut StdRng, t
         raft.set_randomized_election_timeout(rng.gen_range(ticks..2 * ticks));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offset_translator::BATCH_HEADER_BYTES;
+
+    const GROUP: GroupId = GroupId { topic: 1, partition: 0 };
+
+    fn batch(offset_count: i32) -> Bytes {
+        let mut bytes = vec![0u8; BATCH_HEADER_BYTES];
+        bytes[16] = 2;
+        bytes[23..27].copy_from_slice(&(offset_count - 1).to_be_bytes());
+        Bytes::from(bytes)
+    }
+
+    fn cluster(nodes: u64, groups: &[GroupId]) -> Vec<MultiRaft> {
+        (1..=nodes)
+            .map(|id| {
+                let mut raft = MultiRaft::new(Config::new(id, id));
+                for &group in groups {
+                    let voters = (1..=nodes).collect();
+                    raft.create_group(group, GroupStorage::new(voters), 0).expect("new group");
+                }
+                raft
+            })
+            .collect()
+    }
+
+    /// Collects from every node, persists at once and delivers everything, until quiet.
+    fn settle(nodes: &mut [MultiRaft]) {
+        for _ in 0..100 {
+            let mut quiet = true;
+            let mut inbox = Vec::new();
+            for raft in nodes.iter_mut() {
+                let actions = raft.collect();
+                quiet &= actions.is_empty();
+                for request in &actions.persist {
+                    raft.persisted(request.group, request.ready).expect("known group");
+                }
+                for (_, envelopes) in actions.messages.into_iter().chain(actions.heartbeats) {
+                    inbox.extend(envelopes);
+                }
+                for apply in &actions.apply {
+                    let last = apply.entries.last().map_or(0, |entry| entry.index);
+                    raft.applied(apply.group, last).expect("known group");
+                }
+            }
+            for envelope in inbox {
+                let to = envelope.message.to as usize - 1;
+                let _ = nodes[to].step(envelope.group, envelope.message);
+            }
+            if quiet {
+                return;
+            }
+        }
+        panic!("cluster never settled");
+    }
+
+    #[test]
+    fn a_leader_commits_only_after_its_own_write() {
+        let mut nodes = cluster(1, &[GROUP]);
+        let raft = &mut nodes[0];
+        raft.campaign(GROUP).expect("campaign");
+        let election = raft.collect();
+        assert_eq!(election.leadership[0].role, StateRole::Leader);
+        for request in &election.persist {
+            raft.persisted(request.group, request.ready).expect("known group");
+        }
+        raft.collect();
+        let committed = raft.commit_index(GROUP);
+        let proposed = raft.propose(GROUP, batch(3)).expect("leader accepts");
+        let actions = raft.collect();
+        assert_eq!(actions.persist.len(), 1);
+        assert_eq!(actions.persist[0].entries.last().map(|entry| entry.index), Some(proposed.index));
+        assert_eq!(raft.commit_index(GROUP), committed, "no commit before the leader's own write");
+        raft.persisted(GROUP, actions.persist[0].ready).expect("known group");
+        let applied = raft.collect();
+        assert_eq!(raft.commit_index(GROUP), Some(proposed.index));
+        let entries = &applied.apply[0].entries;
+        assert_eq!(entries.last().map(|entry| entry.index), Some(proposed.index));
+    }
+
+    #[test]
+    fn followers_name_the_leader_instead_of_forwarding() {
+        let mut nodes = cluster(3, &[GROUP]);
+        nodes[0].campaign(GROUP).expect("campaign");
+        settle(&mut nodes);
+        assert_eq!(nodes[0].leader_term(GROUP), Some(1), "pre-vote does not bump the term");
+        match nodes[1].propose(GROUP, batch(1)) {
+            Err(ProposeError::NotLeader { leader: Some(1), term: 1, .. }) => {}
+            other => panic!("expected NotLeader naming node 1, got {other:?}"),
+        }
+        let first = nodes[0].propose(GROUP, batch(4)).expect("leader accepts");
+        let second = nodes[0].propose(GROUP, batch(2)).expect("leader accepts");
+        // Index 1 is the leader's empty entry, which takes no Kafka offset.
+        assert_eq!((first.index, first.base_offset), (2, 0));
+        assert_eq!((second.index, second.base_offset), (3, 4));
+        settle(&mut nodes);
+        for raft in &nodes {
+            assert_eq!(raft.commit_index(GROUP), Some(3));
+            let translator = raft.storage(GROUP).expect("group").translator();
+            assert_eq!(translator.offsets_of(3), Some(4..6));
+        }
+        let invalid = nodes[0].propose(GROUP, Bytes::from_static(b"short"));
+        assert!(matches!(invalid, Err(ProposeError::InvalidBatch { .. })));
+    }
+
+    #[test]
+    fn heartbeats_of_many_groups_are_grouped_per_node() {
+        let groups = [GROUP, GroupId { topic: 1, partition: 1 }, GroupId { topic: 2, partition: 0 }];
+        let mut nodes = cluster(3, &groups);
+        for group in groups {
+            nodes[0].campaign(group).expect("campaign");
+        }
+        settle(&mut nodes);
+        let heartbeat_ticks = nodes[0].config.heartbeat_ticks;
+        for _ in 0..heartbeat_ticks {
+            nodes[0].tick();
+        }
+        let actions = nodes[0].collect();
+        assert!(actions.messages.is_empty(), "{:?}", actions.messages);
+        assert_eq!(actions.heartbeats.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
+        for envelopes in actions.heartbeats.values() {
+            let mut seen: Vec<GroupId> = envelopes.iter().map(|envelope| envelope.group).collect();
+            seen.sort();
+            assert_eq!(seen, groups.to_vec());
+            assert!(envelopes.iter().all(|envelope| envelope.message.get_msg_type() == MessageType::MsgHeartbeat));
+        }
+    }
+
+    #[test]
+    fn messages_from_the_network_are_checked() {
+        let mut nodes = cluster(3, &[GROUP]);
+        let raft = &mut nodes[0];
+        let mut message = Message::default();
+        message.set_msg_type(MessageType::MsgHeartbeat);
+        message.to = 2;
+        assert!(matches!(raft.step(GROUP, message.clone()), Err(StepError::WrongDestination { to: 2, node: 1 })));
+        message.to = 1;
+        let unknown = GroupId { topic: 9, partition: 9 };
+        assert!(matches!(raft.step(unknown, message.clone()), Err(StepError::UnknownGroup { .. })));
+        message.set_msg_type(MessageType::MsgPropose);
+        assert!(matches!(raft.step(GROUP, message.clone()), Err(StepError::Refused { .. })));
+        message.set_msg_type(MessageType::MsgHup);
+        assert!(matches!(raft.step(GROUP, message), Err(StepError::Raft { .. })));
+        assert!(matches!(MultiRaft::decode_message(&[0xff, 0xff, 0xff]), Err(StepError::Decode(_))));
+        let mut valid = Message::default();
+        valid.set_msg_type(MessageType::MsgAppend);
+        valid.to = 1;
+        let bytes = valid.write_to_bytes().expect("encodes");
+        assert_eq!(MultiRaft::decode_message(&bytes).ok(), Some(valid));
+    }
+
+    #[test]
+    fn one_seed_gives_one_election_schedule() {
+        let timeouts = |seed| {
+            let mut raft = MultiRaft::new(Config::new(1, seed));
+            raft.create_group(GROUP, GroupStorage::new(vec![1, 2, 3]), 0).expect("new group");
+            let group = raft.groups.get(&GROUP).expect("group");
+            group.node.raft.randomized_election_timeout()
+        };
+        assert_eq!(timeouts(42), timeouts(42));
+        let spread: BTreeSet<usize> = (0..50).map(timeouts).collect();
+        assert!(spread.len() > 1 && spread.iter().all(|t| (10..20).contains(t)), "{spread:?}");
+    }
+}

@@ -86,9 +86,9 @@ impl Checker {
         if let Some(earlier) = committed.get(&entry.index) {
             if *earlier != applied {
                 return Err(format!(
-                    "State Machine Safety (§5.4.3): group {group} index {} applied as term {} on node {node} \
-                     but as term {} elsewhere",
-                    entry.index, entry.term, earlier.term
+                    "State Machine Safety (§5.4.3): group {group} index {} applied as term {} ({:?}) on node \
+                     {node} but as term {} ({:?}) elsewhere",
+                    entry.index, entry.term, applied.data, earlier.term, earlier.data
                 ));
             }
         } else {

@@ -23,7 +23,7 @@ use checker::{log_matching, Checker, Violation};
 
 const TICK_STEPS: u64 = 5;
 const GROUPS: u32 = 3;
-const CHAOS_STEPS: u64 = 1_500;
+const CHAOS_STEPS: u64 = 3_000;
 /// Ticks the calm phase may take to elect and commit in every group: the longest election
 /// timeout is 2 × 10 ticks; allow several elections plus the catch-up of a lagging node.
 const LIVENESS_TICKS: u64 = 200;
@@ -142,7 +142,7 @@ impl Simulation {
         while self.step < CHAOS_STEPS {
             self.chaos();
             self.round(true)?;
-            if self.step % CHECK_EVERY_STEPS == 0 {
+            if self.step.is_multiple_of(CHECK_EVERY_STEPS) {
                 self.check_logs()?;
             }
             self.step += 1;
@@ -190,11 +190,10 @@ impl Simulation {
                 ));
             }
             for group in pending {
-                if let Some((index, term)) = self.propose_on_leader(group) {
-                    let made = markers.entry(group).or_default();
-                    if made.iter().all(|&(_, old_term)| old_term != term) {
-                        made.push((index, term));
-                    }
+                let made = markers.entry(group).or_default();
+                let terms: Vec<u64> = made.iter().map(|&(_, term)| term).collect();
+                if let Some(marker) = self.propose_on_leader(group, &terms) {
+                    markers.entry(group).or_default().push(marker);
                 }
             }
             self.round(false)?;
@@ -202,13 +201,11 @@ impl Simulation {
         }
     }
 
-    /// Proposes a marker on `group`'s current leader unless it already has one this term.
-    fn propose_on_leader(&mut self, group: GroupId) -> Option<(u64, u64)> {
+    /// Proposes a marker on `group`'s leader unless one was made in its term already.
+    fn propose_on_leader(&mut self, group: GroupId, terms_done: &[u64]) -> Option<(u64, u64)> {
         let leader = self.nodes.iter().position(|node| {
-            node.raft.as_ref().and_then(|raft| raft.role(group)).is_some_and(|(role, _, _)| role == StateRole::Leader)
+            node.raft.as_ref().and_then(|raft| raft.leader_term(group)).is_some_and(|term| !terms_done.contains(&term))
         })?;
-        let term = self.nodes[leader].raft.as_ref()?.leader_term(group)?;
-        let _ = term;
         let batch = self.batch(group);
         self.nodes[leader].raft.as_mut()?.propose(group, batch).ok().map(|proposed| (proposed.index, proposed.term))
     }
@@ -286,7 +283,7 @@ impl Simulation {
             if self.nodes[index].raft.is_none() {
                 continue;
             }
-            if (self.step + index as u64) % TICK_STEPS == 0 {
+            if (self.step + index as u64).is_multiple_of(TICK_STEPS) {
                 if let Some(raft) = self.nodes[index].raft.as_mut() {
                     raft.tick();
                 }
