@@ -40,16 +40,18 @@ fn run_seeds(nodes: u64) {
         total.committed += outcome.committed;
         total.elections += outcome.elections;
         total.crashes += outcome.crashes;
+        total.pauses += outcome.pauses;
         total.delivered += outcome.delivered;
         total.calm_ticks = total.calm_ticks.max(outcome.calm_ticks);
     }
     println!(
-        "{nodes} nodes, {} seeds: {} entries committed, {} (group, term) leaders, {} crashes, {} messages \
+        "{nodes} nodes, {} seeds: {} entries committed, {} (group, term) leaders, {} crashes, {} pauses, {} messages \
          delivered, slowest calm-phase recovery {} ticks",
         seeds.len(),
         total.committed,
         total.elections,
         total.crashes,
+        total.pauses,
         total.delivered,
         total.calm_ticks
     );

@@ -3,9 +3,10 @@
 //! the nodes' election timeouts, so a failing seed replays exactly.
 //!
 //! Time is counted in steps; a Raft tick is `TICK_STEPS` steps. A run has a chaotic
-//! phase (message loss, duplication, delay and reordering, partitions, crashes that lose
-//! everything not yet fsynced) and then a calm phase (healed network, every node up, no
-//! loss) in which every group must elect a leader and commit a new proposal within a bound.
+//! phase (message loss, duplication, delay and reordering, partitions, paused processes,
+//! crashes that lose everything not yet fsynced) and then a calm phase (healed network,
+//! every node up and running, no loss) in which every group must elect a leader and commit
+//! a new proposal within a bound.
 
 pub mod checker;
 
@@ -36,6 +37,8 @@ struct Faults {
     duplication: f64,
     delay_steps_max: u64,
     crash: f64,
+    /// A process stopped (SIGSTOP) keeps its state and its inbound messages wait.
+    pause: f64,
     partition: f64,
     heal: f64,
     fsync: f64,
@@ -49,6 +52,7 @@ impl Faults {
             duplication: rng.gen_range(0.0..0.1),
             delay_steps_max: rng.gen_range(1..15),
             crash: rng.gen_range(0.0..0.004),
+            pause: rng.gen_range(0.0..0.004),
             partition: rng.gen_range(0.0..0.004),
             heal: rng.gen_range(0.002..0.01),
             fsync: rng.gen_range(0.2..0.9),
@@ -73,6 +77,8 @@ struct Node {
     /// Handed over by `collect`, not yet fsynced.
     writes: VecDeque<PersistRequest>,
     restart_at: u64,
+    /// Stopped until this step: neither ticks, nor fsyncs, nor reads its messages.
+    paused_until: u64,
     boots: u64,
 }
 
@@ -82,6 +88,7 @@ pub struct Outcome {
     pub committed: usize,
     pub elections: usize,
     pub crashes: u64,
+    pub pauses: u64,
     pub delivered: u64,
     pub calm_ticks: u64,
 }
@@ -116,7 +123,7 @@ impl Simulation {
                         (group, PersistedGroup { conf_state, ..Default::default() })
                     })
                     .collect();
-                Node { id, raft: None, disk, writes: VecDeque::new(), restart_at: 0, boots: 0 }
+                Node { id, raft: None, disk, writes: VecDeque::new(), restart_at: 0, paused_until: 0, boots: 0 }
             })
             .collect();
         let mut simulation = Self {
@@ -158,6 +165,7 @@ impl Simulation {
     fn calm(&mut self) -> Result<(), Violation> {
         self.cut.clear();
         for index in 0..self.nodes.len() {
+            self.nodes[index].paused_until = 0;
             if self.nodes[index].raft.is_none() {
                 self.boot(index);
             }
@@ -223,6 +231,11 @@ impl Simulation {
                 self.boot(index);
             }
         }
+        if self.rng.gen_bool(self.faults.pause) {
+            let index = self.rng.gen_range(0..self.nodes.len());
+            self.nodes[index].paused_until = self.step + self.rng.gen_range(10..200);
+            self.outcome.pauses += 1;
+        }
         if self.rng.gen_bool(self.faults.partition) {
             self.partition();
         }
@@ -280,7 +293,7 @@ impl Simulation {
             self.deliver(packet)?;
         }
         for index in 0..self.nodes.len() {
-            if self.nodes[index].raft.is_none() {
+            if self.nodes[index].raft.is_none() || self.step < self.nodes[index].paused_until {
                 continue;
             }
             if (self.step + index as u64).is_multiple_of(TICK_STEPS) {
@@ -314,6 +327,11 @@ impl Simulation {
             return Ok(());
         }
         let index = (packet.to - 1) as usize;
+        let paused_until = self.nodes[index].paused_until;
+        if self.step < paused_until {
+            self.in_flight.entry(paused_until).or_default().push(packet);
+            return Ok(());
+        }
         let Some(raft) = self.nodes[index].raft.as_mut() else { return Ok(()) };
         // A restarted peer may answer a message from a term raft-rs no longer tracks; the
         // core refuses what it cannot use with a typed error, which the transport drops.
