@@ -15,6 +15,7 @@ use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, StorageError};
 
 use crate::offset_translator::{batch_offset_count, OffsetTranslator};
+use crate::NodeId;
 
 /// The persisted state of one group, as the shell reads it back from disk.
 #[derive(Debug, Clone, Default)]
@@ -39,7 +40,7 @@ pub struct GroupStorage {
 
 impl GroupStorage {
     /// A new, empty group whose voters are `voters`.
-    pub fn new(voters: Vec<u64>) -> Self {
+    pub fn new(voters: Vec<NodeId>) -> Self {
         let conf_state = ConfState { voters, ..Default::default() };
         Self::restore(PersistedGroup { conf_state, ..Default::default() })
     }

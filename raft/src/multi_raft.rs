@@ -23,7 +23,9 @@
 //! simulation unrepeatable. Whenever a group's election clock is at zero after a call
 //! (every reset leaves it there), the core redraws the timeout from its own seeded RNG in
 //! raft-rs's range `[election_ticks, 2 * election_ticks)`. Extra draws (a follower hearing
-//! its leader also zeroes the clock) keep the same distribution.
+//! its leader also zeroes the clock) keep the same distribution. The setter,
+//! `Raft::set_randomized_election_timeout`, is public but doc-hidden in raft-rs 0.7; the
+//! workspace pins 0.7, and `one_seed_gives_one_election_schedule` fails if it changes.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::marker::PhantomData;

@@ -41,17 +41,19 @@ fn run_seeds(nodes: u64) {
         total.elections += outcome.elections;
         total.crashes += outcome.crashes;
         total.pauses += outcome.pauses;
+        total.truncations += outcome.truncations;
         total.delivered += outcome.delivered;
         total.calm_ticks = total.calm_ticks.max(outcome.calm_ticks);
     }
     println!(
-        "{nodes} nodes, {} seeds: {} entries committed, {} (group, term) leaders, {} crashes, {} pauses, {} messages \
+        "{nodes} nodes, {} seeds: {} entries committed, {} (group, term) leaders, {} crashes, {} pauses, {} durable tails truncated, {} messages \
          delivered, slowest calm-phase recovery {} ticks",
         seeds.len(),
         total.committed,
         total.elections,
         total.crashes,
         total.pauses,
+        total.truncations,
         total.delivered,
         total.calm_ticks
     );

@@ -89,6 +89,8 @@ pub struct Outcome {
     pub elections: usize,
     pub crashes: u64,
     pub pauses: u64,
+    /// Writes that cut a durable log tail (a deposed leader's entries overwritten).
+    pub truncations: u64,
     pub delivered: u64,
     pub calm_ticks: u64,
 }
@@ -355,10 +357,14 @@ impl Simulation {
     fn fsync(&mut self, index: usize) {
         let count = self.rng.gen_range(0..=self.nodes[index].writes.len());
         let node = &mut self.nodes[index];
+        let mut truncations = 0;
         for _ in 0..count {
             let Some(write) = node.writes.pop_front() else { break };
             let disk = node.disk.entry(write.group).or_default();
             if let Some(first) = write.entries.first() {
+                if disk.entries.len() as u64 >= first.index {
+                    truncations += 1;
+                }
                 disk.entries.truncate(first.index as usize - 1);
                 disk.entries.extend(write.entries.iter().cloned());
             }
@@ -369,6 +375,7 @@ impl Simulation {
                 raft.persisted(write.group, write.ready).unwrap_or_else(|error| panic!("{error}"));
             }
         }
+        self.outcome.truncations += truncations;
     }
 
     fn carry_out(&mut self, index: usize, actions: Actions, chaotic: bool) -> Result<(), Violation> {
