@@ -126,6 +126,8 @@ struct Group {
 /// All Raft groups of one shard. `!Send`: it lives and dies on its shard.
 pub struct MultiRaft {
     config: Config,
+    /// Ordered maps and sets throughout: iteration order feeds the shared RNG and the
+    /// order of actions, and must not vary between runs of one seed.
     groups: BTreeMap<GroupId, Group>,
     /// Groups that may have a Ready; `collect` visits only these.
     ready: BTreeSet<GroupId>,

@@ -24,6 +24,9 @@ pub struct Checker {
     offsets: BTreeMap<GroupId, BTreeMap<u64, Range<u64>>>,
     /// Per node and group, the last index applied since the node's last boot.
     applied: BTreeMap<(NodeId, GroupId), u64>,
+    /// (group, term) → the highest index known committed when some node first reached
+    /// that term: those entries were committed in earlier terms.
+    committed_before_term: BTreeMap<(GroupId, u64), u64>,
 }
 
 pub type Violation = String;
@@ -39,11 +42,25 @@ impl Checker {
         }
     }
 
-    /// Leader Completeness (§5.4): a leader's log holds every entry committed before its
-    /// election. `log` is the new leader's log from index 1.
+    /// A node is at `term` in `group`; the first sighting of a term fixes which entries
+    /// must be in its leader's log.
+    pub fn term_seen(&mut self, group: GroupId, term: u64) {
+        let known = self.committed.get(&group).and_then(|entries| entries.keys().last()).copied().unwrap_or(0);
+        self.committed_before_term.entry((group, term)).or_insert(known);
+    }
+
+    /// Leader Completeness (§5.4): "if a log entry is committed in a given term, then that
+    /// entry will be present in the logs of the leaders for all higher-numbered terms".
+    /// Entries known committed before any node reached `term` were committed in a lower
+    /// term (every vote for `term` is cast later, by a node not yet past `term`). A leader
+    /// of a lower term may still be elected late, from a delayed vote, and lack later
+    /// commits: it is then a stale leader that cannot commit. `log` is from index 1.
     pub fn leader_log(&self, group: GroupId, term: u64, node: NodeId, log: &[Entry]) -> Result<(), Violation> {
         let Some(committed) = self.committed.get(&group) else { return Ok(()) };
-        for (&index, entry) in committed {
+        let Some(&before) = self.committed_before_term.get(&(group, term)) else {
+            return Err(format!("checker: leader {node} of group {group} in term {term} never seen at that term"));
+        };
+        for (&index, entry) in committed.range(..=before) {
             let held = log.get(index as usize - 1);
             let same = held.is_some_and(|held| held.term == entry.term && held.data == entry.data);
             if !same {

@@ -346,7 +346,9 @@ impl Simulation {
     fn observe_roles(&mut self, index: usize) -> Result<(), Violation> {
         let Some(raft) = self.nodes[index].raft.as_ref() else { return Ok(()) };
         for &group in &self.groups {
-            if let Some((StateRole::Leader, term, _)) = raft.role(group) {
+            let Some((role, term, _)) = raft.role(group) else { continue };
+            self.checker.term_seen(group, term);
+            if role == StateRole::Leader {
                 self.checker.leader_elected(group, term, self.nodes[index].id)?;
             }
         }
