@@ -1,6 +1,51 @@
-//! Keel's consensus layer: one Raft group per partition on tikv's `raft` crate, the
-//! partition log being the Raft log. Runs inside each shard's executor; it never owns
-//! threads or tasks per group.
+//! Keel's consensus core: one Raft group per Kafka partition on tikv's `raft` crate (0.7),
+//! the partition log being the Raft log, one entry per Kafka v2 record batch.
 //!
-//! Not built yet: Keel runs single-node. The storage format already carries what Raft
-//! needs (leader epoch per batch, high watermark distinct from log end, truncation).
+//! What it does: [`MultiRaft`] holds every group of one shard and is driven by events —
+//! [`MultiRaft::step`] (a peer's message), [`MultiRaft::propose`] (a produce batch, leader
+//! only), [`MultiRaft::tick`] (the shard's one timer), [`MultiRaft::persisted`] (after the
+//! shell's fdatasync) — and answers with [`Actions`] from [`MultiRaft::collect`]: entries
+//! and HardState to write, messages per destination node (heartbeats apart, to be coalesced
+//! into one frame per node), committed entries to apply, leadership changes. The
+//! [`OffsetTranslator`] maps Raft indexes to Kafka offsets, Raft's own entries taking none.
+//!
+//! Where it runs: one `MultiRaft` per shard, on that shard's executor; it is `!Send`.
+//! The glommio shell around it (not built yet) owns the disk, the network and the timer.
+//!
+//! What it must never do: I/O, spawn tasks or threads, read a clock, or block. Time enters
+//! as ticks and randomness from a seed, so a deterministic simulation
+//! (`tests/simulation.rs`) replays any failure from its seed. A follower never forwards a
+//! proposal; it names the leader instead.
+
+mod actions;
+mod error;
+mod log_store;
+mod multi_raft;
+mod offset_translator;
+
+use std::fmt;
+
+pub use actions::{is_heartbeat, Actions, Apply, Envelope, LeadershipChange, PersistRequest};
+pub use error::{GroupError, ProposeError, StepError};
+pub use log_store::{GroupStorage, PersistedGroup};
+pub use multi_raft::{Config, MultiRaft, Proposed};
+pub use offset_translator::{batch_offset_count, BatchError, OffsetTranslator, BATCH_HEADER_BYTES};
+/// raft-rs types that appear in this crate's API.
+pub use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, MessageType};
+pub use raft::StateRole;
+
+/// A node's Raft peer id in every group it belongs to (its broker node id; 0 is invalid).
+pub type NodeId = u64;
+
+/// One Raft group: a Kafka partition, named by its topic id and partition index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupId {
+    pub topic: u128,
+    pub partition: u32,
+}
+
+impl fmt::Display for GroupId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}-{}", self.topic, self.partition)
+    }
+}

@@ -1,0 +1,572 @@
+//! `MultiRaft`: every Raft group of one shard, driven by events and answering with actions.
+//!
+//! Why one object per shard rather than a task per group: a shard holds thousands of
+//! partitions, and a timer, a task and an fsync per group would cost a wakeup and a disk
+//! flush per partition. Here one tick call ticks every group, a ready set remembers which
+//! groups have work so `collect` visits only those, and one `Actions` covers them all so the
+//! shell writes once and sends once per destination.
+//!
+//! The drive protocol follows raft-rs 0.7's asynchronous Ready loop (`RawNode::ready`
+//! docs, "async ready" in the raft-rs README):
+//! 1. `ready()` once per group with work; its `messages` leave at once (only a leader has
+//!    any: appends may go out before the leader's own write, Raft thesis §10.2.1);
+//! 2. its entries and HardState are put in `GroupStorage` so raft-rs can read them, then
+//!    `advance_append_async(ready)` — "it's still required that the updates can be read by
+//!    raft from the `Storage` trait before calling `advance_append_async`";
+//! 3. after the shell's fdatasync, `on_persist_ready(number)` ("calling this function
+//!    implicitly means all readies with numbers smaller than this one have been
+//!    persisted"); only then does the leader count itself toward a commit (raft-rs
+//!    `Raft::on_persist_entries` moves its own match index), and only then do the
+//!    Ready's `persisted_messages` (a follower's acks and votes) leave.
+//!
+//! Election timeouts: raft-rs draws them from a thread-local RNG, which would make a
+//! simulation unrepeatable. Whenever a group's election clock is at zero after a call
+//! (every reset leaves it there), the core redraws the timeout from its own seeded RNG in
+//! raft-rs's range `[election_ticks, 2 * election_ticks)`. Extra draws (a follower hearing
+//! its leader also zeroes the clock) keep the same distribution. The setter,
+//! `Raft::set_randomized_election_timeout`, is public but doc-hidden in raft-rs 0.7; the
+//! workspace pins 0.7, and `one_seed_gives_one_election_schedule` fails if it changes.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::marker::PhantomData;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use protobuf::Message as _;
+use raft::eraftpb::{Entry, Message, MessageType};
+use raft::{RawNode, StateRole};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::actions::{Actions, Apply, LeadershipChange, PersistRequest};
+use crate::error::{GroupError, ProposeError, StepError};
+use crate::log_store::{offset_count, GroupStorage};
+use crate::offset_translator::batch_offset_count;
+use crate::{GroupId, NodeId};
+
+/// Timing and limits shared by every group of a shard.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// This node's Raft peer id in every group (a broker node id; 0 is invalid).
+    pub node: NodeId,
+    /// Ticks before a follower campaigns: drawn in `[election_ticks, 2 * election_ticks)`.
+    pub election_ticks: usize,
+    /// Ticks between a leader's heartbeats.
+    pub heartbeat_ticks: usize,
+    /// The shell's tick period; documentation for the shell, the core counts ticks only.
+    pub tick_ms: u64,
+    /// Largest append message to one follower, in bytes.
+    pub message_bytes_max: u64,
+    /// Append messages in flight to one follower.
+    pub inflight_messages_max: usize,
+    /// Uncommitted bytes a leader accepts before dropping proposals.
+    pub uncommitted_bytes_max: u64,
+    /// Seed of the election-timeout RNG (from the OS in production, the seed in tests).
+    pub seed: u64,
+}
+
+impl Config {
+    /// Defaults: tick 50 ms, heartbeat every 2 ticks (100 ms), election timeout 10–19 ticks
+    /// (0.5–1 s), 1 MiB messages and 256 in flight as TiKV, 64 MiB uncommitted.
+    pub fn new(node: NodeId, seed: u64) -> Self {
+        Self {
+            node,
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+            tick_ms: 50,
+            message_bytes_max: 1 << 20,
+            inflight_messages_max: 256,
+            uncommitted_bytes_max: 64 << 20,
+            seed,
+        }
+    }
+
+    fn raft_config(&self, applied: u64) -> raft::Config {
+        raft::Config {
+            id: self.node,
+            election_tick: self.election_ticks,
+            heartbeat_tick: self.heartbeat_ticks,
+            applied,
+            max_size_per_msg: self.message_bytes_max,
+            max_inflight_msgs: self.inflight_messages_max,
+            max_uncommitted_size: self.uncommitted_bytes_max,
+            // A partitioned node that comes back must not depose a healthy leader
+            // (pre-vote, thesis §9.6), and a leader cut from its quorum steps down.
+            pre_vote: true,
+            check_quorum: true,
+            ..raft::Config::default()
+        }
+    }
+}
+
+/// A proposal accepted into the leader's log (not yet committed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proposed {
+    pub index: u64,
+    pub term: u64,
+    /// Kafka offset of the batch's first record.
+    pub base_offset: u64,
+}
+
+/// Messages a Ready may send only once it is durable.
+#[derive(Debug)]
+struct Waiting {
+    ready: u64,
+    /// False when the Ready had nothing to write: it is durable once those before it are.
+    writes: bool,
+    messages: Vec<Message>,
+}
+
+struct Group {
+    node: RawNode<GroupStorage>,
+    /// Readies handed to the shell and not yet reported durable, oldest first.
+    waiting: VecDeque<Waiting>,
+}
+
+/// All Raft groups of one shard. `!Send`: it lives and dies on its shard.
+pub struct MultiRaft {
+    config: Config,
+    /// Ordered maps and sets throughout: iteration order feeds the shared RNG and the
+    /// order of actions, and must not vary between runs of one seed.
+    groups: BTreeMap<GroupId, Group>,
+    /// Groups that may have a Ready; `collect` visits only these.
+    ready: BTreeSet<GroupId>,
+    /// Messages released by `persisted`, sent with the next `collect`.
+    released: Vec<(GroupId, Message)>,
+    rng: StdRng,
+    logger: slog::Logger,
+    _not_send: PhantomData<Rc<()>>,
+}
+
+impl MultiRaft {
+    pub fn new(config: Config) -> Self {
+        assert_ne!(config.node, 0, "Raft peer id 0 is invalid");
+        let rng = StdRng::seed_from_u64(config.seed);
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        Self {
+            config,
+            groups: BTreeMap::new(),
+            ready: BTreeSet::new(),
+            released: Vec::new(),
+            rng,
+            logger,
+            _not_send: PhantomData,
+        }
+    }
+
+    pub fn node(&self) -> NodeId {
+        self.config.node
+    }
+
+    /// Starts `group` over `storage` (new or restored from disk); `applied` is the last
+    /// index the shell has applied, so committed entries after it are handed out again.
+    pub fn create_group(&mut self, group: GroupId, storage: GroupStorage, applied: u64) -> Result<(), GroupError> {
+        if self.groups.contains_key(&group) {
+            return Err(GroupError::Exists { group });
+        }
+        let config = self.config.raft_config(applied);
+        let node = RawNode::new(&config, storage, &self.logger).map_err(|source| GroupError::Raft { group, source })?;
+        let mut state = Group { node, waiting: VecDeque::new() };
+        redraw_election_timeout(&mut state.node, &mut self.rng, self.config.election_ticks);
+        self.groups.insert(group, state);
+        self.ready.insert(group);
+        Ok(())
+    }
+
+    /// Drops `group` and everything it was waiting for.
+    pub fn remove_group(&mut self, group: GroupId) -> Result<(), GroupError> {
+        self.groups.remove(&group).ok_or(GroupError::Unknown { group })?;
+        self.ready.remove(&group);
+        self.released.retain(|(g, _)| *g != group);
+        Ok(())
+    }
+
+    pub fn group_ids(&self) -> impl Iterator<Item = GroupId> + '_ {
+        self.groups.keys().copied()
+    }
+
+    /// One tick of the shard's timer, for every group.
+    pub fn tick(&mut self) {
+        let election_ticks = self.config.election_ticks;
+        for (id, group) in &mut self.groups {
+            group.node.tick();
+            redraw_election_timeout(&mut group.node, &mut self.rng, election_ticks);
+            if group.node.has_ready() {
+                self.ready.insert(*id);
+            }
+        }
+    }
+
+    /// Decodes a message received from a peer (raft-rs's protobuf encoding).
+    pub fn decode_message(bytes: &[u8]) -> Result<Message, StepError> {
+        Ok(Message::parse_from_bytes(bytes)?)
+    }
+
+    /// A message of `group` from a peer.
+    pub fn step(&mut self, group: GroupId, message: Message) -> Result<(), StepError> {
+        if message.to != self.config.node {
+            return Err(StepError::WrongDestination { to: message.to, node: self.config.node });
+        }
+        let kind = message.get_msg_type();
+        // Followers never forward proposals, and snapshots are not built yet (no log
+        // compaction, so a follower is always caught up from the log).
+        if matches!(kind, MessageType::MsgPropose | MessageType::MsgSnapshot) {
+            return Err(StepError::Refused { group, kind });
+        }
+        let state = self.groups.get_mut(&group).ok_or(StepError::UnknownGroup { group })?;
+        let stepped = state.node.step(message);
+        redraw_election_timeout(&mut state.node, &mut self.rng, self.config.election_ticks);
+        self.ready.insert(group);
+        stepped.map_err(|source| StepError::Raft { group, source })
+    }
+
+    /// Starts an election in `group` now (tests, or leadership placement later).
+    pub fn campaign(&mut self, group: GroupId) -> Result<(), GroupError> {
+        let state = self.groups.get_mut(&group).ok_or(GroupError::Unknown { group })?;
+        let campaigned = state.node.campaign();
+        redraw_election_timeout(&mut state.node, &mut self.rng, self.config.election_ticks);
+        self.ready.insert(group);
+        campaigned.map_err(|source| GroupError::Raft { group, source })
+    }
+
+    /// Appends one Kafka v2 batch to `group`'s log if this node leads it.
+    ///
+    /// The shell patches the batch's `baseOffset` with [`Self::next_offset`] and its
+    /// `partitionLeaderEpoch` with the term from [`Self::leader_term`] before calling, in the
+    /// same synchronous step; the returned `Proposed` repeats both.
+    pub fn propose(&mut self, group: GroupId, batch: Bytes) -> Result<Proposed, ProposeError> {
+        let node_id = self.config.node;
+        let state = self.groups.get_mut(&group).ok_or(ProposeError::UnknownGroup { group })?;
+        let raft = &state.node.raft;
+        if raft.state != StateRole::Leader {
+            let leader = (raft.leader_id != raft::INVALID_ID).then_some(raft.leader_id);
+            return Err(ProposeError::NotLeader { group, term: raft.term, leader });
+        }
+        if let Some(transferee) = raft.lead_transferee {
+            return Err(ProposeError::TransferringLeadership { group, transferee });
+        }
+        batch_offset_count(&batch).map_err(|source| ProposeError::InvalidBatch { group, source })?;
+        let index = raft.raft_log.last_index() + 1;
+        let term = raft.term;
+        let base_offset = next_offset(&state.node);
+        let mut message = Message::default();
+        message.set_msg_type(MessageType::MsgPropose);
+        message.from = node_id;
+        message.set_entries(vec![Entry { data: batch, ..Default::default() }].into());
+        let stepped = state.node.step(message);
+        self.ready.insert(group);
+        match stepped {
+            Ok(()) => {}
+            Err(raft::Error::ProposalDropped) => return Err(ProposeError::Dropped { group }),
+            Err(source) => return Err(ProposeError::Raft { group, source }),
+        }
+        assert_eq!(state.node.raft.raft_log.last_index(), index, "proposal took one index");
+        Ok(Proposed { index, term, base_offset })
+    }
+
+    /// The work of every group that has some: see [`Actions`] for how to carry it out.
+    pub fn collect(&mut self) -> Actions {
+        let mut actions = Actions::default();
+        for (group, message) in self.released.drain(..) {
+            actions.send(group, message);
+        }
+        let candidates = std::mem::take(&mut self.ready);
+        for id in candidates {
+            let Some(state) = self.groups.get_mut(&id) else { continue };
+            if state.node.has_ready() {
+                collect_group(id, state, &mut actions);
+            }
+        }
+        actions
+    }
+
+    /// The shell made Ready `ready` of `group` (and every earlier one) durable.
+    pub fn persisted(&mut self, group: GroupId, ready: u64) -> Result<(), GroupError> {
+        let state = self.groups.get_mut(&group).ok_or(GroupError::Unknown { group })?;
+        let mut durable = None;
+        while let Some(front) = state.waiting.front() {
+            let covered = front.ready <= ready || (!front.writes && durable.is_some());
+            if !covered {
+                break;
+            }
+            let Some(waiting) = state.waiting.pop_front() else { break };
+            durable = Some(waiting.ready);
+            self.released.extend(waiting.messages.into_iter().map(|message| (group, message)));
+        }
+        if let Some(number) = durable {
+            state.node.on_persist_ready(number);
+            self.ready.insert(group);
+        }
+        Ok(())
+    }
+
+    /// The shell applied `group`'s committed entries up to `index`.
+    pub fn applied(&mut self, group: GroupId, index: u64) -> Result<(), GroupError> {
+        let state = self.groups.get_mut(&group).ok_or(GroupError::Unknown { group })?;
+        assert!(index <= state.node.raft.raft_log.committed, "applied past the commit index");
+        state.node.advance_apply_to(index);
+        self.ready.insert(group);
+        Ok(())
+    }
+
+    /// The group's stable log and offset translation.
+    pub fn storage(&self, group: GroupId) -> Option<&GroupStorage> {
+        self.groups.get(&group).map(|state| state.node.store())
+    }
+
+    /// This node's role and term in `group`, and the leader it knows.
+    pub fn role(&self, group: GroupId) -> Option<(StateRole, u64, Option<NodeId>)> {
+        self.groups.get(&group).map(|state| {
+            let raft = &state.node.raft;
+            let leader = (raft.leader_id != raft::INVALID_ID).then_some(raft.leader_id);
+            (raft.state, raft.term, leader)
+        })
+    }
+
+    /// The term to stamp into a batch as its leader epoch, if this node leads `group`.
+    pub fn leader_term(&self, group: GroupId) -> Option<u64> {
+        match self.role(group) {
+            Some((StateRole::Leader, term, _)) => Some(term),
+            _ => None,
+        }
+    }
+
+    /// Kafka offset the next proposed batch of `group` will start at.
+    pub fn next_offset(&self, group: GroupId) -> Option<u64> {
+        self.groups.get(&group).map(|state| next_offset(&state.node))
+    }
+
+    /// Commit index of `group` as this node knows it.
+    pub fn commit_index(&self, group: GroupId) -> Option<u64> {
+        self.groups.get(&group).map(|state| state.node.raft.raft_log.committed)
+    }
+}
+
+/// Takes one Ready of `group` apart into `actions` and advances raft-rs past it.
+fn collect_group(group: GroupId, state: &mut Group, actions: &mut Actions) {
+    let node = &mut state.node;
+    let mut ready = node.ready();
+    if let Some(soft) = ready.ss() {
+        let leader = (soft.leader_id != raft::INVALID_ID).then_some(soft.leader_id);
+        let term = node.raft.term;
+        actions.leadership.push(LeadershipChange { group, term, leader, role: soft.raft_state });
+    }
+    for message in ready.take_messages() {
+        actions.send(group, message);
+    }
+    // `step` refuses MsgSnapshot and `GroupStorage::snapshot` never yields one.
+    assert!(ready.snapshot().is_empty(), "snapshots are not supported yet");
+    let entries = ready.take_entries();
+    let hard_state = ready.hs().cloned();
+    let store = node.mut_store();
+    store.append(&entries);
+    if let Some(hard_state) = &hard_state {
+        store.set_hard_state(hard_state.clone());
+    }
+    let committed = ready.take_committed_entries();
+    if !committed.is_empty() {
+        actions.apply.push(Apply { group, entries: committed });
+    }
+    let number = ready.number();
+    let must_sync = ready.must_sync();
+    let messages = ready.take_persisted_messages();
+    node.advance_append_async(ready);
+    let writes = !entries.is_empty() || hard_state.is_some();
+    if writes {
+        actions.persist.push(PersistRequest { group, ready: number, entries, hard_state, must_sync });
+    }
+    if !writes && state.waiting.is_empty() {
+        // Nothing to make durable and nothing before it: durable already.
+        node.on_persist_ready(number);
+        for message in messages {
+            actions.send(group, message);
+        }
+        return;
+    }
+    state.waiting.push_back(Waiting { ready: number, writes, messages });
+}
+
+/// Kafka offset after the last entry of the raft log, stable and unstable.
+fn next_offset(node: &RawNode<GroupStorage>) -> u64 {
+    let translator = node.store().translator();
+    let unstable = node.raft.raft_log.unstable_entries();
+    let Some(first) = unstable.first() else { return translator.next_offset() };
+    let before = translator.end_offset_of(first.index - 1);
+    let before = before.unwrap_or_else(|| panic!("unstable entry {} follows the log", first.index));
+    before + unstable.iter().map(|entry| u64::from(offset_count(entry))).sum::<u64>()
+}
+
+/// Replaces raft-rs's thread-RNG election timeout with one from the shard's seeded RNG
+/// whenever the election clock has just been reset (see the module doc).
+fn redraw_election_timeout(node: &mut RawNode<GroupStorage>, rng: &mut StdRng, ticks: usize) {
+    let raft = &mut node.raft;
+    if raft.state != StateRole::Leader && raft.election_elapsed == 0 {
+        raft.set_randomized_election_timeout(rng.gen_range(ticks..2 * ticks));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offset_translator::BATCH_HEADER_BYTES;
+
+    const GROUP: GroupId = GroupId { topic: 1, partition: 0 };
+
+    fn batch(offset_count: i32) -> Bytes {
+        let mut bytes = vec![0u8; BATCH_HEADER_BYTES];
+        bytes[16] = 2;
+        bytes[23..27].copy_from_slice(&(offset_count - 1).to_be_bytes());
+        Bytes::from(bytes)
+    }
+
+    fn cluster(nodes: u64, groups: &[GroupId]) -> Vec<MultiRaft> {
+        (1..=nodes)
+            .map(|id| {
+                let mut raft = MultiRaft::new(Config::new(id, id));
+                for &group in groups {
+                    let voters = (1..=nodes).collect();
+                    raft.create_group(group, GroupStorage::new(voters), 0).expect("new group");
+                }
+                raft
+            })
+            .collect()
+    }
+
+    /// Collects from every node, persists at once and delivers everything, until quiet.
+    fn settle(nodes: &mut [MultiRaft]) {
+        for _ in 0..100 {
+            let mut quiet = true;
+            let mut inbox = Vec::new();
+            for raft in nodes.iter_mut() {
+                let actions = raft.collect();
+                quiet &= actions.is_empty();
+                for request in &actions.persist {
+                    raft.persisted(request.group, request.ready).expect("known group");
+                }
+                for (_, envelopes) in actions.messages.into_iter().chain(actions.heartbeats) {
+                    inbox.extend(envelopes);
+                }
+                for apply in &actions.apply {
+                    let last = apply.entries.last().map_or(0, |entry| entry.index);
+                    raft.applied(apply.group, last).expect("known group");
+                }
+            }
+            for envelope in inbox {
+                let to = envelope.message.to as usize - 1;
+                let _ = nodes[to].step(envelope.group, envelope.message);
+            }
+            if quiet {
+                return;
+            }
+        }
+        panic!("cluster never settled");
+    }
+
+    #[test]
+    fn a_leader_commits_only_after_its_own_write() {
+        let mut nodes = cluster(1, &[GROUP]);
+        let raft = &mut nodes[0];
+        raft.campaign(GROUP).expect("campaign");
+        let election = raft.collect();
+        assert_eq!(election.leadership[0].role, StateRole::Leader);
+        for request in &election.persist {
+            raft.persisted(request.group, request.ready).expect("known group");
+        }
+        raft.collect();
+        let committed = raft.commit_index(GROUP);
+        let proposed = raft.propose(GROUP, batch(3)).expect("leader accepts");
+        let actions = raft.collect();
+        assert_eq!(actions.persist.len(), 1);
+        assert_eq!(actions.persist[0].entries.last().map(|entry| entry.index), Some(proposed.index));
+        assert_eq!(raft.commit_index(GROUP), committed, "no commit before the leader's own write");
+        raft.persisted(GROUP, actions.persist[0].ready).expect("known group");
+        let applied = raft.collect();
+        assert_eq!(raft.commit_index(GROUP), Some(proposed.index));
+        let entries = &applied.apply[0].entries;
+        assert_eq!(entries.last().map(|entry| entry.index), Some(proposed.index));
+    }
+
+    #[test]
+    fn followers_name_the_leader_instead_of_forwarding() {
+        let mut nodes = cluster(3, &[GROUP]);
+        nodes[0].campaign(GROUP).expect("campaign");
+        settle(&mut nodes);
+        assert_eq!(nodes[0].leader_term(GROUP), Some(1), "pre-vote does not bump the term");
+        match nodes[1].propose(GROUP, batch(1)) {
+            Err(ProposeError::NotLeader { leader: Some(1), term: 1, .. }) => {}
+            other => panic!("expected NotLeader naming node 1, got {other:?}"),
+        }
+        let first = nodes[0].propose(GROUP, batch(4)).expect("leader accepts");
+        let second = nodes[0].propose(GROUP, batch(2)).expect("leader accepts");
+        // Index 1 is the leader's empty entry, which takes no Kafka offset.
+        assert_eq!((first.index, first.base_offset), (2, 0));
+        assert_eq!((second.index, second.base_offset), (3, 4));
+        settle(&mut nodes);
+        for raft in &nodes {
+            assert_eq!(raft.commit_index(GROUP), Some(3));
+            let translator = raft.storage(GROUP).expect("group").translator();
+            assert_eq!(translator.offsets_of(3), Some(4..6));
+        }
+        let invalid = nodes[0].propose(GROUP, Bytes::from_static(b"short"));
+        assert!(matches!(invalid, Err(ProposeError::InvalidBatch { .. })));
+    }
+
+    #[test]
+    fn heartbeats_of_many_groups_are_grouped_per_node() {
+        let groups = [GROUP, GroupId { topic: 1, partition: 1 }, GroupId { topic: 2, partition: 0 }];
+        let mut nodes = cluster(3, &groups);
+        for group in groups {
+            nodes[0].campaign(group).expect("campaign");
+        }
+        settle(&mut nodes);
+        let heartbeat_ticks = nodes[0].config.heartbeat_ticks;
+        for _ in 0..heartbeat_ticks {
+            nodes[0].tick();
+        }
+        let actions = nodes[0].collect();
+        assert!(actions.messages.is_empty(), "{:?}", actions.messages);
+        assert_eq!(actions.heartbeats.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
+        for envelopes in actions.heartbeats.values() {
+            let mut seen: Vec<GroupId> = envelopes.iter().map(|envelope| envelope.group).collect();
+            seen.sort();
+            assert_eq!(seen, groups.to_vec());
+            assert!(envelopes.iter().all(|envelope| envelope.message.get_msg_type() == MessageType::MsgHeartbeat));
+        }
+    }
+
+    #[test]
+    fn messages_from_the_network_are_checked() {
+        let mut nodes = cluster(3, &[GROUP]);
+        let raft = &mut nodes[0];
+        let mut message = Message::default();
+        message.set_msg_type(MessageType::MsgHeartbeat);
+        message.to = 2;
+        assert!(matches!(raft.step(GROUP, message.clone()), Err(StepError::WrongDestination { to: 2, node: 1 })));
+        message.to = 1;
+        let unknown = GroupId { topic: 9, partition: 9 };
+        assert!(matches!(raft.step(unknown, message.clone()), Err(StepError::UnknownGroup { .. })));
+        message.set_msg_type(MessageType::MsgPropose);
+        assert!(matches!(raft.step(GROUP, message.clone()), Err(StepError::Refused { .. })));
+        message.set_msg_type(MessageType::MsgHup);
+        assert!(matches!(raft.step(GROUP, message), Err(StepError::Raft { .. })));
+        assert!(matches!(MultiRaft::decode_message(&[0xff, 0xff, 0xff]), Err(StepError::Decode(_))));
+        let mut valid = Message::default();
+        valid.set_msg_type(MessageType::MsgAppend);
+        valid.to = 1;
+        let bytes = valid.write_to_bytes().expect("encodes");
+        assert_eq!(MultiRaft::decode_message(&bytes).ok(), Some(valid));
+    }
+
+    #[test]
+    fn one_seed_gives_one_election_schedule() {
+        let timeouts = |seed| {
+            let mut raft = MultiRaft::new(Config::new(1, seed));
+            raft.create_group(GROUP, GroupStorage::new(vec![1, 2, 3]), 0).expect("new group");
+            let group = raft.groups.get(&GROUP).expect("group");
+            group.node.raft.randomized_election_timeout()
+        };
+        assert_eq!(timeouts(42), timeouts(42));
+        let spread: BTreeSet<usize> = (0..50).map(timeouts).collect();
+        assert!(spread.len() > 1 && spread.iter().all(|t| (10..20).contains(t)), "{spread:?}");
+    }
+}
