@@ -21,10 +21,7 @@ fn valid_message() -> Vec<u8> {
     m.index = 41;
     m.log_term = 6;
     m.commit = 40;
-    let mut e = Entry::default();
-    e.term = 7;
-    e.index = 42;
-    e.data = vec![0xab; 300].into();
+    let e = Entry { term: 7, index: 42, data: vec![0xab; 300].into(), ..Default::default() };
     m.entries = vec![e].into();
     m.write_to_bytes().expect("a message encodes")
 }
