@@ -171,8 +171,12 @@ async fn read_all(shard: &Rc<Shard>, wants: &[(usize, Want)], response_bytes_max
         .await
 }
 
-/// Reads one owner's partitions in request order, in windows whose limits together
-/// fit what is left of the budget. Within a window the reads run concurrently:
+/// Partitions one owner reads at once for a fetch: one task awaiting a thousand DMA
+/// reads overflows glommio's count of wakers per task.
+const READS_CONCURRENCY: usize = 64;
+
+/// Reads one owner's partitions in request order, in windows (of at most
+/// `READS_CONCURRENCY`) whose limits together fit what is left of the budget. Within a window the reads run concurrently:
 /// catch-up reads are DMA reads, and one partition's disk latency must not queue the
 /// others behind it. Once the budget is spent the rest answer without records.
 async fn read_owned(shard: &Shard, wants: Vec<Want>, budget: usize) -> Vec<Got> {
@@ -183,7 +187,10 @@ async fn read_owned(shard: &Shard, wants: Vec<Want>, budget: usize) -> Vec<Got> 
     while !rest.is_empty() {
         let mut window = 0;
         let mut reserved = 0;
-        while window < rest.len() && (window == 0 || reserved + rest[window].max_bytes <= left) {
+        while window < rest.len()
+            && window < READS_CONCURRENCY
+            && (window == 0 || reserved + rest[window].max_bytes <= left)
+        {
             reserved += rest[window].max_bytes.min(left);
             window += 1;
         }
