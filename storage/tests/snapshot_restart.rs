@@ -43,15 +43,21 @@ struct Life {
     seen: Vec<BatchHeader>,
 }
 
-async fn open(root: &Path) -> Life {
+/// A shard's journal, flush loop and state store under `root`, as a broker shard opens
+/// them; checkpoints run only when the test asks for one.
+async fn shard_storage(root: &Path) -> (Rc<Journal>, Rc<FlushQueue>, Rc<ShardKv>) {
     keel_storage::prime_dma_probe(root).await.unwrap();
-    // Checkpoints run only when the test asks for one.
     let config =
         JournalConfig { checkpoint_interval: std::time::Duration::from_secs(3600), ..JournalConfig::default() };
     let journal = Journal::open(&root.join(".journal"), config).await.unwrap();
     let flush = FlushQueue::with_journal(None, journal.clone());
     glommio::spawn_local(flush.clone().run()).detach();
     let kv = ShardKv::open(&root.join(".kv"), flush.clone()).await.unwrap();
+    (journal, flush, kv)
+}
+
+async fn open(root: &Path) -> Life {
+    let (journal, flush, kv) = shard_storage(root).await;
     let mut seen = Vec::new();
     let (log, kind) = PartitionLog::open_journaled(
         &root.join("t-0"),
@@ -311,13 +317,7 @@ fn snapshot_bytes_per_checkpoint_at_1000_partitions() {
     const PARTITIONS: usize = 1000;
     let (_tmp, root) = tempdir();
     common::run(move || async move {
-        keel_storage::prime_dma_probe(&root).await.unwrap();
-        let config =
-            JournalConfig { checkpoint_interval: std::time::Duration::from_secs(3600), ..JournalConfig::default() };
-        let journal = Journal::open(&root.join(".journal"), config).await.unwrap();
-        let flush = FlushQueue::with_journal(None, journal.clone());
-        glommio::spawn_local(flush.clone().run()).detach();
-        let kv = ShardKv::open(&root.join(".kv"), flush.clone()).await.unwrap();
+        let (journal, flush, kv) = shard_storage(&root).await;
         let log_config = LogConfig { segment_bytes_max: 8 << 20, cache_bytes_max: 64 << 10, ..LogConfig::default() };
         let mut logs = Vec::new();
         for i in 0..PARTITIONS {
