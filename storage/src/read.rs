@@ -112,6 +112,9 @@ pub async fn read(
     // Where the next batch not returned starts, when the read stopped inside a segment
     // with more durable data after it: the place to read ahead from.
     let mut stopped_at: Option<u64> = None;
+    // The base offset of the next batch, known once a batch before it was parsed: a
+    // batch cut by the written size may leave too few bytes to read it from.
+    let mut next_base: Option<i64> = None;
     'segments: loop {
         if position >= seg.written_size {
             match log.borrow().segment_after(seg.base_offset) {
@@ -146,7 +149,11 @@ pub async fn read(
             if need > rest.len() {
                 // A batch only partly written (the segment's written size ends on a
                 // page inside it) is past `upto`: stop before it, not at its cut.
-                if rest.len() >= 8 && i64::from_be_bytes(rest[..8].try_into().expect("8 bytes")) >= upto {
+                let base = match rest.get(..8) {
+                    Some(b) => Some(i64::from_be_bytes(b.try_into().expect("8 bytes"))),
+                    None => next_base,
+                };
+                if base.is_some_and(|b| b >= upto) {
                     break 'segments;
                 }
                 if cursor == 0 {
@@ -160,6 +167,7 @@ pub async fn read(
                 break;
             }
             let header = BatchHeader::parse(rest).map_err(|e| corrupt(&seg.path, position, e.to_string()))?;
+            next_base = Some(header.last_offset() + 1);
             if header.base_offset >= upto {
                 break 'segments;
             }

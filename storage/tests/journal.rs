@@ -248,3 +248,53 @@ fn one_fsync_per_pass_and_acknowledged_batches_survive_power_loss() {
         });
     }
 }
+
+/// A journaled log writes its segment in whole pages after each pass, so the written
+/// part of the active segment may end a few bytes into a batch. A read from disk must
+/// stop before that batch, even when fewer than the 8 bytes of its base offset are
+/// written (the broker served KAFKA_STORAGE_ERROR for it once).
+#[test]
+fn reads_stop_before_a_batch_cut_a_few_bytes_after_its_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_path_buf();
+    common::run(move || async move {
+        keel_storage::prime_dma_probe(&root).await.unwrap();
+        let journal = Journal::open(&root.join(".journal"), journal_config()).await.unwrap();
+        let flush = FlushQueue::with_journal(None, journal.clone());
+        glommio::spawn_local(flush.clone().run()).detach();
+        let config = LogConfig { cache_bytes_max: 0, ..log_config() };
+        for cut in 1..8usize {
+            let (l, _) =
+                PartitionLog::open_journaled(&log_dir(&root, cut), config.clone(), None, &journal, key(cut), |_| {})
+                    .await
+                    .unwrap();
+            let l = Rc::new(std::cell::RefCell::new(l));
+            flush.register(&l);
+            journal.finish_recovery();
+            // The first batch ends `cut` bytes before the page boundary.
+            let first = (3000..4096)
+                .map(|n| build_batch(0, 0, &[(None, Some(&vec![b'a'; n]))]))
+                .find(|b| b.len() == 4096 - cut)
+                .expect("a batch of that size");
+            let second = build_batch(0, 0, &[(None, Some(b"second"))]);
+            let mut last = 0;
+            for b in [&first, &second] {
+                last = l.borrow_mut().append(b, 0, None).base_offset;
+                flush.mark_dirty(&l);
+            }
+            while l.borrow().high_watermark() <= last {
+                let w = l.borrow().changed.wait();
+                w.await;
+            }
+            // The first page is written (and the first batch evicted from the cache).
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while l.borrow().cache_bytes() >= first.len() + second.len() {
+                assert!(std::time::Instant::now() < deadline, "the first page was never written");
+                glommio::timer::sleep(Duration::from_millis(5)).await;
+            }
+            let got = read_all(&l).await;
+            assert_eq!(got.len(), 2, "cut {cut}: both batches read");
+            assert_eq!(got[1].1, b"second");
+        }
+    });
+}
