@@ -15,5 +15,6 @@ pub mod coordinator;
 pub mod errors;
 pub mod handlers;
 pub mod net;
+pub mod replication;
 pub mod shard;
 pub mod util;
