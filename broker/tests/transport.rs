@@ -345,6 +345,10 @@ fn hostile_frames_close_their_connection_and_the_port_keeps_serving() {
         eventually("a good transport's message", || receiver.count() == 2).await;
         assert_same(&receiver.messages()[1..], &sent);
         assert_eq!(receiver.transport.stats().frames_received, 2);
+
+        // Dropping the transport stops its listener.
+        drop(receiver);
+        eventually("the port closed", || std::net::TcpStream::connect(addr).is_err()).await;
     });
 }
 
