@@ -1,10 +1,9 @@
 //! Replication between Keel brokers: the glommio shell around the pure Raft core
 //! (`keel-raft`), which owns the network, the disk and the timer for the core.
 //!
-//! Each shard replicates its own partitions and talks to the same shard of no one in
-//! particular: a Raft message goes to a `(node, shard)` destination, over the shard's own
-//! connections ([`transport`]), and arrives on the shard that owns the group there. No
-//! replication state is shared between shards.
+//! Each shard replicates its own partitions: a Raft message goes to a `(node, shard)`
+//! destination over the sending shard's own connections ([`transport`]) and arrives on
+//! the shard that owns the group there. No replication state is shared between shards.
 //!
 //! [`frame`] is the wire format of node-to-node frames, kept apart from the sockets so
 //! that its decoder can be tested and fuzzed on bytes alone.
