@@ -71,6 +71,17 @@ pub struct BrokerConfig {
     pub journal_file_bytes: u64,
     /// A shard journal checkpoint starts at least this often while data is unsynced.
     pub journal_checkpoint_interval_ms: u64,
+    /// Node-to-node listener of a cluster (`--rpc-addr`); shard `s` listens on its
+    /// port + `s`. Without `peers` Keel is a single node and this is unused.
+    pub rpc_addr: Option<String>,
+    /// The cluster's voters, `id@host:rpcport` each, this node among them. Empty: a
+    /// single node, as before replication.
+    pub peers: Vec<String>,
+    /// Period of the Raft tick; the election timeout is `raft_election_ticks` to
+    /// twice that many ticks, the heartbeat every `raft_heartbeat_ticks`.
+    pub raft_tick_ms: u64,
+    pub raft_election_ticks: usize,
+    pub raft_heartbeat_ticks: usize,
 }
 
 impl Default for BrokerConfig {
@@ -107,6 +118,11 @@ impl Default for BrokerConfig {
             offsets_topic_partitions: 50,
             journal_file_bytes: 64 << 20,
             journal_checkpoint_interval_ms: 60_000,
+            rpc_addr: None,
+            peers: Vec::new(),
+            raft_tick_ms: 50,
+            raft_election_ticks: 10,
+            raft_heartbeat_ticks: 2,
         }
     }
 }
@@ -148,6 +164,41 @@ impl BrokerConfig {
             Some((host, port)) => (host.trim_matches(['[', ']']).to_string(), port.parse().unwrap_or(9092)),
             None => (addr.to_string(), 9092),
         }
+    }
+
+    /// The cluster's voters by node id with their node-to-node address; empty for a
+    /// single node. Checked at start: this node must be among them, ids unique.
+    pub fn cluster_peers(&self) -> Result<std::collections::BTreeMap<u64, std::net::SocketAddr>, String> {
+        let mut peers = std::collections::BTreeMap::new();
+        for spec in &self.peers {
+            let (id, addr) = spec.split_once('@').ok_or_else(|| format!("peer {spec:?}: expected ID@HOST:PORT"))?;
+            let id: u64 = id.parse().ok().filter(|id| *id > 0).ok_or_else(|| format!("peer {spec:?}: bad node id"))?;
+            let addr = std::net::ToSocketAddrs::to_socket_addrs(addr)
+                .ok()
+                .and_then(|mut a| a.next())
+                .ok_or_else(|| format!("peer {spec:?}: bad address"))?;
+            if peers.insert(id, addr).is_some() {
+                return Err(format!("peer id {id} given twice"));
+            }
+        }
+        if !peers.is_empty() {
+            if !peers.contains_key(&(self.node_id as u64)) {
+                return Err(format!("node id {} is not among the peers {:?}", self.node_id, self.peers));
+            }
+            if self.rpc_addr.is_none() {
+                return Err("a cluster node needs --rpc-addr".into());
+            }
+        }
+        Ok(peers)
+    }
+
+    /// This node's node-to-node listener address.
+    pub fn rpc_socket_addr(&self) -> Result<std::net::SocketAddr, String> {
+        let addr = self.rpc_addr.as_deref().ok_or("no rpc address")?;
+        std::net::ToSocketAddrs::to_socket_addrs(addr)
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| format!("invalid rpc address {addr:?}: expected HOST:PORT"))
     }
 
     pub fn journal_config(&self) -> keel_storage::journal::JournalConfig {

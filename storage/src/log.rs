@@ -225,6 +225,16 @@ impl PartitionLog {
     pub fn set_replicated(&mut self) {
         self.hw_follows_flush = false;
     }
+    /// Everything below this is durable on this node (journaled or fsynced).
+    pub fn durable_offset(&self) -> i64 {
+        self.durable_offset
+    }
+    /// Sets the high watermark after a restart, down as well as up: recovery leaves it
+    /// at the log end, and a replicated log's tail may not be committed.
+    pub fn restart_high_watermark(&mut self, offset: i64) {
+        self.high_watermark = offset.clamp(self.log_start_offset.min(self.next_offset), self.next_offset);
+        self.changed.notify();
+    }
     /// Moves the high watermark (never backwards, never past the log end).
     pub fn set_high_watermark(&mut self, offset: i64) {
         assert!(offset <= self.next_offset, "high watermark {offset} past the log end {}", self.next_offset);

@@ -132,6 +132,23 @@ async fn route(shard: &Rc<Shard>, path: &str) -> (&'static str, &'static str, St
             );
             ("200 OK", "application/json", body + "\n")
         }
+        "/v1/cluster" => {
+            // The cluster as this node sees it: registered brokers, the controller
+            // (-1 while there is none), and the replicated partitions it knows leaders of.
+            let meta = shard.meta();
+            let leaders = shard.leaders.borrow();
+            let led = leaders.values().filter(|(l, _)| *l >= 0).count();
+            let body = format!(
+                r#"{{"node_id":{},"cluster_id":"{}","brokers":{},"controller":{},"groups_with_leader":{},"groups_known":{}}}"#,
+                shard.config.node_id,
+                meta.cluster_id,
+                meta.brokers.len().max(usize::from(shard.replication.is_none())),
+                crate::replication::cluster::controller_id(shard),
+                led,
+                leaders.len()
+            );
+            ("200 OK", "application/json", body + "\n")
+        }
         "/metrics" => ("200 OK", "text/plain; version=0.0.4", render_metrics(&gather(shard).await)),
         _ => ("404 Not Found", "text/plain", "not found\n".into()),
     }

@@ -44,6 +44,13 @@ pub struct ServeArgs {
     pub memory: Option<String>,
     #[arg(long)]
     pub node_id: Option<i32>,
+    /// Node-to-node listener of a cluster, HOST:PORT (shard s listens on PORT + s).
+    #[arg(long)]
+    pub rpc_addr: Option<String>,
+    /// The cluster's voters, ID@HOST:RPCPORT,... (this node among them). Without it
+    /// Keel runs as a single node.
+    #[arg(long, value_delimiter = ',')]
+    pub peers: Vec<String>,
     /// Wait of a rebalance of an empty consumer group for more members (Kafka's
     /// group.initial.rebalance.delay.ms); tests pass 0.
     #[arg(long)]
@@ -77,6 +84,13 @@ impl ServeArgs {
         if let Some(v) = self.node_id {
             c.node_id = v;
         }
+        if let Some(v) = self.rpc_addr {
+            c.rpc_addr = Some(v);
+        }
+        if !self.peers.is_empty() {
+            c.peers = self.peers;
+        }
+        c.cluster_peers()?;
         if let Some(v) = self.group_initial_rebalance_delay_ms {
             c.group_initial_rebalance_delay_ms = v;
         }

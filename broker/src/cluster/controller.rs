@@ -14,9 +14,13 @@ use std::rc::Rc;
 
 use uuid::Uuid;
 
+use std::time::Duration;
+
 use super::configs;
-use super::metadata::{Metadata, MetadataStore, TopicMeta};
+use super::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
 use crate::errors;
+use crate::replication::cluster::{self, ControlRequest};
+use crate::replication::shell::{Replication, METADATA_GROUP};
 use crate::shard::Shard;
 
 /// Producer ids reserved per metadata write.
@@ -27,8 +31,15 @@ pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 pub struct Controller {
     store: MetadataStore,
     next_producer_id: Cell<i64>,
+    /// In a cluster: the end of the producer-id block this node was granted (0
+    /// until it asks for one; a restarted node never reuses its last block).
+    producer_block_end: Cell<i64>,
     /// One permit: the change that holds it is the only one running.
     turn: glommio::sync::Semaphore,
+    /// In a cluster: one permit for taking a new producer-id block.
+    ids_turn: glommio::sync::Semaphore,
+    /// In a cluster: committed metadata not installed yet.
+    pub installs: std::cell::RefCell<Option<Rc<crate::replication::cluster::Installs>>>,
 }
 
 /// A topic to create, as CreateTopics or auto-creation asks.
@@ -48,7 +59,10 @@ impl Controller {
         Controller {
             store: MetadataStore::new(data_dir),
             next_producer_id: Cell::new(meta.producer_id_block_end),
+            producer_block_end: Cell::new(0),
             turn: glommio::sync::Semaphore::new(1),
+            ids_turn: glommio::sync::Semaphore::new(1),
+            installs: Default::default(),
         }
     }
 }
@@ -88,10 +102,11 @@ fn validate_spec(spec: &TopicSpec, meta: &Metadata, default_partitions: i32) -> 
             format!("Number of partitions must be in 1..={PARTITIONS_PER_TOPIC_MAX}."),
         ));
     }
-    if spec.replication_factor != -1 && spec.replication_factor != 1 {
+    let brokers = meta.brokers.len().max(1);
+    if spec.replication_factor != -1 && !(1..=brokers as i16).contains(&spec.replication_factor) {
         return Err((
             errors::INVALID_REPLICATION_FACTOR,
-            format!("Unable to replicate the partition {} time(s): The target replication factor of {} cannot be reached because only 1 broker(s) are registered.", spec.replication_factor, spec.replication_factor),
+            format!("Unable to replicate the partition {} time(s): The target replication factor of {} cannot be reached because only {brokers} broker(s) are registered.", spec.replication_factor, spec.replication_factor),
         ));
     }
     for (k, v) in &spec.configs {
@@ -102,18 +117,31 @@ fn validate_spec(spec: &TopicSpec, meta: &Metadata, default_partitions: i32) -> 
 
 /// Creates the named topics with the broker defaults if auto-creation is on and the
 /// names are valid; callable from any shard. Returns the metadata in force afterwards.
+/// In a cluster a node that is not the controller asks it, and waits a little.
 pub async fn auto_create_topics(shard: &Rc<Shard>, names: Vec<String>) -> Rc<Metadata> {
     let meta = shard.meta();
-    let specs: Vec<TopicSpec> = names
-        .into_iter()
-        .filter(|n| !meta.topics.contains_key(n) && validate_topic_name(n).is_ok())
-        .map(|name| TopicSpec { name, partitions: -1, replication_factor: -1, configs: BTreeMap::new() })
-        .collect();
+    let specs = auto_create_specs(&meta, names);
     if specs.is_empty() || !shard.config.auto_create_topics {
         return meta;
     }
+    if shard.replication.is_some() {
+        let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        let request = ControlRequest::CreateTopics { names: names.clone() };
+        cluster::ask_until(shard, request, Duration::from_secs(3), |m| names.iter().all(|n| m.topics.contains_key(n)))
+            .await;
+        return shard.meta();
+    }
     shard.submit_to(0, move |s| async move { create_topics(s, specs, false).await.len() }).await;
     shard.meta()
+}
+
+/// Topics auto-creation would create for `names`: the missing ones with valid names.
+pub fn auto_create_specs(meta: &Metadata, names: Vec<String>) -> Vec<TopicSpec> {
+    names
+        .into_iter()
+        .filter(|n| !meta.topics.contains_key(n) && validate_topic_name(n).is_ok())
+        .map(|name| TopicSpec { name, partitions: -1, replication_factor: -1, configs: BTreeMap::new() })
+        .collect()
 }
 
 /// Creates topics; each result is the created topic or why not.
@@ -128,10 +156,21 @@ pub async fn create_topics(
     let mut changed = false;
     for spec in &specs {
         let r = validate_spec(spec, &meta, shard.config.num_partitions).map(|partitions| {
+            let replication_factor = match spec.replication_factor {
+                -1 if spec.name.starts_with("__") => meta.brokers.len().min(3),
+                -1 => 1,
+                rf => rf as usize,
+            };
             let topic = TopicMeta {
                 id: Uuid::new_v4(),
                 partitions: meta.place(partitions as usize, shard.count),
                 configs: spec.configs.clone(),
+                // Group state stays on each node for now (see `cluster::group_coordinator`).
+                replicas: if spec.name == crate::coordinator::OFFSETS_TOPIC {
+                    Vec::new()
+                } else {
+                    place_replicas(&meta, &spec.name, 0, partitions as usize, replication_factor)
+                },
             };
             if !validate_only {
                 meta.topics.insert(spec.name.clone(), topic.clone());
@@ -143,7 +182,7 @@ pub async fn create_topics(
     }
     if changed {
         if let Err(e) = commit(&shard, meta).await {
-            return specs.iter().map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone()))).collect();
+            return specs.iter().map(|_| Err(e.clone())).collect();
         }
     }
     results
@@ -163,7 +202,7 @@ pub async fn delete_topics(shard: Rc<Shard>, names: Vec<String>) -> Vec<Result<U
         .collect();
     if results.iter().any(|r| r.is_ok()) {
         if let Err(e) = commit(&shard, meta).await {
-            return names.iter().map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone()))).collect();
+            return names.iter().map(|_| Err(e.clone())).collect();
         }
     }
     results
@@ -193,9 +232,16 @@ pub async fn create_partitions(
                 format!("Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}."),
             )),
             Some(t) => {
-                let added = meta.place(*count as usize - t.partitions.len(), shard.count);
+                let (first, added) = (t.partitions.len(), *count as usize - t.partitions.len());
+                let replicas = match t.replicas.first() {
+                    Some(r) => place_replicas(&meta, name, first, added, r.len()),
+                    None => Vec::new(),
+                };
+                let placed = meta.place(added, shard.count);
                 if !validate_only {
-                    meta.topics.get_mut(name).expect("checked above").partitions.extend(added);
+                    let t = meta.topics.get_mut(name).expect("checked above");
+                    t.partitions.extend(placed);
+                    t.replicas.extend(replicas);
                     changed = true;
                 }
                 Ok(())
@@ -205,7 +251,7 @@ pub async fn create_partitions(
     }
     if changed {
         if let Err(e) = commit(&shard, meta).await {
-            return changes.iter().map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone()))).collect();
+            return changes.iter().map(|_| Err(e.clone())).collect();
         }
     }
     results
@@ -235,7 +281,7 @@ pub async fn alter_configs(
     }
     if !validate_only && results.iter().any(|r| r.is_ok()) {
         if let Err(e) = commit(&shard, meta).await {
-            return changes.iter().map(|_| Err((errors::UNKNOWN_SERVER_ERROR, e.clone()))).collect();
+            return changes.iter().map(|_| Err(e.clone())).collect();
         }
     }
     results
@@ -275,25 +321,129 @@ fn apply_config_change(meta: &mut Metadata, change: &ConfigChange) -> Result<(),
 }
 
 /// Hands out one producer id, persisting a new block when the current one is used up.
+/// In a cluster each node takes blocks from the controller, and hands out its own.
 pub async fn allocate_producer_id(shard: Rc<Shard>) -> Result<i64, Failure> {
     let c = controller(&shard);
+    if shard.replication.is_some() {
+        let _turn = c.ids_turn.acquire_permit(1).await.expect("the ids turn never closes");
+        if c.next_producer_id.get() >= c.producer_block_end.get() {
+            let node = shard.config.node_id;
+            let before = shard.meta().producer_id_blocks.get(&node).copied();
+            let request = ControlRequest::ProducerIds { node };
+            let granted = cluster::ask_until(&shard, request, Duration::from_secs(5), |m| {
+                m.producer_id_blocks.get(&node).copied() != before
+            })
+            .await;
+            let start = shard.meta().producer_id_blocks.get(&node).copied().filter(|_| granted);
+            let start =
+                start.ok_or((errors::COORDINATOR_NOT_AVAILABLE, "no producer ids from the controller".into()))?;
+            c.next_producer_id.set(start);
+            c.producer_block_end.set(start + PRODUCER_ID_BLOCK);
+        }
+        let id = c.next_producer_id.get();
+        c.next_producer_id.set(id + 1);
+        return Ok(id);
+    }
     let _turn = take_turn(&shard).await;
     let id = c.next_producer_id.get();
     c.next_producer_id.set(id + 1);
     if id >= shard.meta().producer_id_block_end {
         let mut meta = (*shard.meta()).clone();
         meta.producer_id_block_end = id + PRODUCER_ID_BLOCK;
-        commit(&shard, meta).await.map_err(|e| (errors::UNKNOWN_SERVER_ERROR, e))?;
+        commit(&shard, meta).await?;
     }
     Ok(id)
 }
 
-async fn commit(shard: &Rc<Shard>, mut meta: Metadata) -> Result<(), String> {
+/// The controller grants `node` the next block of producer ids.
+pub async fn grant_producer_ids(shard: &Rc<Shard>, node: i32) -> Result<(), Failure> {
+    let _turn = take_turn(shard).await;
+    let mut meta = (*shard.meta()).clone();
+    meta.producer_id_blocks.insert(node, meta.producer_id_block_end);
+    meta.producer_id_block_end += PRODUCER_ID_BLOCK;
+    commit(shard, meta).await
+}
+
+/// The controller records a broker's address (idempotent).
+pub async fn register_broker(shard: &Rc<Shard>, node: i32, broker: BrokerMeta) -> Result<(), Failure> {
+    let _turn = take_turn(shard).await;
+    let mut meta = (*shard.meta()).clone();
+    if meta.brokers.get(&node) == Some(&broker) {
+        return Ok(());
+    }
+    tracing::info!(node, host = %broker.host, port = broker.port, "registering broker");
+    meta.brokers.insert(node, broker);
+    commit(shard, meta).await
+}
+
+/// Replicas of partitions `first..first + count` of `topic`: `factor` consecutive
+/// registered brokers each, the start moving one broker per partition (leaders spread
+/// over nodes) from a point the topic's name picks (topics spread too). Empty on a
+/// single node.
+fn place_replicas(meta: &Metadata, topic: &str, first: usize, count: usize, factor: usize) -> Vec<Vec<i32>> {
+    let brokers: Vec<i32> = meta.brokers.keys().copied().collect();
+    if brokers.is_empty() {
+        return Vec::new();
+    }
+    let factor = factor.clamp(1, brokers.len());
+    let offset = crc32c::crc32c(topic.as_bytes()) as usize;
+    (first..first + count).map(|p| (0..factor).map(|r| brokers[(offset + p + r) % brokers.len()]).collect()).collect()
+}
+
+/// Makes `meta` the next metadata version: on a single node saved and pushed to every
+/// shard; in a cluster proposed to the metadata group, and installed by every node
+/// once committed. Returns once this node installed it.
+async fn commit(shard: &Rc<Shard>, mut meta: Metadata) -> Result<(), Failure> {
     let c = controller(shard);
+    if let Some(replication) = &shard.replication {
+        return commit_replicated(shard, replication, meta).await;
+    }
     meta.version = shard.meta().version + 1;
     meta.reindex();
-    c.store.save_async(&meta).await?;
+    c.store.save_async(&meta).await.map_err(|e| (errors::UNKNOWN_SERVER_ERROR, e))?;
     *shard.metadata.borrow_mut() = Rc::new(meta.clone());
     shard.submit_to_all(move |s| async move { s.apply_metadata(meta).await }).await;
+    Ok(())
+}
+
+async fn commit_replicated(shard: &Rc<Shard>, replication: &Replication, mut meta: Metadata) -> Result<(), Failure> {
+    let not_controller = || (errors::NOT_CONTROLLER, "This node is not the controller.".to_string());
+    let timeout = Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + timeout;
+    // A new controller first installs everything its predecessors committed, so the
+    // change starts from the latest metadata.
+    while !cluster::caught_up(shard) {
+        if !replication.leads(METADATA_GROUP) {
+            return Err(not_controller());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err((errors::REQUEST_TIMED_OUT, "the controller is still catching up".into()));
+        }
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+    meta.version = shard.meta().version + 1;
+    meta.reindex();
+    let version = meta.version;
+    let (header, term) =
+        replication.propose(METADATA_GROUP, &cluster::encode_metadata(&meta), None).map_err(|(code, m)| {
+            if code == errors::NOT_LEADER_OR_FOLLOWER {
+                not_controller()
+            } else {
+                (code, m)
+            }
+        })?;
+    replication.wait_committed(METADATA_GROUP, term, header.last_offset(), timeout).await.map_err(|code| {
+        if code == errors::NOT_LEADER_OR_FOLLOWER {
+            not_controller()
+        } else {
+            (code, "the metadata change was not committed".to_string())
+        }
+    })?;
+    while shard.meta().version < version {
+        if std::time::Instant::now() >= deadline {
+            return Err((errors::REQUEST_TIMED_OUT, "the metadata change was not installed in time".into()));
+        }
+        glommio::timer::sleep(Duration::from_millis(2)).await;
+    }
     Ok(())
 }

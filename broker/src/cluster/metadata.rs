@@ -14,6 +14,24 @@ pub struct TopicMeta {
     pub partitions: Vec<usize>,
     /// Topic configs set explicitly (not the broker defaults).
     pub configs: BTreeMap<String, String>,
+    /// Replica node ids of each partition, preferred leader first; empty for a
+    /// topic of a single-node broker (its one replica is that node).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<Vec<i32>>,
+}
+
+impl TopicMeta {
+    /// Replica node ids of `partition`, or `None` when the topic is not replicated.
+    pub fn replicas_of(&self, partition: i32) -> Option<&[i32]> {
+        usize::try_from(partition).ok().and_then(|p| self.replicas.get(p)).map(|r| r.as_slice())
+    }
+}
+
+/// A broker of the cluster, as it registered itself.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BrokerMeta {
+    pub host: String,
+    pub port: i32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -26,6 +44,12 @@ pub struct Metadata {
     pub broker_configs: BTreeMap<String, String>,
     /// Producer ids below this may have been handed out.
     pub producer_id_block_end: i64,
+    /// In a cluster: the start of the producer-id block each node was granted last.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub producer_id_blocks: BTreeMap<i32, i64>,
+    /// Brokers of a cluster by node id (empty for a single node).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub brokers: BTreeMap<i32, BrokerMeta>,
     #[serde(skip)]
     by_id: HashMap<Uuid, String>,
 }
@@ -162,7 +186,12 @@ mod tests {
         assert_eq!(m.place(5, 2), vec![0, 1, 0, 1, 0]);
         m.topics.insert(
             "a".into(),
-            TopicMeta { id: Uuid::new_v4(), partitions: vec![0, 0, 0], configs: Default::default() },
+            TopicMeta {
+                id: Uuid::new_v4(),
+                partitions: vec![0, 0, 0],
+                configs: Default::default(),
+                replicas: Vec::new(),
+            },
         );
         assert_eq!(m.place(3, 2), vec![1, 1, 1]);
     }

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use super::{offsets_partition, OFFSETS_TOPIC};
 use crate::cluster::controller::{self, TopicSpec};
 use crate::errors;
+use crate::replication::cluster::{self, ControlRequest};
 use crate::shard::Shard;
 
 /// Kafka's `offsets.topic.segment.bytes`: small segments so compaction has work to do.
@@ -26,17 +27,25 @@ pub async fn coordinator_of(shard: &Rc<Shard>, group: &str) -> Result<(usize, i3
     Ok((owner, partition))
 }
 
-async fn create_offsets_topic(shard: &Rc<Shard>) -> Result<(), i16> {
+/// `__consumer_offsets` as Kafka creates it: compacted, small segments.
+pub fn offsets_topic_spec(partitions: i32) -> TopicSpec {
     let configs = BTreeMap::from([
         ("cleanup.policy".to_string(), "compact".to_string()),
         ("segment.bytes".to_string(), OFFSETS_SEGMENT_BYTES.to_string()),
     ]);
-    let spec = TopicSpec {
-        name: OFFSETS_TOPIC.to_string(),
-        partitions: shard.config.offsets_topic_partitions,
-        replication_factor: -1,
-        configs,
-    };
+    TopicSpec { name: OFFSETS_TOPIC.to_string(), partitions, replication_factor: -1, configs }
+}
+
+async fn create_offsets_topic(shard: &Rc<Shard>) -> Result<(), i16> {
+    if shard.replication.is_some() {
+        let request = ControlRequest::CreateTopics { names: vec![OFFSETS_TOPIC.to_string()] };
+        let done = |m: &crate::cluster::metadata::Metadata| m.topics.contains_key(OFFSETS_TOPIC);
+        return match cluster::ask_until(shard, request, std::time::Duration::from_secs(5), done).await {
+            true => Ok(()),
+            false => Err(errors::COORDINATOR_NOT_AVAILABLE),
+        };
+    }
+    let spec = offsets_topic_spec(shard.config.offsets_topic_partitions);
     let created =
         shard.submit_to(0, move |s| async move { controller::create_topics(s, vec![spec], false).await }).await;
     match created.into_iter().next() {

@@ -1,4 +1,4 @@
-//! DescribeCluster: this node, as broker and controller.
+//! DescribeCluster: the brokers and the controller (this node, on a single node).
 
 use std::rc::Rc;
 
@@ -17,14 +17,21 @@ const CLUSTER_OPERATIONS_ALL: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | 
 
 pub fn handle(shard: &Rc<Shard>, version: i16, req: DescribeClusterRequest) -> DescribeClusterResponse {
     let (host, port) = shard.config.advertised();
-    let node = BrokerId(shard.config.node_id);
+    let brokers = crate::replication::cluster::brokers(shard).unwrap_or(vec![(shard.config.node_id, host, port)]);
     let mut r = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&shard.meta().cluster_id))
-        .with_controller_id(node)
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(node)
-            .with_host(str_bytes(&host))
-            .with_port(port)])
+        .with_controller_id(BrokerId(crate::replication::cluster::controller_id(shard)))
+        .with_brokers(
+            brokers
+                .into_iter()
+                .map(|(id, host, port)| {
+                    DescribeClusterBroker::default()
+                        .with_broker_id(BrokerId(id))
+                        .with_host(str_bytes(&host))
+                        .with_port(port)
+                })
+                .collect(),
+        )
         .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
             CLUSTER_OPERATIONS_ALL
         } else {

@@ -223,6 +223,9 @@ async fn read_one(shard: &Shard, w: &Want, max_bytes: usize) -> Got {
     if p.unavailable(shard).is_some() {
         return Got { error: errors::KAFKA_STORAGE_ERROR, high_watermark: -1, log_start_offset: -1, ..Got::default() };
     }
+    if let Some(error) = p.not_leader(shard) {
+        return Got { error, high_watermark: -1, log_start_offset: -1, ..Got::default() };
+    }
     let (hw, start) = {
         let l = p.log.borrow();
         (l.high_watermark(), l.log_start_offset)
@@ -280,7 +283,7 @@ async fn wait_local(shard: &Shard, parts: Vec<(String, i32, i64)>, left: Duratio
         let Some(p) = shard.partition(&topic, partition) else {
             return;
         };
-        if p.unavailable(shard).is_some() {
+        if p.unavailable(shard).is_some() || p.not_leader(shard).is_some() {
             return;
         }
         let l = p.log.borrow();

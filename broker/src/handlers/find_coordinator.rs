@@ -1,4 +1,5 @@
-//! FindCoordinator: every coordinator is this broker (single node). A group key is
+//! FindCoordinator: on a single node every coordinator is this broker; in a cluster a
+//! group's coordinator is the broker `cluster::group_coordinator` names. A group key is
 //! checked and its `__consumer_offsets` partition made to exist, so that the
 //! coordinator answered is ready to take the group's requests. Batched keys (v4+)
 //! are answered one by one.
@@ -18,14 +19,23 @@ pub const VERSIONS: (i16, i16) = (0, 6);
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
-/// (error, message) for one key, or success.
-async fn find(shard: &Rc<Shard>, key_type: i8, key: &str) -> Result<(), (i16, String)> {
+/// The coordinator (node, host, port) of one key, or (error, message).
+async fn find(shard: &Rc<Shard>, key_type: i8, key: &str) -> Result<(i32, String, i32), (i16, String)> {
     match key_type {
         KEY_TYPE_GROUP if key.is_empty() => Err((errors::INVALID_REQUEST, "Group id must not be empty.".into())),
-        KEY_TYPE_GROUP => routing::coordinator_of(shard, key)
-            .await
-            .map(|_| ())
-            .map_err(|code| (code, "The coordinator is not available.".into())),
+        KEY_TYPE_GROUP => {
+            routing::coordinator_of(shard, key)
+                .await
+                .map_err(|code| (code, "The coordinator is not available.".into()))?;
+            let (host, port) = shard.config.advertised();
+            match crate::replication::cluster::group_coordinator(shard, key) {
+                None => Ok((shard.config.node_id, host, port)),
+                Some((id, ..)) if id < 0 => {
+                    Err((errors::COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.".into()))
+                }
+                Some(found) => Ok(found),
+            }
+        }
         // Not retriable on purpose: a transactional producer must fail at once with a
         // clear message instead of retrying a coordinator that will never exist.
         KEY_TYPE_TRANSACTION => {
@@ -36,12 +46,10 @@ async fn find(shard: &Rc<Shard>, key_type: i8, key: &str) -> Result<(), (i16, St
 }
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
-    let (host, port) = shard.config.advertised();
-    let node_id = shard.config.node_id;
     let mut resp = FindCoordinatorResponse::default();
     if version < 4 {
         match find(shard, req.key_type, &req.key).await {
-            Ok(()) => {
+            Ok((node_id, host, port)) => {
                 resp.node_id = node_id.into();
                 resp.host = str_bytes(&host);
                 resp.port = port;
@@ -62,7 +70,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FindCoordinatorRequest
     }
     for key in req.coordinator_keys {
         let c = match find(shard, req.key_type, &key).await {
-            Ok(()) => Coordinator::default()
+            Ok((node_id, host, port)) => Coordinator::default()
                 .with_key(key)
                 .with_node_id(node_id.into())
                 .with_host(str_bytes(&host))

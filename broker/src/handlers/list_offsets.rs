@@ -68,6 +68,9 @@ async fn lookup(shard: &Shard, topic: &str, partition: i32, timestamp: i64) -> A
     if p.unavailable(shard).is_some() {
         return (errors::KAFKA_STORAGE_ERROR, -1, -1);
     }
+    if let Some(code) = p.not_leader(shard) {
+        return (code, -1, -1);
+    }
     let (start, hw) = {
         let l = p.log.borrow();
         (l.log_start_offset, l.high_watermark())

@@ -12,6 +12,7 @@ use super::str_bytes;
 use crate::cluster::controller;
 use crate::cluster::metadata::TopicMeta;
 use crate::errors;
+use crate::replication::cluster;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
 
@@ -49,7 +50,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
             match name.as_ref().and_then(|n| meta.topics.get(n).map(|t| (n, t))) {
                 Some((n, t)) => {
                     let offline = shard.offline_partitions.borrow();
-                    topic_response(n, t, node, include_ops, |p| offline.contains(&(n.clone(), p)))
+                    topic_response(shard, n, t, node, include_ops, |p| offline.contains(&(n.clone(), p)))
                 }
                 None => MetadataResponseTopic::default()
                     .with_error_code(if name.is_none() {
@@ -63,13 +64,24 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
             }
         })
         .collect();
+    let brokers = match cluster::brokers(shard) {
+        Some(brokers) => brokers,
+        None => vec![(node, host, port)],
+    };
     MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(node))
-            .with_host(str_bytes(&host))
-            .with_port(port)])
+        .with_brokers(
+            brokers
+                .into_iter()
+                .map(|(id, host, port)| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(id))
+                        .with_host(str_bytes(&host))
+                        .with_port(port)
+                })
+                .collect(),
+        )
         .with_cluster_id(Some(str_bytes(&meta.cluster_id)))
-        .with_controller_id(BrokerId(node))
+        .with_controller_id(BrokerId(cluster::controller_id(shard)))
         .with_topics(topics)
         .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED)
 }
@@ -78,6 +90,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
 /// single-replica partition on a failed log directory: no leader
 /// (LEADER_NOT_AVAILABLE), an empty ISR, and this node among the offline replicas.
 fn topic_response(
+    shard: &Shard,
     name: &str,
     t: &TopicMeta,
     node: i32,
@@ -86,6 +99,9 @@ fn topic_response(
 ) -> MetadataResponseTopic {
     let partitions = (0..t.partitions.len() as i32)
         .map(|p| {
+            if let Some(replicas) = t.replicas_of(p) {
+                return replicated_partition(shard, t, p, replicas);
+            }
             if offline(p) {
                 return MetadataResponsePartition::default()
                     .with_error_code(errors::LEADER_NOT_AVAILABLE)
@@ -104,6 +120,30 @@ fn topic_response(
                 .with_isr_nodes(vec![BrokerId(node)])
         })
         .collect();
+    topic_with_partitions(name, t, partitions, include_ops)
+}
+
+/// A replicated partition: its Raft leader and term as the owner shard last told,
+/// LEADER_NOT_AVAILABLE while it has none.
+fn replicated_partition(shard: &Shard, t: &TopicMeta, p: i32, replicas: &[i32]) -> MetadataResponsePartition {
+    let group = crate::shard::partition::group_id(t.id, p);
+    let (leader, epoch) = shard.leaders.borrow().get(&group).copied().unwrap_or((-1, 0));
+    let nodes: Vec<BrokerId> = replicas.iter().map(|n| BrokerId(*n)).collect();
+    MetadataResponsePartition::default()
+        .with_error_code(if leader < 0 { errors::LEADER_NOT_AVAILABLE } else { errors::NONE })
+        .with_partition_index(p)
+        .with_leader_id(BrokerId(leader))
+        .with_leader_epoch(epoch)
+        .with_replica_nodes(nodes.clone())
+        .with_isr_nodes(nodes)
+}
+
+fn topic_with_partitions(
+    name: &str,
+    t: &TopicMeta,
+    partitions: Vec<MetadataResponsePartition>,
+    include_ops: bool,
+) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(str_bytes(name))))
         .with_topic_id(t.id)

@@ -5,6 +5,7 @@
 //! frame    = length:u32 crc:u32 payload          big-endian; crc32c of the payload
 //! payload  = version:u8 (1) kind:u8 from_node:u64 from_shard:u16 to_shard:u16 body
 //! body     = count:u32 message{count}            kind 1: Raft messages
+//!          | length:u32 bytes{length}             kind 2: one control message
 //! message  = topic:u128 partition:u32 proto_length:u32 proto
 //!            entry_count:u32 data_length:u32{entry_count} data{entry_count}
 //! ```
@@ -31,6 +32,8 @@ use thiserror::Error;
 
 pub const FORMAT_VERSION: u8 = 1;
 pub const KIND_RAFT_MESSAGES: u8 = 1;
+/// A node's request to the controller (`replication::cluster`): rare, small, opaque here.
+pub const KIND_CONTROL: u8 = 2;
 /// `length` and `crc`, before the payload.
 pub const PREFIX_BYTES: usize = 8;
 /// Version, kind, from node, from shard, to shard, message count.
@@ -224,12 +227,29 @@ impl Frame {
     }
 }
 
+/// A control frame carrying `payload`.
+pub fn control_frame(from: NodeId, from_shard: u16, to_shard: u16, payload: &[u8]) -> Frame {
+    let mut meta = Vec::with_capacity(PAYLOAD_HEADER_BYTES + payload.len());
+    meta.extend_from_slice(&[FORMAT_VERSION, KIND_CONTROL]);
+    meta.extend_from_slice(&from.to_be_bytes());
+    meta.extend_from_slice(&from_shard.to_be_bytes());
+    meta.extend_from_slice(&to_shard.to_be_bytes());
+    meta.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    meta.extend_from_slice(payload);
+    let mut prefix = [0; PREFIX_BYTES];
+    prefix[..4].copy_from_slice(&(meta.len() as u32).to_be_bytes());
+    prefix[4..].copy_from_slice(&crc32c::crc32c(&meta).to_be_bytes());
+    Frame { prefix, meta, data: Vec::new(), messages: 1 }
+}
+
 /// A received frame's messages.
 #[derive(Debug)]
 pub struct Inbound {
     pub from: NodeId,
     pub from_shard: u16,
     pub envelopes: Vec<Envelope>,
+    /// The payload of a control frame.
+    pub control: Option<Bytes>,
 }
 
 /// Decodes a payload whose CRC was checked, for shard `shard`. Entries' data are slices
@@ -240,7 +260,7 @@ pub fn decode(payload: Bytes, shard: u16) -> Result<Inbound, FrameError> {
     if version != FORMAT_VERSION {
         return Err(FrameError::Version(version));
     }
-    if kind != KIND_RAFT_MESSAGES {
+    if kind != KIND_RAFT_MESSAGES && kind != KIND_CONTROL {
         return Err(FrameError::Kind(kind));
     }
     let from = u64::from_be_bytes(cursor.array("the frame header")?);
@@ -250,13 +270,20 @@ pub fn decode(payload: Bytes, shard: u16) -> Result<Inbound, FrameError> {
         return Err(FrameError::WrongShard { to, shard });
     }
     let count = u32::from_be_bytes(cursor.array("the frame header")?);
+    if kind == KIND_CONTROL {
+        let control = cursor.take(count as usize, "a control message")?;
+        return match cursor.remaining() {
+            0 => Ok(Inbound { from, from_shard, envelopes: Vec::new(), control: Some(payload.slice(control)) }),
+            trailing => Err(FrameError::Trailing(trailing)),
+        };
+    }
     // The count comes from the network: reserve no more than the bytes left can hold.
     let mut envelopes = Vec::with_capacity((count as usize).min(cursor.remaining() / MESSAGE_FIXED_BYTES));
     for index in 0..count {
         envelopes.push(decode_message(&mut cursor, index)?);
     }
     match cursor.remaining() {
-        0 => Ok(Inbound { from, from_shard, envelopes }),
+        0 => Ok(Inbound { from, from_shard, envelopes, control: None }),
         trailing => Err(FrameError::Trailing(trailing)),
     }
 }
@@ -371,6 +398,8 @@ mod tests {
     fn wrong_shard_version_kind_and_sizes_are_refused() {
         let payload = payload(&frame_of(&[append(&[b"abc"])], 2));
         assert!(matches!(decode(payload.clone(), 1), Err(FrameError::WrongShard { to: 2, shard: 1 })));
+        let control = Bytes::from(control_frame(1, 0, 2, b"hello").to_vec()).slice(PREFIX_BYTES..);
+        assert_eq!(decode(control, 2).expect("a control frame decodes").control.as_deref(), Some(&b"hello"[..]));
         for (at, value) in [(0, 9u8), (1, 9)] {
             let mut bad = payload.to_vec();
             bad[at] = value;

@@ -1,5 +1,7 @@
-//! Replication between Keel brokers: the glommio shell around the pure Raft core
-//! (`keel-raft`), which owns the network, the disk and the timer for the core.
+//! Replication between Keel brokers: one Raft group per partition (the partition log
+//! is the Raft log) and one for the cluster metadata. [`shell`] is the glommio shell
+//! around the pure Raft core (`keel-raft`): it owns the disk and the timer for the
+//! core; [`cluster`] ties the metadata group to the broker's metadata and controller.
 //!
 //! Each shard replicates its own partitions: a Raft message goes to a `(node, shard)`
 //! destination over the sending shard's own connections ([`transport`]) and arrives on
@@ -8,5 +10,7 @@
 //! [`frame`] is the wire format of node-to-node frames, kept apart from the sockets so
 //! that its decoder can be tested and fuzzed on bytes alone.
 
+pub mod cluster;
 pub mod frame;
+pub mod shell;
 pub mod transport;

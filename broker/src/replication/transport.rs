@@ -107,6 +107,9 @@ pub struct TransportStats {
     pub queued_bytes_peak: u64,
 }
 
+/// Receives the payload of each control frame, with the node that sent it.
+pub type ControlReceiver = Rc<dyn Fn(NodeId, Bytes)>;
+
 pub struct Transport {
     shared: Rc<Shared>,
     outboxes: RefCell<HashMap<(NodeId, u16), Rc<Outbox>>>,
@@ -120,6 +123,8 @@ struct Shared {
     config: TransportConfig,
     peers: RefCell<HashMap<NodeId, SocketAddr>>,
     inbound: Rc<dyn Fn(NodeId, Vec<Envelope>)>,
+    /// Receives control frames' payloads (see [`Transport::send_control`]).
+    control: RefCell<Option<ControlReceiver>>,
     stats: Cell<TransportStats>,
     stopped: Rc<Signal>,
 }
@@ -156,6 +161,7 @@ impl Transport {
             config,
             peers: RefCell::new(peers),
             inbound,
+            control: RefCell::new(None),
             stats: Cell::default(),
             stopped: Signal::new(),
         };
@@ -180,6 +186,29 @@ impl Transport {
     /// frame (with whatever else is queued for `to`).
     pub fn send_heartbeats(&self, to: NodeId, to_shard: u16, heartbeats: Vec<Envelope>) {
         self.enqueue(to, to_shard, heartbeats, true);
+    }
+
+    /// Sends one control message to `(to, to_shard)` on a connection of its own,
+    /// without waiting: control messages are rare requests a node repeats until it sees
+    /// their effect, so one lost costs nothing, and they never queue behind Raft's.
+    pub fn send_control(&self, to: NodeId, to_shard: u16, payload: Bytes) {
+        let Some(rpc_addr) = self.shared.peers.borrow().get(&to).copied() else { return };
+        let frame = frame::control_frame(self.shared.node, self.shared.shard, to_shard, &payload);
+        let shared = self.shared.clone();
+        self.shared.spawn(async move {
+            let Ok(addr) = shard_addr(rpc_addr, to_shard) else { return };
+            let connected = TcpStream::connect_timeout(addr, shared.config.connect_timeout).await;
+            let Ok(mut stream) = connected else { return };
+            if write_all_vectored(&mut stream, &frame.parts()).await.is_ok() {
+                shared.count(|stats| stats.frames_sent += 1);
+            }
+            let _ = stream.close().await;
+        });
+    }
+
+    /// Sets the receiver of control messages.
+    pub fn on_control(&self, receiver: ControlReceiver) {
+        *self.shared.control.borrow_mut() = Some(receiver);
     }
 
     /// Adds a node or changes its address; a connection already open stays open.
@@ -500,6 +529,12 @@ async fn read_loop(shared: Rc<Shared>, stream: TcpStream) {
         });
         if messages > 0 {
             (shared.inbound)(inbound.from, inbound.envelopes);
+        }
+        if let Some(payload) = inbound.control {
+            let receiver = shared.control.borrow().clone();
+            if let Some(receiver) = receiver {
+                receiver(inbound.from, payload);
+            }
         }
     }
 }

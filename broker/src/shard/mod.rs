@@ -77,6 +77,11 @@ pub struct Shard {
     pub producers: Rc<producer_state::ShardProducers>,
     /// Groups and offsets of the `__consumer_offsets` partitions this shard owns.
     pub coordinator: RefCell<crate::coordinator::Coordinator>,
+    /// The Raft shell of this shard, in a cluster (`peers` set).
+    pub replication: Option<Rc<crate::replication::shell::Replication>>,
+    /// Leader node and epoch of every replicated partition as the owner shards last
+    /// told (each shard tells every other one), for Metadata.
+    pub leaders: RefCell<HashMap<keel_raft::GroupId, (i32, i32)>>,
 }
 
 impl Shard {
@@ -154,13 +159,20 @@ impl Shard {
         for key in stale {
             let p = self.partitions.borrow_mut().remove(&key);
             if let Some(p) = p {
+                if let (Some(r), Some(replication)) = (&p.replica, &self.replication) {
+                    replication.remove_group(r.group).await;
+                }
                 p.remove(self).await;
             }
         }
+        let node = self.config.node_id;
         for (name, topic) in &meta.topics {
             for (index, &owner) in topic.partitions.iter().enumerate() {
                 let key = (name.clone(), index as i32);
-                if owner != self.id {
+                // In a cluster a partition lives on the replicas its topic names, on
+                // the same shard of each.
+                let hosted = topic.replicas_of(index as i32).is_none_or(|r| r.contains(&node));
+                if owner % self.count != self.id || !hosted {
                     continue;
                 }
                 let existing = self.partitions.borrow().get(&key).cloned();
@@ -342,7 +354,13 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     if accepting {
         return Err(format!("cannot listen on {}: another process is accepting connections there", config.kafka_addr));
     }
-    let metadata = MetadataStore::new(config.data_dir()).load_or_create()?;
+    let mut metadata = MetadataStore::new(config.data_dir()).load_or_create()?;
+    let peers = config.cluster_peers()?;
+    if !peers.is_empty() && metadata.version == 0 {
+        // Until the metadata log tells it more, every node of a cluster reports the id
+        // its voters give.
+        metadata.cluster_id = crate::replication::cluster::cluster_id(&peers);
+    }
     let cpus = keel_tuning::pick_cpus(config.smp)?;
     let memory = config.memory_bytes()?;
     // Each executor registers its io_memory in three io_uring rings; it must fit the
@@ -427,6 +445,30 @@ async fn shard_main(
         },
         Box::new(partition::now_ms),
     );
+    let peers = config.cluster_peers()?;
+    let replication = if peers.is_empty() {
+        None
+    } else {
+        let timing = crate::replication::shell::RaftTiming {
+            tick: std::time::Duration::from_millis(config.raft_tick_ms.max(1)),
+            election_ticks: config.raft_election_ticks,
+            heartbeat_ticks: config.raft_heartbeat_ticks,
+        };
+        let rpc = config.rpc_socket_addr()?;
+        let node = config.node_id as u64;
+        Some(
+            crate::replication::shell::Replication::start(
+                node,
+                id as u16,
+                rpc,
+                &peers,
+                timing,
+                kv.clone(),
+                flush.clone(),
+            )
+            .await?,
+        )
+    };
     let shard = Rc::new_cyclic(|me| Shard {
         id,
         me: me.clone(),
@@ -451,6 +493,8 @@ async fn shard_main(
         unflushed_bytes_max,
         producers,
         coordinator: RefCell::new(crate::coordinator::Coordinator::default()),
+        replication,
+        leaders: RefCell::new(HashMap::new()),
     });
     let weak = Rc::downgrade(&shard);
     shard.flush.on_io_error(Box::new(move |log, e| {
@@ -465,6 +509,7 @@ async fn shard_main(
         }
     }));
     mesh::serve(&shard, receivers);
+    crate::replication::cluster::start(&shard, &peers).await?;
     housekeeping::spawn(&shard);
     glommio::spawn_local(probe_reactor_lag(shard.clone())).detach();
     spawn_producer_expiry(&shard);

@@ -37,8 +37,10 @@ pub struct Partition {
     /// Appends wait while a move switches the log.
     fenced: std::cell::Cell<bool>,
     unfenced: Rc<keel_storage::Signal>,
-    producers: RefCell<ProducerStates>,
+    producers: Rc<RefCell<ProducerStates>>,
     settings: RefCell<TopicSettings>,
+    /// The partition's Raft group on this node, when its topic is replicated.
+    pub replica: Option<Rc<crate::replication::shell::Replica>>,
 }
 
 /// A move of a partition to another data directory.
@@ -288,6 +290,23 @@ impl Partition {
         let log = Rc::new(RefCell::new(log));
         shard.cache.adopt(&log);
         shard.flush.register(&log);
+        let producers = Rc::new(RefCell::new(producers));
+        let replica = match (topic.replicas_of(index), &shard.replication) {
+            (Some(voters), Some(replication)) => {
+                let voters = voters.iter().map(|n| *n as u64).collect();
+                let on_append = {
+                    let producers = producers.clone();
+                    Box::new(move |h: &BatchHeader| remember_producer(&mut producers.borrow_mut(), h))
+                };
+                let group = group_id(topic.id, index);
+                let replica =
+                    replication.add_group(group, log.clone(), voters, Some(on_append), None).await.map_err(|e| {
+                        StorageError::io("start the partition's Raft group", &dir, std::io::Error::other(e))
+                    })?;
+                Some(replica)
+            }
+            _ => None,
+        };
         Ok(Partition {
             topic: name.to_string(),
             topic_id: topic.id,
@@ -297,8 +316,9 @@ impl Partition {
             moving: RefCell::new(None),
             fenced: std::cell::Cell::new(false),
             unfenced: keel_storage::Signal::new(),
-            producers: RefCell::new(producers),
+            producers,
             settings: RefCell::new(settings),
+            replica,
         })
     }
 
@@ -413,6 +433,9 @@ impl Partition {
         if let Some(why) = self.unavailable(shard) {
             return ProduceOutcome::error(errors::KAFKA_STORAGE_ERROR, why);
         }
+        if let Some(code) = self.not_leader(shard) {
+            return ProduceOutcome::error(code, "this node does not lead the partition");
+        }
         let batches = match batch::split_and_validate(&records) {
             Ok(b) if b.is_empty() => return ProduceOutcome::error(errors::CORRUPT_MESSAGE, "no record batch"),
             Ok(b) => b,
@@ -446,18 +469,30 @@ impl Partition {
             }
         }
         let append_time = settings.log_append_time.then(now_ms);
-        let (base_offset, last_offset) = match self.append_batches(&batches, append_time) {
+        let (base_offset, last_offset, term) = match self.append_batches(shard, &batches, append_time) {
             Ok(appended) => appended,
             Err(refused) => return refused,
         };
-        if last_offset >= 0 {
-            shard.flush.appended(&self.log);
-        }
-        // With write caching (opt-in per topic) acks=-1 is answered once appended; the
-        // flush loop still writes it within one pass.
-        if acks == -1 && last_offset >= 0 && !settings.write_caching {
-            if let Err(code) = self.wait_durable(last_offset, timeout).await {
-                return ProduceOutcome::error(code, "not durable before the request timed out");
+        match (&self.replica, &shard.replication) {
+            // acks=-1 on a replicated partition: a majority has it durably.
+            (Some(r), Some(replication)) => {
+                if acks == -1 && last_offset >= 0 {
+                    if let Err(code) = replication.wait_committed(r.group, term, last_offset, timeout).await {
+                        return ProduceOutcome::error(code, "not committed by a majority of replicas");
+                    }
+                }
+            }
+            _ => {
+                if last_offset >= 0 {
+                    shard.flush.appended(&self.log);
+                }
+                // With write caching (opt-in per topic) acks=-1 is answered once
+                // appended; the flush loop still writes it within one pass.
+                if acks == -1 && last_offset >= 0 && !settings.write_caching {
+                    if let Err(code) = self.wait_durable(last_offset, timeout).await {
+                        return ProduceOutcome::error(code, "not durable before the request timed out");
+                    }
+                }
             }
         }
         ProduceOutcome {
@@ -478,9 +513,10 @@ impl Partition {
     /// offset appended (-1 when every batch was a duplicate).
     fn append_batches(
         &self,
+        shard: &Shard,
         batches: &[(BatchHeader, Bytes)],
         append_time: Option<i64>,
-    ) -> Result<(i64, i64), ProduceOutcome> {
+    ) -> Result<(i64, i64, u64), ProduceOutcome> {
         let mut decisions = Vec::with_capacity(batches.len());
         let mut previous: Option<&BatchHeader> = None;
         for (h, _) in batches {
@@ -517,6 +553,7 @@ impl Partition {
         }
         let mut first: Option<i64> = None;
         let mut last_offset = -1;
+        let mut term = 0;
         let mut log = self.log.borrow_mut();
         let mut producers = self.producers.borrow_mut();
         for ((_, b), check) in batches.iter().zip(decisions) {
@@ -524,12 +561,37 @@ impl Partition {
                 first.get_or_insert(base_offset);
                 continue;
             }
-            let appended = log.append(b, LEADER_EPOCH, append_time);
+            // A replicated partition's batches go to its Raft log, which the shard's
+            // Raft shell writes; the single append path is the same.
+            let appended = match (&self.replica, &shard.replication) {
+                (Some(r), Some(replication)) => match replication.propose(r.group, b, append_time) {
+                    Ok((header, proposed_in)) => {
+                        term = proposed_in;
+                        header
+                    }
+                    Err((code, message)) => return Err(ProduceOutcome::error(code, message)),
+                },
+                _ => log.append(b, LEADER_EPOCH, append_time),
+            };
             remember_producer(&mut producers, &appended);
             first.get_or_insert(appended.base_offset);
             last_offset = appended.last_offset();
         }
-        Ok((first.expect("at least one batch"), last_offset))
+        Ok((first.expect("at least one batch"), last_offset, term))
+    }
+
+    /// Why this node cannot serve clients for the partition: a replicated partition
+    /// is served by its Raft leader only.
+    pub fn not_leader(&self, shard: &Shard) -> Option<i16> {
+        match (&self.replica, &shard.replication) {
+            (Some(r), Some(replication)) if !replication.leads(r.group) => Some(errors::NOT_LEADER_OR_FOLLOWER),
+            _ => None,
+        }
+    }
+
+    /// The leader epoch clients see for the partition.
+    pub fn leader_epoch(&self) -> i32 {
+        self.replica.as_ref().map(|r| r.epoch()).unwrap_or(LEADER_EPOCH)
     }
 
     fn check_sequence(&self, h: &BatchHeader) -> SeqCheck {
@@ -637,6 +699,11 @@ fn batch_error_code(e: &BatchError) -> i16 {
         BatchError::BadRecordCount(_) => errors::INVALID_RECORD,
         _ => errors::CORRUPT_MESSAGE,
     }
+}
+
+/// The Raft group of a partition: its topic id and index.
+pub fn group_id(topic_id: Uuid, index: i32) -> keel_raft::GroupId {
+    keel_raft::GroupId { topic: topic_id.as_u128(), partition: index as u32 }
 }
 
 pub fn now_ms() -> i64 {

@@ -76,6 +76,12 @@ impl Window {
     }
 
     fn push(&mut self, b: SeqBatch) {
+        // Batches come in log order; one at or below the last is a replay of it (a
+        // replicated log's leader records a batch when it proposes it and again when
+        // it writes it).
+        if self.back().is_some_and(|last| last.base_offset >= b.base_offset) {
+            return;
+        }
         if (self.len as usize) < BATCHES_PER_PRODUCER_MAX {
             self.batches[(self.start as usize + self.len as usize) % BATCHES_PER_PRODUCER_MAX] = b;
             self.len += 1;

@@ -12,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{encode_request_header_into_buffer, Decodable, Encodable, StrBytes};
 
+pub mod cluster;
 pub mod kafka;
 
 pub struct Broker {
@@ -29,7 +30,7 @@ pub struct Broker {
 
 /// A free port below the kernel's ephemeral range, so no client socket of the tests
 /// can sit on it when a killed broker is restarted.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
         ^ (std::process::id() as u64) << 16;
     for i in 0..1000u64 {
@@ -236,6 +237,23 @@ impl Conn {
         let mut frame = (buf.len() as i32).to_be_bytes().to_vec();
         frame.extend_from_slice(&buf);
         (correlation, frame)
+    }
+
+    pub fn from_stream(stream: TcpStream) -> Conn {
+        Conn { stream, next_correlation: 1 }
+    }
+
+    /// `call` that gives `None` when the broker does not answer (it died or closed).
+    pub fn try_call<Req: Encodable, Resp: Decodable>(&mut self, key: ApiKey, version: i16, body: &Req) -> Option<Resp> {
+        let (correlation, frame) = self.frame(key, version, body);
+        self.stream.write_all(&frame).ok()?;
+        let mut resp = self.read_frame()?;
+        let header_len = if key.response_header_version(version) >= 1 { 5 } else { 4 };
+        if resp.len() < header_len || i32::from_be_bytes(resp[..4].try_into().unwrap()) != correlation {
+            return None;
+        }
+        let mut body = resp.split_off(header_len);
+        Resp::decode(&mut body, version).ok()
     }
 
     /// Sends a request and decodes its response.

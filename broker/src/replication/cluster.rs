@@ -1,0 +1,317 @@
+//! A node's place in the cluster: the metadata group, broker registration, and the
+//! leadership every shard shares for Metadata answers.
+//!
+//! **Metadata is a replicated log.** Shard 0 of every node hosts the metadata group
+//! (KRaft's `__cluster_metadata`), whose voters are all the configured peers. Its
+//! leader is the controller: it alone changes metadata, and each change is proposed
+//! as one record holding the whole new metadata. When a record commits, every node
+//! installs it as a single node installs a change: saved to `metadata.json`, pushed to
+//! every shard, which opens the partitions placed on it and starts their groups.
+//!
+//! **Asking the controller.** A node that needs the controller to change something
+//! (register itself, take a block of producer ids, auto-create a topic) sends it a
+//! control message over the node-to-node transport and waits until the metadata it
+//! installs shows the change; the request is repeated while it does not. Requests are
+//! idempotent, so a lost or repeated one does no harm, and no reply channel is needed.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use keel_raft::{GroupId, NodeId};
+use keel_storage::log::PartitionLog;
+use keel_storage::Signal;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::shell::{Replication, METADATA_GROUP};
+use crate::cluster::controller;
+use crate::cluster::metadata::{BrokerMeta, Metadata, MetadataStore};
+use crate::coordinator::{routing, OFFSETS_TOPIC};
+use crate::shard::partition::{journal_key, state_prefix};
+use crate::shard::Shard;
+
+/// Directory of the metadata group's log in the first data directory.
+pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+
+/// What a node asks of the controller.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum ControlRequest {
+    Register { node: i32, host: String, port: i32 },
+    ProducerIds { node: i32 },
+    CreateTopics { names: Vec<String> },
+}
+
+/// A cluster's id is derived from its voters, so every node reports the same one
+/// from its first start, before the metadata log has told it anything.
+pub fn cluster_id(peers: &BTreeMap<NodeId, SocketAddr>) -> String {
+    let text: String = peers.iter().map(|(id, addr)| format!("{id}@{addr},")).collect();
+    let mut bytes = [0u8; 16];
+    bytes[..4].copy_from_slice(&crc32c::crc32c(text.as_bytes()).to_be_bytes());
+    bytes[4..8].copy_from_slice(&crc32c::crc32c_append(1, text.as_bytes()).to_be_bytes());
+    bytes[8..12].copy_from_slice(&crc32c::crc32c_append(2, text.as_bytes()).to_be_bytes());
+    bytes[12..].copy_from_slice(&crc32c::crc32c_append(3, text.as_bytes()).to_be_bytes());
+    crate::cluster::metadata::short_id(Uuid::from_bytes(bytes))
+}
+
+/// Joins this shard to the cluster (nothing on a single node).
+pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> Result<(), String> {
+    let Some(replication) = shard.replication.clone() else { return Ok(()) };
+    share_leadership(shard, &replication);
+    if shard.id != 0 {
+        return Ok(());
+    }
+    let log = open_metadata_log(shard).await?;
+    let installs =
+        Rc::new(Installs { queue: RefCell::new(VecDeque::new()), signal: Signal::new(), busy: Default::default() });
+    if let Some(c) = &shard.controller {
+        *c.installs.borrow_mut() = Some(installs.clone());
+    }
+    let on_commit = {
+        let installs = installs.clone();
+        Box::new(move |batches: Vec<Bytes>| {
+            for b in batches {
+                match decode_metadata(&b) {
+                    Ok(m) => installs.queue.borrow_mut().push_back(m),
+                    Err(e) => tracing::error!(error = %e, "a committed metadata record cannot be read"),
+                }
+            }
+            installs.signal.notify();
+        })
+    };
+    let voters = peers.keys().copied().collect();
+    replication.add_group(METADATA_GROUP, log, voters, None, Some(on_commit)).await?;
+    glommio::spawn_local(install_loop(shard.clone(), installs)).detach();
+    let handler_shard = Rc::downgrade(shard);
+    replication.transport().on_control(Rc::new(move |from, payload: Bytes| {
+        let Some(shard) = handler_shard.upgrade() else { return };
+        match serde_json::from_slice::<ControlRequest>(&payload) {
+            Ok(request) => {
+                glommio::spawn_local(async move { serve_control(shard, request).await }).detach();
+            }
+            Err(e) => tracing::warn!(from, error = %e, "unreadable control message"),
+        }
+    }));
+    glommio::spawn_local(register_loop(shard.clone())).detach();
+    Ok(())
+}
+
+/// Leadership changes of this shard's groups go to every shard's `leaders` table.
+fn share_leadership(shard: &Rc<Shard>, replication: &Replication) {
+    let me = Rc::downgrade(shard);
+    replication.on_leadership(Box::new(move |changes| {
+        let Some(shard) = me.upgrade() else { return };
+        let changes: Vec<(GroupId, i32, i32)> =
+            changes.into_iter().map(|(g, leader, epoch)| (g, leader.map(|n| n as i32).unwrap_or(-1), epoch)).collect();
+        glommio::spawn_local(async move {
+            shard
+                .submit_to_all(move |s| async move {
+                    let mut leaders = s.leaders.borrow_mut();
+                    for (g, leader, epoch) in changes {
+                        leaders.insert(g, (leader, epoch));
+                    }
+                })
+                .await;
+        })
+        .detach();
+    }));
+}
+
+async fn open_metadata_log(shard: &Rc<Shard>) -> Result<Rc<RefCell<PartitionLog>>, String> {
+    let dir = shard.config.data_dir().join(METADATA_LOG_DIR);
+    let keys = shard.kv.keys(&state_prefix(Uuid::nil(), 0));
+    let journal = shard.flush.journal().expect("a shard's flush loop has a journal");
+    let key = journal_key(Uuid::nil(), 0);
+    let (log, _) = PartitionLog::open_journaled(&dir, shard.log_config.clone(), Some(keys), journal, key, |_| {})
+        .await
+        .map_err(|e| format!("opening the metadata log: {e}"))?;
+    let log = Rc::new(RefCell::new(log));
+    shard.cache.adopt(&log);
+    shard.flush.register(&log);
+    Ok(log)
+}
+
+/// Committed metadata waiting to be installed, in commit order.
+pub struct Installs {
+    queue: RefCell<VecDeque<Metadata>>,
+    signal: Rc<Signal>,
+    busy: std::cell::Cell<bool>,
+}
+
+/// True when this node installed everything committed to the metadata log it holds:
+/// a new controller waits for it before it changes anything.
+pub fn caught_up(shard: &Shard) -> bool {
+    let Some(r) = shard.replication.as_ref().and_then(|r| r.replica(METADATA_GROUP)) else { return false };
+    let Some(installs) = shard.controller.as_ref().and_then(|c| c.installs.borrow().clone()) else { return false };
+    let l = r.log.borrow();
+    l.high_watermark() >= l.log_end_offset() && installs.queue.borrow().is_empty() && !installs.busy.get()
+}
+
+async fn install_loop(shard: Rc<Shard>, installs: Rc<Installs>) {
+    let store = MetadataStore::new(shard.config.data_dir());
+    loop {
+        let wait = installs.signal.wait();
+        let next = installs.queue.borrow_mut().pop_front();
+        let Some(meta) = next else {
+            installs.busy.set(false);
+            wait.await;
+            continue;
+        };
+        if meta.version <= shard.meta().version {
+            continue;
+        }
+        installs.busy.set(true);
+        if let Err(e) = store.save_async(&meta).await {
+            tracing::error!(error = %e, "cannot save committed metadata; it is installed from the log again at the next start");
+        }
+        tracing::info!(
+            version = meta.version,
+            topics = meta.topics.len(),
+            brokers = meta.brokers.len(),
+            "installing metadata"
+        );
+        shard.submit_to_all(move |s| async move { s.apply_metadata(meta).await }).await;
+    }
+}
+
+/// One metadata version as the controller proposes it: a batch of one record.
+pub fn encode_metadata(meta: &Metadata) -> Bytes {
+    let json = serde_json::to_vec(meta).expect("metadata serializes");
+    keel_protocol::batch::build_batch(0, crate::shard::partition::now_ms(), &[(None, Some(&json))])
+}
+
+fn decode_metadata(batch: &Bytes) -> Result<Metadata, String> {
+    let header = keel_protocol::batch::validate(batch).map_err(|e| e.to_string())?;
+    let body = keel_storage::batch_filter::decompressed_body(&header, batch)?;
+    let records = keel_storage::batch_filter::parse_records(&header, &body)?;
+    let value = records.first().and_then(|r| r.value).ok_or("a metadata record without a value")?;
+    let mut meta: Metadata = serde_json::from_slice(value).map_err(|e| e.to_string())?;
+    meta.reindex();
+    Ok(meta)
+}
+
+/// The registered brokers (id, host, port) of a cluster; `None` on a single node.
+pub fn brokers(shard: &Shard) -> Option<Vec<(i32, String, i32)>> {
+    shard.replication.as_ref()?;
+    Some(shard.meta().brokers.iter().map(|(id, b)| (*id, b.host.clone(), b.port)).collect())
+}
+
+/// The controller's node id for clients: the metadata group's leader (-1 while there
+/// is none); this node on a single node.
+pub fn controller_id(shard: &Shard) -> i32 {
+    match &shard.replication {
+        None => shard.config.node_id,
+        Some(_) => controller_node(shard).unwrap_or(-1),
+    }
+}
+
+/// The node coordinating `key`'s group: one registered broker per key, the same on
+/// every node. `None` on a single node (this node coordinates every group).
+///
+/// Group state (`__consumer_offsets`) is not replicated yet: each node keeps the
+/// groups it coordinates in a local copy of the topic.
+pub fn group_coordinator(shard: &Shard, key: &str) -> Option<(i32, String, i32)> {
+    let brokers = brokers(shard)?;
+    if brokers.is_empty() {
+        return Some((-1, String::new(), -1));
+    }
+    let (id, host, port) = &brokers[crc32c::crc32c(key.as_bytes()) as usize % brokers.len()];
+    Some((*id, host.clone(), *port))
+}
+
+/// The controller's node, if known.
+pub fn controller_node(shard: &Shard) -> Option<i32> {
+    shard.leaders.borrow().get(&METADATA_GROUP).map(|(leader, _)| *leader).filter(|l| *l >= 0)
+}
+
+/// Sends `request` to the controller (or serves it here when this node is it).
+pub async fn ask_controller(shard: &Rc<Shard>, request: ControlRequest) {
+    let Some(controller) = controller_node(shard) else { return };
+    if controller == shard.config.node_id {
+        shard.submit_to(0, move |s| async move { serve_control(s, request).await }).await;
+        return;
+    }
+    let payload = Bytes::from(serde_json::to_vec(&request).expect("a control request serializes"));
+    shard
+        .submit_to(0, move |s| async move {
+            if let Some(r) = &s.replication {
+                r.transport().send_control(controller as u64, 0, payload);
+            }
+        })
+        .await;
+}
+
+/// Carries out a request on the controller (shard 0); ignored elsewhere, where the
+/// asking node's repeat reaches the right one.
+async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
+    let leads = shard.replication.as_ref().is_some_and(|r| r.leads(METADATA_GROUP));
+    if !leads {
+        return;
+    }
+    let outcome = match request {
+        ControlRequest::Register { node, host, port } => {
+            controller::register_broker(&shard, node, BrokerMeta { host, port }).await
+        }
+        ControlRequest::ProducerIds { node } => controller::grant_producer_ids(&shard, node).await,
+        ControlRequest::CreateTopics { names } => {
+            let offsets = names.iter().any(|n| n == OFFSETS_TOPIC) && !shard.meta().topics.contains_key(OFFSETS_TOPIC);
+            let mut specs = controller::auto_create_specs(&shard.meta(), names);
+            specs.retain(|s| s.name != OFFSETS_TOPIC && shard.config.auto_create_topics);
+            if offsets {
+                specs.push(routing::offsets_topic_spec(shard.config.offsets_topic_partitions));
+            }
+            if specs.is_empty() {
+                return;
+            }
+            controller::create_topics(shard.clone(), specs, false).await;
+            Ok(())
+        }
+    };
+    if let Err((code, message)) = outcome {
+        tracing::debug!(code, %message, "a control request failed; the node asks again");
+    }
+}
+
+/// Registers this node with the controller until the metadata lists it as it is.
+async fn register_loop(shard: Rc<Shard>) {
+    let node = shard.config.node_id;
+    let (host, port) = shard.config.advertised();
+    let me = BrokerMeta { host, port };
+    loop {
+        let registered = shard.meta().brokers.get(&node) == Some(&me);
+        glommio::timer::sleep(Duration::from_millis(if registered { 2000 } else { 200 })).await;
+        if !registered {
+            let request = ControlRequest::Register { node, host: me.host.clone(), port: me.port };
+            ask_controller(&shard, request).await;
+        }
+    }
+}
+
+/// Waits until `done` holds for the installed metadata, asking the controller with
+/// `request` every 200 ms, for at most `timeout`.
+pub async fn ask_until(
+    shard: &Rc<Shard>,
+    request: ControlRequest,
+    timeout: Duration,
+    done: impl Fn(&Metadata) -> bool,
+) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if done(&shard.meta()) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        ask_controller(shard, request.clone()).await;
+        for _ in 0..20 {
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+            if done(&shard.meta()) {
+                return true;
+            }
+        }
+    }
+}

@@ -1,0 +1,615 @@
+//! The Raft shell of one shard: it owns the shard's [`MultiRaft`], its tick, its
+//! transport, and the disk writes the core asks for.
+//!
+//! **The partition log is the Raft log.** A data entry is a Kafka batch, written byte
+//! for byte into the partition's log at the offset the core's offset translator gives
+//! it, with the entry's term as its `partitionLeaderEpoch`. Raft's own entries (the
+//! empty entry a new leader appends, configuration changes) take no Kafka offset: they
+//! are kept, with the group's HardState, in one state-store record per group, each
+//! noting the Kafka offset it precedes, so the Raft log is the merge of the two. Both
+//! reach disk in the shard's journal pass: one fdatasync covers every group's entries
+//! and HardState, and only then is the core told they are durable
+//! ([`MultiRaft::persisted`]) — a leader counts itself toward a commit only after its
+//! own write is durable.
+//!
+//! **One driver per shard.** A loop takes the core's [`Actions`] and carries them out in
+//! order: send messages (a leader's appends go out before its own write), write every
+//! group's entries and HardState, wait for the one pass that makes them durable, report
+//! them, then apply commits (the high watermark becomes the commit index's offset) and
+//! leadership changes. Proposals, peer messages and ticks only step the core and wake
+//! the driver, so nothing else writes a replicated log: its single writer is the driver,
+//! by construction.
+//!
+//! **Restart.** A group is rebuilt from its log and its record: every batch becomes an
+//! entry again (term = its leader epoch), Raft's own entries are put back at their
+//! indexes, and the high watermark comes down to the recorded commit index (recovery
+//! leaves it at the log end, and an uncommitted tail must not be served). The whole log
+//! is held as entries in memory for now; fetching old entries from disk on demand, and
+//! snapshots for followers behind the log start, come next.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::rc::{Rc, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use keel_protocol::batch::{self, BatchHeader};
+use keel_raft::{
+    Actions, ConfState, Entry, EntryType, Envelope, GroupId, GroupStorage, HardState, MultiRaft, NodeId,
+    PersistRequest, PersistedGroup, ProposeError, StateRole,
+};
+use keel_storage::flush::FlushQueue;
+use keel_storage::kv::ShardKv;
+use keel_storage::log::{self, PartitionLog};
+use keel_storage::{Signal, StorageError};
+use serde::{Deserialize, Serialize};
+
+use super::transport::{Transport, TransportConfig};
+use crate::errors;
+
+/// The cluster metadata group (KRaft's `__cluster_metadata`), on shard 0 of every node.
+pub const METADATA_GROUP: GroupId = GroupId { topic: 0, partition: 0 };
+
+/// Called for every batch a replica writes (idempotent-producer state follows the log
+/// on every replica, so a new leader has it).
+pub type OnAppend = Box<dyn Fn(&BatchHeader)>;
+/// Called with the data batches of committed entries, in order, once each.
+pub type OnCommit = Box<dyn Fn(Vec<Bytes>)>;
+/// Called with the groups whose leader (or leader epoch) changed.
+pub type OnLeadership = Box<dyn Fn(Vec<(GroupId, Option<NodeId>, i32)>)>;
+
+/// One group's log on this node, and what the shell knows of its leadership.
+pub struct Replica {
+    pub group: GroupId,
+    pub log: Rc<RefCell<PartitionLog>>,
+    /// Raft index of the last entry written to the log or the record.
+    written_index: Cell<u64>,
+    record: RefCell<GroupRecord>,
+    /// Leader and term as the last Ready told.
+    leader: Cell<Option<NodeId>>,
+    term: Cell<u64>,
+    on_append: Option<OnAppend>,
+    on_commit: Option<OnCommit>,
+}
+
+impl Replica {
+    pub fn leader(&self) -> Option<NodeId> {
+        self.leader.get()
+    }
+    /// The leader epoch clients see: the Raft term.
+    pub fn epoch(&self) -> i32 {
+        i32::try_from(self.term.get()).unwrap_or(i32::MAX)
+    }
+}
+
+/// The state-store record of a group: HardState, voters, and Raft's own entries.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct GroupRecord {
+    term: u64,
+    vote: u64,
+    commit: u64,
+    voters: Vec<u64>,
+    own: Vec<OwnEntry>,
+}
+
+/// An entry of Raft's own (no Kafka offset): where it sits and what it holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct OwnEntry {
+    index: u64,
+    term: u64,
+    kind: i32,
+    data: Vec<u8>,
+    context: Vec<u8>,
+    /// The Kafka offset of the data entry that follows it.
+    offset: i64,
+}
+
+fn record_key(group: GroupId) -> String {
+    format!("raft/{group}")
+}
+
+fn is_data(e: &Entry) -> bool {
+    e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty()
+}
+
+/// Timing of every group of a node.
+#[derive(Debug, Clone)]
+pub struct RaftTiming {
+    pub tick: Duration,
+    pub election_ticks: usize,
+    pub heartbeat_ticks: usize,
+}
+
+pub struct Replication {
+    pub node: NodeId,
+    shard: u16,
+    multi: RefCell<MultiRaft>,
+    transport: Rc<Transport>,
+    wake: Rc<Signal>,
+    replicas: RefCell<BTreeMap<GroupId, Rc<Replica>>>,
+    kv: Rc<ShardKv>,
+    flush: Rc<FlushQueue>,
+    /// Told of leadership changes (the shard shares them with the others).
+    on_leadership: RefCell<Option<OnLeadership>>,
+    /// Peer messages refused by the core (unknown group, stale), for `/metrics`.
+    pub refused_messages: Cell<u64>,
+}
+
+impl Replication {
+    /// Starts the shell of shard `shard`: binds its node-to-node listener and runs its
+    /// driver and tick.
+    pub async fn start(
+        node: NodeId,
+        shard: u16,
+        rpc_addr: SocketAddr,
+        peers: &BTreeMap<NodeId, SocketAddr>,
+        timing: RaftTiming,
+        kv: Rc<ShardKv>,
+        flush: Rc<FlushQueue>,
+    ) -> Result<Rc<Replication>, String> {
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64);
+        let mut config = keel_raft::Config::new(node, seed.unwrap_or(0) ^ node.rotate_left(17) ^ u64::from(shard));
+        config.election_ticks = timing.election_ticks.max(2);
+        config.heartbeat_ticks = timing.heartbeat_ticks.clamp(1, config.election_ticks - 1);
+        config.tick_ms = timing.tick.as_millis() as u64;
+        let others = peers.iter().filter(|(id, _)| **id != node).map(|(id, a)| (*id, *a)).collect();
+        let me = Rc::new_cyclic(|me: &Weak<Replication>| {
+            let inbound_to = me.clone();
+            let inbound: Rc<dyn Fn(NodeId, Vec<Envelope>)> = Rc::new(move |from, envelopes| {
+                if let Some(r) = inbound_to.upgrade() {
+                    r.receive(from, envelopes);
+                }
+            });
+            Replication {
+                node,
+                shard,
+                multi: RefCell::new(MultiRaft::new(config)),
+                transport: Transport::new(node, shard, others, TransportConfig::default(), inbound),
+                wake: Signal::new(),
+                replicas: RefCell::new(BTreeMap::new()),
+                kv,
+                flush,
+                on_leadership: RefCell::new(None),
+                refused_messages: Cell::new(0),
+            }
+        });
+        me.transport
+            .listen(rpc_addr)
+            .await
+            .map_err(|e| format!("shard {shard} cannot listen for peers on {rpc_addr} (+{shard}): {e}"))?;
+        glommio::spawn_local(me.clone().drive()).detach();
+        glommio::spawn_local(tick(Rc::downgrade(&me), timing.tick)).detach();
+        Ok(me)
+    }
+
+    pub fn on_leadership(&self, f: OnLeadership) {
+        *self.on_leadership.borrow_mut() = Some(f);
+    }
+
+    pub fn replica(&self, group: GroupId) -> Option<Rc<Replica>> {
+        self.replicas.borrow().get(&group).cloned()
+    }
+
+    pub fn transport(&self) -> &Rc<Transport> {
+        &self.transport
+    }
+
+    /// Starts (or restarts from disk) group `group` over `log`. A new group's first
+    /// voter campaigns at once instead of waiting for an election timeout.
+    pub async fn add_group(
+        &self,
+        group: GroupId,
+        log: Rc<RefCell<PartitionLog>>,
+        voters: Vec<NodeId>,
+        on_append: Option<OnAppend>,
+        on_commit: Option<OnCommit>,
+    ) -> Result<Rc<Replica>, String> {
+        if let Some(r) = self.replica(group) {
+            return Ok(r);
+        }
+        log.borrow_mut().set_replicated();
+        let stored = self.kv.get(&record_key(group)).and_then(|v| serde_json::from_slice::<GroupRecord>(&v).ok());
+        let fresh = stored.is_none() && log.borrow().log_end_offset() == 0;
+        let mut record = stored.unwrap_or_else(|| GroupRecord { voters: voters.clone(), ..Default::default() });
+        if record.voters.is_empty() {
+            record.voters = voters.clone();
+        }
+        let entries = rebuild_entries(&log, &record).await.map_err(|e| format!("group {group}: {e}"))?;
+        let last_index = entries.last().map(|e| e.index).unwrap_or(0);
+        record.commit = record.commit.min(last_index);
+        let hard_state =
+            HardState { term: record.term, vote: record.vote, commit: record.commit, ..Default::default() };
+        let conf_state = ConfState { voters: record.voters.clone(), ..Default::default() };
+        let storage = GroupStorage::restore(PersistedGroup { hard_state, conf_state, entries });
+        let committed_end = storage.translator().end_offset_of(record.commit).unwrap_or(0);
+        log.borrow_mut().restart_high_watermark(committed_end as i64);
+        // Committed entries are applied again after a restart only where applying
+        // means more than the high watermark (the metadata group's).
+        let applied = if on_commit.is_some() { 0 } else { record.commit };
+        let replica = Rc::new(Replica {
+            group,
+            log,
+            written_index: Cell::new(last_index),
+            record: RefCell::new(record),
+            leader: Cell::new(None),
+            term: Cell::new(hard_state_term(&storage)),
+            on_append,
+            on_commit,
+        });
+        {
+            let mut multi = self.multi.borrow_mut();
+            multi.create_group(group, storage, applied).map_err(|e| e.to_string())?;
+            if fresh && voters.first() == Some(&self.node) {
+                let _ = multi.campaign(group);
+            }
+        }
+        self.replicas.borrow_mut().insert(group, replica.clone());
+        self.wake.notify();
+        Ok(replica)
+    }
+
+    /// Stops serving `group` here (its topic was deleted); its record goes too.
+    pub async fn remove_group(&self, group: GroupId) {
+        if self.replicas.borrow_mut().remove(&group).is_none() {
+            return;
+        }
+        let _ = self.multi.borrow_mut().remove_group(group);
+        if let Err(e) = self.kv.delete(&record_key(group)).await {
+            tracing::warn!(%group, error = %e, "cannot remove a deleted group's record");
+        }
+    }
+
+    /// Appends one validated batch to `group`'s Raft log if this node leads it: stamps
+    /// its offset and the term as its leader epoch, then proposes it. Returns the
+    /// stamped header and the term it must commit in. Not `async`: callers check
+    /// idempotent-producer state and propose with no await between.
+    pub fn propose(
+        &self,
+        group: GroupId,
+        batch: &[u8],
+        log_append_time: Option<i64>,
+    ) -> Result<(BatchHeader, u64), (i16, String)> {
+        let mut multi = self.multi.borrow_mut();
+        let not_leader = |leader: Option<NodeId>| {
+            (errors::NOT_LEADER_OR_FOLLOWER, format!("this node does not lead the partition (leader {leader:?})"))
+        };
+        let Some(term) = multi.leader_term(group) else {
+            return Err(not_leader(multi.role(group).and_then(|(_, _, l)| l)));
+        };
+        let offset = multi.next_offset(group).expect("the group exists") as i64;
+        let mut copy = BytesMut::from(batch);
+        batch::patch(&mut copy, offset, i32::try_from(term).unwrap_or(i32::MAX), log_append_time);
+        let bytes = copy.freeze();
+        let header = BatchHeader::parse(&bytes).map_err(|e| (errors::CORRUPT_MESSAGE, e.to_string()))?;
+        match multi.propose(group, bytes) {
+            Ok(p) => {
+                debug_assert_eq!(p.base_offset as i64, offset);
+                drop(multi);
+                self.wake.notify();
+                Ok((header, term))
+            }
+            Err(ProposeError::NotLeader { leader, .. }) => Err(not_leader(leader)),
+            Err(ProposeError::TransferringLeadership { .. }) => Err(not_leader(None)),
+            Err(ProposeError::Dropped { .. }) => {
+                Err((errors::NOT_ENOUGH_REPLICAS, "the replicas are too far behind to take more".into()))
+            }
+            Err(e) => Err((errors::UNKNOWN_SERVER_ERROR, e.to_string())),
+        }
+    }
+
+    /// Waits until the batch ending at `last_offset`, proposed in `term`, is committed
+    /// (below the high watermark). If this node stops leading in that term first, the
+    /// outcome is unknown and the client is told to retry on the new leader.
+    pub async fn wait_committed(
+        &self,
+        group: GroupId,
+        term: u64,
+        last_offset: i64,
+        timeout: Duration,
+    ) -> Result<(), i16> {
+        let deadline = Instant::now() + timeout;
+        let Some(r) = self.replica(group) else { return Err(errors::NOT_LEADER_OR_FOLLOWER) };
+        loop {
+            let wait = {
+                let l = r.log.borrow();
+                if l.high_watermark() > last_offset {
+                    return Ok(());
+                }
+                if self.multi.borrow().leader_term(group) != Some(term) {
+                    return Err(errors::NOT_LEADER_OR_FOLLOWER);
+                }
+                if l.flush_error.is_some() {
+                    return Err(errors::KAFKA_STORAGE_ERROR);
+                }
+                l.changed.wait()
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(errors::REQUEST_TIMED_OUT);
+            }
+            futures_lite::future::or(wait, glommio::timer::sleep(left)).await;
+        }
+    }
+
+    /// This node's role in `group`: leading (with its term) or not.
+    pub fn leads(&self, group: GroupId) -> bool {
+        self.multi.borrow().leader_term(group).is_some()
+    }
+
+    /// Messages from a peer.
+    fn receive(&self, from: NodeId, envelopes: Vec<Envelope>) {
+        {
+            let mut multi = self.multi.borrow_mut();
+            for e in envelopes {
+                if let Err(err) = multi.step(e.group, e.message) {
+                    self.refused_messages.set(self.refused_messages.get() + 1);
+                    tracing::trace!(from, group = %e.group, error = %err, "peer message refused");
+                }
+            }
+        }
+        self.wake.notify();
+    }
+
+    async fn drive(self: Rc<Self>) {
+        loop {
+            let woken = self.wake.wait();
+            let actions = self.multi.borrow_mut().collect();
+            if actions.is_empty() {
+                woken.await;
+                continue;
+            }
+            self.send(&actions);
+            self.leadership(&actions);
+            let durable = self.persist(&actions.persist).await;
+            {
+                let mut multi = self.multi.borrow_mut();
+                for (group, ready) in durable {
+                    let _ = multi.persisted(group, ready);
+                }
+            }
+            self.apply(&actions);
+        }
+    }
+
+    fn send(&self, actions: &Actions) {
+        for (to, messages) in &actions.messages {
+            self.transport.send(*to, self.shard, messages.clone());
+        }
+        for (to, heartbeats) in &actions.heartbeats {
+            self.transport.send_heartbeats(*to, self.shard, heartbeats.clone());
+        }
+    }
+
+    fn leadership(&self, actions: &Actions) {
+        let mut changes = Vec::new();
+        for c in &actions.leadership {
+            let Some(r) = self.replica(c.group) else { continue };
+            let leader = match c.role {
+                StateRole::Leader => Some(self.node),
+                _ => c.leader,
+            };
+            r.leader.set(leader);
+            r.term.set(c.term);
+            r.log.borrow().changed.notify();
+            tracing::debug!(group = %c.group, ?leader, term = c.term, "leadership changed");
+            changes.push((c.group, leader, r.epoch()));
+        }
+        if !changes.is_empty() {
+            if let Some(f) = self.on_leadership.borrow().as_ref() {
+                f(changes);
+            }
+        }
+    }
+
+    /// Writes every request's entries and HardState, then waits for the one journal
+    /// pass that makes them durable. Returns the (group, ready) pairs now durable; a
+    /// group whose write failed is left out (it stays unacknowledged, and its leader
+    /// retries).
+    async fn persist(&self, requests: &[PersistRequest]) -> Vec<(GroupId, u64)> {
+        let mut written = Vec::new();
+        let mut records: Vec<(String, Bytes)> = Vec::new();
+        for req in requests {
+            let Some(r) = self.replica(req.group) else { continue };
+            let own_changed = match self.write_entries(&r, &req.entries).await {
+                Ok(changed) => changed,
+                Err(e) => {
+                    tracing::error!(group = %req.group, error = %e, "cannot write Raft entries");
+                    continue;
+                }
+            };
+            if let Some(hs) = &req.hard_state {
+                let mut record = r.record.borrow_mut();
+                record.term = hs.term;
+                record.vote = hs.vote;
+                record.commit = hs.commit;
+            }
+            if own_changed || req.hard_state.as_ref().is_some_and(|_| req.must_sync || !req.entries.is_empty()) {
+                let value = serde_json::to_vec(&*r.record.borrow()).expect("a group record serializes");
+                records.push((record_key(req.group), value.into()));
+            } else if req.hard_state.is_some() {
+                // Only the commit index moved: it rides along with the next record
+                // written (a lower commit index after a crash is safe).
+            }
+            written.push((r, req.ready));
+        }
+        if !records.is_empty() {
+            let changes: Vec<(&str, Option<Bytes>)> =
+                records.iter().map(|(k, v)| (k.as_str(), Some(v.clone()))).collect();
+            if let Err(e) = self.kv.write(&changes).await {
+                tracing::error!(error = %e, "cannot write Raft state; nothing of this pass is acknowledged");
+                return Vec::new();
+            }
+        }
+        let mut durable = Vec::with_capacity(written.len());
+        for (r, ready) in written {
+            if wait_durable(&r.log).await.is_ok() {
+                durable.push((r.group, ready));
+            }
+        }
+        durable
+    }
+
+    /// Writes `entries` to the replica's log (data) or record (Raft's own), first
+    /// truncating a conflicting tail. True when the record's own entries changed.
+    async fn write_entries(&self, r: &Replica, entries: &[Entry]) -> Result<bool, StorageError> {
+        let Some(first) = entries.first() else { return Ok(false) };
+        let mut own_changed = false;
+        if first.index <= r.written_index.get() {
+            let offset = self.offset_before(r.group, first.index);
+            tracing::info!(group = %r.group, index = first.index, offset, "truncating a tail the leader overwrote");
+            log::truncate(&r.log, offset).await?;
+            let mut record = r.record.borrow_mut();
+            let before = record.own.len();
+            record.own.retain(|e| e.index < first.index);
+            own_changed |= record.own.len() != before;
+        }
+        for e in entries {
+            if is_data(e) {
+                log::roll_if_needed(&r.log, e.data.len()).await?;
+                let expected = self.offset_before(r.group, e.index);
+                let header = r.log.borrow_mut().append(&e.data, i32::try_from(e.term).unwrap_or(i32::MAX), None);
+                if header.base_offset != expected {
+                    return Err(StorageError::Corrupt {
+                        path: r.log.borrow().dir().to_path_buf(),
+                        position: 0,
+                        reason: format!(
+                            "Raft entry {} written at offset {} but translated to {expected}",
+                            e.index, header.base_offset
+                        ),
+                    });
+                }
+                if let Some(f) = &r.on_append {
+                    f(&header);
+                }
+            } else {
+                let offset = r.log.borrow().log_end_offset();
+                r.record.borrow_mut().own.push(OwnEntry {
+                    index: e.index,
+                    term: e.term,
+                    kind: e.get_entry_type() as i32,
+                    data: e.data.to_vec(),
+                    context: e.context.to_vec(),
+                    offset,
+                });
+                own_changed = true;
+            }
+            r.written_index.set(e.index);
+        }
+        self.flush.appended(&r.log);
+        Ok(own_changed)
+    }
+
+    /// The Kafka offset at which entry `index` starts.
+    fn offset_before(&self, group: GroupId, index: u64) -> i64 {
+        let multi = self.multi.borrow();
+        let translator = multi.storage(group).expect("the group exists").translator();
+        translator.end_offset_of(index - 1).expect("the translator covers the entry") as i64
+    }
+
+    fn apply(&self, actions: &Actions) {
+        for a in &actions.apply {
+            let Some(r) = self.replica(a.group) else { continue };
+            let Some(last) = a.entries.last().map(|e| e.index) else { continue };
+            let end = {
+                let multi = self.multi.borrow();
+                multi.storage(a.group).and_then(|s| s.translator().end_offset_of(last))
+            };
+            if let Some(end) = end {
+                let mut l = r.log.borrow_mut();
+                let end = (end as i64).min(l.log_end_offset());
+                l.set_high_watermark(end);
+            }
+            if let Some(f) = &r.on_commit {
+                f(a.entries.iter().filter(|e| is_data(e)).map(|e| e.data.clone()).collect());
+            }
+            let _ = self.multi.borrow_mut().applied(a.group, last);
+        }
+    }
+}
+
+fn hard_state_term(storage: &GroupStorage) -> u64 {
+    storage.hard_state().term
+}
+
+/// Waits until everything appended to `log` is durable (the journal pass ran).
+async fn wait_durable(log: &Rc<RefCell<PartitionLog>>) -> Result<(), String> {
+    loop {
+        let wait = {
+            let l = log.borrow();
+            if l.durable_offset() >= l.log_end_offset() {
+                return Ok(());
+            }
+            if let Some(e) = &l.flush_error {
+                return Err(e.clone());
+            }
+            l.changed.wait()
+        };
+        wait.await;
+    }
+}
+
+/// The group's Raft log as entries: every batch of `log` (term = its leader epoch),
+/// with Raft's own entries from the record put back at their indexes.
+async fn rebuild_entries(log: &Rc<RefCell<PartitionLog>>, record: &GroupRecord) -> Result<Vec<Entry>, String> {
+    let (start, end) = {
+        let l = log.borrow();
+        (l.log_start_offset, l.log_end_offset())
+    };
+    if start > 0 {
+        return Err(format!("the log starts at {start}; trimmed replicated logs are not supported yet"));
+    }
+    let mut own = record.own.iter().peekable();
+    let mut entries: Vec<Entry> = Vec::new();
+    // Raft's own entries go back at exactly their indexes, between data entries.
+    let mut put_own = |entries: &mut Vec<Entry>| {
+        while let Some(o) = own.peek() {
+            let next_index = entries.last().map(|e| e.index).unwrap_or(0) + 1;
+            if o.index > next_index {
+                break;
+            }
+            if o.index == next_index {
+                let mut e = Entry { index: o.index, term: o.term, ..Default::default() };
+                e.set_entry_type(match o.kind {
+                    1 => EntryType::EntryConfChange,
+                    2 => EntryType::EntryConfChangeV2,
+                    _ => EntryType::EntryNormal,
+                });
+                e.data = Bytes::from(o.data.clone());
+                e.context = Bytes::from(o.context.clone());
+                entries.push(e);
+            }
+            own.next();
+        }
+    };
+    let mut offset = 0;
+    while offset < end {
+        let read = log::read(log, offset, 1 << 20, end).await.map_err(|e| e.to_string())?;
+        if read.batches.is_empty() {
+            return Err(format!("nothing read at offset {offset} below the log end {end}"));
+        }
+        for b in read.batches {
+            let h = BatchHeader::parse(&b).map_err(|e| e.to_string())?;
+            put_own(&mut entries);
+            let index = entries.last().map(|e| e.index).unwrap_or(0) + 1;
+            entries.push(Entry {
+                index,
+                term: u64::try_from(h.partition_leader_epoch).unwrap_or(0),
+                data: b.clone(),
+                ..Default::default()
+            });
+            offset = h.last_offset() + 1;
+        }
+    }
+    put_own(&mut entries);
+    Ok(entries)
+}
+
+async fn tick(replication: Weak<Replication>, period: Duration) {
+    loop {
+        glommio::timer::sleep(period).await;
+        let Some(r) = replication.upgrade() else { return };
+        r.multi.borrow_mut().tick();
+        r.wake.notify();
+    }
+}

@@ -1,0 +1,146 @@
+//! Replication through the real binary: three `keel` processes on loopback form a
+//! cluster, create a topic with replication factor 3, acknowledge `acks=all` writes
+//! once a majority has them, and keep every acknowledged record through `kill -9` of
+//! partition leaders, restarts and catch-up.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::cluster::Cluster;
+use common::kafka::*;
+use common::Conn;
+use keel_protocol::batch::{build_batch, split_and_validate};
+
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const INVALID_REPLICATION_FACTOR: i16 = 38;
+
+/// Produces `values` one batch each with acks=all to the partition's leader, asking
+/// `asking` nodes who leads; retries a value on a leader change. Returns the values
+/// acknowledged, in order.
+fn produce_all(c: &Cluster, asking: &[i32], topic: &str, partition: i32, values: &[String]) -> Vec<String> {
+    let mut acked = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut conn: Option<(i32, Conn)> = None;
+    for v in values {
+        loop {
+            assert!(Instant::now() < deadline, "could not produce {v}; logs:\n{}", c.logs());
+            if conn.is_none() {
+                let (leader, _) = c.wait_for_leader(asking, topic, partition, None);
+                conn = c.try_connect(leader).map(|k| (leader, k));
+            }
+            let Some((_, k)) = conn.as_mut() else { continue };
+            let batch = build_batch(0, 0, &[(None, Some(v.as_bytes()))]);
+            let req = produce_request(topic, partition, batch);
+            let r: Option<kafka_protocol::messages::ProduceResponse> =
+                k.try_call(kafka_protocol::messages::ApiKey::Produce, 11, &req);
+            match r.map(|r| r.responses[0].partition_responses[0].error_code) {
+                Some(0) => {
+                    acked.push(v.clone());
+                    break;
+                }
+                _ => {
+                    conn = None;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+    acked
+}
+
+fn produce_request(topic: &str, partition: i32, batch: Bytes) -> kafka_protocol::messages::ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let pd = PartitionProduceData::default().with_index(partition).with_records(Some(batch));
+    kafka_protocol::messages::ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default().with_name(name(topic)).with_partition_data(vec![pd])])
+}
+
+/// Every value of the partition, read from node `id` (its leader).
+fn read_all(c: &Cluster, id: i32, topic: &str, partition: i32) -> Vec<String> {
+    let mut k = c.try_connect(id).expect("the leader answers");
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let r = fetch(&mut k, &[(topic, partition, offset)], 0, 1);
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "fetch {topic}-{partition} at {offset} from node {id}");
+        let records = p.records.clone().unwrap_or_default();
+        let batches = split_and_validate(&records).unwrap();
+        let Some((last, _)) = batches.last() else { break };
+        out.extend(
+            records_of(&records)
+                .into_iter()
+                .filter(|(o, _, _)| *o >= offset)
+                .filter_map(|(_, _, v)| v)
+                .map(|v| String::from_utf8(v.to_vec()).unwrap()),
+        );
+        offset = last.last_offset() + 1;
+        if offset >= p.high_watermark {
+            break;
+        }
+    }
+    out
+}
+
+#[test]
+fn three_nodes_replicate_and_keep_acknowledged_records_through_leader_kills() {
+    let mut c = Cluster::start(3);
+    let all = [1, 2, 3];
+    assert_eq!(c.create_topic("r3", 3, 3), 0, "{}", c.logs());
+    assert_eq!(c.create_topic("too-wide", 1, 4), INVALID_REPLICATION_FACTOR);
+    let leaders: Vec<i32> = (0..3).map(|p| c.wait_for_leader(&all, "r3", p, None).0).collect();
+    let distinct: std::collections::BTreeSet<_> = leaders.iter().collect();
+    assert!(distinct.len() >= 2, "leaders spread over nodes: {leaders:?}");
+    // Replicas, ISR and the controller as a client sees them.
+    let m = c.metadata(1, Some(&["r3"])).unwrap();
+    for p in &m.topics[0].partitions {
+        assert_eq!(p.replica_nodes.len(), 3);
+    }
+
+    let mut acked: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for p in 0..3 {
+        let values: Vec<String> = (0..30).map(|i| format!("first-{p}-{i}")).collect();
+        acked.insert(p, produce_all(&c, &all, "r3", p, &values));
+    }
+    // A follower refuses clients.
+    let (leader0, epoch0) = c.wait_for_leader(&all, "r3", 0, None);
+    let follower = all.iter().copied().find(|n| *n != leader0).unwrap();
+    let mut k = c.try_connect(follower).unwrap();
+    let r = produce(&mut k, -1, &[("r3", 0, build_batch(0, 0, &[(None, Some(b"nope"))]))]);
+    assert_eq!(r.responses[0].partition_responses[0].error_code, NOT_LEADER_OR_FOLLOWER);
+    let f = fetch(&mut k, &[("r3", 0, 0)], 0, 1);
+    assert_eq!(f.responses[0].partitions[0].error_code, NOT_LEADER_OR_FOLLOWER);
+
+    // Kill the leader of partition 0: the others elect a new one in a later term,
+    // which has every acknowledged record and takes more.
+    c.node(leader0).kill9();
+    let survivors: Vec<i32> = all.iter().copied().filter(|n| *n != leader0).collect();
+    let (leader1, epoch1) = c.wait_for_leader(&survivors, "r3", 0, Some(leader0));
+    assert!(epoch1 > epoch0, "a new leader epoch: {epoch0} then {epoch1}");
+    eprintln!("partition 0: leader {leader0} (epoch {epoch0}) killed; node {leader1} leads in epoch {epoch1}");
+    assert_eq!(read_all(&c, leader1, "r3", 0), acked[&0], "acknowledged records on the new leader");
+    let more: Vec<String> = (0..30).map(|i| format!("second-0-{i}")).collect();
+    let more = produce_all(&c, &survivors, "r3", 0, &more);
+    acked.get_mut(&0).unwrap().extend(more);
+
+    // The old leader comes back and catches up; then the new leader dies, and the
+    // partition is led by one of the other two, with everything acknowledged.
+    c.node(leader0).spawn();
+    std::thread::sleep(Duration::from_secs(2));
+    c.node(leader1).kill9();
+    let rest: Vec<i32> = all.iter().copied().filter(|n| *n != leader1).collect();
+    let (leader2, epoch2) = c.wait_for_leader(&rest, "r3", 0, Some(leader1));
+    eprintln!("partition 0: leader {leader1} killed; node {leader2} leads in epoch {epoch2}");
+    assert_eq!(read_all(&c, leader2, "r3", 0), acked[&0], "acknowledged records after a second failover");
+    c.node(leader1).spawn();
+    for p in 0..3 {
+        let (leader, _) = c.wait_for_leader(&all, "r3", p, None);
+        assert_eq!(read_all(&c, leader, "r3", p), acked[&p], "partition {p} after both restarts");
+        eprintln!("partition {p}: {} acknowledged records read back from leader {leader}", acked[&p].len());
+    }
+}

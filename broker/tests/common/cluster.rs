@@ -1,0 +1,133 @@
+//! A cluster of real `keel` processes on loopback, one shard each, for replication
+//! tests: node ids 1..=n, each with its own Kafka, admin and node-to-node ports.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, MetadataRequest, MetadataResponse};
+
+use super::kafka::name;
+use super::{free_port, Broker, Conn};
+
+pub struct Cluster {
+    pub nodes: Vec<Broker>,
+}
+
+impl Cluster {
+    /// Starts `n` nodes and waits until every one lists all `n` brokers and a
+    /// controller.
+    pub fn start(n: usize) -> Cluster {
+        let rpc: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let peers: Vec<String> = rpc.iter().enumerate().map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1)).collect();
+        let peers = peers.join(",");
+        let nodes = (0..n)
+            .map(|i| {
+                let node_id = (i + 1).to_string();
+                let rpc_addr = format!("127.0.0.1:{}", rpc[i]);
+                Broker::start_with(1, "256M", &["--node-id", &node_id, "--rpc-addr", &rpc_addr, "--peers", &peers])
+            })
+            .collect();
+        let cluster = Cluster { nodes };
+        cluster.wait_until("every node lists every broker and a controller", Duration::from_secs(60), |c| {
+            (1..=n as i32).all(|id| c.metadata(id, None).is_some_and(|m| m.brokers.len() == n && m.controller_id.0 > 0))
+        });
+        cluster
+    }
+
+    pub fn node(&mut self, id: i32) -> &mut Broker {
+        &mut self.nodes[(id - 1) as usize]
+    }
+
+    pub fn try_connect(&self, id: i32) -> Option<Conn> {
+        let port = self.nodes[(id - 1) as usize].port;
+        let stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(15))).ok()?;
+        Some(Conn::from_stream(stream))
+    }
+
+    /// Metadata from node `id` (all topics, or `topics`), if it answers.
+    pub fn metadata(&self, id: i32, topics: Option<&[&str]>) -> Option<MetadataResponse> {
+        let mut c = self.try_connect(id)?;
+        let topics = topics.map(|ts| {
+            ts.iter()
+                .map(|t| {
+                    kafka_protocol::messages::metadata_request::MetadataRequestTopic::default().with_name(Some(name(t)))
+                })
+                .collect()
+        });
+        let req = MetadataRequest::default().with_topics(topics).with_allow_auto_topic_creation(false);
+        c.try_call(ApiKey::Metadata, 12, &req)
+    }
+
+    /// The controller as node `id` sees it.
+    pub fn controller(&self, id: i32) -> Option<i32> {
+        self.metadata(id, None).map(|m| m.controller_id.0).filter(|c| *c > 0)
+    }
+
+    /// Creates `topic` through the controller, retrying while it moves.
+    pub fn create_topic(&self, topic: &str, partitions: i32, replication_factor: i16) -> i16 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let live = (1..=self.nodes.len() as i32).find(|id| self.metadata(*id, None).is_some());
+            let controller = live.and_then(|id| self.controller(id));
+            if let Some(mut c) = controller.and_then(|id| self.try_connect(id)) {
+                let req = CreateTopicsRequest::default()
+                    .with_topics(vec![CreatableTopic::default()
+                        .with_name(name(topic))
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(replication_factor)])
+                    .with_timeout_ms(10_000);
+                let r: Option<kafka_protocol::messages::CreateTopicsResponse> =
+                    c.try_call(ApiKey::CreateTopics, 7, &req);
+                if let Some(code) = r.map(|r| r.topics[0].error_code) {
+                    if code != 41 || Instant::now() > deadline {
+                        return code;
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "no controller took the topic");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The leader of `topic`-`partition` as node `asking` reports it.
+    pub fn leader(&self, asking: i32, topic: &str, partition: i32) -> Option<(i32, i32)> {
+        let m = self.metadata(asking, Some(&[topic]))?;
+        let p = m.topics.first()?.partitions.iter().find(|p| p.partition_index == partition)?.clone();
+        (p.leader_id.0 > 0).then_some((p.leader_id.0, p.leader_epoch))
+    }
+
+    /// Waits until every live node in `asking` agrees on a leader of the partition
+    /// other than `not`.
+    pub fn wait_for_leader(&self, asking: &[i32], topic: &str, partition: i32, not: Option<i32>) -> (i32, i32) {
+        let mut found = None;
+        self.wait_until(&format!("a leader for {topic}-{partition}"), Duration::from_secs(30), |c| {
+            let seen: Vec<Option<(i32, i32)>> = asking.iter().map(|id| c.leader(*id, topic, partition)).collect();
+            found = seen[0];
+            seen.iter().all(|s| s.is_some() && *s == seen[0] && s.map(|(l, _)| Some(l) != not).unwrap_or(false))
+        });
+        found.expect("a leader")
+    }
+
+    pub fn wait_until(&self, what: &str, timeout: Duration, mut done: impl FnMut(&Cluster) -> bool) {
+        let deadline = Instant::now() + timeout;
+        while !done(self) {
+            assert!(Instant::now() < deadline, "timed out waiting until {what}; logs:\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let log = b.log();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                format!("--- node {} ---\n{}", i + 1, tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
