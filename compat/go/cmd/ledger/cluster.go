@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// cluster is the Keel cluster as the harness sees it: one probe client per node,
+// so that each node can be asked for its own view of the topic's leaders, and
+// compat/cluster.sh for kill -9 and restart. Node i (1-based) is addrs[i-1].
+type cluster struct {
+	script string
+	dir    string
+	addrs  []string
+	probes []*kgo.Client
+	topic  string
+	parts  int
+}
+
+// leaderView is one partition's leader and leader epoch as a node reports it.
+type leaderView struct {
+	leader int32
+	epoch  int32
+}
+
+const (
+	probeRequestTimeout = 1500 * time.Millisecond
+	probeInterval       = 50 * time.Millisecond
+	killTimeout         = 10 * time.Second
+	restartTimeout      = 90 * time.Second
+	createTopicTimeout  = 30 * time.Second
+)
+
+func newCluster(script, dir string, addrs []string, topic string, parts int) (*cluster, error) {
+	c := &cluster{script: script, dir: dir, addrs: addrs, topic: topic, parts: parts}
+	for _, a := range addrs {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(a), kgo.DialTimeout(time.Second), kgo.RequestRetries(0))
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("probe client for %s: %w", a, err)
+		}
+		c.probes = append(c.probes, cl)
+	}
+	return c, nil
+}
+
+func (c *cluster) close() {
+	for _, p := range c.probes {
+		p.Close()
+	}
+}
+
+func (c *cluster) nodes() []int {
+	ids := make([]int, len(c.addrs))
+	for i := range ids {
+		ids[i] = i + 1
+	}
+	return ids
+}
+
+// view asks node id for the leader of every partition of the topic. It fails unless
+// the node answers in time and knows a leader for every partition.
+func (c *cluster) view(ctx context.Context, id int) ([]leaderView, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeRequestTimeout)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(c.topic)
+	req.Topics = append(req.Topics, t)
+	resp, err := c.probes[id-1].SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	m := resp.(*kmsg.MetadataResponse)
+	if len(m.Topics) != 1 {
+		return nil, fmt.Errorf("node %d: metadata has %d topics", id, len(m.Topics))
+	}
+	if err := kerr.ErrorForCode(m.Topics[0].ErrorCode); err != nil {
+		return nil, fmt.Errorf("node %d: topic %s: %w", id, c.topic, err)
+	}
+	out := make([]leaderView, c.parts)
+	seen := 0
+	for _, p := range m.Topics[0].Partitions {
+		if p.Partition < 0 || int(p.Partition) >= c.parts {
+			continue
+		}
+		if p.Leader < 0 {
+			return nil, fmt.Errorf("node %d: partition %d has no leader (%v)", id, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+		}
+		out[p.Partition] = leaderView{p.Leader, p.LeaderEpoch}
+		seen++
+	}
+	if seen != c.parts {
+		return nil, fmt.Errorf("node %d: %d of %d partitions in metadata", id, seen, c.parts)
+	}
+	return out, nil
+}
+
+// agreed returns the leaders every node of ids reports, if they all answer and agree
+// and no partition is led by node not.
+func (c *cluster) agreed(ctx context.Context, ids []int, not int32) ([]leaderView, error) {
+	var first []leaderView
+	for _, id := range ids {
+		v, err := c.view(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if first == nil {
+			first = v
+			continue
+		}
+		for p := range v {
+			if v[p] != first[p] {
+				return nil, fmt.Errorf("nodes disagree on partition %d: node %d says %v, node %d says %v",
+					p, ids[0], first[p], id, v[p])
+			}
+		}
+	}
+	for p, v := range first {
+		if v.leader == not {
+			return nil, fmt.Errorf("partition %d still led by node %d", p, not)
+		}
+	}
+	return first, nil
+}
+
+// waitAgreed polls agreed until it holds or timeout passes; the error then is the
+// last reason it did not hold.
+func (c *cluster) waitAgreed(ctx context.Context, ids []int, not int32, timeout time.Duration) ([]leaderView, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		v, err := c.agreed(ctx, ids, not)
+		if err == nil {
+			return v, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("after %v: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(probeInterval):
+		}
+	}
+}
+
+func (c *cluster) kill(ctx context.Context, id int) error {
+	return c.run(ctx, killTimeout, "kill", id)
+}
+
+func (c *cluster) restart(ctx context.Context, id int) error {
+	return c.run(ctx, restartTimeout, "restart", id)
+}
+
+func (c *cluster) run(ctx context.Context, timeout time.Duration, verb string, id int) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.script, verb, fmt.Sprint(id), c.dir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("cluster.sh %s %d: %w: %s", verb, id, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// running reports whether node id's process is alive, from its pid file.
+func (c *cluster) running(id int) bool {
+	b, err := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("node-%d", id), "keel.pid"))
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join("/proc", strings.TrimSpace(string(b))))
+	return err == nil
+}
+
+// logTails is the last n lines of every node's log, for evidence when the cluster
+// misbehaves.
+func (c *cluster) logTails(n int) string {
+	var b strings.Builder
+	for _, id := range c.nodes() {
+		path := filepath.Join(c.dir, fmt.Sprintf("node-%d", id), "keel.log")
+		data, err := os.ReadFile(path)
+		fmt.Fprintf(&b, "--- node %d (%s)\n", id, path)
+		if err != nil {
+			fmt.Fprintf(&b, "(unreadable: %v)\n", err)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > n {
+			lines = lines[len(lines)-n:]
+		}
+		b.WriteString(strings.Join(lines, "\n"))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// createTopic creates the topic through the controller (kgo routes CreateTopics
+// there), retrying while the controller moves or is not yet known.
+func createTopic(ctx context.Context, cl *kgo.Client, topic string, parts int, rf int) error {
+	deadline := time.Now().Add(createTopicTimeout)
+	var last error
+	for time.Now().Before(deadline) {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 10_000
+		t := kmsg.NewCreateTopicsRequestTopic()
+		t.Topic = topic
+		t.NumPartitions = int32(parts)
+		t.ReplicationFactor = int16(rf)
+		req.Topics = append(req.Topics, t)
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		resp, err := req.RequestWith(rctx, cl)
+		cancel()
+		if err == nil {
+			err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+			if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
+				return nil
+			}
+			if !kerr.IsRetriable(err) && !errors.Is(err, kerr.NotController) {
+				return fmt.Errorf("create topic %s: %w", topic, err)
+			}
+		}
+		last = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("create topic %s: no success in %v: %v", topic, createTopicTimeout, last)
+}

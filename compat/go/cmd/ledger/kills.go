@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// killLeaders kills the leader of partition 0 cfg.kills times: kill -9, wait until
+// the survivors agree on new leaders for every partition it led, keep it down for
+// cfg.down, restart it, wait until all nodes agree on the leaders again, settle.
+// It stops at the first step that does not finish in cfg.waitTimeout and returns
+// the kills so far with that error; the failed kill carries it too.
+func killLeaders(ctx context.Context, c *cluster, cfg config, log io.Writer) ([]kill, error) {
+	var kills []kill
+	all := c.nodes()
+	for n := 1; n <= cfg.kills; n++ {
+		k, err := killOne(ctx, c, cfg, all, n)
+		kills = append(kills, k)
+		if err != nil {
+			fmt.Fprintf(log, "ledger: kill %d/%d: %v\n", n, cfg.kills, err)
+			return kills, err
+		}
+		fmt.Fprintf(log, "ledger: kill %d/%d: node %d (led %v, epoch %d) killed at %s; node %d leads in epoch %d after %v; back %v after restart\n",
+			n, cfg.kills, k.node, k.led, k.epoch, k.at.Format(timeFormat), k.newLeader, k.newEpoch,
+			k.electedIn.Round(time.Millisecond), k.backIn.Round(time.Millisecond))
+		if err := sleep(ctx, cfg.settle); err != nil {
+			return kills, err
+		}
+	}
+	return kills, nil
+}
+
+func killOne(ctx context.Context, c *cluster, cfg config, all []int, n int) (kill, error) {
+	k := kill{n: n}
+	fail := func(format string, args ...any) (kill, error) {
+		k.err = fmt.Sprintf(format, args...)
+		return k, fmt.Errorf("%s", k.err)
+	}
+	before, err := c.waitAgreed(ctx, all, -1, cfg.waitTimeout)
+	if err != nil {
+		return fail("cluster not settled before the kill: %v", err)
+	}
+	k.node, k.epoch = before[0].leader, before[0].epoch
+	for p, v := range before {
+		if v.leader == k.node {
+			k.led = append(k.led, int32(p))
+			k.ledEpochs = append(k.ledEpochs, v.epoch)
+		}
+	}
+	k.at = time.Now()
+	if err := c.kill(ctx, int(k.node)); err != nil {
+		return fail("%v", err)
+	}
+	var survivors []int
+	for _, id := range all {
+		if id != int(k.node) {
+			survivors = append(survivors, id)
+		}
+	}
+	after, err := c.waitAgreed(ctx, survivors, k.node, cfg.waitTimeout)
+	if err != nil {
+		// Bring the node back so the read-back has a whole cluster, then stop.
+		_ = c.restart(ctx, int(k.node))
+		return fail("no new leader among nodes %v: %v", survivors, err)
+	}
+	k.electedIn = time.Since(k.at)
+	k.newLeader, k.newEpoch = after[0].leader, after[0].epoch
+	for _, p := range k.led {
+		if after[p].epoch <= before[p].epoch {
+			_ = c.restart(ctx, int(k.node))
+			return fail("partition %d: leader epoch %d after the kill, %d before", p, after[p].epoch, before[p].epoch)
+		}
+	}
+	if err := sleep(ctx, time.Until(k.at.Add(cfg.down))); err != nil {
+		return k, err
+	}
+	k.restarted = time.Now()
+	if err := c.restart(ctx, int(k.node)); err != nil {
+		return fail("%v", err)
+	}
+	if _, err := c.waitAgreed(ctx, all, -1, cfg.waitTimeout); err != nil {
+		return fail("node %d restarted but the cluster did not agree on leaders: %v", k.node, err)
+	}
+	k.backIn = time.Since(k.restarted)
+	return k, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}

@@ -1,0 +1,258 @@
+// Command ledger is the leader-kill ledger: an idempotent acks=all franz-go
+// producer writes ids at a fixed rate to a replicated topic while the harness
+// kill -9s the leader of partition 0 again and again; at the end it reads every
+// partition back and checks that no acknowledged id was lost, none is there twice,
+// and each partition holds its ids in increasing order.
+//
+//	ledger -cluster-dir DIR -cluster-sh compat/cluster.sh -brokers H:P,H:P,H:P [-kills 20] [-rate 1000]
+//
+// The brokers are nodes 1..n of a cluster started with compat/cluster.sh in DIR,
+// listed in node order. It prints one line per kill, a table, and last the line
+//
+//	ledger: kills=K acked=N lost=0 duplicates=0 reordered=0 gap_ms median=X max=Y ...
+//
+// The gap of a kill is the longest time without an acknowledgement on a partition
+// the killed node led, from the kill to the next kill (or the end), starting at the
+// last acknowledgement before; the any-partition gap is the same over all
+// partitions together. Failover is the time from the kill until each partition it
+// led had an acknowledgement of a record written in a later leader epoch (the
+// epochs come from the read-back), so that acknowledgements still on the wire from
+// the dead leader do not count.
+//
+// Exit status: 0 if the ledger checks out; 1 if an acknowledged id was lost,
+// duplicated, reordered or found at another offset; 2 if the run itself could not
+// finish (a cluster that did not settle, records the client gave up on, a read-back
+// that stopped short).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type config struct {
+	brokers         []string
+	clusterDir      string
+	clusterScript   string
+	topic           string
+	partitions      int
+	replication     int
+	kills           int
+	rate            float64
+	down            time.Duration
+	settle          time.Duration
+	warmup          time.Duration
+	cooldown        time.Duration
+	waitTimeout     time.Duration
+	linger          time.Duration
+	deliveryTimeout time.Duration
+	metadataMinAge  time.Duration
+	clientLog       string
+}
+
+func parseFlags() config {
+	var cfg config
+	var brokers string
+	flag.StringVar(&brokers, "brokers", "127.0.0.1:29092,127.0.0.1:29093,127.0.0.1:29094", "Kafka addresses of nodes 1..n, in node order")
+	flag.StringVar(&cfg.clusterDir, "cluster-dir", "", "directory of the cluster compat/cluster.sh started (required)")
+	flag.StringVar(&cfg.clusterScript, "cluster-sh", "compat/cluster.sh", "path of compat/cluster.sh")
+	flag.StringVar(&cfg.topic, "topic", fmt.Sprintf("ledger-%d", time.Now().Unix()), "topic to create and write")
+	flag.IntVar(&cfg.partitions, "partitions", 3, "partitions of the topic")
+	flag.IntVar(&cfg.replication, "replication-factor", 3, "replication factor of the topic")
+	flag.IntVar(&cfg.kills, "kills", 20, "leader kills")
+	flag.Float64Var(&cfg.rate, "rate", 1000, "records per second offered")
+	flag.DurationVar(&cfg.down, "down", 3*time.Second, "how long a killed leader stays down")
+	flag.DurationVar(&cfg.settle, "settle", 2*time.Second, "pause after a restarted node is back, before the next kill")
+	flag.DurationVar(&cfg.warmup, "warmup", 3*time.Second, "production before the first kill")
+	flag.DurationVar(&cfg.cooldown, "cooldown", 3*time.Second, "production after the last kill")
+	flag.DurationVar(&cfg.waitTimeout, "wait-timeout", 30*time.Second, "bound of each wait for the cluster to agree on leaders")
+	flag.DurationVar(&cfg.linger, "linger", 5*time.Millisecond, "producer linger")
+	flag.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 30*time.Second, "producer delivery timeout (retries are unlimited within it)")
+	flag.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 250*time.Millisecond, "least time between the client's metadata refreshes (kgo default 5s)")
+	flag.StringVar(&cfg.clientLog, "client-log", "", "file for the franz-go client log (info level); none if empty")
+	flag.Parse()
+	cfg.brokers = strings.Split(brokers, ",")
+	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	return cfg
+}
+
+func main() {
+	cfg := parseFlags()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	code, err := run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ledger:", err)
+	}
+	os.Exit(code)
+}
+
+func run(ctx context.Context, cfg config) (int, error) {
+	c, err := newCluster(cfg.clusterScript, cfg.clusterDir, cfg.brokers, cfg.topic, cfg.partitions)
+	if err != nil {
+		return 2, err
+	}
+	defer c.close()
+	l := &ledger{}
+	opts := producerOptions(cfg.brokers, cfg, l)
+	if cfg.clientLog != "" {
+		f, err := os.Create(cfg.clientLog)
+		if err != nil {
+			return 2, err
+		}
+		defer f.Close()
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, func() string { return time.Now().Format(timeFormat) + " " })))
+	}
+	producer, err := kgo.NewClient(opts...)
+	if err != nil {
+		return 2, err
+	}
+	defer producer.Close()
+
+	if err := createTopic(ctx, producer, cfg.topic, cfg.partitions, cfg.replication); err != nil {
+		return 2, err
+	}
+	if _, err := c.waitAgreed(ctx, c.nodes(), -1, cfg.waitTimeout); err != nil {
+		return 2, fmt.Errorf("topic %s has no agreed leaders: %w\n%s", cfg.topic, err, c.logTails(30))
+	}
+	fmt.Fprintf(os.Stderr, "ledger: topic %s, %d partitions, rf %d; producing %.0f records/s; %d kills\n",
+		cfg.topic, cfg.partitions, cfg.replication, cfg.rate, cfg.kills)
+
+	produceCtx, stopProducing := context.WithCancel(ctx)
+	producedCh := make(chan int64, 1)
+	go func() { producedCh <- produce(produceCtx, producer, cfg.topic, cfg.partitions, cfg.rate, l) }()
+
+	var killErr error
+	var kills []kill
+	if killErr = sleep(ctx, cfg.warmup); killErr == nil {
+		kills, killErr = killLeaders(ctx, c, cfg, os.Stderr)
+	}
+	if killErr != nil {
+		fmt.Fprintf(os.Stderr, "ledger: kills stopped: %v\nnode log tails:\n%s", killErr, c.logTails(40))
+	} else {
+		_ = sleep(ctx, cfg.cooldown)
+	}
+	stopProducing()
+	produced := <-producedCh
+	stoppedAt := time.Now()
+	flushCtx, cancel := context.WithTimeout(context.Background(), cfg.deliveryTimeout+15*time.Second)
+	flushErr := producer.Flush(flushCtx)
+	cancel()
+	restartDead(ctx, c)
+
+	acks, failures, dataLoss := l.snapshot()
+	for i := range kills {
+		kills[i].windowEnd = stoppedAt
+		if i+1 < len(kills) {
+			kills[i].windowEnd = kills[i+1].at
+		}
+	}
+
+	ends, err := endOffsets(context.Background(), producer, cfg.topic, cfg.partitions)
+	if err != nil {
+		return 2, fmt.Errorf("%w\n%s", err, c.logTails(40))
+	}
+	logs, fetchErrors, readErr := readBack(context.Background(), cfg.brokers, cfg.topic, ends)
+	v := check(acks, logs, cfg.partitions)
+	measure(kills, acks, newEpochIndex(logs))
+	printEpochs(os.Stdout, logs)
+
+	printKills(os.Stdout, kills)
+	problems := report(kills, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
+	switch {
+	case v.failed():
+		return 1, nil
+	case problems:
+		return 2, nil
+	}
+	return 0, nil
+}
+
+// restartDead restarts any node whose process is gone, so the read-back sees the
+// whole cluster after a run that stopped in the middle of a kill.
+func restartDead(ctx context.Context, c *cluster) {
+	for _, id := range c.nodes() {
+		if !c.running(id) {
+			if err := c.restart(ctx, id); err != nil {
+				fmt.Fprintf(os.Stderr, "ledger: restarting node %d: %v\n", id, err)
+			}
+		}
+	}
+}
+
+// report prints the findings and the summary line; it returns whether the run had
+// problems other than the ledger's verdict.
+func report(kills []kill, v verdict, produced int64, failures []failure, dataLoss, fetchErrors []string,
+	flushErr, readErr, killErr error, ends map[int32]int64) bool {
+	problems := killErr != nil || flushErr != nil || readErr != nil || len(failures) > 0 || len(dataLoss) > 0
+	out := os.Stdout
+	if len(failures) > 0 {
+		fmt.Fprintf(out, "records the client gave up on: %d, first: id %d p%d at %s: %v\n",
+			len(failures), failures[0].id, failures[0].partition, failures[0].at.Format(timeFormat), failures[0].err)
+	}
+	if unresolved := produced - int64(v.acked) - int64(len(failures)); unresolved != 0 {
+		problems = true
+		fmt.Fprintf(out, "records neither acknowledged nor failed after the flush: %d (flush: %v)\n", unresolved, flushErr)
+	}
+	for _, d := range dataLoss {
+		fmt.Fprintf(out, "franz-go detected data loss (OUT_OF_ORDER_SEQUENCE_NUMBER on a fresh sequence): %s\n", d)
+	}
+	if len(fetchErrors) > 0 {
+		fmt.Fprintf(out, "read-back fetch errors (retried): %s\n", sample(fetchErrors, 5))
+	}
+	if readErr != nil {
+		fmt.Fprintf(out, "read-back: %v\n", readErr)
+	}
+	if killErr != nil {
+		fmt.Fprintf(out, "kills stopped early: %v\n", killErr)
+	}
+	if len(v.lost) > 0 {
+		fmt.Fprintf(out, "LOST acknowledged ids: %s\n", sample(v.lost, 20))
+	}
+	if len(v.duplicates) > 0 {
+		fmt.Fprintf(out, "DUPLICATE ids: %s\n", sample(v.duplicates, 20))
+	}
+	if len(v.reordered) > 0 {
+		fmt.Fprintf(out, "REORDERED: %s\n", sample(v.reordered, 10))
+	}
+	if len(v.offsetMismatch) > 0 {
+		fmt.Fprintf(out, "OFFSET MISMATCH: %s\n", sample(v.offsetMismatch, 10))
+	}
+	if len(v.foreign) > 0 {
+		fmt.Fprintf(out, "FOREIGN records: %s\n", sample(v.foreign, 10))
+	}
+	var gaps, anyGaps, failovers, elections []time.Duration
+	for _, k := range kills {
+		if k.err != "" {
+			continue
+		}
+		gaps = append(gaps, k.gap)
+		anyGaps = append(anyGaps, k.anyGap)
+		elections = append(elections, k.electedIn)
+		if !k.noFailover {
+			failovers = append(failovers, k.failover)
+		}
+	}
+	gapMed, gapMax := stats(gaps)
+	anyMed, anyMax := stats(anyGaps)
+	foMed, foMax := stats(failovers)
+	elMed, elMax := stats(elections)
+	fmt.Fprintf(out, "ledger: produced=%d failed=%d logged=%d unacked_present=%d offset_mismatch=%d foreign=%d end_offsets=%v\n",
+		produced, len(failures), v.logged, v.unackedPresent, len(v.offsetMismatch), len(v.foreign), ends)
+	fmt.Fprintf(out, "ledger: failover_ms median=%s max=%s elected_ms median=%s max=%s any_partition_gap_ms median=%s max=%s\n",
+		foMed, foMax, elMed, elMax, anyMed, anyMax)
+	fmt.Fprintf(out, "ledger: kills=%d acked=%d lost=%d duplicates=%d reordered=%d gap_ms median=%s max=%s\n",
+		len(gaps), v.acked, len(v.lost), len(v.duplicates), len(v.reordered), gapMed, gapMax)
+	return problems
+}

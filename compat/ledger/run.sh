@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The leader-kill ledger: a 3-node Keel cluster, an idempotent acks=all franz-go
+# producer writing ids at a fixed rate, and kill -9 of partition 0's leader again and
+# again; then every partition is read back and checked (see compat/go/cmd/ledger).
+#
+#   compat/ledger/run.sh [--kills N] [--rate R] [--keep] [-- extra ledger flags...]
+#
+# Builds target/release/keel if it is missing (KEEL_BIN overrides it), starts its own
+# cluster in a temporary directory on Kafka ports LEDGER_BASE_PORT..+2 (default
+# 29092; admin +100, node-to-node +200), and stops it on exit. The directory, with
+# each node's keel.log and the client's log, is kept when the run fails or with
+# --keep. Exit status is the ledger's: 0 clean, 1 lost/duplicated/reordered
+# records, 2 a run that could not finish.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+base=${LEDGER_BASE_PORT:-29092}
+kills=20
+rate=1000
+keep=0
+extra=()
+while (($#)); do
+  case "$1" in
+    --kills) kills=${2:?}; shift 2 ;;
+    --rate) rate=${2:?}; shift 2 ;;
+    --keep) keep=1; shift ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "usage: $0 [--kills N] [--rate R] [--keep] [-- extra ledger flags]" >&2; exit 2 ;;
+  esac
+done
+
+bin="${KEEL_BIN:-$root/target/release/keel}"
+if [[ ! -x "$bin" ]]; then
+  echo "run.sh: building keel" >&2
+  (cd "$root" && nice -n 10 cargo build --release -p keel-broker)
+fi
+ledger="$root/compat/go/.bin/ledger"
+(cd "$root/compat/go" && nice -n 10 go build -o "$ledger" ./cmd/ledger)
+
+for port in "$base" "$((base + 1))" "$((base + 2))"; do
+  for p in "$port" "$((port + 100))" "$((port + 200))"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "run.sh: port $p is in use; set LEDGER_BASE_PORT" >&2
+      exit 2
+    fi
+  done
+done
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/keel-ledger.XXXXXX")
+rc=2
+cleanup() {
+  "$root/compat/cluster.sh" stop "$dir" || true
+  if ((rc == 0 && keep == 0)); then
+    rm -rf "$dir"
+  else
+    echo "run.sh: node logs in $dir/node-*/keel.log, client log in $dir/client.log" >&2
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# `--smp 1` (what cluster.sh runs anyway) so that `cluster.sh restart` has a flag to
+# replay: started with none, it replays one empty argument, which `keel serve` refuses.
+nice -n 10 "$root/compat/cluster.sh" start 3 "$dir" "$base" --smp 1 >&2
+brokers="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
+# Each kill takes about down + settle + election + restart (~7 s); the bound leaves
+# room for every wait inside the ledger to run to its own timeout once.
+bound=$((180 + kills * 45))
+set +e
+nice -n 10 timeout --kill-after=10 "$bound" "$ledger" -cluster-dir "$dir" -cluster-sh "$root/compat/cluster.sh" \
+  -brokers "$brokers" -kills "$kills" -rate "$rate" -client-log "$dir/client.log" "${extra[@]}"
+rc=$?
+set -e
+if ((rc == 124 || rc == 137)); then
+  echo "run.sh: the ledger did not finish within ${bound}s" >&2
+  rc=2
+fi
+exit "$rc"
