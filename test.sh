@@ -104,6 +104,43 @@ else
   record "keel start" 0 1 0
 fi
 
+# A 3-node cluster (one shard each), topics with replication factor 3: franz-go's
+# suite, then the leader-kill ledger (an idempotent acks=all producer while the leader
+# is killed; nothing acknowledged may be lost, duplicated or reordered).
+cluster_dir="$run_dir/cluster" cluster_base=$((port + 3000))
+cluster_bootstrap="127.0.0.1:$cluster_base,127.0.0.1:$((cluster_base + 1)),127.0.0.1:$((cluster_base + 2))"
+note "start a 3-node Keel cluster on 127.0.0.1:$cluster_base-$((cluster_base + 2))"
+if compat/cluster.sh start 3 "$cluster_dir" "$cluster_base"; then
+  note "cluster: franz-go kgo integration suite, KGO_TEST_RF=3"
+  KGO_TEST_RF=3 RESULTS_LABEL=keel-cluster compat/go/run.sh "$cluster_bootstrap" >"$logs/cluster-franz-go.log" 2>&1
+  grep -E "^(SKIP|FAIL|franz-go:)" "$logs/cluster-franz-go.log" | tail -n 20
+  record_or_fail "cluster franz-go (RF 3)" "$(grep -E '^franz-go: [0-9]+ passed' "$logs/cluster-franz-go.log" | tail -n 1 | sed -E 's/franz-go: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/')"
+  if ((full)); then
+    note "cluster: Java clients 4.x, KEEL_TEST_RF=3"
+    KEEL_TEST_RF=3 compat/java/run.sh "$cluster_bootstrap" >"$logs/cluster-java.log" 2>&1
+    grep -E "Tests run:|FAIL" "$logs/cluster-java.log" | tail -n 8
+    record_or_fail "cluster java (RF 3)" "$(surefire_counts "$logs/cluster-java.log")"
+  fi
+  compat/cluster.sh stop "$cluster_dir"
+  if grep -q "panicked" "$cluster_dir"/node-*/keel.log; then
+    grep -A5 panicked "$cluster_dir"/node-*/keel.log | head -20
+    record "cluster no-panic check" 0 1 0
+  else
+    record "cluster no-panic check" 1 0 0
+  fi
+else
+  record "cluster start" 0 1 0
+fi
+note "cluster: leader-kill ledger (${LEDGER_KILLS:-5} kills; ./test.sh --full: 20)"
+kills=${LEDGER_KILLS:-5}; ((full)) && kills=20
+if LEDGER_BASE_PORT=$((port + 4000)) compat/ledger/run.sh --kills "$kills" >"$logs/ledger.log" 2>&1; then
+  grep -E "^ledger:" "$logs/ledger.log" | tail -n 2
+  record "cluster leader-kill ledger" 1 0 0
+else
+  tail -n 20 "$logs/ledger.log"
+  record "cluster leader-kill ledger" 0 1 0
+fi
+
 if ((oracle)); then
   note "start Apache Kafka (oracle) on 127.0.0.1:$((port + 1000))"
   if compat/kafka/kafka.sh start "$run_dir/kafka" "$((port + 1000))"; then

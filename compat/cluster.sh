@@ -4,7 +4,7 @@
 #   compat/cluster.sh stop [dir]
 #   compat/cluster.sh kill <node> [dir]      (kill -9 one node)
 #   compat/cluster.sh restart <node> [dir]
-# Node i (1..n) listens for Kafka on base-port + i - 1 (default base 19092), for its
+# Node i (1..n) listens for Kafka on base-port + i - 1 (default base 21092), for its
 # admin API on that + 100 and for its peers on that + 200, with data in <dir>/node-i
 # (default target/cluster). `start` returns once every node lists all n brokers and a
 # controller; it prints the bootstrap list.
@@ -16,12 +16,12 @@ bin="${KEEL_BIN:-$root/target/release/keel}"
 cmd=${1:-}
 case "$cmd" in
   start)
-    n=${2:?number of nodes}; dir=$(realpath -m "${3:-$root/target/cluster}"); base=${4:-19092}
+    n=${2:?number of nodes}; dir=$(realpath -m "${3:-$root/target/cluster}"); base=${4:-21092}
     shift $(( $# < 4 ? $# : 4 ))
     peers=""
     for i in $(seq 1 "$n"); do peers+="${peers:+,}$i@127.0.0.1:$((base + i - 1 + 200))"; done
     echo "$n $base $peers" >"$(mkdir -p "$dir" && echo "$dir")/cluster.conf"
-    printf '%s\n' "$@" >"$dir/extra-flags"
+    (( $# )) && printf '%s\n' "$@" >"$dir/extra-flags" || : >"$dir/extra-flags"
     for i in $(seq 1 "$n"); do
       port=$((base + i - 1))
       "$here/keel.sh" start "$dir/node-$i" "$port" --node-id "$i" --rpc-addr "127.0.0.1:$((port + 200))" \
@@ -50,10 +50,10 @@ case "$cmd" in
   restart)
     node=${2:?node}; dir=$(realpath -m "${3:-$root/target/cluster}")
     read -r n base peers <"$dir/cluster.conf"
-    mapfile -t extra <"$dir/extra-flags"
+    extra=(); mapfile -t extra <"$dir/extra-flags"
     port=$((base + node - 1))
     "$here/keel.sh" start "$dir/node-$node" "$port" --node-id "$node" --rpc-addr "127.0.0.1:$((port + 200))" \
-      --peers "$peers" "${extra[@]}"
+      --peers "$peers" ${extra[@]+"${extra[@]}"}
     ;;
   *) echo "usage: $0 start <n> [dir] [base-port] [flags] | stop [dir] | kill <node> [dir] | restart <node> [dir]" >&2; exit 2 ;;
 esac

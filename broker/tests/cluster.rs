@@ -93,6 +93,25 @@ fn three_nodes_replicate_and_keep_acknowledged_records_through_leader_kills() {
     let all = [1, 2, 3];
     assert_eq!(c.create_topic("r3", 3, 3), 0, "{}", c.logs());
     assert_eq!(c.create_topic("too-wide", 1, 4), INVALID_REPLICATION_FACTOR);
+    // A non-controller relays CreateTopics to the controller; every node learns the
+    // leaders of partitions it hosts no replica of.
+    let controller = c.controller(1).unwrap();
+    let other = all.iter().copied().find(|n| *n != controller).unwrap();
+    let mut k = c.try_connect(other).unwrap();
+    let req = kafka_protocol::messages::CreateTopicsRequest::default()
+        .with_topics(vec![kafka_protocol::messages::create_topics_request::CreatableTopic::default()
+            .with_name(name("r1"))
+            .with_num_partitions(3)
+            .with_replication_factor(1)])
+        .with_timeout_ms(10_000);
+    let created: kafka_protocol::messages::CreateTopicsResponse =
+        k.call(kafka_protocol::messages::ApiKey::CreateTopics, 7, &req);
+    assert_eq!(created.topics[0].error_code, 0, "CreateTopics through node {other}");
+    for p in 0..3 {
+        let (leader, _) = c.wait_for_leader(&all, "r1", p, None);
+        let acked = produce_all(&c, &all, "r1", p, &[format!("single-{p}")]);
+        assert_eq!(read_all(&c, leader, "r1", p), acked);
+    }
     let leaders: Vec<i32> = (0..3).map(|p| c.wait_for_leader(&all, "r3", p, None).0).collect();
     let distinct: std::collections::BTreeSet<_> = leaders.iter().collect();
     assert!(distinct.len() >= 2, "leaders spread over nodes: {leaders:?}");

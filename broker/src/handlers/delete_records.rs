@@ -77,7 +77,11 @@ async fn delete_one(shard: &Shard, topic: &str, partition: i32, offset: i64) -> 
     if p.unavailable(shard).is_some() {
         return (errors::KAFKA_STORAGE_ERROR, -1);
     }
-    if !p.settings().cleanup_delete {
+    if let Some(code) = p.not_leader(shard) {
+        return (code, -1);
+    }
+    // A replicated log is trimmed only once snapshots exist (see `replication::shell`).
+    if !p.settings().cleanup_delete || p.replica.is_some() {
         return (errors::POLICY_VIOLATION, -1);
     }
     match retention::delete_records(&p.log, offset).await {

@@ -9,7 +9,7 @@ use keel_storage::log;
 
 use super::answer_partitions;
 use crate::errors;
-use crate::shard::partition::LEADER_EPOCH;
+use crate::shard::partition::{Partition, LEADER_EPOCH};
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 10);
@@ -20,18 +20,22 @@ pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL: i64 = -4;
 pub const LATEST_TIERED: i64 = -5;
 
-/// (error, timestamp, offset)
-type Answer = (i16, i64, i64);
+/// (error, timestamp, offset, leader epoch)
+type Answer = (i16, i64, i64, i32);
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) -> ListOffsetsResponse {
     let items = req
         .topics
         .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| Ok((t.name.0.to_string(), p.partition_index, p.timestamp))))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| Ok((t.name.0.to_string(), p.partition_index, (p.timestamp, p.current_leader_epoch))))
+        })
         .collect();
-    let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
-    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, ts| async move {
-        lookup(&s, &topic, partition, ts).await
+    let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1, LEADER_EPOCH);
+    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, (ts, current)| async move {
+        lookup(&s, &topic, partition, ts, current).await
     })
     .await;
     let mut answers = answers.into_iter();
@@ -43,14 +47,14 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) ->
                 .partitions
                 .iter()
                 .map(|p| {
-                    let (error, timestamp, offset) = answers.next().expect("an answer per partition");
+                    let (error, timestamp, offset, epoch) = answers.next().expect("an answer per partition");
                     let mut r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(error)
                         .with_timestamp(timestamp)
                         .with_offset(offset);
                     if version >= 4 && error == errors::NONE && offset >= 0 {
-                        r.leader_epoch = LEADER_EPOCH;
+                        r.leader_epoch = epoch;
                     }
                     r
                 })
@@ -61,14 +65,20 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) ->
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-async fn lookup(shard: &Shard, topic: &str, partition: i32, timestamp: i64) -> Answer {
+async fn lookup(shard: &Shard, topic: &str, partition: i32, timestamp: i64, current_epoch: i32) -> Answer {
     let Some(p) = shard.partition(topic, partition) else {
-        return (errors::NOT_LEADER_OR_FOLLOWER, -1, -1);
+        return (errors::NOT_LEADER_OR_FOLLOWER, -1, -1, LEADER_EPOCH);
     };
+    let epoch = p.leader_epoch();
+    let (error, timestamp, offset) = lookup_in(shard, &p, timestamp, current_epoch).await;
+    (error, timestamp, offset, epoch)
+}
+
+async fn lookup_in(shard: &Shard, p: &Partition, timestamp: i64, current_epoch: i32) -> (i16, i64, i64) {
     if p.unavailable(shard).is_some() {
         return (errors::KAFKA_STORAGE_ERROR, -1, -1);
     }
-    if let Some(code) = p.not_leader(shard) {
+    if let Some(code) = p.not_leader(shard).or_else(|| p.check_leader_epoch(current_epoch)) {
         return (code, -1, -1);
     }
     let (start, hw) = {

@@ -91,6 +91,8 @@ pub struct Request {
     pub version: i16,
     pub header: RequestHeader,
     pub body: RequestKind,
+    /// The frame as received (without its size prefix), for forwarding.
+    pub frame: Bytes,
 }
 
 pub enum Prepared {
@@ -120,12 +122,13 @@ pub fn prepare(_shard: &Shard, frame_bytes: Bytes) -> Result<Prepared, FrameErro
             reason: "unsupported version".into(),
         });
     }
-    let decoded = frame::decode_request(frame_bytes)?;
+    let decoded = frame::decode_request(frame_bytes.clone())?;
     Ok(Prepared::Run(Box::new(Request {
         api_key,
         version: decoded.version,
         header: decoded.header,
         body: decoded.body,
+        frame: frame_bytes,
     })))
 }
 
@@ -142,6 +145,13 @@ fn encode<R: Encodable>(req_key: ApiKey, version: i16, correlation_id: i32, body
 /// Runs a decoded request; `None` means no response is sent.
 pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
     let (key, v, corr) = (req.api_key, req.version, req.header.correlation_id);
+    // In a cluster, metadata changes are the controller's: a node that is not it
+    // relays the request there and its answer back, as Kafka's brokers do.
+    if crate::replication::cluster::CONTROLLER_APIS.contains(&key) {
+        if let Some(answer) = crate::replication::cluster::forward_to_controller(shard, &req.frame).await {
+            return Some(answer);
+        }
+    }
     match req.body {
         RequestKind::Produce(r) => {
             let resp = produce::handle(shard, v, r).await?;

@@ -18,23 +18,29 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetForLeaderEpochRequest) -> Offs
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions.iter().map(move |p| {
-                if p.current_leader_epoch > LEADER_EPOCH {
-                    Err((errors::UNKNOWN_LEADER_EPOCH, -1, -1))
-                } else {
-                    Ok((t.topic.0.to_string(), p.partition, p.leader_epoch))
-                }
-            })
+            t.partitions
+                .iter()
+                .map(move |p| Ok((t.topic.0.to_string(), p.partition, (p.current_leader_epoch, p.leader_epoch))))
         })
         .collect();
     let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
-    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, epoch| async move {
+    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, (current, epoch)| async move {
         match s.partition(&topic, partition) {
             None => (errors::NOT_LEADER_OR_FOLLOWER, -1, -1),
             Some(p) if p.unavailable(&s).is_some() => (errors::KAFKA_STORAGE_ERROR, -1, -1),
             Some(p) => {
+                if let Some(code) = p.not_leader(&s).or_else(|| p.check_leader_epoch(current)) {
+                    return (code, -1, -1);
+                }
+                // A leader's epoch starts at its log end when it is elected, as in
+                // Kafka's leader-epoch cache, even before it appended anything.
                 let l = p.log.borrow();
-                let (e, end) = epoch_end(l.epochs(), epoch, l.log_end_offset());
+                let mut epochs = l.epochs().to_vec();
+                let leader_epoch = p.leader_epoch();
+                if epochs.last().is_none_or(|(e, _)| *e < leader_epoch) && leader_epoch > LEADER_EPOCH {
+                    epochs.push((leader_epoch, l.log_end_offset()));
+                }
+                let (e, end) = epoch_end(&epochs, epoch, l.log_end_offset());
                 (errors::NONE, e, end)
             }
         }

@@ -40,10 +40,27 @@ pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 /// What a node asks of the controller.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub enum ControlRequest {
-    Register { node: i32, host: String, port: i32 },
-    ProducerIds { node: i32 },
-    CreateTopics { names: Vec<String> },
+    Register {
+        node: i32,
+        host: String,
+        port: i32,
+    },
+    ProducerIds {
+        node: i32,
+    },
+    CreateTopics {
+        names: Vec<String>,
+    },
+    /// Not for the controller: what a node knows of its groups' leaders, (topic id,
+    /// partition, leader or -1, epoch) each, for every node's Metadata answers.
+    Leaders {
+        entries: Vec<(u128, u32, i32, i32)>,
+    },
 }
+
+/// How often each shard tells every peer the leaders of all its groups (changes are
+/// told at once; this heals what a restarted or unreachable peer missed).
+const LEADERS_REFRESH: Duration = Duration::from_secs(3);
 
 /// A cluster's id is derived from its voters, so every node reports the same one
 /// from its first start, before the metadata log has told it anything.
@@ -89,6 +106,9 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
     replication.transport().on_control(Rc::new(move |from, payload: Bytes| {
         let Some(shard) = handler_shard.upgrade() else { return };
         match serde_json::from_slice::<ControlRequest>(&payload) {
+            Ok(ControlRequest::Leaders { entries }) => {
+                glommio::spawn_local(async move { learn_leaders(&shard, entries).await }).detach();
+            }
             Ok(request) => {
                 glommio::spawn_local(async move { serve_control(shard, request).await }).detach();
             }
@@ -99,25 +119,67 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
     Ok(())
 }
 
-/// Leadership changes of this shard's groups go to every shard's `leaders` table.
-fn share_leadership(shard: &Rc<Shard>, replication: &Replication) {
+/// Leadership of this shard's groups goes to every shard's `leaders` table here and
+/// on every peer: at once when it changes, and all of it every `LEADERS_REFRESH`. A
+/// node that hosts no replica of a partition learns its leader this way.
+fn share_leadership(shard: &Rc<Shard>, replication: &Rc<Replication>) {
     let me = Rc::downgrade(shard);
     replication.on_leadership(Box::new(move |changes| {
         let Some(shard) = me.upgrade() else { return };
-        let changes: Vec<(GroupId, i32, i32)> =
-            changes.into_iter().map(|(g, leader, epoch)| (g, leader.map(|n| n as i32).unwrap_or(-1), epoch)).collect();
-        glommio::spawn_local(async move {
-            shard
-                .submit_to_all(move |s| async move {
-                    let mut leaders = s.leaders.borrow_mut();
-                    for (g, leader, epoch) in changes {
-                        leaders.insert(g, (leader, epoch));
-                    }
-                })
-                .await;
-        })
-        .detach();
+        let entries: Vec<(u128, u32, i32, i32)> = changes
+            .into_iter()
+            .map(|(g, leader, epoch)| (g.topic, g.partition, leader.map(|n| n as i32).unwrap_or(-1), epoch))
+            .collect();
+        tell_peers(&shard, entries.clone());
+        glommio::spawn_local(async move { learn_leaders(&shard, entries).await }).detach();
     }));
+    let me = Rc::downgrade(shard);
+    let weak_replication = Rc::downgrade(replication);
+    glommio::spawn_local(async move {
+        loop {
+            glommio::timer::sleep(LEADERS_REFRESH).await;
+            let (Some(shard), Some(replication)) = (me.upgrade(), weak_replication.upgrade()) else { return };
+            let entries: Vec<(u128, u32, i32, i32)> = replication
+                .views()
+                .into_iter()
+                .map(|(g, leader, epoch)| (g.topic, g.partition, leader.map(|n| n as i32).unwrap_or(-1), epoch))
+                .collect();
+            if !entries.is_empty() {
+                tell_peers(&shard, entries);
+            }
+        }
+    })
+    .detach();
+}
+
+fn tell_peers(shard: &Shard, entries: Vec<(u128, u32, i32, i32)>) {
+    let Some(replication) = &shard.replication else { return };
+    let payload = Bytes::from(serde_json::to_vec(&ControlRequest::Leaders { entries }).expect("serializes"));
+    for peer in shard.config.cluster_peers().unwrap_or_default().into_keys() {
+        if peer != replication.node {
+            replication.transport().send_control(peer, 0, payload.clone());
+        }
+    }
+}
+
+/// Merges leaders told by this node's shards or by a peer into every shard's table:
+/// a later epoch wins, and within one epoch a known leader beats none.
+async fn learn_leaders(shard: &Rc<Shard>, entries: Vec<(u128, u32, i32, i32)>) {
+    shard
+        .submit_to_all(move |s| async move {
+            let mut leaders = s.leaders.borrow_mut();
+            for (topic, partition, leader, epoch) in entries {
+                let group = GroupId { topic, partition };
+                let newer = match leaders.get(&group) {
+                    None => true,
+                    Some((known, known_epoch)) => epoch > *known_epoch || (epoch == *known_epoch && *known < 0),
+                };
+                if newer {
+                    leaders.insert(group, (leader, epoch));
+                }
+            }
+        })
+        .await;
 }
 
 async fn open_metadata_log(shard: &Rc<Shard>) -> Result<Rc<RefCell<PartitionLog>>, String> {
@@ -222,6 +284,62 @@ pub fn group_coordinator(shard: &Shard, key: &str) -> Option<(i32, String, i32)>
     Some((*id, host.clone(), *port))
 }
 
+/// Requests only the controller carries out; other nodes forward them.
+pub const CONTROLLER_APIS: &[kafka_protocol::messages::ApiKey] = &[
+    kafka_protocol::messages::ApiKey::CreateTopics,
+    kafka_protocol::messages::ApiKey::DeleteTopics,
+    kafka_protocol::messages::ApiKey::CreatePartitions,
+    kafka_protocol::messages::ApiKey::AlterConfigs,
+    kafka_protocol::messages::ApiKey::IncrementalAlterConfigs,
+];
+
+/// Largest response relayed from the controller.
+const FORWARDED_RESPONSE_BYTES_MAX: usize = 16 << 20;
+/// How long a relayed request may take.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Sends a client's request `frame` (without its size prefix) to the controller's
+/// Kafka listener and returns its whole response frame, which carries the client's own
+/// correlation id. `None` when this node is the controller, there is none, or it did
+/// not answer: the request is then answered here (NOT_CONTROLLER, which clients retry).
+pub async fn forward_to_controller(shard: &Shard, frame: &Bytes) -> Option<Bytes> {
+    shard.replication.as_ref()?;
+    let controller = controller_node(shard).filter(|c| *c != shard.config.node_id)?;
+    let broker = shard.meta().brokers.get(&controller)?.clone();
+    let addr = format!("{}:{}", broker.host, broker.port);
+    let call = async {
+        let answer = relay(&addr, frame).await;
+        if let Err(e) = &answer {
+            tracing::warn!(controller, %addr, error = %e, "forwarding a request to the controller failed");
+        }
+        answer.ok()
+    };
+    futures_lite::future::or(call, async {
+        glommio::timer::sleep(FORWARD_TIMEOUT).await;
+        None
+    })
+    .await
+}
+
+async fn relay(addr: &str, frame: &Bytes) -> std::io::Result<Bytes> {
+    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = glommio::net::TcpStream::connect(addr).await?;
+    let mut request = Vec::with_capacity(4 + frame.len());
+    request.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+    request.extend_from_slice(frame);
+    stream.write_all(&request).await?;
+    let mut prefix = [0u8; 4];
+    stream.read_exact(&mut prefix).await?;
+    let length = u32::from_be_bytes(prefix) as usize;
+    if length > FORWARDED_RESPONSE_BYTES_MAX {
+        return Err(std::io::Error::other(format!("a {length}-byte response from the controller")));
+    }
+    let mut response = vec![0u8; 4 + length];
+    response[..4].copy_from_slice(&prefix);
+    stream.read_exact(&mut response[4..]).await?;
+    Ok(Bytes::from(response))
+}
+
 /// The controller's node, if known.
 pub fn controller_node(shard: &Shard) -> Option<i32> {
     shard.leaders.borrow().get(&METADATA_GROUP).map(|(leader, _)| *leader).filter(|l| *l >= 0)
@@ -256,6 +374,7 @@ async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
             controller::register_broker(&shard, node, BrokerMeta { host, port }).await
         }
         ControlRequest::ProducerIds { node } => controller::grant_producer_ids(&shard, node).await,
+        ControlRequest::Leaders { .. } => Ok(()),
         ControlRequest::CreateTopics { names } => {
             let offsets = names.iter().any(|n| n == OFFSETS_TOPIC) && !shard.meta().topics.contains_key(OFFSETS_TOPIC);
             let mut specs = controller::auto_create_specs(&shard.meta(), names);

@@ -332,6 +332,11 @@ impl Replication {
         }
     }
 
+    /// Every group's leader and epoch as this shard knows them.
+    pub fn views(&self) -> Vec<(GroupId, Option<NodeId>, i32)> {
+        self.replicas.borrow().values().map(|r| (r.group, r.leader(), r.epoch())).collect()
+    }
+
     /// This node's role in `group`: leading (with its term) or not.
     pub fn leads(&self, group: GroupId) -> bool {
         self.multi.borrow().leader_term(group).is_some()

@@ -589,6 +589,17 @@ impl Partition {
         }
     }
 
+    /// Kafka's check of a request's CurrentLeaderEpoch: -1 skips it; an older epoch
+    /// than the partition's is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+    pub fn check_leader_epoch(&self, current: i32) -> Option<i16> {
+        let epoch = self.leader_epoch();
+        match current {
+            c if c < 0 || c == epoch => None,
+            c if c < epoch => Some(errors::FENCED_LEADER_EPOCH),
+            _ => Some(errors::UNKNOWN_LEADER_EPOCH),
+        }
+    }
+
     /// The leader epoch clients see for the partition.
     pub fn leader_epoch(&self) -> i32 {
         self.replica.as_ref().map(|r| r.epoch()).unwrap_or(LEADER_EPOCH)

@@ -100,13 +100,20 @@ class AdminTest {
     }
 
     @Test
-    void describeClusterReportsOneNodeAndClusterId() throws Exception {
+    void describeClusterReportsEveryNodeAndClusterId() throws Exception {
         DescribeClusterResult r = admin.describeCluster();
         Collection<Node> nodes = r.nodes().get();
-        assertEquals(1, nodes.size(), "nodes: " + nodes);
-        Node node = nodes.iterator().next();
-        assertTrue(node.id() >= 0, "node id");
-        assertEquals(Broker.bootstrapPort(), node.port(), "advertised port is the bootstrap port");
+        // One node per bootstrap address: a single broker, or each node of a cluster.
+        Set<Integer> bootstrapPorts = new java.util.TreeSet<>();
+        for (String a : Broker.bootstrap().split(",")) {
+            bootstrapPorts.add(Integer.parseInt(a.substring(a.lastIndexOf(':') + 1)));
+        }
+        assertEquals(bootstrapPorts.size(), nodes.size(), "nodes: " + nodes);
+        for (Node node : nodes) {
+            assertTrue(node.id() >= 0, "node id");
+        }
+        assertEquals(bootstrapPorts, new java.util.TreeSet<>(nodes.stream().map(Node::port).toList()),
+            "advertised ports are the bootstrap ports");
         String clusterId = r.clusterId().get();
         assertNotNull(clusterId, "cluster id");
         assertFalse(clusterId.isBlank(), "cluster id");
@@ -126,7 +133,6 @@ class AdminTest {
         assertEquals(1, created.replicationFactor(topic).get(), "replicationFactor in the CreateTopics response");
         assertNotNull(created.topicId(topic).get(), "topic id in the CreateTopics response");
 
-        Node node = Broker.singleNode(admin);
         TopicDescription d = Broker.awaitTopic(admin, topic, 4);
         assertEquals(topic, d.name());
         assertFalse(d.isInternal());
@@ -134,9 +140,9 @@ class AdminTest {
         for (int i = 0; i < 4; i++) {
             TopicPartitionInfo p = d.partitions().get(i);
             assertEquals(i, p.partition());
-            assertEquals(node.id(), p.leader().id(), "leader of partition " + i);
-            assertEquals(List.of(node.id()), p.replicas().stream().map(Node::id).toList(), "replicas");
-            assertEquals(List.of(node.id()), p.isr().stream().map(Node::id).toList(), "isr");
+            assertNotNull(p.leader(), "leader of partition " + i);
+            assertEquals(List.of(p.leader().id()), p.replicas().stream().map(Node::id).toList(), "replicas");
+            assertEquals(List.of(p.leader().id()), p.isr().stream().map(Node::id).toList(), "isr");
         }
 
         Set<String> names = Broker.listTopics(admin);
@@ -180,7 +186,7 @@ class AdminTest {
 
     @Test
     void describeBrokerConfigs() throws Exception {
-        Node node = Broker.singleNode(admin);
+        Node node = admin.describeCluster().nodes().get().iterator().next();
         ConfigResource r = new ConfigResource(ConfigResource.Type.BROKER, node.idString());
         Config cfg = admin.describeConfigs(List.of(r)).all().get().get(r);
         assertFalse(cfg.entries().isEmpty(), "broker config entries");
@@ -328,17 +334,20 @@ class AdminTest {
             }
             producer.flush();
         }
-        Node node = Broker.singleNode(admin);
         TopicPartition p0 = new TopicPartition(topic, 0);
         TopicPartition p1 = new TopicPartition(topic, 1);
-        Map<String, LogDirDescription> dirs = admin.describeLogDirs(List.of(node.id())).allDescriptions().get()
-            .get(node.id());
-        assertNotNull(dirs, "log dirs of node " + node.id());
-        assertFalse(dirs.isEmpty(), "at least one log dir");
+        // Every node's directories: in a cluster each partition is on its replicas only.
+        List<Integer> ids = admin.describeCluster().nodes().get().stream().map(Node::id).toList();
         Map<TopicPartition, ReplicaInfo> replicas = new HashMap<>();
-        for (Map.Entry<String, LogDirDescription> e : dirs.entrySet()) {
-            assertTrue(e.getValue().error() == null, "log dir " + e.getKey() + " error: " + e.getValue().error());
-            replicas.putAll(e.getValue().replicaInfos());
+        for (Map.Entry<Integer, Map<String, LogDirDescription>> perNode
+                : admin.describeLogDirs(ids).allDescriptions().get().entrySet()) {
+            Map<String, LogDirDescription> dirs = perNode.getValue();
+            assertFalse(dirs.isEmpty(), "at least one log dir on node " + perNode.getKey());
+            for (Map.Entry<String, LogDirDescription> e : dirs.entrySet()) {
+                assertTrue(e.getValue().error() == null, "log dir " + e.getKey() + " error: " + e.getValue().error());
+                e.getValue().replicaInfos().forEach((tp, info) ->
+                    replicas.merge(tp, info, (a, b) -> a.size() >= b.size() ? a : b));
+            }
         }
         assertTrue(replicas.containsKey(p0), "partition 0 listed");
         assertTrue(replicas.containsKey(p1), "partition 1 listed");

@@ -135,7 +135,7 @@ final class Broker {
 
     static void createTopic(Admin admin, String topic, int partitions, Map<String, String> configs)
             throws ExecutionException, InterruptedException, TimeoutException {
-        NewTopic nt = new NewTopic(topic, partitions, (short) 1).configs(configs);
+        NewTopic nt = new NewTopic(topic, partitions, REPLICATION_FACTOR).configs(configs);
         admin.createTopics(List.of(nt)).all().get(30, TimeUnit.SECONDS);
         awaitTopic(admin, topic, partitions);
     }
@@ -171,6 +171,9 @@ final class Broker {
             Thread.sleep(100);
         }
     }
+
+    /** Replication factor of the topics the tests create: KEEL_TEST_RF, default 1. */
+    static final short REPLICATION_FACTOR = Short.parseShort(System.getenv().getOrDefault("KEEL_TEST_RF", "1"));
 
     static Node singleNode(Admin admin) throws ExecutionException, InterruptedException {
         Collection<Node> nodes = admin.describeCluster().nodes().get();

@@ -72,6 +72,8 @@ class LogDirsTest {
     @Test
     @Timeout(120)
     void alterReplicaLogDirsMovesAPartitionWhileProducing() throws Exception {
+        var nodes = admin.describeCluster().nodes().get();
+        Assumptions.assumeTrue(nodes.size() == 1, "moves between one broker's directories: a cluster of " + nodes.size() + " brokers is not this test's setup");
         Node node = Broker.singleNode(admin);
         Map<String, LogDirDescription> before = dirs(node);
         Assumptions.assumeTrue(before.size() >= 2, "the broker has " + before.size() + " data directory; needs 2");
