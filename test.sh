@@ -115,6 +115,10 @@ if compat/cluster.sh start 3 "$cluster_dir" "$cluster_base"; then
   KGO_TEST_RF=3 RESULTS_LABEL=keel-cluster compat/go/run.sh "$cluster_bootstrap" >"$logs/cluster-franz-go.log" 2>&1
   grep -E "^(SKIP|FAIL|franz-go:)" "$logs/cluster-franz-go.log" | tail -n 20
   record_or_fail "cluster franz-go (RF 3)" "$(grep -E '^franz-go: [0-9]+ passed' "$logs/cluster-franz-go.log" | tail -n 1 | sed -E 's/franz-go: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/')"
+  note "cluster: librdkafka (confluent-kafka) and kafka-python"
+  compat/python/run.sh "$cluster_bootstrap" >"$logs/cluster-python.log" 2>&1
+  tail -n 3 "$logs/cluster-python.log"
+  record_or_fail "cluster python" "$(pytest_counts "$logs/cluster-python.log")"
   if ((full)); then
     note "cluster: Java clients 4.x, KEEL_TEST_RF=3"
     KEEL_TEST_RF=3 compat/java/run.sh "$cluster_bootstrap" >"$logs/cluster-java.log" 2>&1

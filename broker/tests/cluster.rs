@@ -163,3 +163,95 @@ fn three_nodes_replicate_and_keep_acknowledged_records_through_leader_kills() {
         eprintln!("partition {p}: {} acknowledged records read back from leader {leader}", acked[&p].len());
     }
 }
+
+/// Acknowledged values and when each was acknowledged, from a producer that asks the
+/// nodes on `ports` who leads and follows leader changes.
+fn produce_until(
+    ports: Vec<u16>,
+    topic: &'static str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<(String, Instant)> {
+    use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, ProduceResponse};
+    let connect = |port: u16| {
+        let s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        Some(Conn::from_stream(s))
+    };
+    let leader_port = || {
+        for port in &ports {
+            let Some(mut k) = connect(*port) else { continue };
+            let req = MetadataRequest::default()
+                .with_topics(Some(vec![kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                    .with_name(Some(name(topic)))]));
+            let Some(m): Option<MetadataResponse> = k.try_call(ApiKey::Metadata, 12, &req) else { continue };
+            let leader = m.topics.first().and_then(|t| t.partitions.first()).map(|p| p.leader_id.0).unwrap_or(-1);
+            if let Some(b) = m.brokers.iter().find(|b| b.node_id.0 == leader) {
+                return Some(b.port as u16);
+            }
+        }
+        None
+    };
+    let mut acked = Vec::new();
+    let mut conn: Option<Conn> = None;
+    let mut i = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if conn.is_none() {
+            conn = leader_port().and_then(connect);
+            if conn.is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        }
+        let value = format!("rolling-{i}");
+        let req = produce_request(topic, 0, build_batch(0, 0, &[(None, Some(value.as_bytes()))]));
+        let r: Option<ProduceResponse> = conn.as_mut().unwrap().try_call(ApiKey::Produce, 11, &req);
+        match r.map(|r| r.responses[0].partition_responses[0].error_code) {
+            Some(0) => {
+                acked.push((value, Instant::now()));
+                i += 1;
+            }
+            _ => {
+                conn = None;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    acked
+}
+
+#[test]
+fn a_rolling_restart_with_sigterm_hands_leadership_over_and_loses_nothing() {
+    let mut c = Cluster::start(3);
+    let all = [1, 2, 3];
+    assert_eq!(c.create_topic("rolling", 1, 3), 0);
+    c.wait_for_leader(&all, "rolling", 0, None);
+    let ports: Vec<u16> = c.nodes.iter().map(|b| b.port).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let producer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || produce_until(ports, "rolling", stop))
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    for node in all {
+        let (leader, _) = c.wait_for_leader(&all, "rolling", 0, None);
+        c.node(node).stop();
+        let rest: Vec<i32> = all.iter().copied().filter(|n| *n != node).collect();
+        if leader == node {
+            // SIGTERM moved the leadership before the node went.
+            let (now, _) = c.wait_for_leader(&rest, "rolling", 0, Some(node));
+            assert_ne!(now, node);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        c.node(node).spawn();
+        c.wait_for_leader(&all, "rolling", 0, None);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acked = producer.join().unwrap();
+    let gap = acked.windows(2).map(|w| w[1].1 - w[0].1).max().unwrap_or_default();
+    eprintln!("rolling restart: {} records acknowledged, longest gap between acknowledgements {gap:?}", acked.len());
+    let (leader, _) = c.wait_for_leader(&all, "rolling", 0, None);
+    let values: Vec<String> = acked.into_iter().map(|(v, _)| v).collect();
+    assert!(values.len() > 10, "the producer made progress: {}", values.len());
+    assert_eq!(read_all(&c, leader, "rolling", 0), values, "every acknowledged record, once, in order");
+}

@@ -229,6 +229,18 @@ impl MultiRaft {
         campaigned.map_err(|source| GroupError::Raft { group, source })
     }
 
+    /// Asks `group`'s leadership to move to voter `to` (a controlled shutdown, or
+    /// balancing): raft-rs brings `to` up to date, then tells it to campaign at once.
+    /// Proposals are refused meanwhile. Does nothing unless this node leads `group`.
+    pub fn transfer_leadership(&mut self, group: GroupId, to: NodeId) -> Result<(), GroupError> {
+        let state = self.groups.get_mut(&group).ok_or(GroupError::Unknown { group })?;
+        if state.node.raft.state == StateRole::Leader && to != self.config.node {
+            state.node.transfer_leader(to);
+            self.ready.insert(group);
+        }
+        Ok(())
+    }
+
     /// Appends one Kafka v2 batch to `group`'s log if this node leads it.
     ///
     /// The shell patches the batch's `baseOffset` with [`Self::next_offset`] and its

@@ -134,6 +134,8 @@ pub struct Replication {
     on_leadership: RefCell<Option<OnLeadership>>,
     /// Peer messages refused by the core (unknown group, stale), for `/metrics`.
     pub refused_messages: Cell<u64>,
+    /// Set by a stop: no more messages are taken and nothing more is written.
+    stopped: Cell<bool>,
 }
 
 impl Replication {
@@ -172,6 +174,7 @@ impl Replication {
                 flush,
                 on_leadership: RefCell::new(None),
                 refused_messages: Cell::new(0),
+                stopped: Cell::new(false),
             }
         });
         me.transport
@@ -342,8 +345,48 @@ impl Replication {
         self.multi.borrow().leader_term(group).is_some()
     }
 
+    /// Controlled shutdown, first step: moves every leadership this shard holds to
+    /// another voter of its group, and waits (at most `wait`) until it holds none, so
+    /// clients move on before the node goes and no acknowledged write waits on it.
+    pub async fn hand_over(&self, wait: Duration) {
+        let deadline = Instant::now() + wait;
+        loop {
+            let led: Vec<GroupId> = {
+                let multi = self.multi.borrow();
+                multi.group_ids().filter(|g| multi.leader_term(*g).is_some()).collect()
+            };
+            if led.is_empty() || Instant::now() >= deadline {
+                if !led.is_empty() {
+                    tracing::warn!(groups = led.len(), "stopping while still leading some groups");
+                }
+                return;
+            }
+            {
+                let mut multi = self.multi.borrow_mut();
+                for group in led {
+                    let voters = multi.storage(group).map(|s| s.conf_state().voters.clone()).unwrap_or_default();
+                    if let Some(to) = voters.into_iter().find(|v| *v != self.node) {
+                        let _ = multi.transfer_leadership(group, to);
+                    }
+                }
+            }
+            self.wake.notify();
+            glommio::timer::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Controlled shutdown, last step: takes no more messages and writes nothing more,
+    /// so the logs can be closed.
+    pub fn stop(&self) {
+        self.stopped.set(true);
+        self.wake.notify();
+    }
+
     /// Messages from a peer.
     fn receive(&self, from: NodeId, envelopes: Vec<Envelope>) {
+        if self.stopped.get() {
+            return;
+        }
         {
             let mut multi = self.multi.borrow_mut();
             for e in envelopes {
@@ -357,7 +400,7 @@ impl Replication {
     }
 
     async fn drive(self: Rc<Self>) {
-        loop {
+        while !self.stopped.get() {
             let woken = self.wake.wait();
             let actions = self.multi.borrow_mut().collect();
             if actions.is_empty() {

@@ -1,6 +1,8 @@
 //! Orderly stop on SIGTERM or SIGINT: every shard flushes every partition it owns
 //! (all appended data reaches the disk, the high watermark meets the log end), then
-//! the process exits. A `kill -9` skips this and relies on recovery instead.
+//! the process exits. A `kill -9` skips this and relies on recovery instead. A node of
+//! a cluster first hands the leaderships it holds to other voters (controlled
+//! shutdown), so clients move to the new leaders before it goes.
 //!
 //! Signals are blocked in every thread and taken by one plain thread with `sigwait`;
 //! it only sets a flag that shard 0 checks on a timer, so no signal handler ever runs
@@ -16,6 +18,8 @@ static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
 const STOP_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// How long a stop waits for flushes before exiting anyway.
 const STOP_FLUSH_WAIT_MAX: Duration = Duration::from_secs(30);
+/// How long a cluster node's stop waits for its leaderships to move.
+const HAND_OVER_WAIT_MAX: Duration = Duration::from_secs(5);
 
 fn stop_signals() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset only write into the set we own.
@@ -56,6 +60,16 @@ pub async fn watch(shard: Rc<Shard>) {
     }
     let flushed = futures_lite::future::or(
         async {
+            // In a cluster, leaderships move to other nodes first, then replication
+            // stops writing, then the logs close.
+            shard
+                .submit_to_all(|s| async move {
+                    if let Some(r) = &s.replication {
+                        r.hand_over(HAND_OVER_WAIT_MAX).await;
+                        r.stop();
+                    }
+                })
+                .await;
             shard.submit_to_all(|s| async move { flush_all(&s).await }).await;
             true
         },
