@@ -89,16 +89,24 @@ create_topic() { # bootstrap topic partitions
     --partitions "$3" --replication-factor 3 --config min.insync.replicas=2
 }
 
-# Waits until the topic lists all its partitions with a leader and an ISR of 3.
+# Waits until the topic lists all its partitions, each with a leader and its ISR equal
+# to its replica list (Keel's Metadata lists only the leader as replica and ISR, so for
+# Keel this checks leaders only). Writes the leader count per node to the log.
 wait_settled() { # bootstrap topic partitions timeout-s logfile
   local deadline=$((SECONDS + $4)) described bad
   while ((SECONDS < deadline)); do
     described=$("${tool[@]}" org.apache.kafka.tools.TopicCommand --bootstrap-server "$1" --describe --topic "$2" 2>&1 || true)
     bad=$(awk -v want="$3" '/Partition:/ { n++; isr = $0; sub(/.*Isr: */, "", isr); sub(/[ \t].*/, "", isr);
-            if ($0 ~ /Leader: (-1|none)/ || split(isr, a, ",") < 3) b++ }
-          END { print (n == want ? b + 0 : "missing " (want - n)) }' <<<"$described")
-    echo "$(date -u +%T) not settled: $bad" >>"$5"
-    [[ $bad == 0 ]] && return 0
+            rep = $0; sub(/.*Replicas: */, "", rep); sub(/[ \t].*/, "", rep);
+            if ($0 ~ /Leader: (-1|none)/ || split(isr, a, ",") < split(rep, b, ",")) bad++ }
+          END { print (n == want ? bad + 0 : "missing " (want - n)) }' <<<"$described")
+    echo "$(date -u +%T) partitions not settled: $bad" >>"$5"
+    if [[ $bad == 0 ]]; then
+      { echo "leaders per node:"; grep -o 'Leader: [0-9-]*' <<<"$described" | sort | uniq -c
+        echo "replica list sizes:"; grep -o 'Replicas: [0-9,]*' <<<"$described" | awk -F'[ ,]' '{ print NF - 1 }' | sort | uniq -c
+        echo "first partitions:"; grep 'Partition:' <<<"$described" | head -n 3; } >>"$5"
+      return 0
+    fi
     sleep 2
   done
   echo "$described" | tail -n 20 >>"$5"

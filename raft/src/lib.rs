@@ -27,7 +27,7 @@ use std::fmt;
 
 pub use actions::{is_heartbeat, Actions, Apply, Envelope, LeadershipChange, PersistRequest};
 pub use error::{GroupError, ProposeError, StepError};
-pub use log_store::{GroupStorage, PersistedGroup};
+pub use log_store::{GroupStorage, LogBase, PersistedGroup};
 pub use multi_raft::{Config, MultiRaft, Proposed};
 pub use offset_translator::{batch_offset_count, BatchError, OffsetTranslator, BATCH_HEADER_BYTES};
 /// raft-rs types that appear in this crate's API.

@@ -22,8 +22,19 @@ use crate::NodeId;
 pub struct PersistedGroup {
     pub hard_state: HardState,
     pub conf_state: ConfState,
-    /// The log from index 1 without gaps (no compaction yet).
+    /// The entry just before `entries` (committed: the shell reads the log back from
+    /// there) and the Kafka offset after it; all zero for a log read from its start.
+    pub base: LogBase,
+    /// The log from `base.index + 1`, without gaps.
     pub entries: Vec<Entry>,
+}
+
+/// Index, term and end offset of the last entry dropped from memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogBase {
+    pub index: u64,
+    pub term: u64,
+    pub offset: u64,
 }
 
 /// raft-rs `Storage` over one group's log tail.
@@ -47,13 +58,14 @@ impl GroupStorage {
 
     /// A group as read back from disk after a restart.
     pub fn restore(persisted: PersistedGroup) -> Self {
+        let base = persisted.base;
         let mut storage = Self {
             hard_state: HardState::default(),
             conf_state: persisted.conf_state,
-            snapshot_index: 0,
-            snapshot_term: 0,
+            snapshot_index: base.index,
+            snapshot_term: base.term,
             entries: Vec::new(),
-            translator: OffsetTranslator::new(1, 0),
+            translator: OffsetTranslator::new(base.index + 1, base.offset),
         };
         storage.append(&persisted.entries);
         storage.hard_state = persisted.hard_state;
@@ -81,6 +93,27 @@ impl GroupStorage {
 
     pub fn translator(&self) -> &OffsetTranslator {
         &self.translator
+    }
+
+    /// Index, term and end offset of the last entry no longer held in memory.
+    pub fn base(&self) -> LogBase {
+        let offset = self.translator.end_offset_of(self.snapshot_index).unwrap_or(0);
+        LogBase { index: self.snapshot_index, term: self.snapshot_term, offset }
+    }
+
+    /// Drops entries up to `index` from memory (the partition log keeps them on disk).
+    /// Only committed entries every voter has are dropped: raft-rs then never asks for
+    /// them again while the group's members stay.
+    pub(crate) fn compact(&mut self, index: u64) {
+        if index <= self.snapshot_index {
+            return;
+        }
+        assert!(index <= self.hard_state.commit, "compacting past the commit index");
+        let term = self.entries[(index - self.snapshot_index - 1) as usize].term;
+        self.entries.drain(..(index - self.snapshot_index) as usize);
+        self.translator.trim_before(index);
+        self.snapshot_index = index;
+        self.snapshot_term = term;
     }
 
     pub(crate) fn set_hard_state(&mut self, hard_state: HardState) {

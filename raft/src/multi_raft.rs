@@ -321,6 +321,28 @@ impl MultiRaft {
         Ok(())
     }
 
+    /// Drops from memory the entries of `group` that no voter will ask for again:
+    /// applied and persisted here, and durable on every voter. A leader knows the last
+    /// (its progress tracking); a follower is told it (`everyone_has`, what its leader
+    /// computed). Every voter has those entries on disk and never truncates committed
+    /// ones, so whichever becomes leader never needs to send them. Returns the index
+    /// compacted to, which a leader passes on to its followers. A voter that is behind
+    /// pins this memory until it catches up.
+    pub fn compact(&mut self, group: GroupId, everyone_has: u64) -> Result<u64, GroupError> {
+        let state = self.groups.get_mut(&group).ok_or(GroupError::Unknown { group })?;
+        let raft = &state.node.raft;
+        let mut upto = raft.raft_log.applied.min(raft.raft_log.persisted);
+        if raft.state == StateRole::Leader {
+            let matched = raft.prs().iter().map(|(_, p)| p.matched).min().unwrap_or(0);
+            upto = upto.min(matched);
+        } else {
+            upto = upto.min(everyone_has);
+        }
+        upto = upto.min(state.node.store().hard_state().commit);
+        state.node.mut_store().compact(upto);
+        Ok(upto)
+    }
+
     /// The group's stable log and offset translation.
     pub fn storage(&self, group: GroupId) -> Option<&GroupStorage> {
         self.groups.get(&group).map(|state| state.node.store())

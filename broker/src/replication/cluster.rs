@@ -51,12 +51,16 @@ pub enum ControlRequest {
     CreateTopics {
         names: Vec<String>,
     },
-    /// Not for the controller: what a node knows of its groups' leaders, (topic id,
-    /// partition, leader or -1, epoch) each, for every node's Metadata answers.
+    /// Not for the controller: what a node knows of its groups' leaders, for every
+    /// node's Metadata answers and for followers' memory (`Replication::compact`).
     Leaders {
-        entries: Vec<(u128, u32, i32, i32)>,
+        entries: Vec<LeaderView>,
     },
 }
+
+/// (topic id, partition, leader or -1, epoch, index every voter has; 0 unless the
+/// sender leads).
+pub type LeaderView = (u128, u32, i32, i32, u64);
 
 /// How often each shard tells every peer the leaders of all its groups (changes are
 /// told at once; this heals what a restarted or unreachable peer missed).
@@ -107,7 +111,7 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
         let Some(shard) = handler_shard.upgrade() else { return };
         match serde_json::from_slice::<ControlRequest>(&payload) {
             Ok(ControlRequest::Leaders { entries }) => {
-                glommio::spawn_local(async move { learn_leaders(&shard, entries).await }).detach();
+                glommio::spawn_local(async move { learn_leaders(&shard, Some(from), entries).await }).detach();
             }
             Ok(request) => {
                 glommio::spawn_local(async move { serve_control(shard, request).await }).detach();
@@ -126,12 +130,12 @@ fn share_leadership(shard: &Rc<Shard>, replication: &Rc<Replication>) {
     let me = Rc::downgrade(shard);
     replication.on_leadership(Box::new(move |changes| {
         let Some(shard) = me.upgrade() else { return };
-        let entries: Vec<(u128, u32, i32, i32)> = changes
+        let entries: Vec<LeaderView> = changes
             .into_iter()
-            .map(|(g, leader, epoch)| (g.topic, g.partition, leader.map(|n| n as i32).unwrap_or(-1), epoch))
+            .map(|(g, leader, epoch)| (g.topic, g.partition, leader.map(|n| n as i32).unwrap_or(-1), epoch, 0))
             .collect();
         tell_peers(&shard, entries.clone());
-        glommio::spawn_local(async move { learn_leaders(&shard, entries).await }).detach();
+        glommio::spawn_local(async move { learn_leaders(&shard, None, entries).await }).detach();
     }));
     let me = Rc::downgrade(shard);
     let weak_replication = Rc::downgrade(replication);
@@ -139,10 +143,12 @@ fn share_leadership(shard: &Rc<Shard>, replication: &Rc<Replication>) {
         loop {
             glommio::timer::sleep(LEADERS_REFRESH).await;
             let (Some(shard), Some(replication)) = (me.upgrade(), weak_replication.upgrade()) else { return };
-            let entries: Vec<(u128, u32, i32, i32)> = replication
+            let entries: Vec<LeaderView> = replication
                 .views()
                 .into_iter()
-                .map(|(g, leader, epoch)| (g.topic, g.partition, leader.map(|n| n as i32).unwrap_or(-1), epoch))
+                .map(|(g, leader, epoch, has)| {
+                    (g.topic, g.partition, leader.map(|n| n as i32).unwrap_or(-1), epoch, has)
+                })
                 .collect();
             if !entries.is_empty() {
                 tell_peers(&shard, entries);
@@ -152,7 +158,7 @@ fn share_leadership(shard: &Rc<Shard>, replication: &Rc<Replication>) {
     .detach();
 }
 
-fn tell_peers(shard: &Shard, entries: Vec<(u128, u32, i32, i32)>) {
+fn tell_peers(shard: &Shard, entries: Vec<LeaderView>) {
     let Some(replication) = &shard.replication else { return };
     let payload = Bytes::from(serde_json::to_vec(&ControlRequest::Leaders { entries }).expect("serializes"));
     for peer in shard.config.cluster_peers().unwrap_or_default().into_keys() {
@@ -162,14 +168,20 @@ fn tell_peers(shard: &Shard, entries: Vec<(u128, u32, i32, i32)>) {
     }
 }
 
-/// Merges leaders told by this node's shards or by a peer into every shard's table:
-/// a later epoch wins, and within one epoch a known leader beats none.
-async fn learn_leaders(shard: &Rc<Shard>, entries: Vec<(u128, u32, i32, i32)>) {
+/// Merges leaders told by this node's shards or by peer `from` into every shard's
+/// table: a later epoch wins, and within one epoch a known leader beats none. What a
+/// leader says every voter has reaches the shard hosting that group here.
+async fn learn_leaders(shard: &Rc<Shard>, from: Option<NodeId>, entries: Vec<LeaderView>) {
     shard
         .submit_to_all(move |s| async move {
             let mut leaders = s.leaders.borrow_mut();
-            for (topic, partition, leader, epoch) in entries {
+            for (topic, partition, leader, epoch, everyone_has) in entries {
                 let group = GroupId { topic, partition };
+                if let (Some(from), Some(replication)) = (from, &s.replication) {
+                    if leader >= 0 && leader as u64 == from && everyone_has > 0 {
+                        replication.everyone_has(group, everyone_has);
+                    }
+                }
                 let newer = match leaders.get(&group) {
                     None => true,
                     Some((known, known_epoch)) => epoch > *known_epoch || (epoch == *known_epoch && *known < 0),

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use keel_protocol::batch::{self, BatchHeader};
 use keel_raft::{
-    Actions, ConfState, Entry, EntryType, Envelope, GroupId, GroupStorage, HardState, MultiRaft, NodeId,
+    Actions, ConfState, Entry, EntryType, Envelope, GroupId, GroupStorage, HardState, LogBase, MultiRaft, NodeId,
     PersistRequest, PersistedGroup, ProposeError, StateRole,
 };
 use keel_storage::flush::FlushQueue;
@@ -69,6 +69,9 @@ pub struct Replica {
     /// Leader and term as the last Ready told.
     leader: Cell<Option<NodeId>>,
     term: Cell<u64>,
+    /// What every voter has durably, as this group's leader last said (followers
+    /// drop entries up to it from memory); on the leader, what it computed.
+    everyone_has: Cell<u64>,
     on_append: Option<OnAppend>,
     on_commit: Option<OnCommit>,
 }
@@ -91,6 +94,10 @@ struct GroupRecord {
     commit: u64,
     voters: Vec<u64>,
     own: Vec<OwnEntry>,
+    /// The last entry dropped from memory (every voter has it durably): a restart
+    /// reads the log back from `base.offset`.
+    #[serde(default)]
+    base: (u64, u64, u64),
 }
 
 /// An entry of Raft's own (no Kafka offset): where it sits and what it holds.
@@ -219,12 +226,14 @@ impl Replication {
             record.voters = voters.clone();
         }
         let entries = rebuild_entries(&log, &record).await.map_err(|e| format!("group {group}: {e}"))?;
-        let last_index = entries.last().map(|e| e.index).unwrap_or(0);
-        record.commit = record.commit.min(last_index);
+        let base = LogBase { index: record.base.0, term: record.base.1, offset: record.base.2 };
+        let last_index = entries.last().map(|e| e.index).unwrap_or(base.index);
+        // Entries below the base are committed; the commit index is saved lazily.
+        record.commit = record.commit.clamp(base.index, last_index);
         let hard_state =
             HardState { term: record.term, vote: record.vote, commit: record.commit, ..Default::default() };
         let conf_state = ConfState { voters: record.voters.clone(), ..Default::default() };
-        let storage = GroupStorage::restore(PersistedGroup { hard_state, conf_state, entries });
+        let storage = GroupStorage::restore(PersistedGroup { hard_state, conf_state, base, entries });
         let committed_end = storage.translator().end_offset_of(record.commit).unwrap_or(0);
         log.borrow_mut().restart_high_watermark(committed_end as i64);
         // Committed entries are applied again after a restart only where applying
@@ -237,6 +246,7 @@ impl Replication {
             record: RefCell::new(record),
             leader: Cell::new(None),
             term: Cell::new(hard_state_term(&storage)),
+            everyone_has: Cell::new(base.index),
             on_append,
             on_commit,
         });
@@ -335,9 +345,18 @@ impl Replication {
         }
     }
 
-    /// Every group's leader and epoch as this shard knows them.
-    pub fn views(&self) -> Vec<(GroupId, Option<NodeId>, i32)> {
-        self.replicas.borrow().values().map(|r| (r.group, r.leader(), r.epoch())).collect()
+    /// Every group's leader and epoch as this shard knows them, and for the groups it
+    /// leads what every voter has (0 for the others).
+    pub fn views(&self) -> Vec<(GroupId, Option<NodeId>, i32, u64)> {
+        let multi = self.multi.borrow();
+        self.replicas
+            .borrow()
+            .values()
+            .map(|r| {
+                let everyone_has = if multi.leader_term(r.group).is_some() { r.everyone_has.get() } else { 0 };
+                (r.group, r.leader(), r.epoch(), everyone_has)
+            })
+            .collect()
     }
 
     /// This node's role in `group`: leading (with its term) or not.
@@ -571,7 +590,36 @@ impl Replication {
             if let Some(f) = &r.on_commit {
                 f(a.entries.iter().filter(|e| is_data(e)).map(|e| e.data.clone()).collect());
             }
-            let _ = self.multi.borrow_mut().applied(a.group, last);
+            let mut multi = self.multi.borrow_mut();
+            let _ = multi.applied(a.group, last);
+            // The metadata group keeps its (small) log in memory: every node installs
+            // its committed records again at start.
+            if r.on_commit.is_none() {
+                self.compact(&mut multi, &r);
+            }
+        }
+    }
+
+    /// Drops what every voter has from memory, and notes the new base in the group's
+    /// record (written with its next HardState).
+    fn compact(&self, multi: &mut MultiRaft, r: &Replica) {
+        let Ok(upto) = multi.compact(r.group, r.everyone_has.get()) else { return };
+        if multi.leader_term(r.group).is_some() {
+            r.everyone_has.set(upto);
+        }
+        let Some(base) = multi.storage(r.group).map(|s| s.base()) else { return };
+        let mut record = r.record.borrow_mut();
+        if base.index > record.base.0 {
+            record.base = (base.index, base.term, base.offset);
+            record.own.retain(|e| e.index > base.index);
+        }
+    }
+
+    /// Followers of `group` may drop entries up to `index`: its leader says every
+    /// voter has them.
+    pub fn everyone_has(&self, group: GroupId, index: u64) {
+        if let Some(r) = self.replica(group) {
+            r.everyone_has.set(r.everyone_has.get().max(index));
         }
     }
 }
@@ -604,15 +652,16 @@ async fn rebuild_entries(log: &Rc<RefCell<PartitionLog>>, record: &GroupRecord) 
         let l = log.borrow();
         (l.log_start_offset, l.log_end_offset())
     };
-    if start > 0 {
-        return Err(format!("the log starts at {start}; trimmed replicated logs are not supported yet"));
+    let (base_index, base_offset) = (record.base.0, record.base.2 as i64);
+    if start > base_offset {
+        return Err(format!("the log starts at {start}, after its Raft base at {base_offset}"));
     }
-    let mut own = record.own.iter().peekable();
+    let mut own = record.own.iter().filter(|o| o.index > base_index).peekable();
     let mut entries: Vec<Entry> = Vec::new();
     // Raft's own entries go back at exactly their indexes, between data entries.
     let mut put_own = |entries: &mut Vec<Entry>| {
         while let Some(o) = own.peek() {
-            let next_index = entries.last().map(|e| e.index).unwrap_or(0) + 1;
+            let next_index = entries.last().map(|e| e.index).unwrap_or(base_index) + 1;
             if o.index > next_index {
                 break;
             }
@@ -630,7 +679,7 @@ async fn rebuild_entries(log: &Rc<RefCell<PartitionLog>>, record: &GroupRecord) 
             own.next();
         }
     };
-    let mut offset = 0;
+    let mut offset = base_offset;
     while offset < end {
         let read = log::read(log, offset, 1 << 20, end).await.map_err(|e| e.to_string())?;
         if read.batches.is_empty() {
@@ -639,7 +688,7 @@ async fn rebuild_entries(log: &Rc<RefCell<PartitionLog>>, record: &GroupRecord) 
         for b in read.batches {
             let h = BatchHeader::parse(&b).map_err(|e| e.to_string())?;
             put_own(&mut entries);
-            let index = entries.last().map(|e| e.index).unwrap_or(0) + 1;
+            let index = entries.last().map(|e| e.index).unwrap_or(base_index) + 1;
             entries.push(Entry {
                 index,
                 term: u64::try_from(h.partition_leader_epoch).unwrap_or(0),
