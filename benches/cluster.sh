@@ -89,6 +89,17 @@ create_topic() { # bootstrap topic partitions
     --partitions "$3" --replication-factor 3 --config min.insync.replicas=2
 }
 
+keel_leaders_known() { # logfile: every node knows a leader for every group it knows
+  local a c ok=0
+  for a in $((keel_base + 100)) $((keel_base + 101)) $((keel_base + 102)); do
+    c=$(curl -sf --max-time 3 "http://127.0.0.1:$a/v1/cluster" || true)
+    echo "  admin $a: $c" >>"$1"
+    [[ $c =~ \"groups_with_leader\":([0-9]+),\"groups_known\":([0-9]+) ]] || ok=1
+    [[ ${BASH_REMATCH[1]:-x} == "${BASH_REMATCH[2]:-y}" ]] || ok=1
+  done
+  return $ok
+}
+
 # Waits until the topic lists all its partitions, each with a leader and its ISR equal
 # to its replica list (Keel's Metadata lists only the leader as replica and ISR, so for
 # Keel this checks leaders only). Writes the leader count per node to the log.
@@ -101,6 +112,10 @@ wait_settled() { # bootstrap topic partitions timeout-s logfile
             if ($0 ~ /Leader: (-1|none)/ || split(isr, a, ",") < split(rep, b, ",")) bad++ }
           END { print (n == want ? bad + 0 : "missing " (want - n)) }' <<<"$described")
     echo "$(date -u +%T) partitions not settled: $bad" >>"$5"
+    # Keel's DescribeTopicPartitions (what TopicCommand --describe uses) answers with the
+    # answering node as the only replica, leader and ISR; wait also until every node's
+    # admin API knows a Raft leader for every group (partitions + the metadata group).
+    if [[ $bad == 0 && $1 == *":$keel_base"* ]] && ! keel_leaders_known "$5"; then bad="keel raft leaders"; fi
     if [[ $bad == 0 ]]; then
       { echo "leaders per node:"; grep -o 'Leader: [0-9-]*' <<<"$described" | sort | uniq -c
         echo "replica list sizes:"; grep -o 'Replicas: [0-9,]*' <<<"$described" | awk -F'[ ,]' '{ print NF - 1 }' | sort | uniq -c
@@ -191,10 +206,10 @@ for s in $systems; do
   log "$s: stopping"
   stop_system "$s" "$dir" >>"$out/$s-start.txt" 2>&1
   # Keep the node logs small: the tail of each, and any warnings and errors.
-  for nd in "$dir"/node-*; do
-    f=$(ls "$nd"/keel.log "$nd"/kafka.log 2>/dev/null | head -n 1) || continue
-    [[ -n $f ]] || continue
-    { grep -E 'WARN|ERROR|panick|FATAL' "$f" | tail -n 40; echo "--- tail"; tail -n 20 "$f"; } \
+  for f in "$dir"/node-*/keel.log "$dir"/node-*/kafka.log; do
+    [[ -f $f ]] || continue
+    nd=$(dirname "$f")
+    { grep -E "WARN|ERROR|panick|FATAL" "$f" | tail -n 30; echo "--- tail"; tail -n 20 "$f"; } | cut -c1-300 \
       >"$out/$s-$(basename "$nd")-log.txt" 2>/dev/null || true
   done
 done

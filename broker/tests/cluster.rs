@@ -113,6 +113,16 @@ fn three_nodes_replicate_and_keep_acknowledged_records_through_leader_kills() {
         assert_eq!(read_all(&c, leader, "r1", p), acked);
     }
     let leaders: Vec<i32> = (0..3).map(|p| c.wait_for_leader(&all, "r3", p, None).0).collect();
+    // Every node hosts the metadata group and the three r3 groups, and coalesces the
+    // heartbeats of all the groups it leads into frames per peer.
+    for id in all {
+        let b = c.node(id);
+        assert!(b.metric("keel_raft_groups", 0) >= 4, "groups on node {id}");
+        assert!(b.metric("keel_raft_frames_sent_total", 0) > 0, "frames from node {id}");
+        assert_eq!(b.metric("keel_raft_bad_frames_total", 0), 0, "bad frames on node {id}");
+    }
+    let led: u64 = all.iter().map(|id| c.node(*id).metric("keel_raft_groups_led", 0)).sum();
+    assert!(led >= 1 + 3 + 3, "metadata, r1 and r3 groups each have a leader: {led}");
     let distinct: std::collections::BTreeSet<_> = leaders.iter().collect();
     assert!(distinct.len() >= 2, "leaders spread over nodes: {leaders:?}");
     // Replicas, ISR and the controller as a client sees them.

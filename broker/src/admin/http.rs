@@ -31,6 +31,29 @@ pub struct ShardStats {
     pub storage: keel_storage::stats::StorageStats,
     pub member_changes: crate::coordinator::membership::MembershipCounts,
     pub limits: LimitStats,
+    pub raft: RaftStats,
+}
+
+/// Replication on one shard (all zero on a single node).
+#[derive(Debug, Clone, Default)]
+pub struct RaftStats {
+    pub groups: u64,
+    pub groups_led: u64,
+    pub refused_messages: u64,
+    pub transport: crate::replication::transport::TransportStats,
+}
+
+impl RaftStats {
+    fn of(shard: &Shard) -> RaftStats {
+        let Some(r) = &shard.replication else { return RaftStats::default() };
+        let views = r.views();
+        RaftStats {
+            groups: views.len() as u64,
+            groups_led: views.iter().filter(|(_, leader, ..)| *leader == Some(r.node)).count() as u64,
+            refused_messages: r.refused_messages.get(),
+            transport: r.transport().stats(),
+        }
+    }
 }
 
 /// Use and cap of each bound on what clients can grow, for one shard.
@@ -177,6 +200,7 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
                 storage: keel_storage::stats::snapshot(),
                 member_changes: s.coordinator.borrow().member_changes.clone(),
                 limits: LimitStats::of(&s, s.id != admin_shard),
+                raft: RaftStats::of(&s),
             }
         })
         .await
@@ -189,6 +213,36 @@ fn render_metrics(stats: &[ShardStats]) -> String {
     let mut out = String::new();
     let series: &[Series] = &[
         ("keel_partitions", "gauge", "Partitions owned by the shard", |s| s.partitions as u64),
+        ("keel_raft_groups", "gauge", "Raft groups (replicated partitions and the metadata group) on the shard", |s| {
+            s.raft.groups
+        }),
+        ("keel_raft_groups_led", "gauge", "Raft groups this shard leads", |s| s.raft.groups_led),
+        (
+            "keel_raft_refused_messages_total",
+            "counter",
+            "Peer Raft messages the core refused (unknown group, stale)",
+            |s| s.raft.refused_messages,
+        ),
+        ("keel_raft_frames_sent_total", "counter", "Node-to-node frames sent", |s| s.raft.transport.frames_sent),
+        (
+            "keel_raft_heartbeat_frames_sent_total",
+            "counter",
+            "Node-to-node frames that carried heartbeats (one per peer per tick, whatever the group count)",
+            |s| s.raft.transport.heartbeat_frames_sent,
+        ),
+        ("keel_raft_bytes_sent_total", "counter", "Node-to-node bytes sent", |s| s.raft.transport.bytes_sent),
+        ("keel_raft_bytes_received_total", "counter", "Node-to-node bytes received", |s| {
+            s.raft.transport.bytes_received
+        }),
+        (
+            "keel_raft_dropped_messages_total",
+            "counter",
+            "Raft messages not sent (peer unreachable or over its queue bound; Raft resends)",
+            |s| s.raft.transport.dropped_messages,
+        ),
+        ("keel_raft_bad_frames_total", "counter", "Node-to-node frames refused (CRC, size, format)", |s| {
+            s.raft.transport.bad_frames
+        }),
         (
             "keel_read_ahead_hits_total",
             "counter",
