@@ -321,28 +321,10 @@ impl Replication {
         last_offset: i64,
         timeout: Duration,
     ) -> Result<(), i16> {
-        let deadline = Instant::now() + timeout;
         let Some(r) = self.replica(group) else { return Err(errors::NOT_LEADER_OR_FOLLOWER) };
-        loop {
-            let wait = {
-                let l = r.log.borrow();
-                if l.high_watermark() > last_offset {
-                    return Ok(());
-                }
-                if self.multi.borrow().leader_term(group) != Some(term) {
-                    return Err(errors::NOT_LEADER_OR_FOLLOWER);
-                }
-                if l.flush_error.is_some() {
-                    return Err(errors::KAFKA_STORAGE_ERROR);
-                }
-                l.changed.wait()
-            };
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(errors::REQUEST_TIMED_OUT);
-            }
-            futures_lite::future::or(wait, glommio::timer::sleep(left)).await;
-        }
+        let deposed =
+            || (self.multi.borrow().leader_term(group) != Some(term)).then_some(errors::NOT_LEADER_OR_FOLLOWER);
+        crate::shard::partition::wait_below_high_watermark(&r.log, last_offset, timeout, deposed).await
     }
 
     /// Every group's leader and epoch as this shard knows them, and for the groups it

@@ -660,34 +660,39 @@ impl Partition {
 
     /// Waits until `offset` is fsynced (below the high watermark).
     pub async fn wait_durable(&self, offset: i64, timeout: Duration) -> Result<(), i16> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let wait = {
-                let l = self.log.borrow();
-                if l.high_watermark() > offset {
-                    return Ok(());
-                }
-                if l.flush_error.is_some() {
-                    return Err(errors::KAFKA_STORAGE_ERROR);
-                }
-                l.changed.wait()
-            };
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(errors::REQUEST_TIMED_OUT);
+        wait_below_high_watermark(&self.log, offset, timeout, || None).await
+    }
+}
+
+/// Waits until `offset` is below `log`'s high watermark. Fails with `refused()`'s code
+/// as soon as it gives one, with KAFKA_STORAGE_ERROR once the log cannot be written,
+/// and with REQUEST_TIMED_OUT after `timeout`.
+pub async fn wait_below_high_watermark(
+    log: &Rc<RefCell<PartitionLog>>,
+    offset: i64,
+    timeout: Duration,
+    refused: impl Fn() -> Option<i16>,
+) -> Result<(), i16> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let wait = {
+            let l = log.borrow();
+            if l.high_watermark() > offset {
+                return Ok(());
             }
-            futures_lite::future::or(
-                async {
-                    wait.await;
-                    true
-                },
-                async {
-                    glommio::timer::sleep(left).await;
-                    false
-                },
-            )
-            .await;
+            if let Some(code) = refused() {
+                return Err(code);
+            }
+            if l.flush_error.is_some() {
+                return Err(errors::KAFKA_STORAGE_ERROR);
+            }
+            l.changed.wait()
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(errors::REQUEST_TIMED_OUT);
         }
+        futures_lite::future::or(wait, glommio::timer::sleep(left)).await;
     }
 }
 
