@@ -121,6 +121,23 @@ fn three_nodes_replicate_and_keep_acknowledged_records_through_leader_kills() {
         assert!(b.metric("keel_raft_frames_sent_total", 0) > 0, "frames from node {id}");
         assert_eq!(b.metric("keel_raft_bad_frames_total", 0), 0, "bad frames on node {id}");
     }
+    // DescribeQuorum (KIP-595) through any node: the controller leads the metadata
+    // quorum of all three voters.
+    for id in all {
+        use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+        let req = kafka_protocol::messages::DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(name("__cluster_metadata"))
+            .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+        let mut k = c.try_connect(id).unwrap();
+        let q: kafka_protocol::messages::DescribeQuorumResponse =
+            k.call(kafka_protocol::messages::ApiKey::DescribeQuorum, 2, &req);
+        let p = &q.topics[0].partitions[0];
+        assert_eq!(p.error_code, 0, "DescribeQuorum through node {id}");
+        assert_eq!(p.leader_id.0, c.controller(id).unwrap());
+        assert_eq!(p.current_voters.len(), 3);
+        assert!(p.high_watermark > 0);
+        assert_eq!(q.nodes.len(), 3);
+    }
     let led: u64 = all.iter().map(|id| c.node(*id).metric("keel_raft_groups_led", 0)).sum();
     assert!(led >= 1 + 3 + 3, "metadata, r1 and r3 groups each have a leader: {led}");
     let distinct: std::collections::BTreeSet<_> = leaders.iter().collect();

@@ -343,6 +343,19 @@ impl MultiRaft {
         Ok(upto)
     }
 
+    /// On `group`'s leader: each voter's highest index known to be in its log
+    /// (raft-rs's `matched`), this node's last index for itself.
+    pub fn progress(&self, group: GroupId) -> Option<Vec<(NodeId, u64)>> {
+        let state = self.groups.get(&group)?;
+        let raft = &state.node.raft;
+        if raft.state != StateRole::Leader {
+            return None;
+        }
+        let mut voters: Vec<(NodeId, u64)> = raft.prs().iter().map(|(id, p)| (*id, p.matched)).collect();
+        voters.sort_unstable();
+        Some(voters)
+    }
+
     /// The group's stable log and offset translation.
     pub fn storage(&self, group: GroupId) -> Option<&GroupStorage> {
         self.groups.get(&group).map(|state| state.node.store())

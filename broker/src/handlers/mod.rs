@@ -17,6 +17,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod find_coordinator;
@@ -65,6 +66,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
     (ApiKey::DescribeTopicPartitions, describe_topic_partitions::VERSIONS.0, describe_topic_partitions::VERSIONS.1),
     (ApiKey::DescribeAcls, describe_acls::VERSIONS.0, describe_acls::VERSIONS.1),
+    (ApiKey::DescribeQuorum, describe_quorum::VERSIONS.0, describe_quorum::VERSIONS.1),
     (ApiKey::DeleteRecords, delete_records::VERSIONS.0, delete_records::VERSIONS.1),
     // Consumer groups and offsets (group coordinator).
     (ApiKey::OffsetCommit, offset_commit::VERSIONS.0, offset_commit::VERSIONS.1),
@@ -176,6 +178,7 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
         RequestKind::DescribeCluster(r) => encode(key, v, corr, &describe_cluster::handle(shard, v, r)),
         RequestKind::DescribeTopicPartitions(r) => encode(key, v, corr, &describe_topic_partitions::handle(shard, r)),
         RequestKind::DescribeAcls(r) => encode(key, v, corr, &describe_acls::handle(r)),
+        RequestKind::DescribeQuorum(r) => encode(key, v, corr, &describe_quorum::handle(shard, v, r).await),
         RequestKind::DeleteRecords(r) => encode(key, v, corr, &delete_records::handle(shard, r).await),
         RequestKind::FindCoordinator(r) => encode(key, v, corr, &find_coordinator::handle(shard, v, r).await),
         RequestKind::JoinGroup(r) => encode(key, v, corr, &join_group::handle(shard, v, &req.header, r).await),

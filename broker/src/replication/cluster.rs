@@ -303,6 +303,7 @@ pub const CONTROLLER_APIS: &[kafka_protocol::messages::ApiKey] = &[
     kafka_protocol::messages::ApiKey::CreatePartitions,
     kafka_protocol::messages::ApiKey::AlterConfigs,
     kafka_protocol::messages::ApiKey::IncrementalAlterConfigs,
+    kafka_protocol::messages::ApiKey::DescribeQuorum,
 ];
 
 /// Largest response relayed from the controller.

@@ -341,6 +341,21 @@ impl Replication {
             .collect()
     }
 
+    /// On `group`'s leader: its term, and each voter's log end as raft-rs tracks it,
+    /// with a way to turn a Raft index into the Kafka offset after it.
+    pub fn quorum(&self, group: GroupId) -> Option<(i32, Vec<(NodeId, u64)>, impl Fn(u64) -> i64 + '_)> {
+        let multi = self.multi.borrow();
+        let term = i32::try_from(multi.leader_term(group)?).unwrap_or(i32::MAX);
+        let progress = multi.progress(group)?;
+        drop(multi);
+        let translate = move |index: u64| {
+            let multi = self.multi.borrow();
+            let end = multi.storage(group).and_then(|s| s.translator().end_offset_of(index));
+            end.map(|o| o as i64).unwrap_or(-1)
+        };
+        Some((term, progress, translate))
+    }
+
     /// This node's role in `group`: leading (with its term) or not.
     pub fn leads(&self, group: GroupId) -> bool {
         self.multi.borrow().leader_term(group).is_some()

@@ -1,0 +1,102 @@
+//! DescribeQuorum (KIP-595): the cluster metadata quorum, as `kafka-metadata-quorum`
+//! and AdminClient `describeMetadataQuorum` read it. In a cluster the metadata group's
+//! leader (the controller) answers with each voter's log end as its Raft progress shows
+//! it (other nodes relay the request there); a single node is a quorum of itself.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::describe_quorum_response::{Listener, Node, PartitionData, ReplicaState, TopicData};
+use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumResponse};
+
+use super::str_bytes;
+use crate::errors;
+use crate::replication::shell::METADATA_GROUP;
+use crate::shard::partition::now_ms;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (0, 2);
+
+/// KRaft's metadata topic, the only one DescribeQuorum describes.
+const METADATA_TOPIC: &str = "__cluster_metadata";
+
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: DescribeQuorumRequest) -> DescribeQuorumResponse {
+    let quorum = shard.submit_to(0, |s| async move { quorum(&s) }).await;
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let ours = t.topic_name.0.as_str() == METADATA_TOPIC && p.partition_index == 0;
+                    match (&quorum, ours) {
+                        (_, false) => PartitionData::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(errors::UNKNOWN_TOPIC_OR_PARTITION),
+                        (None, true) => PartitionData::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(errors::NOT_LEADER_OR_FOLLOWER),
+                        (Some(q), true) => q.partition.clone().with_partition_index(p.partition_index),
+                    }
+                })
+                .collect();
+            TopicData::default().with_topic_name(t.topic_name).with_partitions(partitions)
+        })
+        .collect();
+    let mut response = DescribeQuorumResponse::default().with_topics(topics);
+    if version >= 2 {
+        response.nodes = quorum.map(|q| q.nodes).unwrap_or_default();
+    }
+    response
+}
+
+#[derive(Clone)]
+struct Quorum {
+    partition: PartitionData,
+    nodes: Vec<Node>,
+}
+
+/// The quorum as shard 0 of this node knows it; `None` unless this node leads it.
+fn quorum(shard: &Shard) -> Option<Quorum> {
+    let now = now_ms();
+    let (leader, epoch, high_watermark, voters) = match &shard.replication {
+        None => (shard.config.node_id, 0, 0, vec![(shard.config.node_id, 0)]),
+        Some(r) => {
+            let (epoch, progress, translate) = r.quorum(METADATA_GROUP)?;
+            let voters = progress.into_iter().map(|(id, matched)| (id as i32, translate(matched))).collect();
+            let hw = r.replica(METADATA_GROUP).map(|m| m.log.borrow().high_watermark()).unwrap_or(0);
+            (shard.config.node_id, epoch, hw, voters)
+        }
+    };
+    let leader_end = voters.iter().find(|(id, _)| *id == leader).map(|(_, end)| *end).unwrap_or(0);
+    let current_voters = voters
+        .iter()
+        .map(|(id, end)| {
+            let caught_up = if *end >= leader_end { now } else { -1 };
+            ReplicaState::default()
+                .with_replica_id(BrokerId(*id))
+                .with_log_end_offset(*end)
+                .with_last_fetch_timestamp(if *id == leader { now } else { caught_up })
+                .with_last_caught_up_timestamp(caught_up)
+        })
+        .collect();
+    let partition = PartitionData::default()
+        .with_leader_id(BrokerId(leader))
+        .with_leader_epoch(epoch)
+        .with_high_watermark(high_watermark)
+        .with_current_voters(current_voters);
+    let (host, port) = shard.config.advertised();
+    let brokers = crate::replication::cluster::brokers(shard).unwrap_or(vec![(shard.config.node_id, host, port)]);
+    let nodes = voters
+        .iter()
+        .filter_map(|(id, _)| brokers.iter().find(|(b, ..)| b == id))
+        .map(|(id, host, port)| {
+            Node::default().with_node_id(BrokerId(*id)).with_listeners(vec![Listener::default()
+                .with_name(str_bytes("PLAINTEXT"))
+                .with_host(str_bytes(host))
+                .with_port(*port as u16)])
+        })
+        .collect();
+    Some(Quorum { partition, nodes })
+}
