@@ -154,6 +154,8 @@ measure_window() { # prefix seconds pids...
 }
 
 declare -A result
+# Other engineers rebuild target/release/keel in place: record which binary this run used.
+log "keel binary $(stat -c '%y' target/release/keel | cut -c1-19), md5 $(md5sum <target/release/keel | cut -c1-12); git HEAD $(git rev-parse --short HEAD)"
 for s in $systems; do
   dir="$runs/$s"
   base=$([[ $s == keel ]] && echo $keel_base || echo $kafka_base)
