@@ -63,8 +63,8 @@ fn quorum(shard: &Shard) -> Option<Quorum> {
     let (leader, epoch, high_watermark, voters) = match &shard.replication {
         None => (shard.config.node_id, 0, 0, vec![(shard.config.node_id, 0)]),
         Some(r) => {
-            let (epoch, progress, translate) = r.quorum(METADATA_GROUP)?;
-            let voters = progress.into_iter().map(|(id, matched)| (id as i32, translate(matched))).collect();
+            let (epoch, ends) = r.quorum(METADATA_GROUP)?;
+            let voters = ends.into_iter().map(|(id, end)| (id as i32, end)).collect();
             let hw = r.replica(METADATA_GROUP).map(|m| m.log.borrow().high_watermark()).unwrap_or(0);
             (shard.config.node_id, epoch, hw, voters)
         }

@@ -341,19 +341,15 @@ impl Replication {
             .collect()
     }
 
-    /// On `group`'s leader: its term, and each voter's log end as raft-rs tracks it,
-    /// with a way to turn a Raft index into the Kafka offset after it.
-    pub fn quorum(&self, group: GroupId) -> Option<(i32, Vec<(NodeId, u64)>, impl Fn(u64) -> i64 + '_)> {
+    /// On `group`'s leader: its term, and each voter's log end (the Kafka offset after
+    /// the last entry raft-rs knows it has).
+    pub fn quorum(&self, group: GroupId) -> Option<(i32, Vec<(NodeId, i64)>)> {
         let multi = self.multi.borrow();
         let term = i32::try_from(multi.leader_term(group)?).unwrap_or(i32::MAX);
-        let progress = multi.progress(group)?;
-        drop(multi);
-        let translate = move |index: u64| {
-            let multi = self.multi.borrow();
-            let end = multi.storage(group).and_then(|s| s.translator().end_offset_of(index));
-            end.map(|o| o as i64).unwrap_or(-1)
-        };
-        Some((term, progress, translate))
+        let translator = multi.storage(group)?.translator();
+        let ends = multi.progress(group)?;
+        let ends = ends.into_iter().map(|(id, index)| (id, translator.end_offset_of(index).map_or(-1, |o| o as i64)));
+        Some((term, ends.collect()))
     }
 
     /// This node's role in `group`: leading (with its term) or not.
