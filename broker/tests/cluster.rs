@@ -138,6 +138,20 @@ fn three_nodes_replicate_and_keep_acknowledged_records_through_leader_kills() {
         assert!(p.high_watermark > 0);
         assert_eq!(q.nodes.len(), 3);
     }
+    // DescribeTopicPartitions (what `kafka-topics --describe` asks) agrees with Metadata.
+    for id in all {
+        use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+        let req = kafka_protocol::messages::DescribeTopicPartitionsRequest::default()
+            .with_topics(vec![TopicRequest::default().with_name(name("r3"))])
+            .with_response_partition_limit(100);
+        let mut k = c.try_connect(id).unwrap();
+        let d: kafka_protocol::messages::DescribeTopicPartitionsResponse =
+            k.call(kafka_protocol::messages::ApiKey::DescribeTopicPartitions, 0, &req);
+        for p in &d.topics[0].partitions {
+            assert_eq!(p.replica_nodes.len(), 3, "replicas of r3-{} through node {id}", p.partition_index);
+            assert_eq!(Some(p.leader_id.0), c.leader(id, "r3", p.partition_index).map(|(l, _)| l));
+        }
+    }
     let led: u64 = all.iter().map(|id| c.node(*id).metric("keel_raft_groups_led", 0)).sum();
     assert!(led >= 1 + 3 + 3, "metadata, r1 and r3 groups each have a leader: {led}");
     let distinct: std::collections::BTreeSet<_> = leaders.iter().collect();
