@@ -343,6 +343,22 @@ impl MultiRaft {
         Ok(upto)
     }
 
+    /// On `group`'s leader: the voter to hand leadership to, one that answered
+    /// recently (not a stopped node), the most up to date first.
+    pub fn transfer_target(&self, group: GroupId) -> Option<NodeId> {
+        let state = self.groups.get(&group)?;
+        let raft = &state.node.raft;
+        if raft.state != StateRole::Leader {
+            return None;
+        }
+        let voters = raft.prs().conf().voters();
+        raft.prs()
+            .iter()
+            .filter(|(id, p)| **id != self.config.node && p.recent_active && voters.contains(**id))
+            .max_by_key(|(id, p)| (p.matched, std::cmp::Reverse(**id)))
+            .map(|(id, _)| *id)
+    }
+
     /// On `group`'s leader: each voter's highest index known to be in its log
     /// (raft-rs's `matched`), this node's last index for itself.
     pub fn progress(&self, group: GroupId) -> Option<Vec<(NodeId, u64)>> {

@@ -373,14 +373,19 @@ impl Replication {
                 }
                 return;
             }
+            let mut handed = false;
             {
                 let mut multi = self.multi.borrow_mut();
                 for group in led {
-                    let voters = multi.storage(group).map(|s| s.conf_state().voters.clone()).unwrap_or_default();
-                    if let Some(to) = voters.into_iter().find(|v| *v != self.node) {
+                    if let Some(to) = multi.transfer_target(group) {
                         let _ = multi.transfer_leadership(group, to);
+                        handed = true;
                     }
                 }
+            }
+            if !handed {
+                // No other voter answers (the last node of a cluster going down).
+                return;
             }
             self.wake.notify();
             glommio::timer::sleep(Duration::from_millis(50)).await;
