@@ -489,12 +489,13 @@ impl Replication {
                 record.vote = hs.vote;
                 record.commit = hs.commit;
             }
-            if own_changed || req.hard_state.as_ref().is_some_and(|_| req.must_sync || !req.entries.is_empty()) {
+            // A HardState where only the commit index moved (no entries, no sync asked)
+            // rides along with the next record written: a lower commit index after a
+            // crash is safe.
+            let hard_state_due = req.hard_state.is_some() && (req.must_sync || !req.entries.is_empty());
+            if own_changed || hard_state_due {
                 let value = serde_json::to_vec(&*r.record.borrow()).expect("a group record serializes");
                 records.push((record_key(req.group), value.into()));
-            } else if req.hard_state.is_some() {
-                // Only the commit index moved: it rides along with the next record
-                // written (a lower commit index after a crash is safe).
             }
             written.push((r, req.ready));
         }
