@@ -11,7 +11,7 @@ use kafka_protocol::messages::{BrokerId, DescribeTopicPartitionsRequest, Describ
 use super::metadata::{OPERATIONS_NOT_REQUESTED, TOPIC_OPERATIONS_ALL};
 use super::str_bytes;
 use crate::errors;
-use crate::shard::partition::{group_id, LEADER_EPOCH};
+use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
@@ -54,10 +54,8 @@ pub fn handle(shard: &Rc<Shard>, req: DescribeTopicPartitionsRequest) -> Describ
                 break;
             }
             budget -= 1;
-            if let Some(replicas) = t.replicas_of(p) {
+            if let Some((leader, epoch, nodes)) = crate::replication::cluster::partition_view(shard, t, p) {
                 // A replicated partition: its Raft leader and term, as Metadata answers.
-                let (leader, epoch) = shard.leaders.borrow().get(&group_id(t.id, p)).copied().unwrap_or((-1, 0));
-                let nodes: Vec<BrokerId> = replicas.iter().map(|n| BrokerId(*n)).collect();
                 partitions.push(
                     DescribeTopicPartitionsResponsePartition::default()
                         .with_error_code(if leader < 0 { errors::LEADER_NOT_AVAILABLE } else { errors::NONE })

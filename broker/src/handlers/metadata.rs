@@ -99,8 +99,8 @@ fn topic_response(
 ) -> MetadataResponseTopic {
     let partitions = (0..t.partitions.len() as i32)
         .map(|p| {
-            if let Some(replicas) = t.replicas_of(p) {
-                return replicated_partition(shard, t, p, replicas);
+            if let Some(view) = cluster::partition_view(shard, t, p) {
+                return replicated_partition(p, view);
             }
             if offline(p) {
                 return MetadataResponsePartition::default()
@@ -123,19 +123,16 @@ fn topic_response(
     topic_with_partitions(name, t, partitions, include_ops)
 }
 
-/// A replicated partition: its Raft leader and term as the owner shard last told,
-/// LEADER_NOT_AVAILABLE while it has none.
-fn replicated_partition(shard: &Shard, t: &TopicMeta, p: i32, replicas: &[i32]) -> MetadataResponsePartition {
-    let group = crate::shard::partition::group_id(t.id, p);
-    let (leader, epoch) = shard.leaders.borrow().get(&group).copied().unwrap_or((-1, 0));
-    let nodes: Vec<BrokerId> = replicas.iter().map(|n| BrokerId(*n)).collect();
+/// A replicated partition: its Raft leader and term, LEADER_NOT_AVAILABLE while it has
+/// none.
+fn replicated_partition(p: i32, (leader, epoch, replicas): (i32, i32, Vec<BrokerId>)) -> MetadataResponsePartition {
     MetadataResponsePartition::default()
         .with_error_code(if leader < 0 { errors::LEADER_NOT_AVAILABLE } else { errors::NONE })
         .with_partition_index(p)
         .with_leader_id(BrokerId(leader))
         .with_leader_epoch(epoch)
-        .with_replica_nodes(nodes.clone())
-        .with_isr_nodes(nodes)
+        .with_replica_nodes(replicas.clone())
+        .with_isr_nodes(replicas)
 }
 
 fn topic_with_partitions(

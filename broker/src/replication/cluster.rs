@@ -29,10 +29,11 @@ use uuid::Uuid;
 
 use super::shell::{Replication, METADATA_GROUP};
 use crate::cluster::controller;
-use crate::cluster::metadata::{BrokerMeta, Metadata, MetadataStore};
+use crate::cluster::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
 use crate::coordinator::{routing, OFFSETS_TOPIC};
 use crate::shard::partition::{journal_key, state_prefix};
 use crate::shard::Shard;
+use kafka_protocol::messages::BrokerId;
 
 /// Directory of the metadata group's log in the first data directory.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
@@ -351,6 +352,15 @@ async fn relay(addr: &str, frame: &Bytes) -> std::io::Result<Bytes> {
     response[..4].copy_from_slice(&prefix);
     stream.read_exact(&mut response[4..]).await?;
     Ok(Bytes::from(response))
+}
+
+/// A replicated partition as clients are told it: its leader (-1 while it has none)
+/// and epoch as the owner shards last told, and its replicas.
+pub fn partition_view(shard: &Shard, topic: &TopicMeta, partition: i32) -> Option<(i32, i32, Vec<BrokerId>)> {
+    let replicas = topic.replicas_of(partition)?;
+    let group = crate::shard::partition::group_id(topic.id, partition);
+    let (leader, epoch) = shard.leaders.borrow().get(&group).copied().unwrap_or((-1, 0));
+    Some((leader, epoch, replicas.iter().map(|n| BrokerId(*n)).collect()))
 }
 
 /// The controller's node, if known.
