@@ -16,8 +16,7 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 const CLUSTER_OPERATIONS_ALL: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
 pub fn handle(shard: &Rc<Shard>, version: i16, req: DescribeClusterRequest) -> DescribeClusterResponse {
-    let (host, port) = shard.config.advertised();
-    let brokers = crate::replication::cluster::brokers(shard).unwrap_or(vec![(shard.config.node_id, host, port)]);
+    let brokers = crate::replication::cluster::brokers(shard);
     let mut r = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&shard.meta().cluster_id))
         .with_controller_id(BrokerId(crate::replication::cluster::controller_id(shard)))

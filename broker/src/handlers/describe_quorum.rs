@@ -86,8 +86,7 @@ fn quorum(shard: &Shard) -> Option<Quorum> {
         .with_leader_epoch(epoch)
         .with_high_watermark(high_watermark)
         .with_current_voters(current_voters);
-    let (host, port) = shard.config.advertised();
-    let brokers = crate::replication::cluster::brokers(shard).unwrap_or(vec![(shard.config.node_id, host, port)]);
+    let brokers = crate::replication::cluster::brokers(shard);
     let nodes = voters
         .iter()
         .filter_map(|(id, _)| brokers.iter().find(|(b, ..)| b == id))

@@ -26,7 +26,6 @@ pub const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> MetadataResponse {
     let meta = shard.meta();
-    let (host, port) = shard.config.advertised();
     let node = shard.config.node_id;
     let allow_create = version < 4 || req.allow_auto_topic_creation;
     let mut wanted: Vec<(Option<String>, Uuid)> = match &req.topics {
@@ -64,10 +63,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
             }
         })
         .collect();
-    let brokers = match cluster::brokers(shard) {
-        Some(brokers) => brokers,
-        None => vec![(node, host, port)],
-    };
+    let brokers = cluster::brokers(shard);
     MetadataResponse::default()
         .with_brokers(
             brokers

@@ -162,10 +162,8 @@ fn share_leadership(shard: &Rc<Shard>, replication: &Rc<Replication>) {
 fn tell_peers(shard: &Shard, entries: Vec<LeaderView>) {
     let Some(replication) = &shard.replication else { return };
     let payload = Bytes::from(serde_json::to_vec(&ControlRequest::Leaders { entries }).expect("serializes"));
-    for peer in shard.config.cluster_peers().unwrap_or_default().into_keys() {
-        if peer != replication.node {
-            replication.transport().send_control(peer, 0, payload.clone());
-        }
+    for peer in replication.transport().peers() {
+        replication.transport().send_control(peer, 0, payload.clone());
     }
 }
 
@@ -268,10 +266,14 @@ fn decode_metadata(batch: &Bytes) -> Result<Metadata, String> {
     Ok(meta)
 }
 
-/// The registered brokers (id, host, port) of a cluster; `None` on a single node.
-pub fn brokers(shard: &Shard) -> Option<Vec<(i32, String, i32)>> {
-    shard.replication.as_ref()?;
-    Some(shard.meta().brokers.iter().map(|(id, b)| (*id, b.host.clone(), b.port)).collect())
+/// The brokers (id, host, port) clients are told of: the registered ones of a
+/// cluster, or this node alone.
+pub fn brokers(shard: &Shard) -> Vec<(i32, String, i32)> {
+    if shard.replication.is_none() {
+        let (host, port) = shard.config.advertised();
+        return vec![(shard.config.node_id, host, port)];
+    }
+    shard.meta().brokers.iter().map(|(id, b)| (*id, b.host.clone(), b.port)).collect()
 }
 
 /// The controller's node id for clients: the metadata group's leader (-1 while there
@@ -289,7 +291,8 @@ pub fn controller_id(shard: &Shard) -> i32 {
 /// Group state (`__consumer_offsets`) is not replicated yet: each node keeps the
 /// groups it coordinates in a local copy of the topic.
 pub fn group_coordinator(shard: &Shard, key: &str) -> Option<(i32, String, i32)> {
-    let brokers = brokers(shard)?;
+    shard.replication.as_ref()?;
+    let brokers = brokers(shard);
     if brokers.is_empty() {
         return Some((-1, String::new(), -1));
     }

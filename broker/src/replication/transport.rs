@@ -211,6 +211,11 @@ impl Transport {
         *self.shared.control.borrow_mut() = Some(receiver);
     }
 
+    /// The nodes this transport can reach (every peer but this node).
+    pub fn peers(&self) -> Vec<NodeId> {
+        self.shared.peers.borrow().keys().copied().collect()
+    }
+
     /// Adds a node or changes its address; a connection already open stays open.
     pub fn add_peer(&self, node: NodeId, addr: SocketAddr) {
         self.shared.peers.borrow_mut().insert(node, addr);
