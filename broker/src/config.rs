@@ -82,6 +82,9 @@ pub struct BrokerConfig {
     pub raft_tick_ms: u64,
     pub raft_election_ticks: usize,
     pub raft_heartbeat_ticks: usize,
+    /// Bytes of applied entries each Raft group keeps in memory for appends to slow
+    /// replicas; older ones are read back from the partition log.
+    pub raft_log_memory_bytes: u64,
 }
 
 impl Default for BrokerConfig {
@@ -123,6 +126,7 @@ impl Default for BrokerConfig {
             raft_tick_ms: 50,
             raft_election_ticks: 10,
             raft_heartbeat_ticks: 2,
+            raft_log_memory_bytes: 1 << 20,
         }
     }
 }

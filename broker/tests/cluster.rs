@@ -205,6 +205,44 @@ fn three_nodes_replicate_and_keep_acknowledged_records_through_leader_kills() {
     }
 }
 
+#[test]
+fn a_replica_back_from_an_outage_catches_up_from_disk() {
+    // No applied entry stays in memory: every append to a replica that is behind reads
+    // the batches back from the leader's partition log.
+    let mut c = Cluster::start_with_yaml(3, "raft_log_memory_bytes: 0\n");
+    let all = [1, 2, 3];
+    assert_eq!(c.create_topic("catch-up", 1, 3), 0, "{}", c.logs());
+    let (leader, _) = c.wait_for_leader(&all, "catch-up", 0, None);
+    let mut others = all.iter().copied().filter(|n| *n != leader);
+    let (away, other) = (others.next().unwrap(), others.next().unwrap());
+    let value = |phase: &str, i: usize| format!("{phase}-{i}-{}", "x".repeat(4000));
+    let mut acked = produce_all(&c, &all, "catch-up", 0, &(0..50).map(|i| value("before", i)).collect::<Vec<_>>());
+
+    // One replica misses about 2 MB: more than one append message (1 MiB) can carry.
+    c.node(away).kill9();
+    let during: Vec<String> = (0..500).map(|i| value("during", i)).collect();
+    acked.extend(produce_all(&c, &[leader, other], "catch-up", 0, &during));
+    c.node(away).spawn();
+    c.wait_until("the leader read the missed entries back from disk", Duration::from_secs(60), |c| {
+        c.nodes[(leader - 1) as usize].metric("keel_raft_entries_read_back_total", 0) >= 500
+    });
+    assert!(
+        c.node(leader).metric("keel_raft_log_memory_bytes", 0) < 1 << 20,
+        "the leader holds no more than its unapplied entries in memory"
+    );
+
+    // Without the third replica, acks=all needs the one that was away: it has the whole
+    // log, so it accepts the leader's next appends.
+    c.node(other).kill9();
+    let after: Vec<String> = (0..20).map(|i| value("after", i)).collect();
+    acked.extend(produce_all(&c, &[leader, away], "catch-up", 0, &after));
+    // And it can lead with everything acknowledged.
+    c.node(leader).kill9();
+    c.node(other).spawn();
+    let (now, _) = c.wait_for_leader(&[away, other], "catch-up", 0, Some(leader));
+    assert_eq!(read_all(&c, now, "catch-up", 0), acked, "acknowledged records after the catch-up");
+}
+
 /// Acknowledged values and when each was acknowledged, from a producer that asks the
 /// nodes on `ports` who leads and follows leader changes.
 fn produce_until(

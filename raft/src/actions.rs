@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use raft::eraftpb::{Entry, HardState, Message, MessageType};
 use raft::StateRole;
 
+use crate::log_store::FetchRequest;
 use crate::{GroupId, NodeId};
 
 /// A Raft message of one group, on its way to one node.
@@ -66,6 +67,9 @@ pub struct Actions {
     pub heartbeats: BTreeMap<NodeId, Vec<Envelope>>,
     pub apply: Vec<Apply>,
     pub leadership: Vec<LeadershipChange>,
+    /// Released entries to read back from the partition log for appends to slow voters;
+    /// each is answered with `MultiRaft::fetched`, in any order.
+    pub fetch: Vec<FetchRequest>,
 }
 
 impl Actions {
@@ -75,6 +79,7 @@ impl Actions {
             && self.heartbeats.is_empty()
             && self.apply.is_empty()
             && self.leadership.is_empty()
+            && self.fetch.is_empty()
     }
 
     /// Queues `message` of `group` for its destination, heartbeats apart.

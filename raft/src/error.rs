@@ -35,6 +35,8 @@ pub enum StepError {
     WrongDestination { to: NodeId, node: NodeId },
     #[error("message of kind {kind:?} for group {group} is not accepted from the network")]
     Refused { group: GroupId, kind: raft::eraftpb::MessageType },
+    #[error("stale {kind:?} for group {group} dropped")]
+    Stale { group: GroupId, kind: raft::eraftpb::MessageType },
     #[error("group {group} rejected the message: {source}")]
     Raft { group: GroupId, source: raft::Error },
 }
@@ -48,4 +50,13 @@ pub enum GroupError {
     Unknown { group: GroupId },
     #[error("group {group} could not start: {source}")]
     Raft { group: GroupId, source: raft::Error },
+}
+
+/// Entries read back for a fetch that the core refused.
+#[derive(Debug, Error)]
+pub enum FetchError {
+    #[error("group {group} is not on this shard")]
+    Unknown { group: GroupId },
+    #[error("group {group}: {reason}")]
+    Mismatch { group: GroupId, reason: String },
 }

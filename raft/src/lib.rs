@@ -10,7 +10,8 @@
 //! [`OffsetTranslator`] maps Raft indexes to Kafka offsets, Raft's own entries taking none.
 //!
 //! Where it runs: one `MultiRaft` per shard, on that shard's executor; it is `!Send`.
-//! The glommio shell around it (not built yet) owns the disk, the network and the timer.
+//! The glommio shell around it (`keel-broker`'s `replication::shell`) owns the disk, the
+//! network and the timer.
 //!
 //! What it must never do: I/O, spawn tasks or threads, read a clock, or block. Time enters
 //! as ticks and randomness from a seed, so a deterministic simulation
@@ -26,8 +27,8 @@ mod offset_translator;
 use std::fmt;
 
 pub use actions::{is_heartbeat, Actions, Apply, Envelope, LeadershipChange, PersistRequest};
-pub use error::{GroupError, ProposeError, StepError};
-pub use log_store::{GroupStorage, LogBase, PersistedGroup};
+pub use error::{FetchError, GroupError, ProposeError, StepError};
+pub use log_store::{FetchRequest, GroupStorage, LogBase, PersistedGroup};
 pub use multi_raft::{Config, MultiRaft, Proposed};
 pub use offset_translator::{batch_offset_count, BatchError, OffsetTranslator, BATCH_HEADER_BYTES};
 /// raft-rs types that appear in this crate's API.

@@ -5,17 +5,41 @@
 //! readable there before `advance_append_async` (raft-rs 0.7 `RawNode::advance_append_async`
 //! docs). So the core appends a Ready's entries here in the same call that hands them to the
 //! shell to write; durability is the shell's job and is reported back with
-//! `MultiRaft::persisted`. This is the in-memory tail of the partition log; the shell
-//! rebuilds it from disk at start with [`GroupStorage::restore`].
+//! `MultiRaft::persisted`.
+//!
+//! **Three ranges of the log.** Up to `snapshot_index`, entries every voter has durably:
+//! raft-rs never asks for them again (the partition log keeps them for consumers). Then
+//! entries *released* from memory: applied and on disk here, but some voter may still
+//! need them. Then the in-memory tail. A group keeps at most its byte budget of applied
+//! entries in memory, so a voter that is down for an hour costs its leader disk reads
+//! when it comes back, not an hour of batches in memory. Of the released range the
+//! storage keeps only each term's first index (term lookups stay synchronous, as raft-rs
+//! needs them) and a sparse column of (index, Kafka offset) marks to start reads from.
+//!
+//! **Reading released entries** uses raft-rs's asynchronous fetch (`Storage::entries`
+//! docs): a leader's append that needs them gets `LogTemporarilyUnavailable`, the request
+//! goes to the shell as a [`FetchRequest`], the shell reads the batches back from the
+//! partition log, and `MultiRaft::fetched` caches them and calls
+//! `RawNode::on_entries_fetched`, which sends the append. Only appends fetch: every other
+//! read raft-rs makes is of entries after the applied index, which stay in memory.
 //!
 //! Plain owned data, no `Arc<RwLock>` as raft-rs's `MemStorage` has: one shard owns the
-//! group, and nothing else ever reads it.
+//! group, and nothing else ever reads it. `RefCell`s hold what `Storage::entries(&self)`
+//! must record.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
 
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, StorageError};
 
 use crate::offset_translator::{batch_offset_count, OffsetTranslator};
-use crate::NodeId;
+use crate::{GroupId, NodeId};
+
+/// A released entry gets a read mark at least this often (in entries).
+const MARK_EVERY: u64 = 256;
+/// Fetched runs of released entries kept for the appends that asked for them.
+const CACHED_RUNS_MAX: usize = 4;
 
 /// The persisted state of one group, as the shell reads it back from disk.
 #[derive(Debug, Clone, Default)]
@@ -29,7 +53,8 @@ pub struct PersistedGroup {
     pub entries: Vec<Entry>,
 }
 
-/// Index, term and end offset of the last entry dropped from memory.
+/// Index, term and end offset of the last entry every voter has (raft-rs's snapshot
+/// point): raft-rs never reads the log up to it again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LogBase {
     pub index: u64,
@@ -37,16 +62,54 @@ pub struct LogBase {
     pub offset: u64,
 }
 
-/// raft-rs `Storage` over one group's log tail.
+/// Released entries of one group for the shell to read back from the partition log:
+/// entries `low..high`, fewer once past `bytes_max`, reading from Kafka offset
+/// `from_offset`, where the entry after `from_index` starts (a read mark at or before
+/// `low`). Answer with `MultiRaft::fetched`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchRequest {
+    pub group: GroupId,
+    pub low: u64,
+    pub high: u64,
+    pub bytes_max: u64,
+    pub from_index: u64,
+    pub from_offset: u64,
+}
+
+/// An append raft-rs could not send until released entries from `low` are read back.
+#[derive(Debug)]
+struct PendingFetch {
+    low: u64,
+    high: u64,
+    bytes_max: u64,
+    context: GetEntriesContext,
+    handed_out: bool,
+}
+
+#[derive(Debug, Default)]
+struct Fetches {
+    pending: Vec<PendingFetch>,
+    /// Runs of entries read back, oldest first.
+    cached: VecDeque<Vec<Entry>>,
+}
+
+/// raft-rs `Storage` over one group's log (see the module doc for its three ranges).
 #[derive(Debug)]
 pub struct GroupStorage {
     hard_state: HardState,
     conf_state: ConfState,
-    /// Index and term of the entry before `entries[0]` (0, 0 until compaction exists).
     snapshot_index: u64,
     snapshot_term: u64,
-    entries: Vec<Entry>,
+    /// The first index of each term in the released range, ascending.
+    released_terms: Vec<(u64, u64)>,
+    /// `(index, Kafka offset after it)` read marks, ascending; the first is the
+    /// snapshot point.
+    marks: Vec<(u64, u64)>,
+    /// The in-memory tail, from `translator.first_index()`.
+    entries: VecDeque<Entry>,
+    memory_bytes: u64,
     translator: OffsetTranslator,
+    fetches: RefCell<Fetches>,
 }
 
 impl GroupStorage {
@@ -56,26 +119,42 @@ impl GroupStorage {
         Self::restore(PersistedGroup { conf_state, ..Default::default() })
     }
 
-    /// A group as read back from disk after a restart.
+    /// A group as read back from disk after a restart, its whole log in memory.
     pub fn restore(persisted: PersistedGroup) -> Self {
-        let base = persisted.base;
-        let mut storage = Self {
+        let mut storage = Self::restoring(persisted.base, persisted.conf_state);
+        storage.append(&persisted.entries);
+        storage.finish_restore(persisted.hard_state);
+        storage
+    }
+
+    /// Starts restoring a group from disk, for logs too long to hold in memory: the log
+    /// after `base` follows in pieces with [`Self::append`] (each followed by
+    /// [`Self::release_over_budget`] up to the recorded commit index), then its
+    /// HardState with [`Self::finish_restore`].
+    pub fn restoring(base: LogBase, conf_state: ConfState) -> Self {
+        Self {
             hard_state: HardState::default(),
-            conf_state: persisted.conf_state,
+            conf_state,
             snapshot_index: base.index,
             snapshot_term: base.term,
-            entries: Vec::new(),
+            released_terms: Vec::new(),
+            marks: vec![(base.index, base.offset)],
+            entries: VecDeque::new(),
+            memory_bytes: 0,
             translator: OffsetTranslator::new(base.index + 1, base.offset),
-        };
-        storage.append(&persisted.entries);
-        storage.hard_state = persisted.hard_state;
+            fetches: RefCell::default(),
+        }
+    }
+
+    /// The last step of a restore: the persisted HardState.
+    pub fn finish_restore(&mut self, hard_state: HardState) {
         assert!(
-            storage.hard_state.commit <= storage.last_index_inner(),
+            hard_state.commit <= self.last_index_inner(),
             "persisted commit index {} is past the persisted log end {}",
-            storage.hard_state.commit,
-            storage.last_index_inner()
+            hard_state.commit,
+            self.last_index_inner()
         );
-        storage
+        self.hard_state = hard_state;
     }
 
     pub fn hard_state(&self) -> &HardState {
@@ -86,47 +165,37 @@ impl GroupStorage {
         &self.conf_state
     }
 
-    /// The stable log (entries handed to the shell to persist, whether or not fsynced yet).
-    pub fn log(&self) -> &[Entry] {
-        &self.entries
+    /// The in-memory tail of the stable log (entries handed to the shell to persist,
+    /// whether or not fsynced yet), from [`Self::memory_first_index`].
+    pub fn in_memory(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter()
     }
 
+    /// Index of the first entry held in memory (or of the next one).
+    pub fn memory_first_index(&self) -> u64 {
+        self.translator.first_index()
+    }
+
+    /// Bytes of batches held in memory.
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory_bytes
+    }
+
+    /// Offsets of the in-memory tail.
     pub fn translator(&self) -> &OffsetTranslator {
         &self.translator
     }
 
-    /// Index, term and end offset of the last entry no longer held in memory.
+    /// raft-rs's snapshot point: what every voter has.
     pub fn base(&self) -> LogBase {
-        let offset = self.translator.end_offset_of(self.snapshot_index).unwrap_or(0);
-        LogBase { index: self.snapshot_index, term: self.snapshot_term, offset }
-    }
-
-    /// Drops entries up to `index` from memory (the partition log keeps them on disk).
-    /// Only committed entries every voter has are dropped: raft-rs then never asks for
-    /// them again while the group's members stay.
-    pub(crate) fn compact(&mut self, index: u64) {
-        if index <= self.snapshot_index {
-            return;
-        }
-        assert!(index <= self.hard_state.commit, "compacting past the commit index");
-        let term = self.entries[(index - self.snapshot_index - 1) as usize].term;
-        self.entries.drain(..(index - self.snapshot_index) as usize);
-        self.translator.trim_before(index);
-        self.snapshot_index = index;
-        self.snapshot_term = term;
-    }
-
-    pub(crate) fn set_hard_state(&mut self, hard_state: HardState) {
-        assert!(hard_state.term >= self.hard_state.term, "terms never go backwards");
-        assert!(hard_state.commit >= self.hard_state.commit, "commit never goes backwards");
-        self.hard_state = hard_state;
+        LogBase { index: self.snapshot_index, term: self.snapshot_term, offset: self.marks[0].1 }
     }
 
     /// Appends `entries`, first removing any stable entries they conflict with (a deposed
     /// leader's tail that a new leader overwrites).
-    pub(crate) fn append(&mut self, entries: &[Entry]) {
+    pub fn append(&mut self, entries: &[Entry]) {
         let Some(first) = entries.first() else { return };
-        assert!(first.index > self.snapshot_index, "appending below the first index");
+        assert!(first.index >= self.translator.first_index(), "appending below the in-memory log");
         assert!(
             first.index <= self.last_index_inner() + 1,
             "gap in the log: appending {} after {}",
@@ -139,19 +208,169 @@ impl GroupStorage {
             first.index,
             self.hard_state.commit
         );
-        let keep = (first.index - self.snapshot_index - 1) as usize;
-        self.entries.truncate(keep);
+        let keep = (first.index - self.translator.first_index()) as usize;
+        for dropped in self.entries.drain(keep..) {
+            self.memory_bytes -= entry_bytes(&dropped);
+        }
         self.translator.truncate_after(first.index - 1);
         for entry in entries {
             assert_eq!(entry.index, self.last_index_inner() + 1, "entries are contiguous");
             self.translator.append(entry.index, offset_count(entry));
-            self.entries.push(entry.clone());
+            self.memory_bytes += entry_bytes(entry);
+            self.entries.push_back(entry.clone());
         }
     }
 
-    fn last_index_inner(&self) -> u64 {
-        self.snapshot_index + self.entries.len() as u64
+    /// Drops entries up to `upto` from memory, oldest first, while more than `budget`
+    /// bytes are held. The caller passes entries that are applied and durable here
+    /// (they are read back from the partition log if a voter needs them).
+    pub fn release_over_budget(&mut self, upto: u64, budget: u64) {
+        let mut last = None;
+        while self.memory_bytes > budget && self.entries.front().is_some_and(|e| e.index <= upto) {
+            last = self.release_front();
+        }
+        if let Some(last) = last {
+            self.translator.trim_before(last + 1);
+        }
     }
+
+    /// Moves the oldest in-memory entry to the released range; returns its index. The
+    /// caller trims the translator after.
+    fn release_front(&mut self) -> Option<u64> {
+        let entry = self.entries.pop_front()?;
+        let end = self.translator.end_offset_of(entry.index).expect("the translator covers memory");
+        self.memory_bytes -= entry_bytes(&entry);
+        if self.released_terms.last().map(|&(_, term)| term) != Some(entry.term) {
+            self.released_terms.push((entry.index, entry.term));
+        }
+        if entry.index - self.marks.last().map_or(0, |m| m.0) >= MARK_EVERY {
+            self.marks.push((entry.index, end));
+        }
+        Some(entry.index)
+    }
+
+    /// Moves raft-rs's snapshot point up to `index`, committed and durable on every
+    /// voter: raft-rs never asks for those entries again while the group's members stay.
+    /// Inside the released range it stops at the read mark at or before `index`.
+    pub(crate) fn compact(&mut self, index: u64) {
+        if index <= self.snapshot_index {
+            return;
+        }
+        assert!(index <= self.hard_state.commit, "compacting past the commit index");
+        let (index, offset) = if index + 1 >= self.translator.first_index() {
+            while self.entries.front().is_some_and(|e| e.index <= index) {
+                self.release_front();
+            }
+            self.translator.trim_before(index + 1);
+            (index, self.translator.end_offset_of(index).expect("the entry before memory"))
+        } else {
+            let mark = self.marks[self.marks.partition_point(|m| m.0 <= index) - 1];
+            if mark.0 <= self.snapshot_index {
+                return;
+            }
+            mark
+        };
+        self.snapshot_term = self.released_term(index);
+        self.snapshot_index = index;
+        self.marks.retain(|m| m.0 > index);
+        self.marks.insert(0, (index, offset));
+        if index + 1 >= self.translator.first_index() {
+            self.released_terms.clear();
+        } else {
+            let keep_from = self.released_terms.partition_point(|t| t.0 <= index + 1).saturating_sub(1);
+            self.released_terms.drain(..keep_from);
+        }
+        self.fetches.borrow_mut().cached.retain(|run| run.last().is_some_and(|e| e.index > index));
+    }
+
+    pub(crate) fn set_hard_state(&mut self, hard_state: HardState) {
+        assert!(hard_state.term >= self.hard_state.term, "terms never go backwards");
+        assert!(hard_state.commit >= self.hard_state.commit, "commit never goes backwards");
+        self.hard_state = hard_state;
+    }
+
+    /// Reads of released entries raft-rs asked for since the last call.
+    pub(crate) fn take_fetch_requests(&self, group: GroupId) -> Vec<FetchRequest> {
+        let mut fetches = self.fetches.borrow_mut();
+        let mut requests = Vec::new();
+        for pending in fetches.pending.iter_mut().filter(|p| !p.handed_out) {
+            pending.handed_out = true;
+            let (from_index, from_offset) = self.marks[self.marks.partition_point(|m| m.0 < pending.low) - 1];
+            requests.push(FetchRequest {
+                group,
+                low: pending.low,
+                high: pending.high,
+                bytes_max: pending.bytes_max,
+                from_index,
+                from_offset,
+            });
+        }
+        requests
+    }
+
+    /// The shell read back the entries a [`FetchRequest`] from `low` asked for (none if
+    /// the read failed): keeps them for the appends waiting, and returns those appends'
+    /// contexts for `RawNode::on_entries_fetched`. Entries no longer in the released
+    /// range (a compaction passed them meanwhile) are dropped; entries whose index or term
+    /// does not match the log as this storage knows it are refused.
+    pub(crate) fn fetched(&mut self, low: u64, entries: Vec<Entry>) -> Result<Vec<GetEntriesContext>, String> {
+        let waiting: Vec<PendingFetch> = {
+            let fetches = self.fetches.get_mut();
+            let (waiting, rest) = std::mem::take(&mut fetches.pending).into_iter().partition(|p| p.low == low);
+            fetches.pending = rest;
+            waiting
+        };
+        if entries.is_empty() {
+            // A failed read: the appends are dropped, and raft-rs asks again later.
+            return Ok(Vec::new());
+        }
+        let memory_first = self.translator.first_index();
+        let mut run = Vec::with_capacity(entries.len());
+        for (i, entry) in entries.into_iter().enumerate() {
+            let index = low + i as u64;
+            if entry.index != index {
+                return Err(format!("read back entry {} where entry {index} was due", entry.index));
+            }
+            if index <= self.snapshot_index || index >= memory_first {
+                continue;
+            }
+            let term = self.released_term(index);
+            if entry.term != term {
+                return Err(format!(
+                    "read back entry {index} of term {}, but the log has it in term {term}",
+                    entry.term
+                ));
+            }
+            run.push(entry);
+        }
+        let fetches = self.fetches.get_mut();
+        if !run.is_empty() {
+            fetches.cached.push_back(run);
+            while fetches.cached.len() > CACHED_RUNS_MAX {
+                fetches.cached.pop_front();
+            }
+        }
+        Ok(waiting.into_iter().map(|p| p.context).collect())
+    }
+
+    /// The term of entry `index` of the released range (or of the snapshot point).
+    fn released_term(&self, index: u64) -> u64 {
+        if index == self.snapshot_index {
+            return self.snapshot_term;
+        }
+        let at = self.released_terms.partition_point(|&(first, _)| first <= index);
+        assert!(at > 0, "entry {index} is not in the released range");
+        self.released_terms[at - 1].1
+    }
+
+    fn last_index_inner(&self) -> u64 {
+        self.translator.first_index() + self.entries.len() as u64 - 1
+    }
+}
+
+/// Memory an entry holds.
+fn entry_bytes(entry: &Entry) -> u64 {
+    (entry.data.len() + entry.context.len()) as u64
 }
 
 /// Kafka offsets taken by an entry: a data batch takes its span, anything else none.
@@ -178,7 +397,7 @@ impl raft::Storage for GroupStorage {
         low: u64,
         high: u64,
         max_size: impl Into<Option<u64>>,
-        _context: GetEntriesContext,
+        context: GetEntriesContext,
     ) -> raft::Result<Vec<Entry>> {
         if low <= self.snapshot_index {
             return Err(raft::Error::Store(StorageError::Compacted));
@@ -188,24 +407,51 @@ impl raft::Storage for GroupStorage {
             "entries [{low}, {high}) asked past the last index {}",
             self.last_index_inner()
         );
-        let from = (low - self.snapshot_index - 1) as usize;
-        let to = (high - self.snapshot_index - 1) as usize;
-        let mut entries = self.entries[from..to].to_vec();
-        raft::util::limit_size(&mut entries, max_size.into());
-        Ok(entries)
+        let max_size = max_size.into();
+        let memory_first = self.translator.first_index();
+        if low >= memory_first {
+            let range = (low - memory_first) as usize..(high - memory_first) as usize;
+            let mut entries: Vec<Entry> = self.entries.range(range).cloned().collect();
+            raft::util::limit_size(&mut entries, max_size);
+            return Ok(entries);
+        }
+        // Released: from a run read back, or ask the shell to read it.
+        let high = high.min(memory_first);
+        let mut fetches = self.fetches.borrow_mut();
+        let run = fetches
+            .cached
+            .iter()
+            .find(|run| run.first().is_some_and(|e| e.index <= low) && run.last().is_some_and(|e| e.index >= low));
+        if let Some(run) = run {
+            let first = run[0].index;
+            let to = ((high - first) as usize).min(run.len());
+            let mut entries = run[(low - first) as usize..to].to_vec();
+            raft::util::limit_size(&mut entries, max_size);
+            return Ok(entries);
+        }
+        if !context.can_async() {
+            // Only appends read below the applied index, and they can wait.
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if !fetches.pending.iter().any(|p| p.low == low) {
+            let bytes_max = max_size.unwrap_or(u64::MAX);
+            fetches.pending.push(PendingFetch { low, high, bytes_max, context, handed_out: false });
+        }
+        Err(raft::Error::Store(StorageError::LogTemporarilyUnavailable))
     }
 
     fn term(&self, index: u64) -> raft::Result<u64> {
-        if index == self.snapshot_index {
-            return Ok(self.snapshot_term);
-        }
         if index < self.snapshot_index {
             return Err(raft::Error::Store(StorageError::Compacted));
         }
         if index > self.last_index_inner() {
             return Err(raft::Error::Store(StorageError::Unavailable));
         }
-        Ok(self.entries[(index - self.snapshot_index - 1) as usize].term)
+        let memory_first = self.translator.first_index();
+        if index < memory_first {
+            return Ok(self.released_term(index));
+        }
+        Ok(self.entries[(index - memory_first) as usize].term)
     }
 
     fn first_index(&self) -> raft::Result<u64> {
@@ -217,7 +463,8 @@ impl raft::Storage for GroupStorage {
     }
 
     fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        // No compaction yet, so a follower can always be caught up from the log.
+        // Every voter has the log up to the snapshot point, so none needs a snapshot
+        // while the members stay; new members (reassignment) will.
         Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable))
     }
 }
@@ -252,5 +499,56 @@ mod tests {
         storage.append(&[entry(1, 1), entry(2, 1)]);
         storage.set_hard_state(HardState { term: 1, vote: 1, commit: 2, ..Default::default() });
         storage.append(&[entry(2, 2)]);
+    }
+
+    fn data_entry(index: u64, term: u64) -> Entry {
+        let mut data = vec![0u8; crate::BATCH_HEADER_BYTES];
+        data[16] = 2;
+        Entry { index, term, data: data.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn released_entries_are_read_back_through_a_fetch() {
+        let group = GroupId { topic: 1, partition: 0 };
+        let mut storage = GroupStorage::new(vec![1, 2]);
+        let entries: Vec<Entry> = (1..=600).map(|i| data_entry(i, if i <= 300 { 1 } else { 2 })).collect();
+        storage.append(&entries);
+        storage.set_hard_state(HardState { term: 2, vote: 1, commit: 598, ..Default::default() });
+        storage.release_over_budget(590, 0);
+        assert_eq!(storage.memory_first_index(), 591);
+        assert_eq!(storage.term(300), Ok(1));
+        assert_eq!(storage.term(301), Ok(2));
+        assert_eq!(storage.term(600), Ok(2));
+        // Only appends may wait for a read.
+        let sync = storage.entries(10, 20, None, GetEntriesContext::empty(false));
+        assert_eq!(sync, Err(raft::Error::Store(StorageError::Compacted)));
+        let wait = storage.entries(270, 600, None, GetEntriesContext::empty(true));
+        assert_eq!(wait, Err(raft::Error::Store(StorageError::LogTemporarilyUnavailable)));
+        let requests = storage.take_fetch_requests(group);
+        assert_eq!(requests.len(), 1);
+        let request = requests[0];
+        assert_eq!((request.low, request.high), (270, 591));
+        assert_eq!((request.from_index, request.from_offset), (256, 256), "the read starts at a mark");
+        assert!(storage.take_fetch_requests(group).is_empty(), "handed out once");
+        let mut wrong = entries[269..280].to_vec();
+        wrong[5].term = 7;
+        assert!(storage.fetched(270, wrong).is_err(), "a term the log does not have is refused");
+        let _ = storage.entries(270, 600, None, GetEntriesContext::empty(true));
+        let _ = storage.take_fetch_requests(group);
+        let contexts = storage.fetched(270, entries[269..280].to_vec()).expect("matching entries");
+        assert_eq!(contexts.len(), 1);
+        let got = storage.entries(270, 600, None, GetEntriesContext::empty(true)).expect("cached");
+        assert_eq!(got.iter().map(|e| e.index).collect::<Vec<_>>(), (270..=280).collect::<Vec<_>>());
+        // Every voter has up to 400: the snapshot point stops at the mark before it.
+        storage.compact(400);
+        assert_eq!(storage.base(), LogBase { index: 256, term: 1, offset: 256 });
+        assert_eq!(storage.term(300), Ok(1));
+        assert_eq!(
+            storage.entries(200, 210, None, GetEntriesContext::empty(true)),
+            Err(raft::Error::Store(StorageError::Compacted))
+        );
+        storage.compact(595);
+        assert_eq!(storage.base(), LogBase { index: 595, term: 2, offset: 595 });
+        assert_eq!(storage.memory_first_index(), 596);
     }
 }

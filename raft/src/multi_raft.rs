@@ -39,7 +39,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::actions::{Actions, Apply, LeadershipChange, PersistRequest};
-use crate::error::{GroupError, ProposeError, StepError};
+use crate::error::{FetchError, GroupError, ProposeError, StepError};
 use crate::log_store::{offset_count, GroupStorage};
 use crate::offset_translator::batch_offset_count;
 use crate::{GroupId, NodeId};
@@ -61,13 +61,17 @@ pub struct Config {
     pub inflight_messages_max: usize,
     /// Uncommitted bytes a leader accepts before dropping proposals.
     pub uncommitted_bytes_max: u64,
+    /// Bytes of applied entries a group keeps in memory for appends to slow voters;
+    /// older ones are read back from the partition log (`GroupStorage` module doc).
+    pub log_memory_bytes_max: u64,
     /// Seed of the election-timeout RNG (from the OS in production, the seed in tests).
     pub seed: u64,
 }
 
 impl Config {
     /// Defaults: tick 50 ms, heartbeat every 2 ticks (100 ms), election timeout 10–19 ticks
-    /// (0.5–1 s), 1 MiB messages and 256 in flight as TiKV, 64 MiB uncommitted.
+    /// (0.5–1 s), 1 MiB messages and 256 in flight as TiKV, 64 MiB uncommitted, 1 MiB of
+    /// applied entries kept in memory per group.
     pub fn new(node: NodeId, seed: u64) -> Self {
         Self {
             node,
@@ -77,6 +81,7 @@ impl Config {
             message_bytes_max: 1 << 20,
             inflight_messages_max: 256,
             uncommitted_bytes_max: 64 << 20,
+            log_memory_bytes_max: 1 << 20,
             seed,
         }
     }
@@ -203,7 +208,7 @@ impl MultiRaft {
     }
 
     /// A message of `group` from a peer.
-    pub fn step(&mut self, group: GroupId, message: Message) -> Result<(), StepError> {
+    pub fn step(&mut self, group: GroupId, mut message: Message) -> Result<(), StepError> {
         if message.to != self.config.node {
             return Err(StepError::WrongDestination { to: message.to, node: self.config.node });
         }
@@ -214,6 +219,20 @@ impl MultiRaft {
             return Err(StepError::Refused { group, kind });
         }
         let state = self.groups.get_mut(&group).ok_or(StepError::UnknownGroup { group })?;
+        if kind == MessageType::MsgAppendResponse && message.reject && message.term == state.node.raft.term {
+            let matched = state.node.raft.prs().get(message.from).map(|p| p.matched);
+            if let Some(matched) = matched.filter(|&m| m > 0) {
+                // A follower holds durably every entry up to what it matched in this
+                // term, so a rejection at or below it is a stale (delayed or duplicated)
+                // answer. raft-rs 0.7 would still move a probing follower's next index
+                // down to it (etcd clamps at match + 1): below what every voter has,
+                // which is no longer in the log raft-rs reads.
+                if message.index <= matched {
+                    return Err(StepError::Stale { group, kind });
+                }
+                message.reject_hint = message.reject_hint.max(matched);
+            }
+        }
         let stepped = state.node.step(message);
         redraw_election_timeout(&mut state.node, &mut self.rng, self.config.election_ticks);
         self.ready.insert(group);
@@ -288,8 +307,24 @@ impl MultiRaft {
             if state.node.has_ready() {
                 collect_group(id, state, &mut actions);
             }
+            actions.fetch.extend(state.node.store().take_fetch_requests(id));
         }
         actions
+    }
+
+    /// The shell read back the released entries of `group` from `low` that a
+    /// [`FetchRequest`](crate::FetchRequest) asked for (`entries` empty: the read
+    /// failed, and raft-rs asks again with a later append). The appends waiting for them
+    /// go out with the next `collect`.
+    pub fn fetched(&mut self, group: GroupId, low: u64, entries: Vec<Entry>) -> Result<(), FetchError> {
+        let state = self.groups.get_mut(&group).ok_or(FetchError::Unknown { group })?;
+        let contexts =
+            state.node.mut_store().fetched(low, entries).map_err(|reason| FetchError::Mismatch { group, reason })?;
+        for context in contexts {
+            state.node.on_entries_fetched(context);
+        }
+        self.ready.insert(group);
+        Ok(())
     }
 
     /// The shell made Ready `ready` of `group` (and every earlier one) durable.
@@ -321,26 +356,32 @@ impl MultiRaft {
         Ok(())
     }
 
-    /// Drops from memory the entries of `group` that no voter will ask for again:
+    /// Moves `group`'s snapshot point to the entries no voter will ask for again:
     /// applied and persisted here, and durable on every voter. A leader knows the last
     /// (its progress tracking); a follower is told it (`everyone_has`, what its leader
     /// computed). Every voter has those entries on disk and never truncates committed
-    /// ones, so whichever becomes leader never needs to send them. Returns the index
-    /// compacted to, which a leader passes on to its followers. A voter that is behind
-    /// pins this memory until it catches up.
+    /// ones, so whichever becomes leader never needs to send them. Then releases applied
+    /// entries from memory beyond the group's budget. Returns the index every voter
+    /// has, which a leader passes on to its followers.
     pub fn compact(&mut self, group: GroupId, everyone_has: u64) -> Result<u64, GroupError> {
+        let budget = self.config.log_memory_bytes_max;
         let state = self.groups.get_mut(&group).ok_or(GroupError::Unknown { group })?;
         let raft = &state.node.raft;
-        let mut upto = raft.raft_log.applied.min(raft.raft_log.persisted);
-        if raft.state == StateRole::Leader {
-            let matched = raft.prs().iter().map(|(_, p)| p.matched).min().unwrap_or(0);
-            upto = upto.min(matched);
+        let applied = raft.raft_log.applied.min(raft.raft_log.persisted).min(state.node.store().hard_state().commit);
+        let upto = if raft.state == StateRole::Leader {
+            applied.min(raft.prs().iter().map(|(_, p)| p.matched).min().unwrap_or(0))
         } else {
-            upto = upto.min(everyone_has);
-        }
-        upto = upto.min(state.node.store().hard_state().commit);
-        state.node.mut_store().compact(upto);
+            applied.min(everyone_has)
+        };
+        let store = state.node.mut_store();
+        store.compact(upto);
+        store.release_over_budget(applied, budget);
         Ok(upto)
+    }
+
+    /// Bytes of entries every group of the shard holds in memory.
+    pub fn memory_bytes(&self) -> u64 {
+        self.groups.values().map(|state| state.node.store().memory_bytes()).sum()
     }
 
     /// On `group`'s leader: the voter to hand leadership to, one that answered

@@ -40,6 +40,8 @@ pub struct RaftStats {
     pub groups: u64,
     pub groups_led: u64,
     pub refused_messages: u64,
+    pub log_memory_bytes: u64,
+    pub entries_read_back: u64,
     pub transport: crate::replication::transport::TransportStats,
 }
 
@@ -51,6 +53,8 @@ impl RaftStats {
             groups: views.len() as u64,
             groups_led: views.iter().filter(|(_, leader, ..)| *leader == Some(r.node)).count() as u64,
             refused_messages: r.refused_messages.get(),
+            log_memory_bytes: r.log_memory_bytes(),
+            entries_read_back: r.entries_read_back.get(),
             transport: r.transport().stats(),
         }
     }
@@ -217,6 +221,15 @@ fn render_metrics(stats: &[ShardStats]) -> String {
             s.raft.groups
         }),
         ("keel_raft_groups_led", "gauge", "Raft groups this shard leads", |s| s.raft.groups_led),
+        ("keel_raft_log_memory_bytes", "gauge", "Bytes of Raft log entries the shard holds in memory", |s| {
+            s.raft.log_memory_bytes
+        }),
+        (
+            "keel_raft_entries_read_back_total",
+            "counter",
+            "Released Raft entries read back from the partition log for appends to slow replicas",
+            |s| s.raft.entries_read_back,
+        ),
         (
             "keel_raft_refused_messages_total",
             "counter",

@@ -23,12 +23,19 @@
 //! **Restart.** A group is rebuilt from its log and its record: every batch becomes an
 //! entry again (term = its leader epoch), Raft's own entries are put back at their
 //! indexes, and the high watermark comes down to the recorded commit index (recovery
-//! leaves it at the log end, and an uncommitted tail must not be served). The whole log
-//! is held as entries in memory for now; fetching old entries from disk on demand, and
-//! snapshots for followers behind the log start, come next.
+//! leaves it at the log end, and an uncommitted tail must not be served). The log is read
+//! from what every voter had at the last record write, and applied entries past the
+//! group's memory budget are released as the read goes, so a restart after a long
+//! outage does not hold the outage's batches in memory.
+//!
+//! **Reading released entries back.** A leader's append to a slow voter that needs
+//! entries no longer in memory arrives as a [`keel_raft::FetchRequest`]: a task reads
+//! those batches from the partition log (a few at once per shard, one message's worth
+//! each, so a catching-up voter does not starve produce), rebuilds the entries the same
+//! way as a restart does, and hands them back ([`MultiRaft::fetched`]).
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
@@ -36,8 +43,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use keel_protocol::batch::{self, BatchHeader};
 use keel_raft::{
-    Actions, ConfState, Entry, EntryType, Envelope, GroupId, GroupStorage, HardState, LogBase, MultiRaft, NodeId,
-    PersistRequest, PersistedGroup, ProposeError, StateRole,
+    Actions, ConfState, Entry, EntryType, Envelope, FetchRequest, GroupId, GroupStorage, HardState, LogBase, MultiRaft,
+    NodeId, PersistRequest, ProposeError, StateRole,
 };
 use keel_storage::flush::FlushQueue;
 use keel_storage::kv::ShardKv;
@@ -120,13 +127,20 @@ fn is_data(e: &Entry) -> bool {
     e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty()
 }
 
-/// Timing of every group of a node.
+/// Timing and memory of every group of a node.
 #[derive(Debug, Clone)]
-pub struct RaftTiming {
+pub struct RaftSettings {
     pub tick: Duration,
     pub election_ticks: usize,
     pub heartbeat_ticks: usize,
+    /// Applied entries a group keeps in memory, in bytes (`GroupStorage` module doc).
+    pub log_memory_bytes: u64,
 }
+
+/// Reads of released entries one shard runs at once.
+const READS_BACK_MAX: u64 = 2;
+/// Bytes of batches read per step of a restart.
+const RESTORE_READ_BYTES: usize = 1 << 20;
 
 pub struct Replication {
     pub node: NodeId,
@@ -141,8 +155,12 @@ pub struct Replication {
     on_leadership: RefCell<Option<OnLeadership>>,
     /// Peer messages refused by the core (unknown group, stale), for `/metrics`.
     pub refused_messages: Cell<u64>,
+    /// Released entries read back for appends, for `/metrics`.
+    pub entries_read_back: Cell<u64>,
     /// Set by a stop: no more messages are taken and nothing more is written.
     stopped: Cell<bool>,
+    log_memory_bytes: u64,
+    reads_back: Rc<glommio::sync::Semaphore>,
 }
 
 impl Replication {
@@ -153,15 +171,16 @@ impl Replication {
         shard: u16,
         rpc_addr: SocketAddr,
         peers: &BTreeMap<NodeId, SocketAddr>,
-        timing: RaftTiming,
+        settings: RaftSettings,
         kv: Rc<ShardKv>,
         flush: Rc<FlushQueue>,
     ) -> Result<Rc<Replication>, String> {
         let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64);
         let mut config = keel_raft::Config::new(node, seed.unwrap_or(0) ^ node.rotate_left(17) ^ u64::from(shard));
-        config.election_ticks = timing.election_ticks.max(2);
-        config.heartbeat_ticks = timing.heartbeat_ticks.clamp(1, config.election_ticks - 1);
-        config.tick_ms = timing.tick.as_millis() as u64;
+        config.election_ticks = settings.election_ticks.max(2);
+        config.heartbeat_ticks = settings.heartbeat_ticks.clamp(1, config.election_ticks - 1);
+        config.tick_ms = settings.tick.as_millis() as u64;
+        config.log_memory_bytes_max = settings.log_memory_bytes;
         let others = peers.iter().filter(|(id, _)| **id != node).map(|(id, a)| (*id, *a)).collect();
         let me = Rc::new_cyclic(|me: &Weak<Replication>| {
             let inbound_to = me.clone();
@@ -181,7 +200,10 @@ impl Replication {
                 flush,
                 on_leadership: RefCell::new(None),
                 refused_messages: Cell::new(0),
+                entries_read_back: Cell::new(0),
                 stopped: Cell::new(false),
+                log_memory_bytes: settings.log_memory_bytes,
+                reads_back: Rc::new(glommio::sync::Semaphore::new(READS_BACK_MAX)),
             }
         });
         me.transport
@@ -189,7 +211,7 @@ impl Replication {
             .await
             .map_err(|e| format!("shard {shard} cannot listen for peers on {rpc_addr} (+{shard}): {e}"))?;
         glommio::spawn_local(me.clone().drive()).detach();
-        glommio::spawn_local(tick(Rc::downgrade(&me), timing.tick)).detach();
+        glommio::spawn_local(tick(Rc::downgrade(&me), settings.tick)).detach();
         Ok(me)
     }
 
@@ -225,15 +247,28 @@ impl Replication {
         if record.voters.is_empty() {
             record.voters = voters.clone();
         }
-        let entries = rebuild_entries(&log, &record).await.map_err(|e| format!("group {group}: {e}"))?;
         let base = LogBase { index: record.base.0, term: record.base.1, offset: record.base.2 };
-        let last_index = entries.last().map(|e| e.index).unwrap_or(base.index);
+        let conf_state = ConfState { voters: record.voters.clone(), ..Default::default() };
+        let mut storage = GroupStorage::restoring(base, conf_state);
+        let mut reader =
+            EntryReader::new(&log, &record, base.index, base.offset).map_err(|e| format!("group {group}: {e}"))?;
+        // The metadata group keeps its (small) log in memory: every node installs its
+        // committed records again at start.
+        let budget = if on_commit.is_some() { u64::MAX } else { self.log_memory_bytes };
+        loop {
+            let entries = reader.next(RESTORE_READ_BYTES).await.map_err(|e| format!("group {group}: {e}"))?;
+            if entries.is_empty() {
+                break;
+            }
+            storage.append(&entries);
+            storage.release_over_budget(record.commit, budget);
+        }
+        let last_index = storage.translator().last_index();
         // Entries below the base are committed; the commit index is saved lazily.
         record.commit = record.commit.clamp(base.index, last_index);
         let hard_state =
             HardState { term: record.term, vote: record.vote, commit: record.commit, ..Default::default() };
-        let conf_state = ConfState { voters: record.voters.clone(), ..Default::default() };
-        let storage = GroupStorage::restore(PersistedGroup { hard_state, conf_state, base, entries });
+        storage.finish_restore(hard_state);
         let committed_end = storage.translator().end_offset_of(record.commit).unwrap_or(0);
         log.borrow_mut().restart_high_watermark(committed_end as i64);
         // Committed entries are applied again after a restart only where applying
@@ -352,6 +387,11 @@ impl Replication {
         Some((term, ends.collect()))
     }
 
+    /// Bytes of log entries the shard's groups hold in memory.
+    pub fn log_memory_bytes(&self) -> u64 {
+        self.multi.borrow().memory_bytes()
+    }
+
     /// This node's role in `group`: leading (with its term) or not.
     pub fn leads(&self, group: GroupId) -> bool {
         self.multi.borrow().leader_term(group).is_some()
@@ -426,6 +466,9 @@ impl Replication {
             }
             self.send(&actions);
             self.leadership(&actions);
+            for request in &actions.fetch {
+                glommio::spawn_local(self.clone().read_back(*request)).detach();
+            }
             let durable = self.persist(&actions.persist).await;
             {
                 let mut multi = self.multi.borrow_mut();
@@ -434,6 +477,47 @@ impl Replication {
                 }
             }
             self.apply(&actions);
+        }
+    }
+
+    /// Reads released entries back from the partition log for an append to a slow voter.
+    async fn read_back(self: Rc<Self>, request: FetchRequest) {
+        let entries = match self.reads_back.acquire_permit(1).await {
+            Ok(_permit) => self.read_entries(&request).await,
+            Err(_) => return,
+        };
+        let entries = entries.unwrap_or_else(|e| {
+            tracing::warn!(group = %request.group, low = request.low, error = %e, "cannot read Raft entries back");
+            Vec::new()
+        });
+        self.entries_read_back.set(self.entries_read_back.get() + entries.len() as u64);
+        if let Err(e) = self.multi.borrow_mut().fetched(request.group, request.low, entries) {
+            tracing::error!(error = %e, "Raft entries read back do not match the log");
+        }
+        self.wake.notify();
+    }
+
+    async fn read_entries(&self, request: &FetchRequest) -> Result<Vec<Entry>, String> {
+        let Some(r) = self.replica(request.group) else { return Ok(Vec::new()) };
+        let mut reader = EntryReader::new(&r.log, &r.record.borrow(), request.from_index, request.from_offset)?;
+        let bytes_max = request.bytes_max.min(1 << 20) as usize;
+        let mut out: Vec<Entry> = Vec::new();
+        let mut bytes = 0;
+        loop {
+            let entries = reader.next(bytes_max).await?;
+            if entries.is_empty() {
+                return Ok(out);
+            }
+            for e in entries {
+                if e.index < request.low {
+                    continue;
+                }
+                if e.index >= request.high || (!out.is_empty() && bytes + e.data.len() > bytes_max) {
+                    return Ok(out);
+                }
+                bytes += e.data.len();
+                out.push(e);
+            }
         }
     }
 
@@ -644,27 +728,73 @@ async fn wait_durable(log: &Rc<RefCell<PartitionLog>>) -> Result<(), String> {
     }
 }
 
-/// The group's Raft log as entries: every batch of `log` (term = its leader epoch),
-/// with Raft's own entries from the record put back at their indexes.
-async fn rebuild_entries(log: &Rc<RefCell<PartitionLog>>, record: &GroupRecord) -> Result<Vec<Entry>, String> {
-    let (start, end) = {
-        let l = log.borrow();
-        (l.log_start_offset, l.log_end_offset())
-    };
-    let (base_index, base_offset) = (record.base.0, record.base.2 as i64);
-    if start > base_offset {
-        return Err(format!("the log starts at {start}, after its Raft base at {base_offset}"));
+/// Reads a group's Raft log back from its partition log and record: every batch
+/// becomes an entry again (term = its leader epoch), and Raft's own entries from the
+/// record go back at their indexes.
+struct EntryReader {
+    log: Rc<RefCell<PartitionLog>>,
+    /// Raft's own entries after the start, by index.
+    own: VecDeque<OwnEntry>,
+    next_index: u64,
+    offset: i64,
+    end: i64,
+}
+
+impl EntryReader {
+    /// A reader of the entries after `from_index`, whose successor starts at Kafka
+    /// offset `from_offset`.
+    fn new(
+        log: &Rc<RefCell<PartitionLog>>,
+        record: &GroupRecord,
+        from_index: u64,
+        from_offset: u64,
+    ) -> Result<Self, String> {
+        let (start, end) = {
+            let l = log.borrow();
+            (l.log_start_offset, l.log_end_offset())
+        };
+        let offset = from_offset as i64;
+        if start > offset {
+            return Err(format!("the log starts at {start}, after the Raft entries wanted from offset {offset}"));
+        }
+        Ok(Self {
+            log: log.clone(),
+            own: record.own.iter().filter(|o| o.index > from_index).cloned().collect(),
+            next_index: from_index + 1,
+            offset,
+            end,
+        })
     }
-    let mut own = record.own.iter().filter(|o| o.index > base_index).peekable();
-    let mut entries: Vec<Entry> = Vec::new();
-    // Raft's own entries go back at exactly their indexes, between data entries.
-    let mut put_own = |entries: &mut Vec<Entry>| {
-        while let Some(o) = own.peek() {
-            let next_index = entries.last().map(|e| e.index).unwrap_or(base_index) + 1;
-            if o.index > next_index {
+
+    /// The next entries, about `bytes` of batches; none at the end.
+    async fn next(&mut self, bytes: usize) -> Result<Vec<Entry>, String> {
+        let mut entries = Vec::new();
+        self.put_own(&mut entries);
+        if self.offset < self.end {
+            let read = log::read(&self.log, self.offset, bytes, self.end).await.map_err(|e| e.to_string())?;
+            if read.batches.is_empty() {
+                return Err(format!("nothing read at offset {} below the log end {}", self.offset, self.end));
+            }
+            for b in read.batches {
+                let h = BatchHeader::parse(&b).map_err(|e| e.to_string())?;
+                self.put_own(&mut entries);
+                let term = u64::try_from(h.partition_leader_epoch).unwrap_or(0);
+                entries.push(Entry { index: self.next_index, term, data: b, ..Default::default() });
+                self.next_index += 1;
+                self.offset = h.last_offset() + 1;
+            }
+            self.put_own(&mut entries);
+        }
+        Ok(entries)
+    }
+
+    /// Raft's own entries due at the next index, between data entries.
+    fn put_own(&mut self, entries: &mut Vec<Entry>) {
+        while let Some(o) = self.own.front() {
+            if o.index > self.next_index {
                 break;
             }
-            if o.index == next_index {
+            if o.index == self.next_index {
                 let mut e = Entry { index: o.index, term: o.term, ..Default::default() };
                 e.set_entry_type(match o.kind {
                     1 => EntryType::EntryConfChange,
@@ -674,31 +804,11 @@ async fn rebuild_entries(log: &Rc<RefCell<PartitionLog>>, record: &GroupRecord) 
                 e.data = Bytes::from(o.data.clone());
                 e.context = Bytes::from(o.context.clone());
                 entries.push(e);
+                self.next_index += 1;
             }
-            own.next();
-        }
-    };
-    let mut offset = base_offset;
-    while offset < end {
-        let read = log::read(log, offset, 1 << 20, end).await.map_err(|e| e.to_string())?;
-        if read.batches.is_empty() {
-            return Err(format!("nothing read at offset {offset} below the log end {end}"));
-        }
-        for b in read.batches {
-            let h = BatchHeader::parse(&b).map_err(|e| e.to_string())?;
-            put_own(&mut entries);
-            let index = entries.last().map(|e| e.index).unwrap_or(base_index) + 1;
-            entries.push(Entry {
-                index,
-                term: u64::try_from(h.partition_leader_epoch).unwrap_or(0),
-                data: b.clone(),
-                ..Default::default()
-            });
-            offset = h.last_offset() + 1;
+            self.own.pop_front();
         }
     }
-    put_own(&mut entries);
-    Ok(entries)
 }
 
 async fn tick(replication: Weak<Replication>, period: Duration) {

@@ -449,10 +449,11 @@ async fn shard_main(
     let replication = if peers.is_empty() {
         None
     } else {
-        let timing = crate::replication::shell::RaftTiming {
+        let settings = crate::replication::shell::RaftSettings {
             tick: std::time::Duration::from_millis(config.raft_tick_ms.max(1)),
             election_ticks: config.raft_election_ticks,
             heartbeat_ticks: config.raft_heartbeat_ticks,
+            log_memory_bytes: config.raft_log_memory_bytes,
         };
         let rpc = config.rpc_socket_addr()?;
         let node = config.node_id as u64;
@@ -462,7 +463,7 @@ async fn shard_main(
                 id as u16,
                 rpc,
                 &peers,
-                timing,
+                settings,
                 kv.clone(),
                 flush.clone(),
             )

@@ -18,6 +18,11 @@ impl Cluster {
     /// Starts `n` nodes and waits until every one lists all `n` brokers and a
     /// controller.
     pub fn start(n: usize) -> Cluster {
+        Cluster::start_with_yaml(n, "")
+    }
+
+    /// As [`Cluster::start`], every node with `yaml` as its configuration file.
+    pub fn start_with_yaml(n: usize, yaml: &str) -> Cluster {
         let rpc: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let peers: Vec<String> = rpc.iter().enumerate().map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1)).collect();
         let peers = peers.join(",");
@@ -25,7 +30,8 @@ impl Cluster {
             .map(|i| {
                 let node_id = (i + 1).to_string();
                 let rpc_addr = format!("127.0.0.1:{}", rpc[i]);
-                Broker::start_with(1, "256M", &["--node-id", &node_id, "--rpc-addr", &rpc_addr, "--peers", &peers])
+                let args = ["--node-id", node_id.as_str(), "--rpc-addr", &rpc_addr, "--peers", &peers];
+                Broker::start_with_yaml(1, "256M", &args, yaml)
             })
             .collect();
         let cluster = Cluster { nodes };

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use keel_raft::{
-    Actions, ConfState, Config, Entry, GroupId, GroupStorage, Message, MultiRaft, NodeId, PersistRequest,
+    Actions, ConfState, Config, Entry, FetchRequest, GroupId, GroupStorage, Message, MultiRaft, NodeId, PersistRequest,
     PersistedGroup, ProposeError, StateRole, BATCH_HEADER_BYTES,
 };
 use rand::rngs::StdRng;
@@ -43,6 +43,8 @@ struct Faults {
     heal: f64,
     fsync: f64,
     propose: f64,
+    /// A group's in-memory budget: small, so appends often read entries back.
+    log_memory_bytes: u64,
 }
 
 impl Faults {
@@ -57,6 +59,7 @@ impl Faults {
             heal: rng.gen_range(0.002..0.01),
             fsync: rng.gen_range(0.2..0.9),
             propose: rng.gen_range(0.05..0.5),
+            log_memory_bytes: rng.gen_range(0..2_000),
         }
     }
 }
@@ -76,6 +79,8 @@ struct Node {
     disk: BTreeMap<GroupId, PersistedGroup>,
     /// Handed over by `collect`, not yet fsynced.
     writes: VecDeque<PersistRequest>,
+    /// Released entries to read back from `disk`, not yet answered.
+    fetches: Vec<FetchRequest>,
     restart_at: u64,
     /// Stopped until this step: neither ticks, nor fsyncs, nor reads its messages.
     paused_until: u64,
@@ -125,7 +130,16 @@ impl Simulation {
                         (group, PersistedGroup { conf_state, ..Default::default() })
                     })
                     .collect();
-                Node { id, raft: None, disk, writes: VecDeque::new(), restart_at: 0, paused_until: 0, boots: 0 }
+                Node {
+                    id,
+                    raft: None,
+                    disk,
+                    writes: VecDeque::new(),
+                    fetches: Vec::new(),
+                    restart_at: 0,
+                    paused_until: 0,
+                    boots: 0,
+                }
             })
             .collect();
         let mut simulation = Self {
@@ -194,9 +208,31 @@ impl Simulation {
                 return Ok(());
             }
             if self.step >= deadline {
+                let nodes: Vec<String> = self
+                    .nodes
+                    .iter()
+                    .filter_map(|node| {
+                        let raft = node.raft.as_ref()?;
+                        let states: Vec<String> = pending
+                            .iter()
+                            .filter_map(|&group| {
+                                let (role, term, leader) = raft.role(group)?;
+                                let storage = raft.storage(group)?;
+                                Some(format!(
+                                    "{role:?} term {term} leader {leader:?} commit {:?} memory from {} last {}",
+                                    raft.commit_index(group),
+                                    storage.memory_first_index(),
+                                    storage.translator().last_index()
+                                ))
+                            })
+                            .collect();
+                        Some(format!("node {}: {}", node.id, states.join("; ")))
+                    })
+                    .collect();
                 return Err(format!(
                     "liveness: after {LIVENESS_TICKS} calm ticks groups {pending:?} have no new commit applied on \
-                     every node (markers {markers:?})"
+                     every node (markers {markers:?}); {}",
+                    nodes.join(" | ")
                 ));
             }
             for group in pending {
@@ -269,6 +305,7 @@ impl Simulation {
         let node = &mut self.nodes[index];
         node.raft = None;
         node.writes.clear();
+        node.fetches.clear();
         node.restart_at = self.step + self.rng.gen_range(20..300);
         self.outcome.crashes += 1;
     }
@@ -278,7 +315,9 @@ impl Simulation {
         let node = &mut self.nodes[index];
         node.boots += 1;
         let seed = self.seed.wrapping_mul(1_000_003) ^ (node.id << 32) ^ node.boots;
-        let mut raft = MultiRaft::new(Config::new(node.id, seed));
+        let mut config = Config::new(node.id, seed);
+        config.log_memory_bytes_max = self.faults.log_memory_bytes;
+        let mut raft = MultiRaft::new(config);
         for (&group, persisted) in &node.disk {
             raft.create_group(group, GroupStorage::restore(persisted.clone()), 0)
                 .unwrap_or_else(|error| panic!("node {} cannot restore group {group}: {error}", node.id));
@@ -306,6 +345,9 @@ impl Simulation {
             }
             if self.rng.gen_bool(self.faults.fsync) {
                 self.fsync(index);
+            }
+            if self.rng.gen_bool(self.faults.fsync) {
+                self.read_back(index)?;
             }
             if chaotic && self.rng.gen_bool(self.faults.propose) {
                 let group = self.groups[self.rng.gen_range(0..self.groups.len())];
@@ -380,17 +422,53 @@ impl Simulation {
         self.outcome.truncations += truncations;
     }
 
+    /// Answers node `index`'s reads of released entries from its disk, in random order.
+    fn read_back(&mut self, index: usize) -> Result<(), Violation> {
+        let node = &mut self.nodes[index];
+        let mut requests = std::mem::take(&mut node.fetches);
+        requests.reverse();
+        let Some(raft) = node.raft.as_mut() else { return Ok(()) };
+        for request in requests {
+            let log = node.disk.get(&request.group).map_or(&[][..], |disk| &disk.entries[..]);
+            let mut bytes = 0;
+            let entries: Vec<Entry> = log
+                .iter()
+                .skip(request.low as usize - 1)
+                .take_while(|entry| entry.index < request.high)
+                .take_while(|entry| {
+                    let first = bytes == 0;
+                    bytes += entry.data.len() as u64;
+                    first || bytes <= request.bytes_max
+                })
+                .cloned()
+                .collect();
+            raft.fetched(request.group, request.low, entries)
+                .map_err(|error| format!("node {} read back entries its core refused: {error}", node.id))?;
+        }
+        Ok(())
+    }
+
+    /// Node `index`'s log of `group`: released entries from its disk, then memory.
+    fn full_log(&self, index: usize, group: GroupId) -> Option<Vec<Entry>> {
+        let node = &self.nodes[index];
+        let storage = node.raft.as_ref()?.storage(group)?;
+        let released = storage.memory_first_index() as usize - 1;
+        let disk = node.disk.get(&group).map_or(&[][..], |disk| &disk.entries[..]);
+        Some(disk[..released].iter().chain(storage.in_memory()).cloned().collect())
+    }
+
     fn carry_out(&mut self, index: usize, actions: Actions, chaotic: bool) -> Result<(), Violation> {
         let id = self.nodes[index].id;
         for change in &actions.leadership {
             if change.role == StateRole::Leader {
                 self.checker.leader_elected(change.group, change.term, id)?;
-                if let Some(storage) = self.nodes[index].raft.as_ref().and_then(|raft| raft.storage(change.group)) {
-                    self.checker.leader_log(change.group, change.term, id, storage.log())?;
+                if let Some(log) = self.full_log(index, change.group) {
+                    self.checker.leader_log(change.group, change.term, id, &log)?;
                 }
             }
         }
         self.nodes[index].writes.extend(actions.persist);
+        self.nodes[index].fetches.extend(actions.fetch);
         for (_, envelopes) in actions.messages.into_iter().chain(actions.heartbeats) {
             for envelope in envelopes {
                 self.send(id, envelope.group, envelope.message, chaotic);
@@ -407,6 +485,8 @@ impl Simulation {
             }
             if let Some(last) = apply.entries.last() {
                 raft.applied(apply.group, last.index).unwrap_or_else(|error| panic!("{error}"));
+                // Followers are never told what every voter has here: they only release.
+                raft.compact(apply.group, 0).unwrap_or_else(|error| panic!("{error}"));
             }
         }
         Ok(())
@@ -430,17 +510,12 @@ impl Simulation {
     /// Log Matching between every pair of live nodes, durability on every disk.
     fn check_logs(&self) -> Result<(), Violation> {
         for &group in &self.groups {
-            let logs: Vec<(NodeId, &[Entry])> = self
-                .nodes
-                .iter()
-                .filter_map(|node| {
-                    let storage = node.raft.as_ref()?.storage(group)?;
-                    Some((node.id, storage.log()))
-                })
+            let logs: Vec<(NodeId, Vec<Entry>)> = (0..self.nodes.len())
+                .filter_map(|index| Some((self.nodes[index].id, self.full_log(index, group)?)))
                 .collect();
             for (i, a) in logs.iter().enumerate() {
                 for b in &logs[i + 1..] {
-                    log_matching(group, *a, *b)?;
+                    log_matching(group, (a.0, &a.1), (b.0, &b.1))?;
                 }
             }
             let disks: Vec<&[Entry]> =
