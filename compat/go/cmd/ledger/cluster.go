@@ -19,12 +19,13 @@ import (
 // so that each node can be asked for its own view of the topic's leaders, and
 // compat/cluster.sh for kill -9 and restart. Node i (1-based) is addrs[i-1].
 type cluster struct {
-	script string
-	dir    string
-	addrs  []string
-	probes []*kgo.Client
-	topic  string
-	parts  int
+	script      string
+	faultScript string // -fault partition: compat/faults/netns.sh
+	dir         string
+	addrs       []string
+	probes      []*kgo.Client
+	topic       string
+	parts       int
 }
 
 // leaderView is one partition's leader and leader epoch as a node reports it.
@@ -34,11 +35,11 @@ type leaderView struct {
 }
 
 const (
-	probeRequestTimeout = 1500 * time.Millisecond
-	probeInterval       = 50 * time.Millisecond
-	killTimeout         = 10 * time.Second
-	restartTimeout      = 90 * time.Second
-	createTopicTimeout  = 30 * time.Second
+	metadataRequestTimeout = 1500 * time.Millisecond
+	probeInterval          = 50 * time.Millisecond
+	killTimeout            = 10 * time.Second
+	restartTimeout         = 90 * time.Second
+	createTopicTimeout     = 30 * time.Second
 )
 
 func newCluster(script, dir string, addrs []string, topic string, parts int) (*cluster, error) {
@@ -71,7 +72,54 @@ func (c *cluster) nodes() []int {
 // view asks node id for the leader of every partition of the topic. It fails unless
 // the node answers in time and knows a leader for every partition.
 func (c *cluster) view(ctx context.Context, id int) ([]leaderView, error) {
-	ctx, cancel := context.WithTimeout(ctx, probeRequestTimeout)
+	out, err := c.viewAll(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for p, v := range out {
+		if v.leader < 0 {
+			return nil, fmt.Errorf("node %d: partition %d has no leader", id, p)
+		}
+	}
+	return out, nil
+}
+
+// viewAll is view that accepts partitions without a leader (leader -1).
+func (c *cluster) viewAll(ctx context.Context, id int) ([]leaderView, error) {
+	m, err := c.metadata(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]leaderView, c.parts)
+	seen := 0
+	for _, p := range m.Topics[0].Partitions {
+		if p.Partition < 0 || int(p.Partition) >= c.parts {
+			continue
+		}
+		out[p.Partition] = leaderView{p.Leader, p.LeaderEpoch}
+		if p.Leader < 0 {
+			out[p.Partition] = leaderView{-1, -1}
+		}
+		seen++
+	}
+	if seen != c.parts {
+		return nil, fmt.Errorf("node %d: %d of %d partitions in metadata", id, seen, c.parts)
+	}
+	return out, nil
+}
+
+// topicID is the topic's id as node id reports it.
+func (c *cluster) topicID(ctx context.Context, id int) ([16]byte, error) {
+	m, err := c.metadata(ctx, id)
+	if err != nil {
+		return [16]byte{}, err
+	}
+	return m.Topics[0].TopicID, nil
+}
+
+// metadata is node id's Metadata answer for the topic, which it must know.
+func (c *cluster) metadata(ctx context.Context, id int) (*kmsg.MetadataResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, metadataRequestTimeout)
 	defer cancel()
 	req := kmsg.NewPtrMetadataRequest()
 	t := kmsg.NewMetadataRequestTopic()
@@ -88,22 +136,7 @@ func (c *cluster) view(ctx context.Context, id int) ([]leaderView, error) {
 	if err := kerr.ErrorForCode(m.Topics[0].ErrorCode); err != nil {
 		return nil, fmt.Errorf("node %d: topic %s: %w", id, c.topic, err)
 	}
-	out := make([]leaderView, c.parts)
-	seen := 0
-	for _, p := range m.Topics[0].Partitions {
-		if p.Partition < 0 || int(p.Partition) >= c.parts {
-			continue
-		}
-		if p.Leader < 0 {
-			return nil, fmt.Errorf("node %d: partition %d has no leader (%v)", id, p.Partition, kerr.ErrorForCode(p.ErrorCode))
-		}
-		out[p.Partition] = leaderView{p.Leader, p.LeaderEpoch}
-		seen++
-	}
-	if seen != c.parts {
-		return nil, fmt.Errorf("node %d: %d of %d partitions in metadata", id, seen, c.parts)
-	}
-	return out, nil
+	return m, nil
 }
 
 // agreed returns the leaders every node of ids reports, if they all answer and agree

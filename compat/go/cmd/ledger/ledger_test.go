@@ -13,8 +13,8 @@ func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) 
 func cleanRun() ([]ack, map[int32][]logRecord) {
 	acks := []ack{{0, 0, 0, at(1)}, {1, 1, 0, at(2)}, {2, 0, 1, at(3)}, {3, 1, 1, at(4)}, {4, 0, 2, at(5)}}
 	logs := map[int32][]logRecord{
-		0: {{0, 0, 1}, {1, 2, 1}, {2, 4, 2}},
-		1: {{0, 1, 1}, {1, 3, 1}},
+		0: {{0, 0, 1, ""}, {1, 2, 1, ""}, {2, 4, 2, ""}},
+		1: {{0, 1, 1, ""}, {1, 3, 1, ""}},
 	}
 	return acks, logs
 }
@@ -29,8 +29,8 @@ func TestCheckCleanRun(t *testing.T) {
 
 func TestCheckFindsLossDuplicateReorderMismatchForeign(t *testing.T) {
 	acks, logs := cleanRun()
-	logs[0] = []logRecord{{0, 0, 1}, {1, 4, 2}, {2, 2, 2}, {3, 4, 2}, {4, 7, 2}} // 2 after 4, 4 twice, 7 is p1's
-	logs[1] = logs[1][:1]                                                        // 3 lost
+	logs[0] = []logRecord{{0, 0, 1, ""}, {1, 4, 2, ""}, {2, 2, 2, ""}, {3, 4, 2, ""}, {4, 7, 2, ""}} // 2 after 4, 4 twice, 7 is p1's
+	logs[1] = logs[1][:1]                                                                            // 3 lost
 	v := check(acks, logs, 2)
 	if len(v.lost) != 1 || v.lost[0] != 3 {
 		t.Errorf("lost: %v", v.lost)

@@ -56,6 +56,11 @@ type config struct {
 	deliveryTimeout time.Duration
 	metadataMinAge  time.Duration
 	clientLog       string
+	fault           string
+	faultScript     string
+	hold            time.Duration
+	ackBound        time.Duration
+	probeLog        string
 }
 
 func parseFlags() config {
@@ -67,7 +72,7 @@ func parseFlags() config {
 	flag.StringVar(&cfg.topic, "topic", fmt.Sprintf("ledger-%d", time.Now().Unix()), "topic to create and write")
 	flag.IntVar(&cfg.partitions, "partitions", 3, "partitions of the topic")
 	flag.IntVar(&cfg.replication, "replication-factor", 3, "replication factor of the topic")
-	flag.IntVar(&cfg.kills, "kills", 20, "leader kills")
+	flag.IntVar(&cfg.kills, "kills", 20, "leader kills (with -fault partition: partition rounds)")
 	flag.Float64Var(&cfg.rate, "rate", 1000, "records per second offered")
 	flag.DurationVar(&cfg.down, "down", 3*time.Second, "how long a killed leader stays down")
 	flag.DurationVar(&cfg.settle, "settle", 2*time.Second, "pause after a restarted node is back, before the next kill")
@@ -78,9 +83,15 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 30*time.Second, "producer delivery timeout (retries are unlimited within it)")
 	flag.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 250*time.Millisecond, "least time between the client's metadata refreshes (kgo default 5s)")
 	flag.StringVar(&cfg.clientLog, "client-log", "", "file for the franz-go client log (info level); none if empty")
+	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader; partition: cut it off from the other nodes with -fault-sh, then heal")
+	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition: script run as `isolate NODE NODES` and `heal NODE`")
+	flag.DurationVar(&cfg.hold, "hold", 4*time.Second, "with -fault partition: how long a partition lasts")
+	flag.DurationVar(&cfg.ackBound, "ack-bound", 1500*time.Millisecond,
+		"with -fault partition: the longest an isolated leader may acknowledge after the cut (election timeout, at most 1 s, plus a margin)")
+	flag.StringVar(&cfg.probeLog, "probe-log", "", "with -fault partition: file for every probe's answer (tab-separated); none if empty")
 	flag.Parse()
 	cfg.brokers = strings.Split(brokers, ",")
-	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 {
+	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "partition") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -104,6 +115,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		return 2, err
 	}
 	defer c.close()
+	c.faultScript = cfg.faultScript
+	partitionMode := cfg.fault == "partition"
 	l := &ledger{}
 	opts := producerOptions(cfg.brokers, cfg, l)
 	if cfg.clientLog != "" {
@@ -126,8 +139,12 @@ func run(ctx context.Context, cfg config) (int, error) {
 	if _, err := c.waitAgreed(ctx, c.nodes(), -1, cfg.waitTimeout); err != nil {
 		return 2, fmt.Errorf("topic %s has no agreed leaders: %w\n%s", cfg.topic, err, c.logTails(30))
 	}
-	fmt.Fprintf(os.Stderr, "ledger: topic %s, %d partitions, rf %d; producing %.0f records/s; %d kills\n",
-		cfg.topic, cfg.partitions, cfg.replication, cfg.rate, cfg.kills)
+	faults := "kills"
+	if partitionMode {
+		faults = "partition rounds"
+	}
+	fmt.Fprintf(os.Stderr, "ledger: topic %s, %d partitions, rf %d; producing %.0f records/s; %d %s\n",
+		cfg.topic, cfg.partitions, cfg.replication, cfg.rate, cfg.kills, faults)
 
 	produceCtx, stopProducing := context.WithCancel(ctx)
 	producedCh := make(chan int64, 1)
@@ -135,8 +152,14 @@ func run(ctx context.Context, cfg config) (int, error) {
 
 	var killErr error
 	var kills []kill
+	var rounds []round
+	var claims map[claim]time.Time
 	if killErr = sleep(ctx, cfg.warmup); killErr == nil {
-		kills, killErr = killLeaders(ctx, c, cfg, os.Stderr)
+		if partitionMode {
+			rounds, claims, killErr = partitionLeaders(ctx, c, cfg, os.Stderr)
+		} else {
+			kills, killErr = killLeaders(ctx, c, cfg, os.Stderr)
+		}
 	}
 	if killErr != nil {
 		fmt.Fprintf(os.Stderr, "ledger: kills stopped: %v\nnode log tails:\n%s", killErr, c.logTails(40))
@@ -149,7 +172,9 @@ func run(ctx context.Context, cfg config) (int, error) {
 	flushCtx, cancel := context.WithTimeout(context.Background(), cfg.deliveryTimeout+15*time.Second)
 	flushErr := producer.Flush(flushCtx)
 	cancel()
-	restartDead(ctx, c)
+	if !partitionMode {
+		restartDead(ctx, c)
+	}
 
 	acks, failures, dataLoss := l.snapshot()
 	for i := range kills {
@@ -157,6 +182,9 @@ func run(ctx context.Context, cfg config) (int, error) {
 		if i+1 < len(kills) {
 			kills[i].windowEnd = kills[i+1].at
 		}
+	}
+	if partitionMode {
+		kills = roundsAsKills(rounds, stoppedAt)
 	}
 
 	ends, err := endOffsets(context.Background(), producer, cfg.topic, cfg.partitions)
@@ -168,8 +196,27 @@ func run(ctx context.Context, cfg config) (int, error) {
 	measure(kills, acks, newEpochIndex(logs))
 	printEpochs(os.Stdout, logs)
 
+	if partitionMode {
+		printRounds(os.Stdout, rounds, kills, cfg.ackBound)
+		if cfg.probeLog != "" {
+			if err := writeProbeLog(cfg.probeLog, rounds); err != nil {
+				fmt.Fprintf(os.Stderr, "ledger: probe log: %v\n", err)
+			}
+		}
+		pv := judgePartitions(rounds, logs, claims, cfg.ackBound)
+		counts, diff, divergent := c.replicasIdentical(ctx)
+		reportPartitions(os.Stdout, pv, cfg.ackBound, counts, diff)
+		problems := report("rounds", kills, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
+		switch {
+		case v.failed() || pv.failed() || divergent:
+			return 1, nil
+		case problems || diff != "" || len(pv.notCaughtUp) > 0:
+			return 2, nil
+		}
+		return 0, nil
+	}
 	printKills(os.Stdout, kills)
-	problems := report(kills, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
+	problems := report("kills", kills, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
 	switch {
 	case v.failed():
 		return 1, nil
@@ -193,7 +240,7 @@ func restartDead(ctx context.Context, c *cluster) {
 
 // report prints the findings and the summary line; it returns whether the run had
 // problems other than the ledger's verdict.
-func report(kills []kill, v verdict, produced int64, failures []failure, dataLoss, fetchErrors []string,
+func report(faults string, kills []kill, v verdict, produced int64, failures []failure, dataLoss, fetchErrors []string,
 	flushErr, readErr, killErr error, ends map[int32]int64) bool {
 	problems := killErr != nil || flushErr != nil || readErr != nil || len(failures) > 0 || len(dataLoss) > 0
 	out := os.Stdout
@@ -252,7 +299,7 @@ func report(kills []kill, v verdict, produced int64, failures []failure, dataLos
 		produced, len(failures), v.logged, v.unackedPresent, len(v.offsetMismatch), len(v.foreign), ends)
 	fmt.Fprintf(out, "ledger: failover_ms median=%s max=%s elected_ms median=%s max=%s any_partition_gap_ms median=%s max=%s\n",
 		foMed, foMax, elMed, elMax, anyMed, anyMax)
-	fmt.Fprintf(out, "ledger: kills=%d acked=%d lost=%d duplicates=%d reordered=%d gap_ms median=%s max=%s\n",
-		len(gaps), v.acked, len(v.lost), len(v.duplicates), len(v.reordered), gapMed, gapMax)
+	fmt.Fprintf(out, "ledger: %s=%d acked=%d lost=%d duplicates=%d reordered=%d gap_ms median=%s max=%s\n",
+		faults, len(gaps), v.acked, len(v.lost), len(v.duplicates), len(v.reordered), gapMed, gapMax)
 	return problems
 }

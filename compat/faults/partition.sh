@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# The network-partition proof: a 3-node Keel cluster, one broker per network namespace
+# on a private bridge, an idempotent acks=all franz-go producer in the root namespace,
+# and rounds of "cut the leader of partition 0 off from both followers with nft rules
+# in its namespace, while clients still reach it; then heal". Checks, with numbers:
+#
+#   1. the isolated leader's last acknowledgement comes within the election timeout
+#      plus a margin of the cut (`-ack-bound`, default 1500 ms: the longest randomized
+#      election timeout, 1 s at 50 ms ticks, plus 500 ms);
+#   2. no two nodes acknowledge in one term: probes pinned to each node (single-record
+#      acks=all Produce requests, no retries) and every node's Metadata say which node
+#      acknowledged, and led, each leader epoch;
+#   3. after the heal the old leader's uncommitted tail is gone: its segment files for
+#      the partition equal the new leader's up to where its tail ended (read from the
+#      data directories, batch by batch: base offset, leader epoch, CRC), and at the end
+#      all three replicas are identical;
+#   4. the ledger: nothing acknowledged lost, duplicated or reordered (the leader-kill
+#      ledger's checker, compat/go/cmd/ledger, which runs in `-fault partition` mode).
+#
+#   compat/faults/partition.sh [--rounds N] [--rate R] [--keep] [-- extra ledger flags...]
+#
+# Needs root, `ip netns` and `nft` (nftables is installed with apt-get when missing);
+# without them it prints a SKIP line and exits 77. Node i runs in namespace keel-n<i>
+# at 10.77.0.(10+i) (KEEL_NETNS_SUBNET moves the /24), Kafka on port PARTITION_PORT
+# (default 39092), admin +100, node-to-node +200; see compat/faults/netns.sh for the
+# names it creates. Everything is torn down on exit (processes, nft tables,
+# namespaces, veths, bridge); the run directory, with each node's keel.log and the
+# client's log, is kept when the run fails or with --keep.
+#
+# Exit status: 0 clean; 1 a violation (a check above failed); 2 the run could not
+# finish; 77 skipped (capability missing).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+netns="$here/netns.sh"
+port=${PARTITION_PORT:-39092}
+rounds=5
+rate=500
+keep=0
+extra=()
+while (($#)); do
+  case "$1" in
+    --rounds) rounds=${2:?}; shift 2 ;;
+    --rate) rate=${2:?}; shift 2 ;;
+    --keep) keep=1; shift ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "usage: $0 [--rounds N] [--rate R] [--keep] [-- extra ledger flags]" >&2; exit 2 ;;
+  esac
+done
+
+skip() { echo "SKIP: network-partition test: $*" >&2; echo "partition: SKIP $*"; exit 77; }
+
+# Capabilities: root, iproute2, nftables (installed when missing), namespaces.
+((EUID == 0)) || skip "needs root (network namespaces and nftables)"
+command -v ip >/dev/null || skip "'ip' (iproute2) not found"
+if ! command -v nft >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    echo "partition.sh: installing nftables with apt-get" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q nftables >&2 ||
+      { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nftables >&2; } ||
+      skip "nftables is missing and apt-get could not install it"
+  fi
+  command -v nft >/dev/null || skip "'nft' (nftables) not found"
+fi
+set +e
+check_out=$("$netns" check 2>&1)
+check_rc=$?
+set -e
+((check_rc == 0)) || skip "$check_out"
+
+bin="${KEEL_BIN:-$root/target/release/keel}"
+if [[ ! -x "$bin" ]]; then
+  echo "partition.sh: building keel" >&2
+  (cd "$root" && nice -n 10 cargo build --release -p keel-broker)
+fi
+ledger="$root/compat/go/.bin/ledger"
+(cd "$root/compat/go" && nice -n 10 go build -o "$ledger" ./cmd/ledger)
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/keel-partition.XXXXXX")
+rc=2
+made_net=0
+cleanup() {
+  for i in 1 2 3; do
+    pidfile="$dir/node-$i/keel.pid"
+    [[ -f "$pidfile" ]] || continue
+    pid=$(cat "$pidfile")
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$pidfile"
+  done
+  ((made_net)) && "$netns" down 3
+  if ((rc == 0 && keep == 0)); then
+    rm -rf "$dir"
+  else
+    echo "partition.sh: node logs in $dir/node-*/keel.log, client log in $dir/client.log, probes in $dir/probes.tsv" >&2
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+made_net=1
+set +e
+"$netns" up 3 >&2
+up_rc=$?
+set -e
+if ((up_rc != 0)); then
+  ((up_rc == 3)) && made_net=0 # names taken by someone else: leave them alone
+  exit 2
+fi
+# Check 3 reads the segment files, which a journaled log writes in whole pages and
+# completes (the last partial page) at each journal checkpoint: checkpoints every
+# 250 ms keep the files within a quarter second of the log.
+cat >"$dir/keel.yaml" <<EOF
+journal_checkpoint_interval_ms: 250
+journal_file_bytes: 16777216
+EOF
+peers=""
+for i in 1 2 3; do peers+="${peers:+,}$i@$("$netns" addr "$i"):$((port + 200))"; done
+brokers=""
+for i in 1 2 3; do
+  a=$("$netns" addr "$i")
+  brokers+="${brokers:+,}$a:$port"
+  mkdir -p "$dir/node-$i"
+  # `ip netns exec` execs keel, so $! is the broker's own pid.
+  nice -n 10 ip netns exec "keel-n$i" "$bin" serve --data-dir "$dir/node-$i/data" \
+    --kafka-addr "$a:$port" --admin-addr "$a:$((port + 100))" --node-id "$i" \
+    --rpc-addr "$a:$((port + 200))" --peers "$peers" --smp 1 --config "$dir/keel.yaml" >>"$dir/node-$i/keel.log" 2>&1 &
+  echo $! >"$dir/node-$i/keel.pid"
+done
+# Ready: every node's admin API (reached over the bridge) lists 3 brokers and a controller.
+deadline=$((SECONDS + 60))
+for i in 1 2 3; do
+  a=$("$netns" addr "$i")
+  until [[ "$(curl -sf --max-time 2 "http://$a:$((port + 100))/v1/cluster" 2>/dev/null || true)" == *'"brokers":3'*'"controller":'[1-9]* ]]; do
+    if ((SECONDS > deadline)) || ! kill -0 "$(cat "$dir/node-$i/keel.pid")" 2>/dev/null; then
+      echo "partition.sh: the cluster did not form; log tails:" >&2
+      for j in 1 2 3; do echo "--- node $j" >&2; tail -n 20 "$dir/node-$j/keel.log" >&2; done
+      exit 2
+    fi
+    sleep 0.3
+  done
+done
+echo "partition.sh: 3 nodes ready in namespaces keel-n1..3; bootstrap $brokers" >&2
+
+# Each round takes about election + hold + heal + settle (~10 s); the bound leaves
+# room for every wait inside the ledger to run to its own timeout once.
+bound=$((180 + rounds * 90))
+set +e
+nice -n 10 timeout --kill-after=10 "$bound" "$ledger" -fault partition -fault-sh "$netns" \
+  -cluster-dir "$dir" -brokers "$brokers" -kills "$rounds" -rate "$rate" -client-log "$dir/client.log" -probe-log "$dir/probes.tsv" "${extra[@]}"
+rc=$?
+set -e
+if ((rc == 124 || rc == 137)); then
+  echo "partition.sh: the ledger did not finish within ${bound}s" >&2
+  rc=2
+fi
+for i in 1 2 3; do
+  if grep -q panicked "$dir/node-$i/keel.log"; then
+    echo "partition.sh: node $i panicked:" >&2; grep -A5 panicked "$dir/node-$i/keel.log" | head -20 >&2
+    ((rc == 0)) && rc=1
+  fi
+done
+exit "$rc"
