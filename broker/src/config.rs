@@ -82,6 +82,10 @@ pub struct BrokerConfig {
     pub raft_tick_ms: u64,
     pub raft_election_ticks: usize,
     pub raft_heartbeat_ticks: usize,
+    /// A replica that has not caught up with its leader for this long leaves the
+    /// partition's in-sync replicas (Kafka's `replica.lag.time.max.ms`); a replica the
+    /// leader has not heard from for two election timeouts leaves at once.
+    pub replica_lag_time_max_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -123,6 +127,7 @@ impl Default for BrokerConfig {
             raft_tick_ms: 50,
             raft_election_ticks: 10,
             raft_heartbeat_ticks: 2,
+            replica_lag_time_max_ms: 30_000,
         }
     }
 }

@@ -126,6 +126,9 @@ pub struct RaftTiming {
     pub tick: Duration,
     pub election_ticks: usize,
     pub heartbeat_ticks: usize,
+    /// How long a voter may go without catching up before it leaves the in-sync
+    /// voters (Kafka's `replica.lag.time.max.ms`).
+    pub replica_lag: Duration,
 }
 
 pub struct Replication {
@@ -162,6 +165,7 @@ impl Replication {
         config.election_ticks = timing.election_ticks.max(2);
         config.heartbeat_ticks = timing.heartbeat_ticks.clamp(1, config.election_ticks - 1);
         config.tick_ms = timing.tick.as_millis() as u64;
+        config.replica_lag_ticks = (timing.replica_lag.as_millis() / timing.tick.as_millis().max(1)) as u64;
         let others = peers.iter().filter(|(id, _)| **id != node).map(|(id, a)| (*id, *a)).collect();
         let me = Rc::new_cyclic(|me: &Weak<Replication>| {
             let inbound_to = me.clone();
@@ -350,6 +354,12 @@ impl Replication {
         let ends = multi.progress(group)?;
         let ends = ends.into_iter().map(|(id, index)| (id, translator.end_offset_of(index).map_or(-1, |o| o as i64)));
         Some((term, ends.collect()))
+    }
+
+    /// On `group`'s leader: the voters in sync with it (Kafka's ISR) and the offline
+    /// ones, as `keel_raft::in_sync` defines them.
+    pub fn in_sync(&self, group: GroupId) -> Option<keel_raft::InSync> {
+        self.multi.borrow().in_sync(group)
     }
 
     /// This node's role in `group`: leading (with its term) or not.
