@@ -85,6 +85,10 @@ pub struct BrokerConfig {
     /// Bytes of applied entries each Raft group keeps in memory for appends to slow
     /// replicas; older ones are read back from the partition log.
     pub raft_log_memory_bytes: u64,
+    /// A replica that has not caught up with its leader for this long leaves the
+    /// partition's in-sync replicas (Kafka's `replica.lag.time.max.ms`); a replica the
+    /// leader has not heard from for two election timeouts leaves at once.
+    pub replica_lag_time_max_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -127,6 +131,7 @@ impl Default for BrokerConfig {
             raft_election_ticks: 10,
             raft_heartbeat_ticks: 2,
             raft_log_memory_bytes: 1 << 20,
+            replica_lag_time_max_ms: 30_000,
         }
     }
 }

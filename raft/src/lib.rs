@@ -20,6 +20,7 @@
 
 mod actions;
 mod error;
+pub mod in_sync;
 mod log_store;
 mod multi_raft;
 mod offset_translator;
@@ -28,6 +29,7 @@ use std::fmt;
 
 pub use actions::{is_heartbeat, Actions, Apply, Envelope, LeadershipChange, PersistRequest};
 pub use error::{FetchError, GroupError, ProposeError, StepError};
+pub use in_sync::InSync;
 pub use log_store::{FetchRequest, GroupStorage, LogBase, PersistedGroup};
 pub use multi_raft::{Config, MultiRaft, Proposed};
 pub use offset_translator::{batch_offset_count, BatchError, OffsetTranslator, BATCH_HEADER_BYTES};

@@ -40,6 +40,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::actions::{Actions, Apply, LeadershipChange, PersistRequest};
 use crate::error::{FetchError, GroupError, ProposeError, StepError};
+use crate::in_sync::{InSync, InSyncTracker, Observed};
 use crate::log_store::{offset_count, GroupStorage};
 use crate::offset_translator::batch_offset_count;
 use crate::{GroupId, NodeId};
@@ -66,12 +67,15 @@ pub struct Config {
     pub log_memory_bytes_max: u64,
     /// Seed of the election-timeout RNG (from the OS in production, the seed in tests).
     pub seed: u64,
+    /// Ticks a voter may go without catching up before it leaves the in-sync voters
+    /// (Kafka's `replica.lag.time.max.ms`; see [`crate::in_sync`]).
+    pub replica_lag_ticks: u64,
 }
 
 impl Config {
     /// Defaults: tick 50 ms, heartbeat every 2 ticks (100 ms), election timeout 10–19 ticks
     /// (0.5–1 s), 1 MiB messages and 256 in flight as TiKV, 64 MiB uncommitted, 1 MiB of
-    /// applied entries kept in memory per group.
+    /// applied entries kept in memory per group, a replica lag of 600 ticks (30 s, Kafka's).
     pub fn new(node: NodeId, seed: u64) -> Self {
         Self {
             node,
@@ -83,6 +87,7 @@ impl Config {
             uncommitted_bytes_max: 64 << 20,
             log_memory_bytes_max: 1 << 20,
             seed,
+            replica_lag_ticks: 600,
         }
     }
 
@@ -126,6 +131,8 @@ struct Group {
     node: RawNode<GroupStorage>,
     /// Readies handed to the shell and not yet reported durable, oldest first.
     waiting: VecDeque<Waiting>,
+    /// While this node leads: which voters keep up with it.
+    in_sync: InSyncTracker,
 }
 
 /// All Raft groups of one shard. `!Send`: it lives and dies on its shard.
@@ -140,6 +147,8 @@ pub struct MultiRaft {
     released: Vec<(GroupId, Message)>,
     rng: StdRng,
     logger: slog::Logger,
+    /// Ticks since start (the clock of `InSyncTracker`).
+    ticks: u64,
     _not_send: PhantomData<Rc<()>>,
 }
 
@@ -155,6 +164,7 @@ impl MultiRaft {
             released: Vec::new(),
             rng,
             logger,
+            ticks: 0,
             _not_send: PhantomData,
         }
     }
@@ -171,7 +181,7 @@ impl MultiRaft {
         }
         let config = self.config.raft_config(applied);
         let node = RawNode::new(&config, storage, &self.logger).map_err(|source| GroupError::Raft { group, source })?;
-        let mut state = Group { node, waiting: VecDeque::new() };
+        let mut state = Group { node, waiting: VecDeque::new(), in_sync: InSyncTracker::default() };
         redraw_election_timeout(&mut state.node, &mut self.rng, self.config.election_ticks);
         self.groups.insert(group, state);
         self.ready.insert(group);
@@ -193,7 +203,10 @@ impl MultiRaft {
     /// One tick of the shard's timer, for every group.
     pub fn tick(&mut self) {
         let election_ticks = self.config.election_ticks;
+        self.ticks += 1;
         for (id, group) in &mut self.groups {
+            // Before raft-rs's tick: a check-quorum pass clears `recent_active`.
+            observe_in_sync(group, self.ticks);
             group.node.tick();
             redraw_election_timeout(&mut group.node, &mut self.rng, election_ticks);
             if group.node.has_ready() {
@@ -413,6 +426,19 @@ impl MultiRaft {
         Some(voters)
     }
 
+    /// On `group`'s leader: its in-sync and offline voters (see [`crate::in_sync`]).
+    pub fn in_sync(&self, group: GroupId) -> Option<InSync> {
+        let state = self.groups.get(&group)?;
+        let raft = &state.node.raft;
+        if raft.state != StateRole::Leader {
+            return None;
+        }
+        let voters = raft.prs().conf().voters().ids();
+        let silent_ticks = 2 * self.config.election_ticks as u64;
+        let lag_ticks = self.config.replica_lag_ticks;
+        Some(state.in_sync.in_sync(self.ticks, raft.term, raft.id, voters.iter(), lag_ticks, silent_ticks))
+    }
+
     /// The group's stable log and offset translation.
     pub fn storage(&self, group: GroupId) -> Option<&GroupStorage> {
         self.groups.get(&group).map(|state| state.node.store())
@@ -488,6 +514,15 @@ fn collect_group(group: GroupId, state: &mut Group, actions: &mut Actions) {
         return;
     }
     state.waiting.push_back(Waiting { ready: number, writes, messages });
+}
+
+/// Samples a group's progress for its in-sync voters at tick `now`.
+fn observe_in_sync(group: &mut Group, now: u64) {
+    let raft = &group.node.raft;
+    let term = (raft.state == StateRole::Leader).then_some(raft.term);
+    let progress =
+        raft.prs().iter().map(|(id, p)| Observed { node: *id, matched: p.matched, recent_active: p.recent_active });
+    group.in_sync.observe(now, term, raft.raft_log.committed, progress);
 }
 
 /// Kafka offset after the last entry of the raft log, stable and unstable.

@@ -164,7 +164,7 @@ async fn route(shard: &Rc<Shard>, path: &str) -> (&'static str, &'static str, St
             // (-1 while there is none), and the replicated partitions it knows leaders of.
             let meta = shard.meta();
             let leaders = shard.leaders.borrow();
-            let led = leaders.values().filter(|(l, _)| *l >= 0).count();
+            let led = leaders.values().filter(|k| k.leader >= 0).count();
             let body = format!(
                 r#"{{"node_id":{},"cluster_id":"{}","brokers":{},"controller":{},"groups_with_leader":{},"groups_known":{}}}"#,
                 shard.config.node_id,

@@ -91,6 +91,9 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
     if name == "max.message.bytes" && value.parse::<i32>().map(|v| v < 0).unwrap_or(true) {
         return Err(format!("Invalid value {value} for configuration {name}: must be at least 0"));
     }
+    if name == "min.insync.replicas" && value.parse::<i32>().map(|v| v < 1).unwrap_or(true) {
+        return Err(format!("Invalid value {value} for configuration {name}: must be at least 1"));
+    }
     Ok(())
 }
 
@@ -132,6 +135,9 @@ pub struct TopicSettings {
     pub delete_retention_ms: i64,
     pub min_compaction_lag_ms: i64,
     pub min_cleanable_dirty_ratio: f64,
+    /// `min.insync.replicas`: acks=-1 produce is refused (NOT_ENOUGH_REPLICAS, nothing
+    /// appended) while the partition has fewer in-sync replicas.
+    pub min_insync_replicas: usize,
     /// `write.caching` (topic) / `write.caching.default` (broker), off by default:
     /// acks=-1 is answered once the batch is appended in memory, before the flush loop
     /// writes and fsyncs it. The trade-off: an acknowledged record is lost if the
@@ -158,6 +164,7 @@ impl TopicSettings {
             delete_retention_ms: get("delete.retention.ms").parse().unwrap_or(86_400_000),
             min_compaction_lag_ms: get("min.compaction.lag.ms").parse().unwrap_or(0),
             min_cleanable_dirty_ratio: get("min.cleanable.dirty.ratio").parse().unwrap_or(0.5),
+            min_insync_replicas: get("min.insync.replicas").parse::<usize>().unwrap_or(1).max(1),
             write_caching: get("write.caching") == "true",
         }
     }
@@ -172,6 +179,8 @@ mod tests {
         assert!(validate_topic_config("retention.ms", "x").is_err());
         assert!(validate_topic_config("nope", "1").is_err());
         assert!(validate_topic_config("cleanup.policy", "compact,delete").is_ok());
+        assert!(validate_topic_config("min.insync.replicas", "2").is_ok());
+        assert!(validate_topic_config("min.insync.replicas", "0").is_err());
         let mut broker = BTreeMap::new();
         broker.insert("message.max.bytes".to_string(), "2000".to_string());
         let topic = BTreeMap::new();

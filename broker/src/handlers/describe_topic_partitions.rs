@@ -54,16 +54,20 @@ pub fn handle(shard: &Rc<Shard>, req: DescribeTopicPartitionsRequest) -> Describ
                 break;
             }
             budget -= 1;
-            if let Some((leader, epoch, nodes)) = crate::replication::cluster::partition_view(shard, t, p) {
-                // A replicated partition: its Raft leader and term, as Metadata answers.
+            if let Some(view) = crate::replication::cluster::partition_view(shard, t, p) {
+                // A replicated partition: its Raft leader, term, in-sync and offline
+                // replicas, as Metadata answers. The eligible leader replicas (KIP-966)
+                // stay empty, as Kafka answers without ELR: Raft's election restriction
+                // already lets only a voter holding every committed entry lead.
                 partitions.push(
                     DescribeTopicPartitionsResponsePartition::default()
-                        .with_error_code(if leader < 0 { errors::LEADER_NOT_AVAILABLE } else { errors::NONE })
+                        .with_error_code(if view.leader < 0 { errors::LEADER_NOT_AVAILABLE } else { errors::NONE })
                         .with_partition_index(p)
-                        .with_leader_id(BrokerId(leader))
-                        .with_leader_epoch(epoch)
-                        .with_replica_nodes(nodes.clone())
-                        .with_isr_nodes(nodes)
+                        .with_leader_id(BrokerId(view.leader))
+                        .with_leader_epoch(view.epoch)
+                        .with_replica_nodes(view.replicas)
+                        .with_isr_nodes(view.in_sync)
+                        .with_offline_replicas(view.offline)
                         .with_eligible_leader_replicas(Some(vec![]))
                         .with_last_known_elr(Some(vec![])),
                 );

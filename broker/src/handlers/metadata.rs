@@ -119,16 +119,17 @@ fn topic_response(
     topic_with_partitions(name, t, partitions, include_ops)
 }
 
-/// A replicated partition: its Raft leader and term, LEADER_NOT_AVAILABLE while it has
-/// none.
-fn replicated_partition(p: i32, (leader, epoch, replicas): (i32, i32, Vec<BrokerId>)) -> MetadataResponsePartition {
+/// A replicated partition: its Raft leader and term (LEADER_NOT_AVAILABLE while it has
+/// none), its in-sync and offline replicas as its leader told.
+fn replicated_partition(p: i32, view: cluster::PartitionView) -> MetadataResponsePartition {
     MetadataResponsePartition::default()
-        .with_error_code(if leader < 0 { errors::LEADER_NOT_AVAILABLE } else { errors::NONE })
+        .with_error_code(if view.leader < 0 { errors::LEADER_NOT_AVAILABLE } else { errors::NONE })
         .with_partition_index(p)
-        .with_leader_id(BrokerId(leader))
-        .with_leader_epoch(epoch)
-        .with_replica_nodes(replicas.clone())
-        .with_isr_nodes(replicas)
+        .with_leader_id(BrokerId(view.leader))
+        .with_leader_epoch(view.epoch)
+        .with_replica_nodes(view.replicas)
+        .with_isr_nodes(view.in_sync)
+        .with_offline_replicas(view.offline)
 }
 
 fn topic_with_partitions(

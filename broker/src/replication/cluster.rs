@@ -59,13 +59,41 @@ pub enum ControlRequest {
     },
 }
 
-/// (topic id, partition, leader or -1, epoch, index every voter has; 0 unless the
-/// sender leads).
-pub type LeaderView = (u128, u32, i32, i32, u64);
+/// One group as a node tells it to every node: its leader, and what only the leader
+/// knows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeaderView {
+    pub topic: u128,
+    pub partition: u32,
+    /// The leader's node id, -1 while there is none.
+    pub leader: i32,
+    pub epoch: i32,
+    /// The index every voter has; 0 unless the sender leads.
+    pub everyone_has: u64,
+    /// The in-sync voters (Kafka's ISR, `keel_raft::in_sync`); `None` unless the
+    /// sender leads.
+    pub in_sync: Option<Vec<i32>>,
+    /// The voters the leader has not heard from lately (Kafka's offline replicas).
+    pub offline: Vec<i32>,
+}
+
+/// A replicated partition's leadership as this node last learned it, for Metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leadership {
+    /// The leader's node id, -1 while there is none.
+    pub leader: i32,
+    pub epoch: i32,
+    /// As the leader of `epoch` (or, until it tells, an earlier one) last told.
+    pub in_sync: Option<Vec<i32>>,
+    pub offline: Vec<i32>,
+}
 
 /// How often each shard tells every peer the leaders of all its groups (changes are
 /// told at once; this heals what a restarted or unreachable peer missed).
 const LEADERS_REFRESH: Duration = Duration::from_secs(3);
+/// How often each shard looks for changes in the in-sync voters of the groups it
+/// leads, and tells every node of them.
+const IN_SYNC_CHECK: Duration = Duration::from_millis(250);
 
 /// A cluster's id is derived from its voters, so every node reports the same one
 /// from its first start, before the metadata log has told it anything.
@@ -126,37 +154,77 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
 
 /// Leadership of this shard's groups goes to every shard's `leaders` table here and
 /// on every peer: at once when it changes, and all of it every `LEADERS_REFRESH`. A
-/// node that hosts no replica of a partition learns its leader this way.
+/// node that hosts no replica of a partition learns its leader this way. The in-sync
+/// voters of the groups this shard leads travel the same way, at once when they
+/// change (checked every `IN_SYNC_CHECK`), so every node answers Metadata alike.
 fn share_leadership(shard: &Rc<Shard>, replication: &Rc<Replication>) {
     let me = Rc::downgrade(shard);
+    let weak_replication = Rc::downgrade(replication);
     replication.on_leadership(Box::new(move |changes| {
-        let Some(shard) = me.upgrade() else { return };
-        let entries: Vec<LeaderView> = changes
-            .into_iter()
-            .map(|(g, leader, epoch)| (g.topic, g.partition, leader.map(|n| n as i32).unwrap_or(-1), epoch, 0))
-            .collect();
+        let (Some(shard), Some(replication)) = (me.upgrade(), weak_replication.upgrade()) else { return };
+        let entries: Vec<LeaderView> =
+            changes.into_iter().map(|(g, leader, epoch)| leader_view(&replication, g, leader, epoch, 0)).collect();
         tell_peers(&shard, entries.clone());
         glommio::spawn_local(async move { learn_leaders(&shard, None, entries).await }).detach();
     }));
     let me = Rc::downgrade(shard);
     let weak_replication = Rc::downgrade(replication);
     glommio::spawn_local(async move {
+        let mut told: BTreeMap<GroupId, (Vec<i32>, Vec<i32>)> = BTreeMap::new();
+        let mut refreshed = std::time::Instant::now();
         loop {
-            glommio::timer::sleep(LEADERS_REFRESH).await;
+            glommio::timer::sleep(IN_SYNC_CHECK).await;
             let (Some(shard), Some(replication)) = (me.upgrade(), weak_replication.upgrade()) else { return };
             let entries: Vec<LeaderView> = replication
                 .views()
                 .into_iter()
-                .map(|(g, leader, epoch, has)| {
-                    (g.topic, g.partition, leader.map(|n| n as i32).unwrap_or(-1), epoch, has)
-                })
+                .map(|(g, leader, epoch, has)| leader_view(&replication, g, leader, epoch, has))
                 .collect();
-            if !entries.is_empty() {
+            let mut changed = Vec::new();
+            let mut now_told = BTreeMap::new();
+            for v in &entries {
+                let Some(in_sync) = &v.in_sync else { continue };
+                let state = (in_sync.clone(), v.offline.clone());
+                let group = GroupId { topic: v.topic, partition: v.partition };
+                if told.get(&group) != Some(&state) {
+                    changed.push(v.clone());
+                }
+                now_told.insert(group, state);
+            }
+            told = now_told;
+            if refreshed.elapsed() >= LEADERS_REFRESH && !entries.is_empty() {
+                refreshed = std::time::Instant::now();
                 tell_peers(&shard, entries);
+            } else if !changed.is_empty() {
+                tell_peers(&shard, changed.clone());
+            }
+            if !changed.is_empty() {
+                learn_leaders(&shard, None, changed).await;
             }
         }
     })
     .detach();
+}
+
+/// What this shard tells of `group`: with its in-sync voters when it leads.
+fn leader_view(
+    replication: &Replication,
+    group: GroupId,
+    leader: Option<NodeId>,
+    epoch: i32,
+    everyone_has: u64,
+) -> LeaderView {
+    let in_sync = replication.in_sync(group);
+    let ids = |nodes: &[NodeId]| nodes.iter().map(|n| *n as i32).collect::<Vec<i32>>();
+    LeaderView {
+        topic: group.topic,
+        partition: group.partition,
+        leader: leader.map(|n| n as i32).unwrap_or(-1),
+        epoch,
+        everyone_has,
+        in_sync: in_sync.as_ref().map(|s| ids(&s.voters)),
+        offline: in_sync.map(|s| ids(&s.offline)).unwrap_or_default(),
+    }
 }
 
 fn tell_peers(shard: &Shard, entries: Vec<LeaderView>) {
@@ -168,25 +236,34 @@ fn tell_peers(shard: &Shard, entries: Vec<LeaderView>) {
 }
 
 /// Merges leaders told by this node's shards or by peer `from` into every shard's
-/// table: a later epoch wins, and within one epoch a known leader beats none. What a
-/// leader says every voter has reaches the shard hosting that group here.
+/// table: a later epoch wins, and within one epoch a known leader beats none. The
+/// in-sync voters a leader tells replace those known when they are of the epoch now
+/// known (until the new leader of a later epoch tells its own, the last ones stay).
+/// What a leader says every voter has reaches the shard hosting that group here.
 async fn learn_leaders(shard: &Rc<Shard>, from: Option<NodeId>, entries: Vec<LeaderView>) {
     shard
         .submit_to_all(move |s| async move {
             let mut leaders = s.leaders.borrow_mut();
-            for (topic, partition, leader, epoch, everyone_has) in entries {
-                let group = GroupId { topic, partition };
+            for v in entries {
+                let group = GroupId { topic: v.topic, partition: v.partition };
                 if let (Some(from), Some(replication)) = (from, &s.replication) {
-                    if leader >= 0 && leader as u64 == from && everyone_has > 0 {
-                        replication.everyone_has(group, everyone_has);
+                    if v.leader >= 0 && v.leader as u64 == from && v.everyone_has > 0 {
+                        replication.everyone_has(group, v.everyone_has);
                     }
                 }
-                let newer = match leaders.get(&group) {
-                    None => true,
-                    Some((known, known_epoch)) => epoch > *known_epoch || (epoch == *known_epoch && *known < 0),
-                };
-                if newer {
-                    leaders.insert(group, (leader, epoch));
+                let known = leaders.entry(group).or_insert(Leadership {
+                    leader: -1,
+                    epoch: v.epoch,
+                    in_sync: None,
+                    offline: Vec::new(),
+                });
+                if v.epoch > known.epoch || (v.epoch == known.epoch && known.leader < 0) {
+                    known.leader = v.leader;
+                    known.epoch = v.epoch;
+                }
+                if v.epoch == known.epoch && v.in_sync.is_some() {
+                    known.in_sync = v.in_sync;
+                    known.offline = v.offline;
                 }
             }
         })
@@ -357,18 +434,44 @@ async fn relay(addr: &str, frame: &Bytes) -> std::io::Result<Bytes> {
     Ok(Bytes::from(response))
 }
 
-/// A replicated partition as clients are told it: its leader (-1 while it has none)
-/// and epoch as the owner shards last told, and its replicas.
-pub fn partition_view(shard: &Shard, topic: &TopicMeta, partition: i32) -> Option<(i32, i32, Vec<BrokerId>)> {
+/// A replicated partition as clients are told it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionView {
+    /// -1 while it has none.
+    pub leader: i32,
+    pub epoch: i32,
+    pub replicas: Vec<BrokerId>,
+    /// The in-sync replicas, the leader among them; every replica until a leader has
+    /// told them.
+    pub in_sync: Vec<BrokerId>,
+    pub offline: Vec<BrokerId>,
+}
+
+/// A replicated partition as the shards of its leader last told: the same answer on
+/// every node.
+pub fn partition_view(shard: &Shard, topic: &TopicMeta, partition: i32) -> Option<PartitionView> {
     let replicas = topic.replicas_of(partition)?;
     let group = crate::shard::partition::group_id(topic.id, partition);
-    let (leader, epoch) = shard.leaders.borrow().get(&group).copied().unwrap_or((-1, 0));
-    Some((leader, epoch, replicas.iter().map(|n| BrokerId(*n)).collect()))
+    let leaders = shard.leaders.borrow();
+    let known = leaders.get(&group);
+    let leader = known.map_or(-1, |k| k.leader);
+    let mut in_sync = known.and_then(|k| k.in_sync.clone()).unwrap_or_else(|| replicas.to_vec());
+    if leader >= 0 && !in_sync.contains(&leader) {
+        in_sync.push(leader);
+        in_sync.sort_unstable();
+    }
+    Some(PartitionView {
+        leader,
+        epoch: known.map_or(0, |k| k.epoch),
+        replicas: replicas.iter().map(|n| BrokerId(*n)).collect(),
+        in_sync: in_sync.into_iter().map(BrokerId).collect(),
+        offline: known.map(|k| k.offline.iter().map(|n| BrokerId(*n)).collect()).unwrap_or_default(),
+    })
 }
 
 /// The controller's node, if known.
 pub fn controller_node(shard: &Shard) -> Option<i32> {
-    shard.leaders.borrow().get(&METADATA_GROUP).map(|(leader, _)| *leader).filter(|l| *l >= 0)
+    shard.leaders.borrow().get(&METADATA_GROUP).map(|k| k.leader).filter(|l| *l >= 0)
 }
 
 /// Sends `request` to the controller (or serves it here when this node is it).

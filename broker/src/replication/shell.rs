@@ -135,6 +135,9 @@ pub struct RaftSettings {
     pub heartbeat_ticks: usize,
     /// Applied entries a group keeps in memory, in bytes (`GroupStorage` module doc).
     pub log_memory_bytes: u64,
+    /// How long a voter may go without catching up before it leaves the in-sync
+    /// voters (Kafka's `replica.lag.time.max.ms`).
+    pub replica_lag: Duration,
 }
 
 /// Reads of released entries one shard runs at once.
@@ -181,6 +184,7 @@ impl Replication {
         config.heartbeat_ticks = settings.heartbeat_ticks.clamp(1, config.election_ticks - 1);
         config.tick_ms = settings.tick.as_millis() as u64;
         config.log_memory_bytes_max = settings.log_memory_bytes;
+        config.replica_lag_ticks = (settings.replica_lag.as_millis() / settings.tick.as_millis().max(1)) as u64;
         let others = peers.iter().filter(|(id, _)| **id != node).map(|(id, a)| (*id, *a)).collect();
         let me = Rc::new_cyclic(|me: &Weak<Replication>| {
             let inbound_to = me.clone();
@@ -390,6 +394,12 @@ impl Replication {
     /// Bytes of log entries the shard's groups hold in memory.
     pub fn log_memory_bytes(&self) -> u64 {
         self.multi.borrow().memory_bytes()
+    }
+
+    /// On `group`'s leader: the voters in sync with it (Kafka's ISR) and the offline
+    /// ones, as `keel_raft::in_sync` defines them.
+    pub fn in_sync(&self, group: GroupId) -> Option<keel_raft::InSync> {
+        self.multi.borrow().in_sync(group)
     }
 
     /// This node's role in `group`: leading (with its term) or not.

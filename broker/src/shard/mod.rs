@@ -81,7 +81,7 @@ pub struct Shard {
     pub replication: Option<Rc<crate::replication::shell::Replication>>,
     /// Leader node and epoch of every replicated partition as the owner shards last
     /// told (each shard tells every other one), for Metadata.
-    pub leaders: RefCell<HashMap<keel_raft::GroupId, (i32, i32)>>,
+    pub leaders: RefCell<HashMap<keel_raft::GroupId, crate::replication::cluster::Leadership>>,
 }
 
 impl Shard {
@@ -454,6 +454,7 @@ async fn shard_main(
             election_ticks: config.raft_election_ticks,
             heartbeat_ticks: config.raft_heartbeat_ticks,
             log_memory_bytes: config.raft_log_memory_bytes,
+            replica_lag: std::time::Duration::from_millis(config.replica_lag_time_max_ms),
         };
         let rpc = config.rpc_socket_addr()?;
         let node = config.node_id as u64;

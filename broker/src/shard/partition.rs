@@ -436,12 +436,24 @@ impl Partition {
         if let Some(code) = self.not_leader(shard) {
             return ProduceOutcome::error(code, "this node does not lead the partition");
         }
+        let settings = self.settings.borrow().clone();
+        if acks == -1 {
+            let in_sync = self.in_sync_count(shard);
+            if in_sync < settings.min_insync_replicas {
+                return ProduceOutcome::error(
+                    errors::NOT_ENOUGH_REPLICAS,
+                    format!(
+                        "{in_sync} in-sync replicas of {}-{}, fewer than min.insync.replicas {}",
+                        self.topic, self.index, settings.min_insync_replicas
+                    ),
+                );
+            }
+        }
         let batches = match batch::split_and_validate(&records) {
             Ok(b) if b.is_empty() => return ProduceOutcome::error(errors::CORRUPT_MESSAGE, "no record batch"),
             Ok(b) => b,
             Err(e) => return ProduceOutcome::error(batch_error_code(&e), e.to_string()),
         };
-        let settings = self.settings.borrow().clone();
         if let Some((_, b)) = batches.iter().find(|(_, b)| b.len() > settings.max_message_bytes) {
             return ProduceOutcome::error(
                 errors::MESSAGE_TOO_LARGE,
@@ -586,6 +598,15 @@ impl Partition {
         match (&self.replica, &shard.replication) {
             (Some(r), Some(replication)) if !replication.leads(r.group) => Some(errors::NOT_LEADER_OR_FOLLOWER),
             _ => None,
+        }
+    }
+
+    /// How many replicas are in sync with this leader (Kafka's ISR size): one on a
+    /// single node.
+    fn in_sync_count(&self, shard: &Shard) -> usize {
+        match (&self.replica, &shard.replication) {
+            (Some(r), Some(replication)) => replication.in_sync(r.group).map_or(0, |s| s.voters.len()),
+            _ => 1,
         }
     }
 

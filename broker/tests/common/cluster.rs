@@ -73,6 +73,18 @@ impl Cluster {
 
     /// Creates `topic` through the controller, retrying while it moves.
     pub fn create_topic(&self, topic: &str, partitions: i32, replication_factor: i16) -> i16 {
+        self.create_topic_with_configs(topic, partitions, replication_factor, &[])
+    }
+
+    /// As `create_topic`, with topic configs.
+    pub fn create_topic_with_configs(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: &[(&str, &str)],
+    ) -> i16 {
+        let configs = super::kafka::topic_configs(configs);
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let live = (1..=self.nodes.len() as i32).find(|id| self.metadata(*id, None).is_some());
@@ -82,7 +94,8 @@ impl Cluster {
                     .with_topics(vec![CreatableTopic::default()
                         .with_name(name(topic))
                         .with_num_partitions(partitions)
-                        .with_replication_factor(replication_factor)])
+                        .with_replication_factor(replication_factor)
+                        .with_configs(configs.clone())])
                     .with_timeout_ms(10_000);
                 let r: Option<kafka_protocol::messages::CreateTopicsResponse> =
                     c.try_call(ApiKey::CreateTopics, 7, &req);

@@ -64,26 +64,29 @@ pub fn records_of(records: &Bytes) -> Vec<(i64, Option<Bytes>, Option<Bytes>)> {
     sets.into_iter().flat_map(|s| s.records).map(|r| (r.offset, r.key, r.value)).collect()
 }
 
+/// Topic configs of a CreateTopics request.
+pub fn topic_configs(configs: &[(&str, &str)]) -> Vec<create_topics_request::CreatableTopicConfig> {
+    configs
+        .iter()
+        .map(|(k, v)| {
+            create_topics_request::CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(k.to_string()))
+                .with_value(Some(StrBytes::from_string(v.to_string())))
+        })
+        .collect()
+}
+
 pub fn create_topic_with_configs(
     c: &mut Conn,
     topic: &str,
     partitions: i32,
     configs: &[(&str, &str)],
 ) -> CreateTopicsResponse {
-    use kafka_protocol::messages::create_topics_request::CreatableTopicConfig;
-    let configs = configs
-        .iter()
-        .map(|(k, v)| {
-            CreatableTopicConfig::default()
-                .with_name(StrBytes::from_string(k.to_string()))
-                .with_value(Some(StrBytes::from_string(v.to_string())))
-        })
-        .collect();
     let t = CreatableTopic::default()
         .with_name(name(topic))
         .with_num_partitions(partitions)
         .with_replication_factor(1)
-        .with_configs(configs);
+        .with_configs(topic_configs(configs));
     c.call(ApiKey::CreateTopics, 7, &CreateTopicsRequest::default().with_topics(vec![t]).with_timeout_ms(10_000))
 }
 

@@ -161,6 +161,17 @@ class AdminTest {
         assertNotDynamic(cfg, "min.insync.replicas");
     }
 
+    /** Every replica of a new topic is in sync (KEEL_TEST_RF=3 in the cluster run). */
+    @Test
+    void describeTopicsShowsEveryReplicaInSync() throws Exception {
+        String topic = Broker.uniqueTopic("admin-isr");
+        Broker.createTopic(admin, topic, 2, Map.of());
+        for (TopicPartitionInfo p : Broker.awaitTopic(admin, topic, 2).partitions()) {
+            assertEquals(Broker.REPLICATION_FACTOR, p.replicas().size(), "replicas of partition " + p.partition());
+            assertEquals(Set.copyOf(p.replicas()), Set.copyOf(p.isr()), "isr of partition " + p.partition());
+        }
+    }
+
     @Test
     void createTopicValidateOnlyDoesNotCreate() throws Exception {
         String topic = Broker.uniqueTopic("admin-validate");
