@@ -24,6 +24,7 @@ pub mod in_sync;
 mod log_store;
 mod multi_raft;
 mod offset_translator;
+mod quiesce;
 
 use std::fmt;
 
@@ -33,6 +34,7 @@ pub use in_sync::InSync;
 pub use log_store::{FetchRequest, GroupStorage, LogBase, PersistedGroup};
 pub use multi_raft::{Config, MultiRaft, Proposed};
 pub use offset_translator::{batch_offset_count, BatchError, OffsetTranslator, BATCH_HEADER_BYTES};
+pub use quiesce::PING_GROUP;
 /// raft-rs types that appear in this crate's API.
 pub use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, MessageType};
 pub use raft::StateRole;

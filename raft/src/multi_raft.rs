@@ -43,6 +43,7 @@ use crate::error::{FetchError, GroupError, ProposeError, StepError};
 use crate::in_sync::{InSync, InSyncTracker, Observed};
 use crate::log_store::{offset_count, GroupStorage};
 use crate::offset_translator::batch_offset_count;
+use crate::quiesce::{self, Liveness, PING_GROUP};
 use crate::{GroupId, NodeId};
 
 /// Timing and limits shared by every group of a shard.
@@ -133,6 +134,8 @@ struct Group {
     waiting: VecDeque<Waiting>,
     /// While this node leads: which voters keep up with it.
     in_sync: InSyncTracker,
+    /// Not ticked: nothing in flight, and its leader said so (`quiesce` module doc).
+    quiet: bool,
 }
 
 /// All Raft groups of one shard. `!Send`: it lives and dies on its shard.
@@ -147,8 +150,9 @@ pub struct MultiRaft {
     released: Vec<(GroupId, Message)>,
     rng: StdRng,
     logger: slog::Logger,
-    /// Ticks since start (the clock of `InSyncTracker`).
+    /// Ticks since start (the clock of `InSyncTracker` and `Liveness`).
     ticks: u64,
+    liveness: Liveness,
     _not_send: PhantomData<Rc<()>>,
 }
 
@@ -165,6 +169,7 @@ impl MultiRaft {
             rng,
             logger,
             ticks: 0,
+            liveness: Liveness::default(),
             _not_send: PhantomData,
         }
     }
@@ -181,7 +186,10 @@ impl MultiRaft {
         }
         let config = self.config.raft_config(applied);
         let node = RawNode::new(&config, storage, &self.logger).map_err(|source| GroupError::Raft { group, source })?;
-        let mut state = Group { node, waiting: VecDeque::new(), in_sync: InSyncTracker::default() };
+        for (&id, _) in node.raft.prs().iter().filter(|(id, _)| **id != self.config.node) {
+            self.liveness.track(id, self.ticks);
+        }
+        let mut state = Group { node, waiting: VecDeque::new(), in_sync: InSyncTracker::default(), quiet: false };
         redraw_election_timeout(&mut state.node, &mut self.rng, self.config.election_ticks);
         self.groups.insert(group, state);
         self.ready.insert(group);
@@ -200,19 +208,71 @@ impl MultiRaft {
         self.groups.keys().copied()
     }
 
-    /// One tick of the shard's timer, for every group.
+    /// One tick of the shard's timer: every group that is not quiet ticks, a leader
+    /// with nothing in flight goes quiet, peers not heard from for an election timeout
+    /// wake the groups they are voters of, and every heartbeat interval each peer node
+    /// gets a liveness ping (`quiesce` module doc).
     pub fn tick(&mut self) {
         let election_ticks = self.config.election_ticks;
         self.ticks += 1;
+        for node in self.liveness.expire(self.ticks, election_ticks as u64) {
+            self.peer_down(node);
+        }
+        if self.ticks.is_multiple_of(self.config.heartbeat_ticks as u64) {
+            let me = self.config.node;
+            self.released.extend(self.liveness.peers().map(|peer| (PING_GROUP, quiesce::ping(me, peer))));
+        }
         for (id, group) in &mut self.groups {
+            if group.quiet {
+                continue;
+            }
             // Before raft-rs's tick: a check-quorum pass clears `recent_active`.
             observe_in_sync(group, self.ticks);
             group.node.tick();
             redraw_election_timeout(&mut group.node, &mut self.rng, election_ticks);
             if group.node.has_ready() {
                 self.ready.insert(*id);
+            } else if group.waiting.is_empty() && quiesce::can_quiesce(&group.node, |n| self.liveness.alive(n)) {
+                group.quiet = true;
+                self.released.extend(quiesce::quiesce_messages(&group.node).into_iter().map(|m| (*id, m)));
             }
         }
+    }
+
+    /// Peer `node` went silent: wakes every quiet group it is a voter of. Followers it
+    /// led forget it and campaign soon, one after the other: in an order of the live
+    /// voters that turns with the group, half an election timeout apart, so they do
+    /// not split the vote and the new leaderships spread over the nodes. Leaders stop
+    /// counting it active.
+    fn peer_down(&mut self, node: NodeId) {
+        let spacing = (self.config.election_ticks / 2).max(1);
+        for (id, group) in &mut self.groups {
+            let raft = &mut group.node.raft;
+            let voters = raft.prs().conf().voters().ids();
+            if !voters.contains(node) {
+                continue;
+            }
+            group.quiet = false;
+            if raft.state == StateRole::Leader {
+                if let Some(progress) = raft.mut_prs().get_mut(node) {
+                    progress.recent_active = false;
+                }
+            } else if raft.leader_id == node {
+                let mut live: Vec<NodeId> = voters.iter().filter(|v| self.liveness.alive(*v)).collect();
+                live.sort_unstable();
+                let rank = live.iter().position(|v| *v == raft.id).unwrap_or(0);
+                let turn = (rank + (id.topic as usize ^ id.partition as usize)) % live.len().max(1);
+                let due = raft.randomized_election_timeout().saturating_sub(1 + turn * spacing);
+                raft.leader_id = raft::INVALID_ID;
+                raft.election_elapsed = raft.election_elapsed.max(due);
+            }
+            self.ready.insert(*id);
+        }
+    }
+
+    /// Groups that are quiet (not ticked), for `/metrics`.
+    pub fn quiet_groups(&self) -> usize {
+        self.groups.values().filter(|group| group.quiet).count()
     }
 
     /// Decodes a message received from a peer (raft-rs's protobuf encoding).
@@ -224,6 +284,10 @@ impl MultiRaft {
     pub fn step(&mut self, group: GroupId, mut message: Message) -> Result<(), StepError> {
         if message.to != self.config.node {
             return Err(StepError::WrongDestination { to: message.to, node: self.config.node });
+        }
+        self.liveness.heard(message.from, self.ticks);
+        if group == PING_GROUP {
+            return Ok(());
         }
         let kind = message.get_msg_type();
         // Followers never forward proposals, and snapshots are not built yet (no log
@@ -246,7 +310,15 @@ impl MultiRaft {
                 message.reject_hint = message.reject_hint.max(matched);
             }
         }
+        let (from, term, quiesce, keeps_quiet) =
+            (message.from, message.term, quiesce::is_quiesce(&message), quiesce::keeps_quiet(&message));
         let stepped = state.node.step(message);
+        let raft = &state.node.raft;
+        if quiesce && raft.state == StateRole::Follower && raft.leader_id == from && raft.term == term {
+            state.quiet = true;
+        } else if !keeps_quiet {
+            state.quiet = false;
+        }
         redraw_election_timeout(&mut state.node, &mut self.rng, self.config.election_ticks);
         self.ready.insert(group);
         stepped.map_err(|source| StepError::Raft { group, source })
@@ -255,6 +327,7 @@ impl MultiRaft {
     /// Starts an election in `group` now (tests, or leadership placement later).
     pub fn campaign(&mut self, group: GroupId) -> Result<(), GroupError> {
         let state = self.groups.get_mut(&group).ok_or(GroupError::Unknown { group })?;
+        state.quiet = false;
         let campaigned = state.node.campaign();
         redraw_election_timeout(&mut state.node, &mut self.rng, self.config.election_ticks);
         self.ready.insert(group);
@@ -267,6 +340,7 @@ impl MultiRaft {
     pub fn transfer_leadership(&mut self, group: GroupId, to: NodeId) -> Result<(), GroupError> {
         let state = self.groups.get_mut(&group).ok_or(GroupError::Unknown { group })?;
         if state.node.raft.state == StateRole::Leader && to != self.config.node {
+            state.quiet = false;
             state.node.transfer_leader(to);
             self.ready.insert(group);
         }
@@ -290,6 +364,7 @@ impl MultiRaft {
             return Err(ProposeError::TransferringLeadership { group, transferee });
         }
         batch_offset_count(&batch).map_err(|source| ProposeError::InvalidBatch { group, source })?;
+        state.quiet = false;
         let index = raft.raft_log.last_index() + 1;
         let term = raft.term;
         let base_offset = next_offset(&state.node);
@@ -548,6 +623,7 @@ fn redraw_election_timeout(node: &mut RawNode<GroupStorage>, rng: &mut StdRng, t
 mod tests {
     use super::*;
     use crate::offset_translator::BATCH_HEADER_BYTES;
+    use crate::Envelope;
 
     const GROUP: GroupId = GroupId { topic: 1, partition: 0 };
 
@@ -650,27 +726,105 @@ mod tests {
         assert!(matches!(invalid, Err(ProposeError::InvalidBatch { .. })));
     }
 
+    /// Ticks every node once and delivers what that sends; returns node 1's envelopes.
+    fn tick_all(nodes: &mut [MultiRaft]) -> Vec<Envelope> {
+        let mut sent_by_first = Vec::new();
+        let mut inbox = Vec::new();
+        for (i, raft) in nodes.iter_mut().enumerate() {
+            raft.tick();
+            let actions = raft.collect();
+            for (_, envelopes) in actions.messages.into_iter().chain(actions.heartbeats) {
+                if i == 0 {
+                    sent_by_first.extend(envelopes.iter().cloned());
+                }
+                inbox.extend(envelopes);
+            }
+        }
+        for envelope in inbox {
+            let to = envelope.message.to as usize - 1;
+            let _ = nodes[to].step(envelope.group, envelope.message);
+        }
+        settle(nodes);
+        sent_by_first
+    }
+
     #[test]
-    fn heartbeats_of_many_groups_are_grouped_per_node() {
+    fn idle_groups_go_quiet_and_only_pings_remain() {
         let groups = [GROUP, GroupId { topic: 1, partition: 1 }, GroupId { topic: 2, partition: 0 }];
         let mut nodes = cluster(3, &groups);
         for group in groups {
             nodes[0].campaign(group).expect("campaign");
         }
         settle(&mut nodes);
-        let heartbeat_ticks = nodes[0].config.heartbeat_ticks;
-        for _ in 0..heartbeat_ticks {
-            nodes[0].tick();
-        }
+        // Nothing in flight: each leader says so once, in one frame per follower node.
+        nodes[0].tick();
         let actions = nodes[0].collect();
         assert!(actions.messages.is_empty(), "{:?}", actions.messages);
         assert_eq!(actions.heartbeats.keys().copied().collect::<Vec<_>>(), vec![2, 3]);
         for envelopes in actions.heartbeats.values() {
-            let mut seen: Vec<GroupId> = envelopes.iter().map(|envelope| envelope.group).collect();
-            seen.sort();
+            let seen: Vec<GroupId> = envelopes.iter().map(|envelope| envelope.group).collect();
             assert_eq!(seen, groups.to_vec());
-            assert!(envelopes.iter().all(|envelope| envelope.message.get_msg_type() == MessageType::MsgHeartbeat));
+            assert!(envelopes.iter().all(|envelope| quiesce::is_quiesce(&envelope.message)));
         }
+        for (_, envelopes) in actions.heartbeats {
+            for envelope in envelopes {
+                let to = envelope.message.to as usize - 1;
+                nodes[to].step(envelope.group, envelope.message).expect("quiesce heartbeat");
+            }
+        }
+        settle(&mut nodes);
+        assert!(nodes.iter().all(|raft| raft.quiet_groups() == groups.len()), "every replica is quiet");
+        // Ten election timeouts later: no election, and only one ping per peer per
+        // heartbeat interval crossed the network, whatever the number of groups.
+        let ticks = 10 * nodes[0].config.election_ticks;
+        let sent: Vec<Envelope> = (0..ticks).flat_map(|_| tick_all(&mut nodes)).collect();
+        assert!(sent.iter().all(|envelope| envelope.group == PING_GROUP), "{sent:?}");
+        assert_eq!(sent.len(), 2 * ticks / nodes[0].config.heartbeat_ticks);
+        assert_eq!(nodes[0].leader_term(GROUP), Some(1));
+        // A proposal wakes its group, and only it.
+        nodes[0].propose(GROUP, batch(1)).expect("leader accepts");
+        settle(&mut nodes);
+        assert_eq!(nodes[0].quiet_groups(), groups.len() - 1);
+        assert_eq!(nodes[1].commit_index(GROUP), nodes[0].commit_index(GROUP));
+    }
+
+    #[test]
+    fn followers_of_a_silent_leader_elect_another_soon() {
+        let mut nodes = cluster(3, &[GROUP]);
+        nodes[0].campaign(GROUP).expect("campaign");
+        settle(&mut nodes);
+        for _ in 0..3 {
+            tick_all(&mut nodes);
+        }
+        assert!(nodes.iter().all(|raft| raft.quiet_groups() == 1));
+        // Node 1 stops: the others hear nothing from it, and after an election timeout
+        // (plus at most half of one) one of them leads.
+        let election_ticks = nodes[1].config.election_ticks;
+        let mut waited = 0;
+        while !nodes[1..].iter().any(|raft| raft.leader_term(GROUP).is_some()) {
+            for _ in 0..10 {
+                let mut inbox = Vec::new();
+                for raft in nodes[1..].iter_mut() {
+                    let actions = raft.collect();
+                    for request in &actions.persist {
+                        raft.persisted(request.group, request.ready).expect("known group");
+                    }
+                    for (_, envelopes) in actions.messages.into_iter().chain(actions.heartbeats) {
+                        inbox.extend(envelopes.into_iter().filter(|envelope| envelope.message.to != 1));
+                    }
+                }
+                for envelope in inbox {
+                    let to = envelope.message.to as usize - 1;
+                    let _ = nodes[to].step(envelope.group, envelope.message);
+                }
+            }
+            for raft in nodes[1..].iter_mut() {
+                raft.tick();
+            }
+            waited += 1;
+            assert!(waited <= election_ticks + election_ticks / 2 + 3, "no new leader after {waited} ticks");
+        }
+        assert!(waited > election_ticks, "peers are given an election timeout: elected after {waited} ticks");
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub struct RaftStats {
     pub refused_messages: u64,
     pub log_memory_bytes: u64,
     pub entries_read_back: u64,
+    pub quiet_groups: u64,
     pub transport: crate::replication::transport::TransportStats,
 }
 
@@ -55,6 +56,7 @@ impl RaftStats {
             refused_messages: r.refused_messages.get(),
             log_memory_bytes: r.log_memory_bytes(),
             entries_read_back: r.entries_read_back.get(),
+            quiet_groups: r.quiet_groups(),
             transport: r.transport().stats(),
         }
     }
@@ -221,6 +223,12 @@ fn render_metrics(stats: &[ShardStats]) -> String {
             s.raft.groups
         }),
         ("keel_raft_groups_led", "gauge", "Raft groups this shard leads", |s| s.raft.groups_led),
+        (
+            "keel_raft_quiet_groups",
+            "gauge",
+            "Raft groups with nothing in flight, not ticked and not heartbeating",
+            |s| s.raft.quiet_groups,
+        ),
         ("keel_raft_log_memory_bytes", "gauge", "Bytes of Raft log entries the shard holds in memory", |s| {
             s.raft.log_memory_bytes
         }),

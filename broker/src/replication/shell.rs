@@ -391,6 +391,11 @@ impl Replication {
         Some((term, ends.collect()))
     }
 
+    /// Groups not ticked: nothing in flight (`keel_raft` quiescence).
+    pub fn quiet_groups(&self) -> u64 {
+        self.multi.borrow().quiet_groups() as u64
+    }
+
     /// Bytes of log entries the shard's groups hold in memory.
     pub fn log_memory_bytes(&self) -> u64 {
         self.multi.borrow().memory_bytes()
