@@ -21,10 +21,22 @@ const INVALID_REPLICATION_FACTOR: i16 = 38;
 /// `asking` nodes who leads; retries a value on a leader change. Returns the values
 /// acknowledged, in order.
 fn produce_all(c: &Cluster, asking: &[i32], topic: &str, partition: i32, values: &[String]) -> Vec<String> {
+    let records: Vec<(Option<String>, String)> = values.iter().map(|v| (None, v.clone())).collect();
+    produce_records(c, asking, topic, partition, &records)
+}
+
+/// As `produce_all`, each value with its key.
+fn produce_records(
+    c: &Cluster,
+    asking: &[i32],
+    topic: &str,
+    partition: i32,
+    records: &[(Option<String>, String)],
+) -> Vec<String> {
     let mut acked = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut conn: Option<(i32, Conn)> = None;
-    for v in values {
+    for (key, v) in records {
         loop {
             assert!(Instant::now() < deadline, "could not produce {v}; logs:\n{}", c.logs());
             if conn.is_none() {
@@ -32,7 +44,7 @@ fn produce_all(c: &Cluster, asking: &[i32], topic: &str, partition: i32, values:
                 conn = c.try_connect(leader).map(|k| (leader, k));
             }
             let Some((_, k)) = conn.as_mut() else { continue };
-            let batch = build_batch(0, 0, &[(None, Some(v.as_bytes()))]);
+            let batch = build_batch(0, 0, &[(key.as_deref().map(str::as_bytes), Some(v.as_bytes()))]);
             let req = produce_request(topic, partition, batch);
             let r: Option<kafka_protocol::messages::ProduceResponse> =
                 k.try_call(kafka_protocol::messages::ApiKey::Produce, 11, &req);
@@ -60,11 +72,12 @@ fn produce_request(topic: &str, partition: i32, batch: Bytes) -> kafka_protocol:
         .with_topic_data(vec![TopicProduceData::default().with_name(name(topic)).with_partition_data(vec![pd])])
 }
 
-/// Every value of the partition, read from node `id` (its leader).
+/// Every value of the partition from its log start, read from node `id` (its leader).
 fn read_all(c: &Cluster, id: i32, topic: &str, partition: i32) -> Vec<String> {
     let mut k = c.try_connect(id).expect("the leader answers");
     let mut out = Vec::new();
-    let mut offset = 0;
+    let (error, mut offset) = list_offset(&mut k, topic, partition, -2);
+    assert_eq!(error, 0, "log start of {topic}-{partition} on node {id}");
     loop {
         let r = fetch(&mut k, &[(topic, partition, offset)], 0, 1);
         let p = &r.responses[0].partitions[0];
@@ -241,6 +254,56 @@ fn a_replica_back_from_an_outage_catches_up_from_disk() {
     c.node(other).spawn();
     let (now, _) = c.wait_for_leader(&[away, other], "catch-up", 0, Some(leader));
     assert_eq!(read_all(&c, now, "catch-up", 0), acked, "acknowledged records after the catch-up");
+}
+
+#[test]
+fn retention_and_compaction_work_below_what_every_replica_has() {
+    let mut c = Cluster::start(3);
+    let all = [1, 2, 3];
+    let small_segments = [("segment.bytes", "65536"), ("retention.bytes", "150000")];
+    assert_eq!(c.create_topic_with_configs("kept", 1, 3, &small_segments), 0, "{}", c.logs());
+    let compacted = [("segment.bytes", "65536"), ("cleanup.policy", "compact"), ("min.cleanable.dirty.ratio", "0.01")];
+    assert_eq!(c.create_topic_with_configs("keyed", 1, 3, &compacted), 0);
+    let value = |i: usize| format!("{i}-{}", "v".repeat(4000));
+    let acked = produce_all(&c, &all, "kept", 0, &(0..300).map(value).collect::<Vec<_>>());
+    let keyed: Vec<(Option<String>, String)> = (0..300).map(|i| (Some(format!("key-{}", i % 10)), value(i))).collect();
+    produce_records(&c, &all, "keyed", 0, &keyed);
+
+    // Retention removes whole segments below what every replica has: the log start
+    // moves, and what remains is the acknowledged tail.
+    let (leader, _) = c.wait_for_leader(&all, "kept", 0, None);
+    let start_on = |c: &Cluster, id: i32| c.try_connect(id).map(|mut k| list_offset(&mut k, "kept", 0, -2));
+    c.wait_until("retention moved the log start", Duration::from_secs(60), |c| {
+        start_on(c, leader).is_some_and(|(error, start)| error == 0 && start > 0)
+    });
+    let tail = read_all(&c, leader, "kept", 0);
+    assert!(tail.len() < acked.len(), "retention removed records: {} of {} left", tail.len(), acked.len());
+    assert_eq!(tail[..], acked[acked.len() - tail.len()..], "the tail is what was acknowledged last");
+
+    // Compaction rewrites segments below that point: fewer records, the latest of each key.
+    let (keyed_leader, _) = c.wait_for_leader(&all, "keyed", 0, None);
+    c.wait_until("compaction removed superseded records", Duration::from_secs(60), |c| {
+        read_all(c, keyed_leader, "keyed", 0).len() < 300
+    });
+    let left = read_all(&c, keyed_leader, "keyed", 0);
+    for key in 0..10 {
+        let latest = value(290 + key);
+        assert!(left.contains(&latest), "the latest value of key-{key} is kept");
+    }
+
+    // Every replica trimmed its own log and restarts from its record: kill the leaders,
+    // restart them, and the others serve the same tail.
+    c.node(leader).kill9();
+    let rest: Vec<i32> = all.iter().copied().filter(|n| *n != leader).collect();
+    let (next, _) = c.wait_for_leader(&rest, "kept", 0, Some(leader));
+    let served = read_all(&c, next, "kept", 0);
+    assert!(acked.ends_with(&served), "node {next} serves an acknowledged tail");
+    c.node(leader).spawn();
+    c.node(next).kill9();
+    let rest: Vec<i32> = all.iter().copied().filter(|n| *n != next).collect();
+    let (last, _) = c.wait_for_leader(&rest, "kept", 0, Some(next));
+    let served = read_all(&c, last, "kept", 0);
+    assert!(acked.ends_with(&served) && !served.is_empty(), "node {last} serves an acknowledged tail");
 }
 
 /// Acknowledged values and when each was acknowledged, from a producer that asks the

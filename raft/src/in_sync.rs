@@ -90,6 +90,15 @@ impl InSyncTracker {
         self.committed_before = committed;
     }
 
+    /// The group was not ticked until `now` (quiet, with every voter caught up and
+    /// alive): their clocks start again from `now`.
+    pub fn resume(&mut self, now: u64) {
+        for seen in self.voters.values_mut() {
+            *seen = Seen { heard: now, caught_up: now };
+        }
+        self.since = self.since.max(now);
+    }
+
     /// The in-sync and offline voters among `voters` at tick `now`, for the leader
     /// `leader` in `term`.
     pub fn in_sync(

@@ -138,6 +138,18 @@ struct Group {
     quiet: bool,
 }
 
+impl Group {
+    /// Ticks the group again. Every voter had the whole log and was alive when it
+    /// went quiet, and none went silent since (that wakes it first), so the in-sync
+    /// clock starts again from now rather than from before the quiet time.
+    fn wake(&mut self, now: u64) {
+        if self.quiet {
+            self.quiet = false;
+            self.in_sync.resume(now);
+        }
+    }
+}
+
 /// All Raft groups of one shard. `!Send`: it lives and dies on its shard.
 pub struct MultiRaft {
     config: Config,
@@ -247,18 +259,18 @@ impl MultiRaft {
     fn peer_down(&mut self, node: NodeId) {
         let spacing = (self.config.election_ticks / 2).max(1);
         for (id, group) in &mut self.groups {
-            let raft = &mut group.node.raft;
-            let voters = raft.prs().conf().voters().ids();
-            if !voters.contains(node) {
+            let voters: Vec<NodeId> = group.node.raft.prs().conf().voters().ids().iter().collect();
+            if !voters.contains(&node) {
                 continue;
             }
-            group.quiet = false;
+            group.wake(self.ticks);
+            let raft = &mut group.node.raft;
             if raft.state == StateRole::Leader {
                 if let Some(progress) = raft.mut_prs().get_mut(node) {
                     progress.recent_active = false;
                 }
             } else if raft.leader_id == node {
-                let mut live: Vec<NodeId> = voters.iter().filter(|v| self.liveness.alive(*v)).collect();
+                let mut live: Vec<NodeId> = voters.into_iter().filter(|v| self.liveness.alive(*v)).collect();
                 live.sort_unstable();
                 let rank = live.iter().position(|v| *v == raft.id).unwrap_or(0);
                 let turn = (rank + (id.topic as usize ^ id.partition as usize)) % live.len().max(1);
@@ -317,7 +329,7 @@ impl MultiRaft {
         if quiesce && raft.state == StateRole::Follower && raft.leader_id == from && raft.term == term {
             state.quiet = true;
         } else if !keeps_quiet {
-            state.quiet = false;
+            state.wake(self.ticks);
         }
         redraw_election_timeout(&mut state.node, &mut self.rng, self.config.election_ticks);
         self.ready.insert(group);
@@ -327,7 +339,7 @@ impl MultiRaft {
     /// Starts an election in `group` now (tests, or leadership placement later).
     pub fn campaign(&mut self, group: GroupId) -> Result<(), GroupError> {
         let state = self.groups.get_mut(&group).ok_or(GroupError::Unknown { group })?;
-        state.quiet = false;
+        state.wake(self.ticks);
         let campaigned = state.node.campaign();
         redraw_election_timeout(&mut state.node, &mut self.rng, self.config.election_ticks);
         self.ready.insert(group);
@@ -340,7 +352,7 @@ impl MultiRaft {
     pub fn transfer_leadership(&mut self, group: GroupId, to: NodeId) -> Result<(), GroupError> {
         let state = self.groups.get_mut(&group).ok_or(GroupError::Unknown { group })?;
         if state.node.raft.state == StateRole::Leader && to != self.config.node {
-            state.quiet = false;
+            state.wake(self.ticks);
             state.node.transfer_leader(to);
             self.ready.insert(group);
         }
@@ -364,7 +376,8 @@ impl MultiRaft {
             return Err(ProposeError::TransferringLeadership { group, transferee });
         }
         batch_offset_count(&batch).map_err(|source| ProposeError::InvalidBatch { group, source })?;
-        state.quiet = false;
+        state.wake(self.ticks);
+        let raft = &state.node.raft;
         let index = raft.raft_log.last_index() + 1;
         let term = raft.term;
         let base_offset = next_offset(&state.node);
@@ -509,6 +522,11 @@ impl MultiRaft {
             return None;
         }
         let voters = raft.prs().conf().voters().ids();
+        if state.quiet {
+            let mut voters: Vec<NodeId> = voters.iter().collect();
+            voters.sort_unstable();
+            return Some(InSync { voters, offline: Vec::new() });
+        }
         let silent_ticks = 2 * self.config.election_ticks as u64;
         let lag_ticks = self.config.replica_lag_ticks;
         Some(state.in_sync.in_sync(self.ticks, raft.term, raft.id, voters.iter(), lag_ticks, silent_ticks))
@@ -781,8 +799,15 @@ mod tests {
         assert!(sent.iter().all(|envelope| envelope.group == PING_GROUP), "{sent:?}");
         assert_eq!(sent.len(), 2 * ticks / nodes[0].config.heartbeat_ticks);
         assert_eq!(nodes[0].leader_term(GROUP), Some(1));
+        // Quiet is not silent: every voter stays in sync, before and after a wake.
+        let all_in_sync = Some(InSync { voters: vec![1, 2, 3], offline: Vec::new() });
+        assert_eq!(nodes[0].in_sync(GROUP), all_in_sync);
         // A proposal wakes its group, and only it.
         nodes[0].propose(GROUP, batch(1)).expect("leader accepts");
+        assert_eq!(nodes[0].in_sync(GROUP), all_in_sync);
+        settle(&mut nodes);
+        nodes[0].tick();
+        assert_eq!(nodes[0].in_sync(GROUP), all_in_sync);
         settle(&mut nodes);
         assert_eq!(nodes[0].quiet_groups(), groups.len() - 1);
         assert_eq!(nodes[1].commit_index(GROUP), nodes[0].commit_index(GROUP));

@@ -132,7 +132,7 @@ pub async fn compact(
     policy: &CompactionPolicy,
     force: bool,
 ) -> Result<Option<CompactionOutcome>, StorageError> {
-    let hw = log.borrow().high_watermark();
+    let hw = log.borrow().cleanable_end();
     if log.borrow().compactable(hw, now_ms, policy, force).is_none() {
         return Ok(None);
     }

@@ -104,6 +104,9 @@ pub struct PartitionLog {
     /// The high watermark follows `durable_offset` (a single node); when false, the
     /// replication layer moves it.
     pub(crate) hw_follows_flush: bool,
+    /// A replicated log: offsets below this are durable on every replica, as its Raft
+    /// group last recorded (`i64::MAX` on a single node).
+    replicas_have: i64,
     /// Offsets below this are written to the segment files (readable with DMA reads).
     pub(crate) written_offset: i64,
     /// Offsets below this are fsynced in the segment files.
@@ -156,6 +159,7 @@ impl PartitionLog {
             durable_offset: 0,
             high_watermark: 0,
             hw_follows_flush: true,
+            replicas_have: i64::MAX,
             written_offset: 0,
             synced_offset: 0,
             unwritten: Default::default(),
@@ -224,6 +228,19 @@ impl PartitionLog {
     /// by [`PartitionLog::set_high_watermark`].
     pub fn set_replicated(&mut self) {
         self.hw_follows_flush = false;
+        self.replicas_have = self.replicas_have.min(0);
+    }
+    /// A replicated log: everything below `offset` is durable on every replica and its
+    /// Raft group will never read it again (the group's recorded snapshot point).
+    pub fn set_replicas_have(&mut self, offset: i64) {
+        self.replicas_have = offset;
+    }
+    /// Offsets below this may be removed by retention or rewritten by compaction: the
+    /// high watermark, and on a replicated log no further than what every replica has
+    /// (its Raft group reads the log back from there after a restart, and sends what
+    /// follows to replicas that are behind).
+    pub fn cleanable_end(&self) -> i64 {
+        self.high_watermark.min(self.replicas_have)
     }
     /// Everything below this is durable on this node (journaled or fsynced).
     pub fn durable_offset(&self) -> i64 {
@@ -268,7 +285,7 @@ impl PartitionLog {
     /// Segments wholly below this may be deleted or rewritten: consumers may have read
     /// them and their files are fsynced (a journal replay never has to rebuild them).
     pub(crate) fn settled_offset(&self) -> i64 {
-        self.high_watermark.min(self.synced_offset)
+        self.cleanable_end().min(self.synced_offset)
     }
     /// Records that the active segment (or an earlier one) is written up to `position`.
     pub(crate) fn note_written(&mut self, segment_base: i64, position: u64) {

@@ -120,7 +120,7 @@ pub async fn enforce(
     now_ms: i64,
     policy: &RetentionPolicy,
 ) -> Result<RetentionOutcome, StorageError> {
-    let hw = log.borrow().high_watermark();
+    let hw = log.borrow().cleanable_end();
     let first = log.borrow().retention_plan(hw, now_ms, policy);
     if first.delete_count == 0 {
         return Ok(RetentionOutcome { log_start_offset: log.borrow().log_start_offset, ..Default::default() });

@@ -79,6 +79,8 @@ pub struct Replica {
     /// What every voter has durably, as this group's leader last said (followers
     /// drop entries up to it from memory); on the leader, what it computed.
     everyone_has: Cell<u64>,
+    /// The snapshot point (index) in the record last written.
+    recorded_base: Cell<u64>,
     on_append: Option<OnAppend>,
     on_commit: Option<OnCommit>,
 }
@@ -140,6 +142,8 @@ pub struct RaftSettings {
     pub replica_lag: Duration,
 }
 
+/// Entries a group's snapshot point moves before its record is written for it alone.
+const BASE_WRITE_EVERY: u64 = 256;
 /// Reads of released entries one shard runs at once.
 const READS_BACK_MAX: u64 = 2;
 /// Bytes of batches read per step of a restart.
@@ -275,6 +279,9 @@ impl Replication {
         storage.finish_restore(hard_state);
         let committed_end = storage.translator().end_offset_of(record.commit).unwrap_or(0);
         log.borrow_mut().restart_high_watermark(committed_end as i64);
+        if on_commit.is_none() {
+            log.borrow_mut().set_replicas_have(base.offset as i64);
+        }
         // Committed entries are applied again after a restart only where applying
         // means more than the high watermark (the metadata group's).
         let applied = if on_commit.is_some() { 0 } else { record.commit };
@@ -286,6 +293,7 @@ impl Replication {
             leader: Cell::new(None),
             term: Cell::new(hard_state_term(&storage)),
             everyone_has: Cell::new(base.index),
+            recorded_base: Cell::new(base.index),
             on_append,
             on_commit,
         });
@@ -573,6 +581,8 @@ impl Replication {
     async fn persist(&self, requests: &[PersistRequest]) -> Vec<(GroupId, u64)> {
         let mut written = Vec::new();
         let mut records: Vec<(String, Bytes)> = Vec::new();
+        // Snapshot points now on disk: retention and compaction may work below them.
+        let mut recorded_bases: Vec<(Rc<Replica>, i64)> = Vec::new();
         for req in requests {
             let Some(r) = self.replica(req.group) else { continue };
             let own_changed = match self.write_entries(&r, &req.entries).await {
@@ -592,9 +602,18 @@ impl Replication {
             // rides along with the next record written: a lower commit index after a
             // crash is safe.
             let hard_state_due = req.hard_state.is_some() && (req.must_sync || !req.entries.is_empty());
-            if own_changed || hard_state_due {
-                let value = serde_json::to_vec(&*r.record.borrow()).expect("a group record serializes");
+            // A leader whose commits arrive apart from its appends rarely has a
+            // HardState due: its snapshot point (which retention and compaction wait
+            // for) is written once it has moved far enough.
+            let base_due = r.record.borrow().base.0 >= r.recorded_base.get() + BASE_WRITE_EVERY;
+            if own_changed || hard_state_due || base_due {
+                let record = r.record.borrow();
+                r.recorded_base.set(record.base.0);
+                let value = serde_json::to_vec(&*record).expect("a group record serializes");
                 records.push((record_key(req.group), value.into()));
+                if r.on_commit.is_none() {
+                    recorded_bases.push((r.clone(), record.base.2 as i64));
+                }
             }
             written.push((r, req.ready));
         }
@@ -604,6 +623,9 @@ impl Replication {
             if let Err(e) = self.kv.write(&changes).await {
                 tracing::error!(error = %e, "cannot write Raft state; nothing of this pass is acknowledged");
                 return Vec::new();
+            }
+            for (r, base) in recorded_bases {
+                r.log.borrow_mut().set_replicas_have(base);
             }
         }
         let mut durable = Vec::with_capacity(written.len());

@@ -90,9 +90,9 @@ fn still_owned(shard: &Shard, p: &Rc<Partition>) -> bool {
 }
 
 async fn visit(shard: &Shard, p: &Rc<Partition>, check_time: bool) {
-    // A replicated log is its Raft log: removing or rewriting batches on one replica
-    // would shift its Raft indexes. Retention and compaction wait for snapshots.
-    if !still_owned(shard, p) || p.unavailable(shard).is_some() || p.replica.is_some() {
+    // A replicated log is its Raft log: retention and compaction stop at what every
+    // replica has (`PartitionLog::cleanable_end`), which its group never reads again.
+    if !still_owned(shard, p) || p.unavailable(shard).is_some() {
         return;
     }
     let settings = p.settings();
