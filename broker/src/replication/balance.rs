@@ -16,6 +16,12 @@
 //!   groups it leads whose preferred replica is another node, and hands each to its
 //!   preferred replica when that one is ready ([`ready_to_lead`]), at most
 //!   [`TRANSFERS_PER_PASS_MAX`] per pass;
+//! - **at creation:** Kafka's first leader of a new partition is its preferred replica.
+//!   Here that replica campaigns at once, but its peers may not have started the group
+//!   yet and refuse its votes, and then whichever voter's election timer fires first
+//!   wins. So every [`FIRST_TERM_CHECK`] a shard also hands over the groups it leads in
+//!   their first term (the preferred replica never led them), even with automatic
+//!   balancing off;
 //! - **asked for** (ElectLeaders, the admin API's leader endpoint): the asking node sends
 //!   the group's leader a [`ControlRequest::MoveLeaders`] (or calls its own shard) and
 //!   waits until the leadership it learns (`Shard::leaders`) shows the move, asking again
@@ -58,6 +64,8 @@ pub const ASK_AGAIN: Duration = Duration::from_millis(300);
 const WAIT_STEP: Duration = Duration::from_millis(20);
 /// Shortest automatic check interval, whatever the configuration says.
 const CHECK_INTERVAL_MIN: Duration = Duration::from_millis(100);
+/// How often a shard looks for groups it leads in their first term.
+pub const FIRST_TERM_CHECK: Duration = Duration::from_millis(500);
 
 /// One leadership move a node asks of a group's leader.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,33 +115,59 @@ pub fn hand_to(shard: &Shard, group: GroupId, to: NodeId) -> Result<(), Refusal>
     Ok(())
 }
 
-/// Starts this shard's automatic balancing (nothing on a single node, or when
-/// `auto_leader_rebalance_enable` is off).
+/// Which groups a pass looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Every group this shard leads.
+    All,
+    /// Only those in their first term.
+    FirstTerm,
+}
+
+/// Starts this shard's balancing: groups in their first term always, all groups every
+/// `leader_imbalance_check_interval_ms` unless `auto_leader_rebalance_enable` is off.
+/// Nothing on a single node.
 pub fn spawn(shard: &Rc<Shard>) {
-    if shard.replication.is_none() || !shard.config.auto_leader_rebalance_enable {
+    if shard.replication.is_none() {
         return;
     }
+    let automatic = shard.config.auto_leader_rebalance_enable;
     let interval = Duration::from_millis(shard.config.leader_imbalance_check_interval_ms).max(CHECK_INTERVAL_MIN);
     let me = Rc::downgrade(shard);
     glommio::spawn_local(async move {
+        let mut last_full = Instant::now();
         loop {
-            glommio::timer::sleep(interval).await;
+            glommio::timer::sleep(FIRST_TERM_CHECK.min(interval)).await;
             let Some(shard) = me.upgrade() else { return };
-            let moved = balance_pass(&shard);
+            let full = automatic && last_full.elapsed() >= interval;
+            if full {
+                last_full = Instant::now();
+            }
+            let moved = balance_pass(&shard, if full { Scope::All } else { Scope::FirstTerm });
             if moved > 0 {
-                tracing::info!(shard = shard.id, moved, "handing leaderships back to their preferred replicas");
+                tracing::info!(shard = shard.id, moved, "handing leaderships to their preferred replicas");
             }
         }
     })
     .detach();
 }
 
-/// One automatic pass: hands groups this shard leads to their ready preferred replicas.
-/// Returns how many transfers it started.
-fn balance_pass(shard: &Shard) -> usize {
+/// One pass: hands groups of `scope` this shard leads to their ready preferred
+/// replicas. Returns how many transfers it started.
+fn balance_pass(shard: &Shard, scope: Scope) -> usize {
     let Some(replication) = &shard.replication else { return 0 };
     let meta = shard.meta();
-    let mut partitions: Vec<_> = shard.partitions.borrow().values().cloned().collect();
+    let mut partitions: Vec<_> = shard
+        .partitions
+        .borrow()
+        .values()
+        .filter(|p| {
+            p.replica
+                .as_ref()
+                .is_some_and(|r| r.leader() == Some(replication.node) && (scope == Scope::All || r.epoch() == 1))
+        })
+        .cloned()
+        .collect();
     partitions.sort_by(|a, b| (&a.topic, a.index).cmp(&(&b.topic, b.index)));
     let mut moved = 0;
     for p in partitions {
