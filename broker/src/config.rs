@@ -89,6 +89,14 @@ pub struct BrokerConfig {
     /// partition's in-sync replicas (Kafka's `replica.lag.time.max.ms`); a replica the
     /// leader has not heard from for two election timeouts leaves at once.
     pub replica_lag_time_max_ms: u64,
+    /// Each partition's leader hands its leadership back to the preferred replica (the
+    /// first of its replicas) once that one is in sync and caught up (Kafka's
+    /// `auto.leader.rebalance.enable`).
+    pub auto_leader_rebalance_enable: bool,
+    /// How often each shard looks for partitions it leads that have a preferred
+    /// replica ready to take them back (Kafka's `leader.imbalance.check.interval.seconds`,
+    /// 300 s there).
+    pub leader_imbalance_check_interval_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -132,6 +140,8 @@ impl Default for BrokerConfig {
             raft_heartbeat_ticks: 2,
             raft_log_memory_bytes: 1 << 20,
             replica_lag_time_max_ms: 30_000,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_ms: 30_000,
         }
     }
 }

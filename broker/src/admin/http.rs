@@ -1,16 +1,21 @@
 //! A small HTTP/1.1 server on `--admin-addr`: `GET /v1/health`, `GET /v1/status`
 //! (JSON) and `GET /metrics` (Prometheus text), gathered from every shard over the
-//! mesh. One request per connection; the admin API is not on the data path.
+//! mesh, and `POST /v1/partitions/{topic}/{partition}/leader[?to=N]`, which moves a
+//! partition's leadership to replica N (the preferred replica without `to`). One
+//! request per connection; the admin API is not on the data path.
 
 use std::rc::Rc;
 
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpListener;
 
+use crate::replication::balance::{self, MoveError, Moved, Wanted};
 use crate::shard::Shard;
 
 /// Largest request head the admin API reads.
 const REQUEST_HEAD_BYTES_MAX: usize = 8192;
+/// How long a leadership move waits for the new leader before answering 504.
+const LEADER_MOVE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Debug, Clone, Default)]
 pub struct ShardStats {
@@ -123,8 +128,10 @@ pub fn spawn(shard: &Rc<Shard>) -> Result<(), String> {
                     }
                 }
                 let head = String::from_utf8_lossy(&buf[..len]);
-                let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
-                let (status, content_type, body) = route(&shard, &path).await;
+                let mut words = head.split_whitespace();
+                let method = words.next().unwrap_or("GET").to_string();
+                let path = words.next().unwrap_or("/").to_string();
+                let (status, content_type, body) = route(&shard, &method, &path).await;
                 let response = format!(
                     "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()
@@ -140,7 +147,10 @@ pub fn spawn(shard: &Rc<Shard>) -> Result<(), String> {
     Ok(())
 }
 
-async fn route(shard: &Rc<Shard>, path: &str) -> (&'static str, &'static str, String) {
+async fn route(shard: &Rc<Shard>, method: &str, path: &str) -> (&'static str, &'static str, String) {
+    if let Some(rest) = path.strip_prefix("/v1/partitions/") {
+        return partition_route(shard, method, rest).await;
+    }
     match path {
         "/v1/health" => ("200 OK", "text/plain", "ok\n".into()),
         "/v1/status" => {
@@ -180,6 +190,57 @@ async fn route(shard: &Rc<Shard>, path: &str) -> (&'static str, &'static str, St
         }
         "/metrics" => ("200 OK", "text/plain; version=0.0.4", render_metrics(&gather(shard).await)),
         _ => ("404 Not Found", "text/plain", "not found\n".into()),
+    }
+}
+
+/// `{topic}/{partition}/leader[?to=N]` under `/v1/partitions/`.
+async fn partition_route(shard: &Rc<Shard>, method: &str, rest: &str) -> (&'static str, &'static str, String) {
+    let json = "application/json";
+    let error = |status, message: String| (status, json, serde_json::json!({ "error": message }).to_string() + "\n");
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let parts: Vec<&str> = path.rsplitn(3, '/').collect();
+    let [action, partition, topic] = parts.as_slice() else {
+        return ("404 Not Found", "text/plain", "not found\n".into());
+    };
+    if *action != "leader" {
+        return ("404 Not Found", "text/plain", "not found\n".into());
+    }
+    if method != "POST" {
+        return error("405 Method Not Allowed", "POST moves the partition's leadership".into());
+    }
+    let Ok(partition) = partition.parse::<i32>() else {
+        return error("400 Bad Request", format!("{partition:?} is not a partition number"));
+    };
+    let to = query.split('&').find_map(|kv| kv.strip_prefix("to="));
+    let to = match to.map(|n| n.parse::<i32>()) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => return error("400 Bad Request", "`to` is not a node id".into()),
+    };
+    let wanted = Wanted { topic: topic.to_string(), partition, to };
+    let moved = balance::move_leaders(shard, vec![wanted], LEADER_MOVE_WAIT).await;
+    let leader = |moved: bool| {
+        let leaders = shard.meta().topics.get(*topic).and_then(|t| {
+            let view = crate::replication::cluster::partition_view(shard, t, partition)?;
+            Some(view.leader)
+        });
+        let body = serde_json::json!({
+            "topic": topic,
+            "partition": partition,
+            "leader": leaders.unwrap_or(shard.config.node_id),
+            "moved": moved,
+        });
+        ("200 OK", json, body.to_string() + "\n")
+    };
+    match moved.into_iter().next().expect("one answer per move") {
+        Ok(Moved::Done) => leader(true),
+        Ok(Moved::AlreadyLeads) => leader(false),
+        Err(e @ MoveError::Unknown) => error("404 Not Found", e.to_string()),
+        Err(e @ MoveError::NotAReplica { .. }) => error("400 Bad Request", e.to_string()),
+        Err(e @ (MoveError::NotReplicated | MoveError::NoLeader | MoveError::NotInSync { .. })) => {
+            error("409 Conflict", e.to_string())
+        }
+        Err(e @ MoveError::TimedOut { .. }) => error("504 Gateway Timeout", e.to_string()),
     }
 }
 

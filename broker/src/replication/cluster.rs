@@ -27,6 +27,7 @@ use keel_storage::Signal;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::balance::{self, LeaderMove};
 use super::shell::{Replication, METADATA_GROUP};
 use crate::cluster::controller;
 use crate::cluster::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
@@ -56,6 +57,11 @@ pub enum ControlRequest {
     /// node's Metadata answers and for followers' memory (`Replication::compact`).
     Leaders {
         entries: Vec<LeaderView>,
+    },
+    /// Not for the controller: hand these groups' leadership over, if this node leads
+    /// them and the target is ready (ElectLeaders and the admin API, `balance`).
+    MoveLeaders {
+        moves: Vec<LeaderMove>,
     },
 }
 
@@ -111,6 +117,7 @@ pub fn cluster_id(peers: &BTreeMap<NodeId, SocketAddr>) -> String {
 pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> Result<(), String> {
     let Some(replication) = shard.replication.clone() else { return Ok(()) };
     share_leadership(shard, &replication);
+    balance::spawn(shard);
     if shard.id != 0 {
         return Ok(());
     }
@@ -141,6 +148,9 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
         match serde_json::from_slice::<ControlRequest>(&payload) {
             Ok(ControlRequest::Leaders { entries }) => {
                 glommio::spawn_local(async move { learn_leaders(&shard, Some(from), entries).await }).detach();
+            }
+            Ok(ControlRequest::MoveLeaders { moves }) => {
+                glommio::spawn_local(async move { balance::serve_moves(&shard, moves).await }).detach();
             }
             Ok(request) => {
                 glommio::spawn_local(async move { serve_control(shard, request).await }).detach();
@@ -503,7 +513,7 @@ async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
             controller::register_broker(&shard, node, BrokerMeta { host, port }).await
         }
         ControlRequest::ProducerIds { node } => controller::grant_producer_ids(&shard, node).await,
-        ControlRequest::Leaders { .. } => Ok(()),
+        ControlRequest::Leaders { .. } | ControlRequest::MoveLeaders { .. } => Ok(()),
         ControlRequest::CreateTopics { names } => {
             let offsets = names.iter().any(|n| n == OFFSETS_TOPIC) && !shard.meta().topics.contains_key(OFFSETS_TOPIC);
             let mut specs = controller::auto_create_specs(&shard.meta(), names);

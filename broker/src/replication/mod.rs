@@ -7,9 +7,13 @@
 //! destination over the sending shard's own connections ([`transport`]) and arrives on
 //! the shard that owns the group there. No replication state is shared between shards.
 //!
+//! [`balance`] keeps leaderships on their preferred replicas (Kafka's preferred
+//! leaders) and carries out the moves ElectLeaders and the admin API ask for.
+//!
 //! [`frame`] is the wire format of node-to-node frames, kept apart from the sockets so
 //! that its decoder can be tested and fuzzed on bytes alone.
 
+pub mod balance;
 pub mod cluster;
 pub mod frame;
 pub mod shell;

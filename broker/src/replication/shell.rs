@@ -420,6 +420,21 @@ impl Replication {
         self.multi.borrow().leader_term(group).is_some()
     }
 
+    /// On `group`'s leader: its commit index and each voter's highest index known to
+    /// be in its log (for leadership moves, `replication::balance`).
+    pub fn progress(&self, group: GroupId) -> Option<(u64, Vec<(NodeId, u64)>)> {
+        let multi = self.multi.borrow();
+        let voters = multi.progress(group)?;
+        Some((multi.commit_index(group)?, voters))
+    }
+
+    /// Asks `group`'s leadership to move to voter `to` (raft-rs catches `to` up, then
+    /// has it campaign); nothing happens unless this node leads `group`.
+    pub fn transfer_leadership(&self, group: GroupId, to: NodeId) {
+        let _ = self.multi.borrow_mut().transfer_leadership(group, to);
+        self.wake.notify();
+    }
+
     /// Controlled shutdown, first step: moves every leadership this shard holds to
     /// another voter of its group, and waits (at most `wait`) until it holds none, so
     /// clients move on before the node goes and no acknowledged write waits on it.

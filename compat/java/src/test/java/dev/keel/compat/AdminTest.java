@@ -18,10 +18,12 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.ElectionNotNeededException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.protocol.ApiKeys;
@@ -40,6 +42,7 @@ import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -170,6 +173,41 @@ class AdminTest {
             assertEquals(Broker.REPLICATION_FACTOR, p.replicas().size(), "replicas of partition " + p.partition());
             assertEquals(Set.copyOf(p.replicas()), Set.copyOf(p.isr()), "isr of partition " + p.partition());
         }
+    }
+
+    /**
+     * Once a new topic is led by its preferred replicas, electLeaders has nothing to do:
+     * PREFERRED and UNCLEAN answer ElectionNotNeeded per partition, an election over all
+     * partitions leaves the topic out, and an unknown partition is UnknownTopicOrPartition.
+     * The first PREFERRED election may still move a partition: a cluster's first leader
+     * of a new partition is not always its preferred replica (Keel hands it over within
+     * a second).
+     */
+    @Test
+    void electLeadersOfANewTopicIsNotNeeded() throws Exception {
+        String topic = Broker.uniqueTopic("admin-elect");
+        Broker.createTopic(admin, topic, 2, Map.of());
+        Set<TopicPartition> partitions = Set.of(new TopicPartition(topic, 0), new TopicPartition(topic, 1));
+        Map<TopicPartition, Optional<Throwable>> first =
+            admin.electLeaders(ElectionType.PREFERRED, partitions).partitions().get();
+        assertEquals(partitions, first.keySet(), "every partition answered");
+        for (Map.Entry<TopicPartition, Optional<Throwable>> e : first.entrySet()) {
+            e.getValue().ifPresent(t -> assertInstanceOf(ElectionNotNeededException.class, t, "" + e.getKey()));
+        }
+        for (ElectionType type : ElectionType.values()) {
+            Map<TopicPartition, Optional<Throwable>> r = admin.electLeaders(type, partitions).partitions().get();
+            assertEquals(partitions, r.keySet(), type + " answers every partition");
+            for (Map.Entry<TopicPartition, Optional<Throwable>> e : r.entrySet()) {
+                assertTrue(e.getValue().isPresent(), type + " " + e.getKey() + " needs no election");
+                assertInstanceOf(ElectionNotNeededException.class, e.getValue().get(), type + " " + e.getKey());
+            }
+        }
+        Map<TopicPartition, Optional<Throwable>> all = admin.electLeaders(ElectionType.PREFERRED, null).partitions().get();
+        assertFalse(all.containsKey(new TopicPartition(topic, 0)), "left out of an election over all partitions: " + all);
+        TopicPartition unknown = new TopicPartition(topic, 9);
+        Map<TopicPartition, Optional<Throwable>> missing =
+            admin.electLeaders(ElectionType.PREFERRED, Set.of(unknown)).partitions().get();
+        assertInstanceOf(UnknownTopicOrPartitionException.class, missing.get(unknown).orElse(null), "" + missing);
     }
 
     @Test
