@@ -1,8 +1,9 @@
 //! The group coordinator fails over with its `__consumer_offsets` partition: three
 //! `keel` processes, offsets committed for a group, kill -9 of the group's
 //! coordinator; FindCoordinator names another node within seconds, and there
-//! OffsetFetch returns every offset committed before the kill. A node that does not
-//! lead the group's partition answers NOT_COORDINATOR.
+//! OffsetFetch returns every offset committed before the kill, and so it does after a
+//! controlled shutdown of the next coordinator. A node that does not lead the group's
+//! partition answers NOT_COORDINATOR.
 
 mod common;
 
@@ -158,4 +159,11 @@ fn committed_offsets_survive_the_coordinator_kill_9() {
         vec![(0, 110, "meta-110".to_string()), (1, 250, "meta-250".to_string()), (2, 300, "meta-300".to_string())];
     let at = wait_for_coordinator(&c, &[1, 2, 3], group, None);
     assert_eq!(fetch_when_loaded(&c, at, group), want, "after the restart");
+
+    // A controlled shutdown hands the partition's leadership over: the group moves
+    // with it while the old coordinator is still up, and loses nothing.
+    c.node(at).stop();
+    let others: Vec<i32> = (1..=3).filter(|n| *n != at).collect();
+    let next = wait_for_coordinator(&c, &others, group, Some(at));
+    assert_eq!(fetch_when_loaded(&c, next, group), want, "after the controlled shutdown of node {at}");
 }
