@@ -22,6 +22,9 @@ const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 /// Errors a client retries while the coordinator moves or loads.
 const RETRIABLE: [i16; 3] = [COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR];
 
+/// Committed offsets as OffsetFetch answers them: (partition, offset, metadata).
+type Committed = Vec<(i32, i64, String)>;
+
 fn group_id(group: &str) -> GroupId {
     GroupId(StrBytes::from_string(group.to_string()))
 }
@@ -68,7 +71,7 @@ fn commit(c: &Cluster, at: i32, group: &str, offsets: &[(i32, i64)]) -> Option<V
 }
 
 /// (group error, [(partition, offset, metadata)]) as node `at` answers OffsetFetch.
-fn fetch(c: &Cluster, at: i32, group: &str) -> Option<(i16, Vec<(i32, i64, String)>)> {
+fn fetch(c: &Cluster, at: i32, group: &str) -> Option<(i16, Committed)> {
     let req = OffsetFetchRequest::default().with_group_id(group_id(group)).with_topics(Some(vec![
         OffsetFetchRequestTopic::default().with_name(common::kafka::name(TOPIC)).with_partition_indexes(vec![0, 1, 2]),
     ]));
@@ -98,7 +101,7 @@ fn commit_until_done(c: &Cluster, nodes: &[i32], group: &str, offsets: &[(i32, i
 }
 
 /// The committed offsets at node `at`, retrying while it loads the group.
-fn fetch_when_loaded(c: &Cluster, at: i32, group: &str) -> Vec<(i32, i64, String)> {
+fn fetch_when_loaded(c: &Cluster, at: i32, group: &str) -> Committed {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match fetch(c, at, group) {
