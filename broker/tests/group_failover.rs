@@ -10,7 +10,6 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
-use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -51,21 +50,7 @@ fn wait_for_coordinator(c: &Cluster, asking: &[i32], group: &str, not: Option<i3
 /// Commits `offsets` (partition, offset) of TOPIC for `group` at node `at`: one code
 /// per partition.
 fn commit(c: &Cluster, at: i32, group: &str, offsets: &[(i32, i64)]) -> Option<Vec<i16>> {
-    let parts = offsets
-        .iter()
-        .map(|(p, o)| {
-            OffsetCommitRequestPartition::default()
-                .with_partition_index(*p)
-                .with_committed_offset(*o)
-                .with_committed_metadata(Some(StrBytes::from_string(format!("meta-{o}"))))
-        })
-        .collect();
-    let req = OffsetCommitRequest::default()
-        .with_group_id(group_id(group))
-        .with_generation_id_or_member_epoch(-1)
-        .with_topics(vec![OffsetCommitRequestTopic::default()
-            .with_name(common::kafka::name(TOPIC))
-            .with_partitions(parts)]);
+    let req = common::kafka::offset_commit_request(group, TOPIC, offsets);
     let r: OffsetCommitResponse = c.try_connect(at)?.try_call(ApiKey::OffsetCommit, 8, &req)?;
     Some(r.topics[0].partitions.iter().map(|p| p.error_code).collect())
 }

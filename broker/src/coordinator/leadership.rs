@@ -48,30 +48,17 @@ pub fn spawn(shard: &Rc<Shard>) {
     .detach();
 }
 
-/// The replicated `__consumer_offsets` partitions of this shard, by index.
-fn replicated_partitions(shard: &Shard) -> Vec<Rc<Partition>> {
-    let mut owned: Vec<Rc<Partition>> = shard
-        .partitions
-        .borrow()
-        .iter()
-        .filter(|((topic, _), p)| topic == OFFSETS_TOPIC && p.replica.is_some())
-        .map(|(_, p)| p.clone())
-        .collect();
-    owned.sort_by_key(|p| p.index);
-    owned
-}
-
 /// True while this shard leads an offsets partition whose groups it has not loaded
 /// in the current term (ListGroups answers COORDINATOR_LOAD_IN_PROGRESS then).
 pub fn loading(shard: &Shard) -> bool {
     let c = shard.coordinator.borrow();
-    replicated_partitions(shard)
+    shell::offsets_partitions(shard, true)
         .iter()
         .any(|p| p.not_leader(shard).is_none() && c.led.get(&p.index) != Some(&p.leader_epoch()))
 }
 
 async fn follow(shard: &Rc<Shard>) {
-    let partitions = replicated_partitions(shard);
+    let partitions = shell::offsets_partitions(shard, true);
     let gone: Vec<i32> = {
         let c = shard.coordinator.borrow();
         c.led.keys().filter(|i| !partitions.iter().any(|p| p.index == **i)).copied().collect()

@@ -136,14 +136,7 @@ pub fn persist_consumer_epoch(shard: &Rc<Shard>, group: &str, partition: i32, ep
 /// replicated and their groups are loaded when this node becomes leader
 /// ([`super::leadership`]).
 pub async fn start(shard: &Rc<Shard>) {
-    let mut owned: Vec<Rc<Partition>> = shard
-        .partitions
-        .borrow()
-        .iter()
-        .filter(|((topic, _), p)| topic == OFFSETS_TOPIC && p.replica.is_none())
-        .map(|(_, p)| p.clone())
-        .collect();
-    owned.sort_by_key(|p| p.index);
+    let owned = offsets_partitions(shard, false);
     for p in &owned {
         let read = read_partition(shard, p).await;
         shard.coordinator.borrow_mut().absorb(read);
@@ -155,6 +148,19 @@ pub async fn start(shard: &Rc<Shard>) {
     }
     spawn_timer(shard);
     super::leadership::spawn(shard);
+}
+
+/// This shard's `__consumer_offsets` partitions, replicated or not, by index.
+pub(super) fn offsets_partitions(shard: &Shard, replicated: bool) -> Vec<Rc<Partition>> {
+    let mut owned: Vec<Rc<Partition>> = shard
+        .partitions
+        .borrow()
+        .iter()
+        .filter(|((topic, _), p)| topic == OFFSETS_TOPIC && p.replica.is_some() == replicated)
+        .map(|(_, p)| p.clone())
+        .collect();
+    owned.sort_by_key(|p| p.index);
+    owned
 }
 
 impl Coordinator {
