@@ -125,6 +125,12 @@ if compat/cluster.sh start 3 "$cluster_dir" "$cluster_base"; then
     grep -E "Tests run:|FAIL" "$logs/cluster-java.log" | tail -n 8
     record_or_fail "cluster java (RF 3)" "$(surefire_counts "$logs/cluster-java.log")"
   fi
+  # Last on this cluster: it kill -9s a node (and restarts it).
+  note "cluster: group coordinator failover (kafka-python)"
+  KEEL_CLUSTER_DIR="$cluster_dir" compat/python/run.sh "$cluster_bootstrap" cluster_failover.py -s \
+    >"$logs/cluster-failover.log" 2>&1
+  grep -E "^figure:|^=+ .*(passed|failed)" "$logs/cluster-failover.log" | tail -n 2
+  record_or_fail "cluster group failover" "$(pytest_counts "$logs/cluster-failover.log")"
   compat/cluster.sh stop "$cluster_dir"
   if grep -q "panicked" "$cluster_dir"/node-*/keel.log; then
     grep -A5 panicked "$cluster_dir"/node-*/keel.log | head -20

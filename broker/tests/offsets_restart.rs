@@ -5,25 +5,12 @@ mod common;
 
 use common::kafka::*;
 use common::Broker;
-use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 fn commit(c: &mut common::Conn, group: &str, offsets: &[(i32, i64)]) {
-    let parts = offsets
-        .iter()
-        .map(|(p, o)| {
-            OffsetCommitRequestPartition::default()
-                .with_partition_index(*p)
-                .with_committed_offset(*o)
-                .with_committed_metadata(Some(StrBytes::from_string(format!("meta-{o}"))))
-        })
-        .collect();
-    let req = OffsetCommitRequest::default()
-        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
-        .with_generation_id_or_member_epoch(-1)
-        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(name("committed")).with_partitions(parts)]);
+    let req = offset_commit_request(group, "committed", offsets);
     let r: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &req);
     for p in &r.topics[0].partitions {
         assert_eq!(p.error_code, 0, "commit of partition {} in {group}", p.partition_index);

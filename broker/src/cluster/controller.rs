@@ -165,12 +165,7 @@ pub async fn create_topics(
                 id: Uuid::new_v4(),
                 partitions: meta.place(partitions as usize, shard.count),
                 configs: spec.configs.clone(),
-                // Group state stays on each node for now (see `cluster::group_coordinator`).
-                replicas: if spec.name == crate::coordinator::OFFSETS_TOPIC {
-                    Vec::new()
-                } else {
-                    place_replicas(&meta, &spec.name, 0, partitions as usize, replication_factor)
-                },
+                replicas: place_replicas(&meta, &spec.name, 0, partitions as usize, replication_factor),
             };
             if !validate_only {
                 meta.topics.insert(spec.name.clone(), topic.clone());

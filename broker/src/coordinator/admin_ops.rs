@@ -30,10 +30,10 @@ pub struct DescribedGroup {
 
 /// This shard's groups, or COORDINATOR_LOAD_IN_PROGRESS while it replays.
 pub fn list(shard: &Shard) -> Result<Vec<ListedGroup>, i16> {
-    let c = shard.coordinator.borrow();
-    if !c.loaded {
+    if !shard.coordinator.borrow().loaded || super::leadership::loading(shard) {
         return Err(errors::COORDINATOR_LOAD_IN_PROGRESS);
     }
+    let c = shard.coordinator.borrow();
     Ok(c.groups
         .iter()
         .map(|(id, g)| ListedGroup {

@@ -12,6 +12,12 @@
 //! ([`shell`]) owns what they must not: parked JoinGroup/SyncGroup responses, the
 //! `__consumer_offsets` log, and the timer that drives session and rebalance timeouts.
 //!
+//! **State that fails over with its partition.** In a cluster `__consumer_offsets` is
+//! replicated with Raft and a group's coordinator is its partition's leader: records
+//! are appended through Raft and acknowledged once committed, and a node that becomes
+//! leader reads the partition's groups from the log before it serves them (Kafka's
+//! `GroupMetadataManager` on election), and drops them when it stops leading.
+//!
 //! **The log is the truth.** Offset commits and group metadata are records in the
 //! group's `__consumer_offsets` partition (Kafka's own key and value schemas, see
 //! [`records`]); a commit is acknowledged only once its record is durable, and
@@ -22,6 +28,7 @@ pub mod assignor;
 pub mod classic;
 pub mod consumer;
 pub mod consumer_protocol;
+pub mod leadership;
 pub mod membership;
 pub mod offsets;
 pub mod records;
@@ -93,8 +100,12 @@ pub struct Coordinator {
     /// Parked JoinGroup and SyncGroup responses by (group, member id).
     joins: HashMap<(String, String), LocalSender<JoinResult>>,
     syncs: HashMap<(String, String), LocalSender<SyncResult>>,
-    /// False until this shard's `__consumer_offsets` partitions are replayed.
+    /// False until this shard's unreplicated `__consumer_offsets` partitions (a
+    /// single node's) are replayed at start-up.
     pub loaded: bool,
+    /// In a cluster: the replicated `__consumer_offsets` partitions this node leads
+    /// and whose groups this shard holds, each with the leader epoch it was loaded in.
+    pub led: HashMap<i32, i32>,
     /// Members added, left, removed and fenced, for `/metrics`.
     pub member_changes: membership::MembershipCounts,
 }

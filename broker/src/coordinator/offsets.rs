@@ -69,6 +69,11 @@ impl OffsetStore {
         self.groups.remove(group).map(|m| m.into_keys().collect()).unwrap_or_default()
     }
 
+    /// Moves every offset of `other` in (groups loaded from another partition).
+    pub fn absorb(&mut self, other: OffsetStore) {
+        self.groups.extend(other.groups);
+    }
+
     /// Partitions of `group` whose offsets are past retention at `now_ms`. An empty
     /// group's offsets expire together, `retention_ms` after it became empty (KIP-211);
     /// a group that never used group management (no protocol) expires each offset

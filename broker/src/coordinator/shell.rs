@@ -130,41 +130,68 @@ pub fn persist_consumer_epoch(shard: &Rc<Shard>, group: &str, partition: i32, ep
     .detach();
 }
 
-/// Start-up on each shard: replay its `__consumer_offsets` partitions, then start the
-/// timer. Group requests are answered COORDINATOR_LOAD_IN_PROGRESS until then.
+/// Start-up on each shard: replay its unreplicated `__consumer_offsets` partitions
+/// (a single node's), then start the timer. Group requests are answered
+/// COORDINATOR_LOAD_IN_PROGRESS until then. In a cluster the partitions are
+/// replicated and their groups are loaded when this node becomes leader
+/// ([`super::leadership`]).
 pub async fn start(shard: &Rc<Shard>) {
-    let mut owned: Vec<Rc<Partition>> = shard
-        .partitions
-        .borrow()
-        .iter()
-        .filter(|((topic, _), _)| topic == OFFSETS_TOPIC)
-        .map(|(_, p)| p.clone())
-        .collect();
-    owned.sort_by_key(|p| p.index);
+    let owned = offsets_partitions(shard, false);
     for p in &owned {
-        if let Err(e) = replay(shard, p).await {
-            // The log recovery already cut damaged tails; what remains unreadable is
-            // skipped rather than keeping the shard down.
-            tracing::error!(partition = p.index, error = %e, "replaying __consumer_offsets stopped early");
-        }
+        let read = read_partition(shard, p).await;
+        shard.coordinator.borrow_mut().absorb(read);
     }
     {
         let mut c = shard.coordinator.borrow_mut();
-        let now = now_ms();
-        let lim = limits(&shard.config);
-        let orphans: Vec<String> = c.offsets.group_ids().filter(|g| !c.groups.contains_key(*g)).cloned().collect();
-        for g in orphans {
-            // Offsets without group metadata: a group that only committed (Kafka's
-            // "simple" group), kept as an empty classic group.
-            c.groups.insert(g.clone(), Group::Classic(ClassicGroup::new(&g, lim, now)));
-        }
         c.loaded = true;
         tracing::info!(shard = shard.id, partitions = owned.len(), groups = c.groups.len(), "group coordinator loaded");
     }
     spawn_timer(shard);
+    super::leadership::spawn(shard);
 }
 
-async fn replay(shard: &Rc<Shard>, p: &Partition) -> Result<(), String> {
+/// This shard's `__consumer_offsets` partitions, replicated or not, by index.
+pub(super) fn offsets_partitions(shard: &Shard, replicated: bool) -> Vec<Rc<Partition>> {
+    let mut owned: Vec<Rc<Partition>> = shard
+        .partitions
+        .borrow()
+        .iter()
+        .filter(|((topic, _), p)| topic == OFFSETS_TOPIC && p.replica.is_some() == replicated)
+        .map(|(_, p)| p.clone())
+        .collect();
+    owned.sort_by_key(|p| p.index);
+    owned
+}
+
+impl Coordinator {
+    /// Takes in the groups and offsets read from one `__consumer_offsets` partition.
+    pub(super) fn absorb(&mut self, read: Coordinator) {
+        self.groups.extend(read.groups);
+        self.offsets.absorb(read.offsets);
+    }
+}
+
+/// The groups and offsets of one `__consumer_offsets` partition, as its log holds them
+/// up to the high watermark.
+pub(super) async fn read_partition(shard: &Rc<Shard>, p: &Partition) -> Coordinator {
+    let mut read = Coordinator::default();
+    if let Err(e) = replay(shard, p, &mut read).await {
+        // The log recovery already cut damaged tails; what remains unreadable is
+        // skipped rather than keeping the groups down.
+        tracing::error!(partition = p.index, error = %e, "replaying __consumer_offsets stopped early");
+    }
+    let now = now_ms();
+    let lim = limits(&shard.config);
+    let orphans: Vec<String> = read.offsets.group_ids().filter(|g| !read.groups.contains_key(*g)).cloned().collect();
+    for g in orphans {
+        // Offsets without group metadata: a group that only committed (Kafka's
+        // "simple" group), kept as an empty classic group.
+        read.groups.insert(g.clone(), Group::Classic(ClassicGroup::new(&g, lim, now)));
+    }
+    read
+}
+
+async fn replay(shard: &Rc<Shard>, p: &Partition, c: &mut Coordinator) -> Result<(), String> {
     let (mut offset, end) = {
         let l = p.log.borrow();
         (l.log_start_offset, l.high_watermark())
@@ -180,10 +207,9 @@ async fn replay(shard: &Rc<Shard>, p: &Partition) -> Result<(), String> {
             let mut buf = batch.clone();
             let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| e.to_string())?;
             let now = now_ms();
-            let mut c = shard.coordinator.borrow_mut();
             for r in set.records {
                 if let (Some(key), true) = (r.key.as_ref(), r.offset >= offset) {
-                    apply_record(&mut c, key, r.value.as_deref(), r.offset, lim, now);
+                    apply_record(c, key, r.value.as_deref(), r.offset, lim, now);
                 }
             }
             offset = header.last_offset() + 1;

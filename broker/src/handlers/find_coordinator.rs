@@ -1,6 +1,7 @@
 //! FindCoordinator: on a single node every coordinator is this broker; in a cluster a
-//! group's coordinator is the broker `cluster::group_coordinator` names. A group key is
-//! checked and its `__consumer_offsets` partition made to exist, so that the
+//! group's coordinator is the leader of its `__consumer_offsets` partition
+//! (`routing::coordinator_node`), COORDINATOR_NOT_AVAILABLE while it has none. A group
+//! key is checked and its `__consumer_offsets` partition made to exist, so that the
 //! coordinator answered is ready to take the group's requests. Batched keys (v4+)
 //! are answered one by one.
 
@@ -23,19 +24,9 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 async fn find(shard: &Rc<Shard>, key_type: i8, key: &str) -> Result<(i32, String, i32), (i16, String)> {
     match key_type {
         KEY_TYPE_GROUP if key.is_empty() => Err((errors::INVALID_REQUEST, "Group id must not be empty.".into())),
-        KEY_TYPE_GROUP => {
-            routing::coordinator_of(shard, key)
-                .await
-                .map_err(|code| (code, "The coordinator is not available.".into()))?;
-            let (host, port) = shard.config.advertised();
-            match crate::replication::cluster::group_coordinator(shard, key) {
-                None => Ok((shard.config.node_id, host, port)),
-                Some((id, ..)) if id < 0 => {
-                    Err((errors::COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.".into()))
-                }
-                Some(found) => Ok(found),
-            }
-        }
+        KEY_TYPE_GROUP => routing::coordinator_node(shard, key)
+            .await
+            .map_err(|code| (code, "The coordinator is not available.".into())),
         // Not retriable on purpose: a transactional producer must fail at once with a
         // clear message instead of retrying a coordinator that will never exist.
         KEY_TYPE_TRANSACTION => {

@@ -372,21 +372,6 @@ pub fn controller_id(shard: &Shard) -> i32 {
     }
 }
 
-/// The node coordinating `key`'s group: one registered broker per key, the same on
-/// every node. `None` on a single node (this node coordinates every group).
-///
-/// Group state (`__consumer_offsets`) is not replicated yet: each node keeps the
-/// groups it coordinates in a local copy of the topic.
-pub fn group_coordinator(shard: &Shard, key: &str) -> Option<(i32, String, i32)> {
-    shard.replication.as_ref()?;
-    let brokers = brokers(shard);
-    if brokers.is_empty() {
-        return Some((-1, String::new(), -1));
-    }
-    let (id, host, port) = &brokers[crc32c::crc32c(key.as_bytes()) as usize % brokers.len()];
-    Some((*id, host.clone(), *port))
-}
-
 /// Requests only the controller carries out; other nodes forward them.
 pub const CONTROLLER_APIS: &[kafka_protocol::messages::ApiKey] = &[
     kafka_protocol::messages::ApiKey::CreateTopics,
@@ -515,7 +500,9 @@ async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
         ControlRequest::ProducerIds { node } => controller::grant_producer_ids(&shard, node).await,
         ControlRequest::Leaders { .. } | ControlRequest::MoveLeaders { .. } => Ok(()),
         ControlRequest::CreateTopics { names } => {
-            let offsets = names.iter().any(|n| n == OFFSETS_TOPIC) && !shard.meta().topics.contains_key(OFFSETS_TOPIC);
+            let offsets = names.iter().any(|n| n == OFFSETS_TOPIC)
+                && !shard.meta().topics.contains_key(OFFSETS_TOPIC)
+                && routing::offsets_replicas_registered(&shard);
             let mut specs = controller::auto_create_specs(&shard.meta(), names);
             specs.retain(|s| s.name != OFFSETS_TOPIC && shard.config.auto_create_topics);
             if offsets {

@@ -113,3 +113,22 @@ pub fn list_offset(c: &mut Conn, topic: &str, partition: i32, timestamp: i64) ->
     let p = &r.topics[0].partitions[0];
     (p.error_code, p.offset)
 }
+
+/// An OffsetCommit outside group management (generation -1) of `offsets` (partition,
+/// offset) of `topic`, each with metadata `meta-<offset>`.
+pub fn offset_commit_request(group: &str, topic: &str, offsets: &[(i32, i64)]) -> OffsetCommitRequest {
+    use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    let parts = offsets
+        .iter()
+        .map(|(p, o)| {
+            OffsetCommitRequestPartition::default()
+                .with_partition_index(*p)
+                .with_committed_offset(*o)
+                .with_committed_metadata(Some(StrBytes::from_string(format!("meta-{o}"))))
+        })
+        .collect();
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(name(topic)).with_partitions(parts)])
+}
