@@ -58,22 +58,32 @@ pytest_counts() {
     awk '{p=f=s=0; for(i=1;i<=NF;i++){if($(i+1) ~ /^passed/)p=$i; if($(i+1) ~ /^(failed|error)/)f+=$i; if($(i+1) ~ /^skipped/)s=$i} print p, f, s}'
 }
 
+java_suite() { # label bootstrap
+  note "$1: Java clients 4.x (producer, consumer, admin)"
+  compat/java/run.sh "$2" >"$logs/$1-java.log" 2>&1
+  grep -E "Tests run:|FAIL" "$logs/$1-java.log" | tail -n 8
+  record_or_fail "$1 java" "$(surefire_counts "$logs/$1-java.log")"
+}
+
+client_compat() { # label bootstrap
+  note "$1: ClientCompatibilityTest"
+  compat/java/client-compat.sh "$2" >"$logs/$1-client-compat.log" 2>&1
+  tail -n 2 "$logs/$1-client-compat.log"
+  record_or_fail "$1 client-compat" "$(grep -E '^client-compat: [0-9]+ passed' "$logs/$1-client-compat.log" | sed -E 's/.* ([0-9]+) passed, ([0-9]+) failed.*/\1 \2 0/')"
+}
+
+python_suite() { # label bootstrap
+  note "$1: librdkafka (confluent-kafka) and kafka-python"
+  compat/python/run.sh "$2" >"$logs/$1-python.log" 2>&1
+  tail -n 3 "$logs/$1-python.log"
+  record_or_fail "$1 python" "$(pytest_counts "$logs/$1-python.log")"
+}
+
 client_suites() { # label bootstrap
   local label=$1 bootstrap=$2
-  note "$label: Java clients 4.x (producer, consumer, admin)"
-  compat/java/run.sh "$bootstrap" >"$logs/$label-java.log" 2>&1
-  grep -E "Tests run:|FAIL" "$logs/$label-java.log" | tail -n 8
-  record_or_fail "$label java" "$(surefire_counts "$logs/$label-java.log")"
-
-  note "$label: ClientCompatibilityTest"
-  compat/java/client-compat.sh "$bootstrap" >"$logs/$label-client-compat.log" 2>&1
-  tail -n 2 "$logs/$label-client-compat.log"
-  record_or_fail "$label client-compat" "$(grep -E '^client-compat: [0-9]+ passed' "$logs/$label-client-compat.log" | sed -E 's/.* ([0-9]+) passed, ([0-9]+) failed.*/\1 \2 0/')"
-
-  note "$label: librdkafka (confluent-kafka) and kafka-python"
-  compat/python/run.sh "$bootstrap" >"$logs/$label-python.log" 2>&1
-  tail -n 3 "$logs/$label-python.log"
-  record_or_fail "$label python" "$(pytest_counts "$logs/$label-python.log")"
+  java_suite "$label" "$bootstrap"
+  client_compat "$label" "$bootstrap"
+  python_suite "$label" "$bootstrap"
 
   note "$label: franz-go kgo integration suite"
   local go_args=("$bootstrap"); ((full)) && go_args+=(--all)
@@ -104,9 +114,10 @@ else
   record "keel start" 0 1 0
 fi
 
-# A 3-node cluster (one shard each), topics with replication factor 3: franz-go's
-# suite, then the leader-kill ledger (an idempotent acks=all producer while the leader
-# is killed; nothing acknowledged may be lost, duplicated or reordered).
+# A 3-node cluster (one shard each), topics with replication factor 3: the client
+# suites (franz-go with KGO_TEST_RF=3, Java with KEEL_TEST_RF=3), group coordinator
+# failover, then the leader-kill ledger (an idempotent acks=all producer while the
+# leader is killed; nothing acknowledged may be lost, duplicated or reordered).
 cluster_dir="$run_dir/cluster" cluster_base=$((port + 3000))
 cluster_bootstrap="127.0.0.1:$cluster_base,127.0.0.1:$((cluster_base + 1)),127.0.0.1:$((cluster_base + 2))"
 note "start a 3-node Keel cluster on 127.0.0.1:$cluster_base-$((cluster_base + 2))"
@@ -115,16 +126,9 @@ if compat/cluster.sh start 3 "$cluster_dir" "$cluster_base"; then
   KGO_TEST_RF=3 RESULTS_LABEL=keel-cluster compat/go/run.sh "$cluster_bootstrap" >"$logs/cluster-franz-go.log" 2>&1
   grep -E "^(SKIP|FAIL|franz-go:)" "$logs/cluster-franz-go.log" | tail -n 20
   record_or_fail "cluster franz-go (RF 3)" "$(grep -E '^franz-go: [0-9]+ passed' "$logs/cluster-franz-go.log" | tail -n 1 | sed -E 's/franz-go: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/')"
-  note "cluster: librdkafka (confluent-kafka) and kafka-python"
-  compat/python/run.sh "$cluster_bootstrap" >"$logs/cluster-python.log" 2>&1
-  tail -n 3 "$logs/cluster-python.log"
-  record_or_fail "cluster python" "$(pytest_counts "$logs/cluster-python.log")"
-  if ((full)); then
-    note "cluster: Java clients 4.x, KEEL_TEST_RF=3"
-    KEEL_TEST_RF=3 compat/java/run.sh "$cluster_bootstrap" >"$logs/cluster-java.log" 2>&1
-    grep -E "Tests run:|FAIL" "$logs/cluster-java.log" | tail -n 8
-    record_or_fail "cluster java (RF 3)" "$(surefire_counts "$logs/cluster-java.log")"
-  fi
+  python_suite cluster "$cluster_bootstrap"
+  KEEL_TEST_RF=3 java_suite cluster "$cluster_bootstrap"
+  client_compat cluster "$cluster_bootstrap"
   # Last on this cluster: it kill -9s a node (and restarts it).
   note "cluster: group coordinator failover (kafka-python)"
   KEEL_CLUSTER_DIR="$cluster_dir" compat/python/run.sh "$cluster_bootstrap" cluster_failover.py -s \

@@ -211,6 +211,11 @@ fn three_nodes_replicate_and_keep_acknowledged_records_through_leader_kills() {
     eprintln!("partition 0: leader {leader1} killed; node {leader2} leads in epoch {epoch2}");
     assert_eq!(read_all(&c, leader2, "r3", 0), acked[&0], "acknowledged records after a second failover");
     c.node(leader1).spawn();
+    // The restarted node asks its peers for every leader at once (they tell it all
+    // only every 30 s otherwise), RF 1 partitions it hosts no replica of included.
+    c.wait_until("the restarted node knows every RF 1 leader", Duration::from_secs(10), |c| {
+        (0..3).all(|p| c.leader(leader1, "r1", p).is_some_and(|(leader, _)| leader > 0))
+    });
     for p in 0..3 {
         let (leader, _) = c.wait_for_leader(&all, "r3", p, None);
         assert_eq!(read_all(&c, leader, "r3", p), acked[&p], "partition {p} after both restarts");

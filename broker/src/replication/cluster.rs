@@ -57,6 +57,10 @@ pub enum ControlRequest {
     /// node's Metadata answers and for followers' memory (`Replication::compact`).
     Leaders {
         entries: Vec<LeaderView>,
+        /// The sender's first word since it started: every node answers with all it
+        /// knows, so a restarted node learns the leaders of groups it hosts no replica of.
+        #[serde(default)]
+        hello: bool,
     },
     /// Not for the controller: hand these groups' leadership over, if this node leads
     /// them and the target is ready (ElectLeaders and the admin API, `balance`).
@@ -94,9 +98,12 @@ pub struct Leadership {
     pub offline: Vec<i32>,
 }
 
-/// How often each shard tells every peer the leaders of all its groups (changes are
-/// told at once; this heals what a restarted or unreachable peer missed).
-const LEADERS_REFRESH: Duration = Duration::from_secs(3);
+/// How often each shard tells every peer the leaders of all its groups. Changes are
+/// told at once and a restarted peer asks for everything, so this only heals a lost
+/// message: an idle cluster's gossip must not grow with its partition count.
+const LEADERS_REFRESH: Duration = Duration::from_secs(30);
+/// Entries what every voter has must move before it is told again by itself.
+const EVERYONE_HAS_TELL_EVERY: u64 = 256;
 /// How often each shard looks for changes in the in-sync voters of the groups it
 /// leads, and tells every node of them.
 const IN_SYNC_CHECK: Duration = Duration::from_millis(250);
@@ -140,14 +147,21 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
         })
     };
     let voters = peers.keys().copied().collect();
-    replication.add_group(METADATA_GROUP, log, voters, None, Some(on_commit)).await?;
+    let hooks = super::shell::ReplicaHooks { on_commit: Some(on_commit), ..Default::default() };
+    replication.add_group(METADATA_GROUP, log, voters, hooks).await?;
     glommio::spawn_local(install_loop(shard.clone(), installs)).detach();
     let handler_shard = Rc::downgrade(shard);
     replication.transport().on_control(Rc::new(move |from, payload: Bytes| {
         let Some(shard) = handler_shard.upgrade() else { return };
         match serde_json::from_slice::<ControlRequest>(&payload) {
-            Ok(ControlRequest::Leaders { entries }) => {
-                glommio::spawn_local(async move { learn_leaders(&shard, Some(from), entries).await }).detach();
+            Ok(ControlRequest::Leaders { entries, hello }) => {
+                glommio::spawn_local(async move {
+                    if hello {
+                        shard.submit_to_all(|s| async move { s.leaders_refresh_due.set(true) }).await;
+                    }
+                    learn_leaders(&shard, Some(from), entries).await
+                })
+                .detach();
             }
             Ok(ControlRequest::MoveLeaders { moves }) => {
                 glommio::spawn_local(async move { balance::serve_moves(&shard, moves).await }).detach();
@@ -163,10 +177,11 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
 }
 
 /// Leadership of this shard's groups goes to every shard's `leaders` table here and
-/// on every peer: at once when it changes, and all of it every `LEADERS_REFRESH`. A
-/// node that hosts no replica of a partition learns its leader this way. The in-sync
-/// voters of the groups this shard leads travel the same way, at once when they
-/// change (checked every `IN_SYNC_CHECK`), so every node answers Metadata alike.
+/// on every peer: at once when it changes, what else only a leader knows (in-sync
+/// voters, what every voter has) when it changes (checked every `IN_SYNC_CHECK`), and
+/// all of it when a peer starts and every `LEADERS_REFRESH`. A node that hosts no
+/// replica of a partition learns its leader this way, so every node answers Metadata
+/// alike.
 fn share_leadership(shard: &Rc<Shard>, replication: &Rc<Replication>) {
     let me = Rc::downgrade(shard);
     let weak_replication = Rc::downgrade(replication);
@@ -174,14 +189,15 @@ fn share_leadership(shard: &Rc<Shard>, replication: &Rc<Replication>) {
         let (Some(shard), Some(replication)) = (me.upgrade(), weak_replication.upgrade()) else { return };
         let entries: Vec<LeaderView> =
             changes.into_iter().map(|(g, leader, epoch)| leader_view(&replication, g, leader, epoch, 0)).collect();
-        tell_peers(&shard, entries.clone());
+        tell_peers(&shard, entries.clone(), false);
         glommio::spawn_local(async move { learn_leaders(&shard, None, entries).await }).detach();
     }));
     let me = Rc::downgrade(shard);
     let weak_replication = Rc::downgrade(replication);
     glommio::spawn_local(async move {
-        let mut told: BTreeMap<GroupId, (Vec<i32>, Vec<i32>)> = BTreeMap::new();
+        let mut told: BTreeMap<GroupId, LeaderView> = BTreeMap::new();
         let mut refreshed = std::time::Instant::now();
+        let mut hello = true;
         loop {
             glommio::timer::sleep(IN_SYNC_CHECK).await;
             let (Some(shard), Some(replication)) = (me.upgrade(), weak_replication.upgrade()) else { return };
@@ -190,23 +206,25 @@ fn share_leadership(shard: &Rc<Shard>, replication: &Rc<Replication>) {
                 .into_iter()
                 .map(|(g, leader, epoch, has)| leader_view(&replication, g, leader, epoch, has))
                 .collect();
-            let mut changed = Vec::new();
-            let mut now_told = BTreeMap::new();
-            for v in &entries {
-                let Some(in_sync) = &v.in_sync else { continue };
-                let state = (in_sync.clone(), v.offline.clone());
-                let group = GroupId { topic: v.topic, partition: v.partition };
-                if told.get(&group) != Some(&state) {
-                    changed.push(v.clone());
-                }
-                now_told.insert(group, state);
+            let changed: Vec<LeaderView> = entries
+                .iter()
+                .filter(|v| {
+                    told.get(&GroupId { topic: v.topic, partition: v.partition }).is_none_or(|t| worth_telling(t, v))
+                })
+                .cloned()
+                .collect();
+            let present: std::collections::BTreeSet<GroupId> =
+                entries.iter().map(|v| GroupId { topic: v.topic, partition: v.partition }).collect();
+            told.retain(|group, _| present.contains(group));
+            for v in &changed {
+                told.insert(GroupId { topic: v.topic, partition: v.partition }, v.clone());
             }
-            told = now_told;
-            if refreshed.elapsed() >= LEADERS_REFRESH && !entries.is_empty() {
+            let refresh = shard.leaders_refresh_due.replace(false) || refreshed.elapsed() >= LEADERS_REFRESH;
+            if hello || (refresh && !entries.is_empty()) {
                 refreshed = std::time::Instant::now();
-                tell_peers(&shard, entries);
+                tell_peers(&shard, entries, std::mem::take(&mut hello));
             } else if !changed.is_empty() {
-                tell_peers(&shard, changed.clone());
+                tell_peers(&shard, changed.clone(), false);
             }
             if !changed.is_empty() {
                 learn_leaders(&shard, None, changed).await;
@@ -214,6 +232,16 @@ fn share_leadership(shard: &Rc<Shard>, replication: &Rc<Replication>) {
         }
     })
     .detach();
+}
+
+/// Whether `now` differs from what was told (`then`) enough to tell it again: any
+/// change but of what every voter has, which moves with every commit and is told once
+/// it moved `EVERYONE_HAS_TELL_EVERY` entries (followers only trim by it).
+fn worth_telling(then: &LeaderView, now: &LeaderView) -> bool {
+    let same_but_has = LeaderView { everyone_has: then.everyone_has, ..now.clone() } == *then;
+    !same_but_has
+        || now.everyone_has >= then.everyone_has + EVERYONE_HAS_TELL_EVERY
+        || now.everyone_has < then.everyone_has
 }
 
 /// What this shard tells of `group`: with its in-sync voters when it leads.
@@ -237,9 +265,9 @@ fn leader_view(
     }
 }
 
-fn tell_peers(shard: &Shard, entries: Vec<LeaderView>) {
+fn tell_peers(shard: &Shard, entries: Vec<LeaderView>, hello: bool) {
     let Some(replication) = &shard.replication else { return };
-    let payload = Bytes::from(serde_json::to_vec(&ControlRequest::Leaders { entries }).expect("serializes"));
+    let payload = Bytes::from(serde_json::to_vec(&ControlRequest::Leaders { entries, hello }).expect("serializes"));
     for peer in replication.transport().peers() {
         replication.transport().send_control(peer, 0, payload.clone());
     }

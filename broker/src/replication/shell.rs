@@ -63,6 +63,18 @@ pub const METADATA_GROUP: GroupId = GroupId { topic: 0, partition: 0 };
 pub type OnAppend = Box<dyn Fn(&BatchHeader)>;
 /// Called with the data batches of committed entries, in order, once each.
 pub type OnCommit = Box<dyn Fn(Vec<Bytes>)>;
+/// Called with the offset a replica's log was cut back to (a deposed leader's
+/// uncommitted tail replaced by the new leader's entries).
+pub type OnTruncate = Box<dyn Fn(i64)>;
+
+/// What a group's owner wants to hear of its log.
+#[derive(Default)]
+pub struct ReplicaHooks {
+    pub on_append: Option<OnAppend>,
+    pub on_commit: Option<OnCommit>,
+    pub on_truncate: Option<OnTruncate>,
+}
+
 /// Called with the groups whose leader (or leader epoch) changed.
 pub type OnLeadership = Box<dyn Fn(Vec<(GroupId, Option<NodeId>, i32)>)>;
 
@@ -83,6 +95,7 @@ pub struct Replica {
     recorded_base: Cell<u64>,
     on_append: Option<OnAppend>,
     on_commit: Option<OnCommit>,
+    on_truncate: Option<OnTruncate>,
 }
 
 impl Replica {
@@ -242,9 +255,9 @@ impl Replication {
         group: GroupId,
         log: Rc<RefCell<PartitionLog>>,
         voters: Vec<NodeId>,
-        on_append: Option<OnAppend>,
-        on_commit: Option<OnCommit>,
+        hooks: ReplicaHooks,
     ) -> Result<Rc<Replica>, String> {
+        let ReplicaHooks { on_append, on_commit, on_truncate } = hooks;
         if let Some(r) = self.replica(group) {
             return Ok(r);
         }
@@ -296,6 +309,7 @@ impl Replication {
             recorded_base: Cell::new(base.index),
             on_append,
             on_commit,
+            on_truncate,
         });
         {
             let mut multi = self.multi.borrow_mut();
@@ -661,6 +675,9 @@ impl Replication {
             let offset = self.offset_before(r.group, first.index);
             tracing::info!(group = %r.group, index = first.index, offset, "truncating a tail the leader overwrote");
             log::truncate(&r.log, offset).await?;
+            if let Some(f) = &r.on_truncate {
+                f(offset);
+            }
             let mut record = r.record.borrow_mut();
             let before = record.own.len();
             record.own.retain(|e| e.index < first.index);

@@ -82,6 +82,8 @@ pub struct Shard {
     /// Leader node and epoch of every replicated partition as the owner shards last
     /// told (each shard tells every other one), for Metadata.
     pub leaders: RefCell<HashMap<keel_raft::GroupId, crate::replication::cluster::Leadership>>,
+    /// A peer (re)started: tell it the leadership of every group here at once.
+    pub leaders_refresh_due: Cell<bool>,
 }
 
 impl Shard {
@@ -497,6 +499,7 @@ async fn shard_main(
         coordinator: RefCell::new(crate::coordinator::Coordinator::default()),
         replication,
         leaders: RefCell::new(HashMap::new()),
+        leaders_refresh_due: Cell::new(false),
     });
     let weak = Rc::downgrade(&shard);
     shard.flush.on_io_error(Box::new(move |log, e| {

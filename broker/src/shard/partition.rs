@@ -18,6 +18,7 @@ use super::Shard;
 use crate::cluster::configs::TopicSettings;
 use crate::cluster::metadata::{Metadata, TopicMeta};
 use crate::errors;
+use crate::replication::shell::ReplicaHooks;
 
 /// Leader epoch of every partition on a single node.
 pub const LEADER_EPOCH: i32 = 0;
@@ -296,13 +297,18 @@ impl Partition {
                 let voters = voters.iter().map(|n| *n as u64).collect();
                 let on_append = {
                     let producers = producers.clone();
-                    Box::new(move |h: &BatchHeader| remember_producer(&mut producers.borrow_mut(), h))
+                    Box::new(move |h: &BatchHeader| remember_producer(&mut producers.borrow_mut(), h)) as _
                 };
+                let on_truncate = {
+                    let producers = producers.clone();
+                    Box::new(move |offset: i64| producers.borrow_mut().truncate_from(offset)) as _
+                };
+                let hooks =
+                    ReplicaHooks { on_append: Some(on_append), on_truncate: Some(on_truncate), on_commit: None };
                 let group = group_id(topic.id, index);
-                let replica =
-                    replication.add_group(group, log.clone(), voters, Some(on_append), None).await.map_err(|e| {
-                        StorageError::io("start the partition's Raft group", &dir, std::io::Error::other(e))
-                    })?;
+                let replica = replication.add_group(group, log.clone(), voters, hooks).await.map_err(|e| {
+                    StorageError::io("start the partition's Raft group", &dir, std::io::Error::other(e))
+                })?;
                 Some(replica)
             }
             _ => None,

@@ -95,6 +95,15 @@ impl Window {
         self.len = 0;
         self.start = 0;
     }
+
+    /// Forgets the batches at or after `offset`.
+    fn truncate_from(&mut self, offset: i64) {
+        let kept: Vec<SeqBatch> = self.iter().filter(|b| b.base_offset < offset).copied().collect();
+        self.clear();
+        for b in kept {
+            self.push(b);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -291,6 +300,26 @@ impl ProducerStates {
     }
 }
 
+impl ProducerStates {
+    /// The log was cut back to `offset` (a deposed leader's uncommitted tail, replaced
+    /// by its new leader's): the batches it held are forgotten, and a producer left
+    /// with none becomes unknown. Otherwise a retry of a batch that is no longer in the
+    /// log would be answered as a duplicate, and lost.
+    pub fn truncate_from(&mut self, offset: i64) {
+        let mut t = self.shard.tables.borrow_mut();
+        let producers: Vec<i64> =
+            t.per_table.get(&self.table).map(|o| o.values().copied().collect()).unwrap_or_default();
+        for pid in producers {
+            let key = (self.table, pid);
+            let Some(entry) = t.entries.get_mut(&key) else { continue };
+            entry.window.truncate_from(offset);
+            if entry.window.len == 0 {
+                t.remove(key);
+            }
+        }
+    }
+}
+
 impl Drop for ProducerStates {
     fn drop(&mut self) {
         let mut t = self.shard.tables.borrow_mut();
@@ -426,5 +455,20 @@ mod tests {
         now.set(now.get() + 30_000);
         assert_eq!(shard.expire(), 1);
         assert_eq!((shard.in_use(), shard.expired_total()), (0, 2));
+    }
+
+    #[test]
+    fn a_truncated_tail_is_forgotten() {
+        let mut s = states();
+        s.record(7, 0, b(0, 4, 100));
+        s.record(7, 0, b(5, 9, 105));
+        s.record(8, 0, b(0, 0, 110));
+        s.truncate_from(105);
+        // The batch cut from the log is appended again when retried, not acknowledged
+        // as a duplicate of something the log no longer has.
+        assert_eq!(s.check(7, 0, 5, 9), SeqCheck::Append);
+        assert_eq!(s.check(7, 0, 0, 4), SeqCheck::Duplicate { base_offset: 100 });
+        assert_eq!(s.len(), 1, "a producer whose batches were all cut is unknown");
+        assert_eq!(s.check(8, 0, 0, 0), SeqCheck::Append);
     }
 }
