@@ -128,7 +128,7 @@ if compat/cluster.sh start 3 "$cluster_dir" "$cluster_base"; then
   record_or_fail "cluster franz-go (RF 3)" "$(grep -E '^franz-go: [0-9]+ passed' "$logs/cluster-franz-go.log" | tail -n 1 | sed -E 's/franz-go: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/')"
   python_suite cluster "$cluster_bootstrap"
   KEEL_TEST_RF=3 java_suite cluster "$cluster_bootstrap"
-  client_compat cluster "$cluster_bootstrap"
+  CCT_NUM_CLUSTER_NODES=3 client_compat cluster "$cluster_bootstrap"
   # Last on this cluster: it kill -9s a node (and restarts it).
   note "cluster: group coordinator failover (kafka-python)"
   KEEL_CLUSTER_DIR="$cluster_dir" compat/python/run.sh "$cluster_bootstrap" cluster_failover.py -s \

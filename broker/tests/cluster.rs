@@ -296,11 +296,23 @@ fn retention_and_compaction_work_below_what_every_replica_has() {
         assert!(left.contains(&latest), "the latest value of key-{key} is kept");
     }
 
+    // DeleteRecords commits a new log start through the Raft log: the leader answers
+    // once its own log start got there, and every replica follows.
+    let mut k = c.try_connect(leader).unwrap();
+    let (_, end) = list_offset(&mut k, "kept", 0, -1);
+    let target = end - 5;
+    assert_eq!(delete_records(&mut k, "kept", 0, target), (0, target), "DeleteRecords on a replicated topic");
+    assert_eq!(list_offset(&mut k, "kept", 0, -2), (0, target));
+    assert_eq!(read_all(&c, leader, "kept", 0), acked[acked.len() - 5..]);
+
     // Every replica trimmed its own log and restarts from its record: kill the leaders,
     // restart them, and the others serve the same tail.
     c.node(leader).kill9();
     let rest: Vec<i32> = all.iter().copied().filter(|n| *n != leader).collect();
     let (next, _) = c.wait_for_leader(&rest, "kept", 0, Some(leader));
+    c.wait_until("the next leader has the deleted records' log start", Duration::from_secs(10), |c| {
+        c.try_connect(next).is_some_and(|mut k| list_offset(&mut k, "kept", 0, -2) == (0, target))
+    });
     let served = read_all(&c, next, "kept", 0);
     assert!(acked.ends_with(&served), "node {next} serves an acknowledged tail");
     c.node(leader).spawn();

@@ -2,7 +2,8 @@
 # Runs Apache Kafka's org.apache.kafka.tools.ClientCompatibilityTest against a broker.
 #   client-compat.sh <bootstrap>        (default $KEEL_BOOTSTRAP, else 127.0.0.1:9092)
 #
-# What the tool does (no consumer group is involved): describeCluster (expects 1 node),
+# What the tool does (no consumer group is involved): describeCluster (expects
+# CCT_NUM_CLUSTER_NODES nodes),
 # describeConfigs(BROKER), createTopics("newtopic") then describeTopics/listTopics until
 # it shows, describeAcls, an idempotent producer sending two records, then a consumer with
 # no group.id: partitionsFor, offsetsForTimes, beginningOffsets, endOffsets, assign,
@@ -16,7 +17,8 @@
 #        with SECURITY_DISABLED, which the tool counts as "supported". Use "false" only
 #        for a broker that does not advertise DescribeAcls at all (UnsupportedVersion).
 # Both can be overridden: CCT_EXPECT_RECORD_TOO_LARGE, CCT_DESCRIBE_ACLS_SUPPORTED.
-# CCT_LOG_LEVEL (default warn) sets the client log level; CCT_TIMEOUT (default 180 s).
+# CCT_LOG_LEVEL (default warn) sets the client log level; CCT_TIMEOUT (default 180 s);
+# CCT_NUM_CLUSTER_NODES (default 1) the brokers describeCluster must list.
 #
 # The tool always creates a topic named "newtopic"; it is deleted first (if it exists) so
 # reruns against the same broker work. The produce/consume topic is fresh on each run.
@@ -28,6 +30,8 @@ LOG_LEVEL="${CCT_LOG_LEVEL:-warn}"
 TIMEOUT="${CCT_TIMEOUT:-180}"
 EXPECT_TOO_LARGE="${CCT_EXPECT_RECORD_TOO_LARGE:-false}"
 DESCRIBE_ACLS="${CCT_DESCRIBE_ACLS_SUPPORTED:-true}"
+# describeCluster must list this many brokers (3 against compat/cluster.sh start 3).
+NODES="${CCT_NUM_CLUSTER_NODES:-1}"
 
 fail() {
   echo "client-compat: FAIL: $*"
@@ -60,7 +64,7 @@ fi
 args=(
   --bootstrap-server "$BOOTSTRAP"
   --topic "$topic"
-  --num-cluster-nodes 1
+  --num-cluster-nodes "$NODES"
   --offsets-for-times-supported true
   --cluster-id-supported true
   --expect-record-too-large-exception "$EXPECT_TOO_LARGE"

@@ -367,14 +367,7 @@ impl MultiRaft {
     pub fn propose(&mut self, group: GroupId, batch: Bytes) -> Result<Proposed, ProposeError> {
         let node_id = self.config.node;
         let state = self.groups.get_mut(&group).ok_or(ProposeError::UnknownGroup { group })?;
-        let raft = &state.node.raft;
-        if raft.state != StateRole::Leader {
-            let leader = (raft.leader_id != raft::INVALID_ID).then_some(raft.leader_id);
-            return Err(ProposeError::NotLeader { group, term: raft.term, leader });
-        }
-        if let Some(transferee) = raft.lead_transferee {
-            return Err(ProposeError::TransferringLeadership { group, transferee });
-        }
+        may_propose(&state.node, group)?;
         batch_offset_count(&batch).map_err(|source| ProposeError::InvalidBatch { group, source })?;
         state.wake(self.ticks);
         let raft = &state.node.raft;
@@ -394,6 +387,23 @@ impl MultiRaft {
         }
         assert_eq!(state.node.raft.raft_log.last_index(), index, "proposal took one index");
         Ok(Proposed { index, term, base_offset })
+    }
+
+    /// Appends an entry of Raft's own holding `context` if this node leads `group`: it
+    /// takes no Kafka offset, and the shell acts on it once committed (a new log start
+    /// offset, for DeleteRecords). Returns its index and term.
+    pub fn propose_own(&mut self, group: GroupId, context: Bytes) -> Result<(u64, u64), ProposeError> {
+        let state = self.groups.get_mut(&group).ok_or(ProposeError::UnknownGroup { group })?;
+        may_propose(&state.node, group)?;
+        state.wake(self.ticks);
+        let (index, term) = (state.node.raft.raft_log.last_index() + 1, state.node.raft.term);
+        let stepped = state.node.propose(context.to_vec(), Vec::new());
+        self.ready.insert(group);
+        match stepped {
+            Ok(()) => Ok((index, term)),
+            Err(raft::Error::ProposalDropped) => Err(ProposeError::Dropped { group }),
+            Err(source) => Err(ProposeError::Raft { group, source }),
+        }
     }
 
     /// The work of every group that has some: see [`Actions`] for how to carry it out.
@@ -616,6 +626,19 @@ fn observe_in_sync(group: &mut Group, now: u64) {
     let progress =
         raft.prs().iter().map(|(id, p)| Observed { node: *id, matched: p.matched, recent_active: p.recent_active });
     group.in_sync.observe(now, term, raft.raft_log.committed, progress);
+}
+
+/// A proposal to `group` is taken only by its leader, and not while it hands over.
+fn may_propose(node: &RawNode<GroupStorage>, group: GroupId) -> Result<(), ProposeError> {
+    let raft = &node.raft;
+    if raft.state != StateRole::Leader {
+        let leader = (raft.leader_id != raft::INVALID_ID).then_some(raft.leader_id);
+        return Err(ProposeError::NotLeader { group, term: raft.term, leader });
+    }
+    if let Some(transferee) = raft.lead_transferee {
+        return Err(ProposeError::TransferringLeadership { group, transferee });
+    }
+    Ok(())
 }
 
 /// Kafka offset after the last entry of the raft log, stable and unstable.

@@ -45,7 +45,7 @@ use crate::segment::Segment;
 use crate::signal::Signal;
 use crate::PAGE;
 
-pub use crate::read::{offset_for_timestamp, offset_of_max_timestamp, read, ReadResult};
+pub use crate::read::{offset_for_timestamp, offset_of_max_timestamp, read, read_kept, ReadResult};
 pub use crate::truncate::truncate;
 
 #[derive(Debug, Clone)]
@@ -475,11 +475,19 @@ impl PartitionLog {
         self.cache.shard = old.cache.shard.clone();
     }
 
-    pub(crate) fn check_range(&self, offset: i64) -> Result<(), StorageError> {
-        if offset < self.log_start_offset || offset > self.next_offset {
-            return Err(StorageError::OffsetOutOfRange { offset, start: self.log_start_offset, end: self.next_offset });
+    /// `offset` is readable from `start`: at or after it, and not past the log end.
+    pub(crate) fn check_range_from(&self, start: i64, offset: i64) -> Result<(), StorageError> {
+        if offset < start || offset > self.next_offset {
+            return Err(StorageError::OffsetOutOfRange { offset, start, end: self.next_offset });
         }
         Ok(())
+    }
+
+    /// The first offset still in the segment files: the log start offset, or below it
+    /// when DeleteRecords moved it and the segments below are not deleted yet (a
+    /// replicated log keeps them until every replica has them).
+    pub fn first_kept_offset(&self) -> i64 {
+        self.segments.first().map_or(self.log_start_offset, |s| s.base_offset.min(self.log_start_offset))
     }
 
     /// Moves the log start offset forward (never back) and trims the epoch cache to it.

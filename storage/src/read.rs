@@ -86,10 +86,34 @@ pub async fn read(
     max_bytes: usize,
     upto: i64,
 ) -> Result<ReadResult, StorageError> {
+    let start = log.borrow().log_start_offset;
+    read_from(log, start, offset, max_bytes, upto).await
+}
+
+/// As [`read`], from the first offset still in the segment files rather than the log
+/// start offset: a replicated log's Raft layer reads batches back that clients may no
+/// longer read (DeleteRecords) but a replica behind still needs.
+pub async fn read_kept(
+    log: &Rc<RefCell<PartitionLog>>,
+    offset: i64,
+    max_bytes: usize,
+    upto: i64,
+) -> Result<ReadResult, StorageError> {
+    let start = log.borrow().first_kept_offset();
+    read_from(log, start, offset, max_bytes, upto).await
+}
+
+async fn read_from(
+    log: &Rc<RefCell<PartitionLog>>,
+    start: i64,
+    offset: i64,
+    max_bytes: usize,
+    upto: i64,
+) -> Result<ReadResult, StorageError> {
     let mut out = ReadResult { batches: Vec::new(), bytes: 0 };
     let (upto, mut seg, mut position, mut want, mut ahead) = {
         let mut l = log.borrow_mut();
-        l.check_range(offset)?;
+        l.check_range_from(start, offset)?;
         let upto = upto.min(l.high_watermark);
         if offset >= upto {
             return Ok(out);

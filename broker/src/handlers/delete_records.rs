@@ -9,8 +9,15 @@
 //! above the high watermark or negative (except -1, "up to the high watermark") are
 //! OFFSET_OUT_OF_RANGE. A single node has no followers to wait for, so `timeout_ms`
 //! is never reached.
+//!
+//! A replicated partition's leader commits the new log start offset through its Raft
+//! log; every replica moves its log start there as the entry commits (whoever leads
+//! next has it), and keeps the segments below until every replica has them (one that
+//! is behind still reads them back from its leader). The leader answers once the entry
+//! committed and its own log start moved, or REQUEST_TIMED_OUT after `timeout_ms`.
 
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
@@ -18,7 +25,10 @@ use keel_storage::retention;
 
 use super::answer_partitions;
 use crate::errors;
+use crate::replication::shell::Replication;
+use crate::shard::partition::Partition;
 use crate::shard::Shard;
+use keel_raft::GroupId;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
@@ -38,14 +48,14 @@ pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecor
                 if INTERNAL_TOPICS.contains(&topic) {
                     Err((errors::INVALID_TOPIC_EXCEPTION, -1))
                 } else {
-                    Ok((topic.to_string(), p.partition_index, p.offset))
+                    Ok((topic.to_string(), p.partition_index, (p.offset, req.timeout_ms)))
                 }
             })
         })
         .collect();
     let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1);
-    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, offset| async move {
-        delete_one(&s, &topic, partition, offset).await
+    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, (offset, timeout_ms)| async move {
+        delete_one(&s, &topic, partition, offset, timeout_ms).await
     })
     .await;
     let mut answers = answers.into_iter();
@@ -70,7 +80,7 @@ pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecor
     DeleteRecordsResponse::default().with_topics(topics)
 }
 
-async fn delete_one(shard: &Shard, topic: &str, partition: i32, offset: i64) -> Answer {
+async fn delete_one(shard: &Shard, topic: &str, partition: i32, offset: i64, timeout_ms: i32) -> Answer {
     let Some(p) = shard.partition(topic, partition) else {
         return (errors::NOT_LEADER_OR_FOLLOWER, -1);
     };
@@ -80,9 +90,11 @@ async fn delete_one(shard: &Shard, topic: &str, partition: i32, offset: i64) -> 
     if let Some(code) = p.not_leader(shard) {
         return (code, -1);
     }
-    // A replicated log is trimmed only once snapshots exist (see `replication::shell`).
-    if !p.settings().cleanup_delete || p.replica.is_some() {
+    if !p.settings().cleanup_delete {
         return (errors::POLICY_VIOLATION, -1);
+    }
+    if let (Some(r), Some(replication)) = (&p.replica, &shard.replication) {
+        return delete_replicated(&p, replication, r.group, offset, timeout_ms).await;
     }
     match retention::delete_records(&p.log, offset).await {
         Ok(low_watermark) => (errors::NONE, low_watermark),
@@ -92,5 +104,39 @@ async fn delete_one(shard: &Shard, topic: &str, partition: i32, offset: i64) -> 
             }
             (errors::storage_error_code(&e), -1)
         }
+    }
+}
+
+async fn delete_replicated(
+    p: &Partition,
+    replication: &Replication,
+    group: GroupId,
+    offset: i64,
+    timeout_ms: i32,
+) -> Answer {
+    let (start, hw) = {
+        let l = p.log.borrow();
+        (l.log_start_offset, l.high_watermark())
+    };
+    let target = if offset == -1 { hw } else { offset };
+    if target < 0 || target > hw {
+        return (errors::OFFSET_OUT_OF_RANGE, -1);
+    }
+    if target <= start {
+        return (errors::NONE, start);
+    }
+    if let Err((code, _)) = replication.propose_log_start(group, target) {
+        return (code, -1);
+    }
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64);
+    loop {
+        let start = p.log.borrow().log_start_offset;
+        if start >= target {
+            return (errors::NONE, start);
+        }
+        if Instant::now() >= deadline {
+            return (errors::REQUEST_TIMED_OUT, -1);
+        }
+        glommio::timer::sleep(Duration::from_millis(20)).await;
     }
 }

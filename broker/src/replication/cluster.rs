@@ -209,7 +209,8 @@ fn share_leadership(shard: &Rc<Shard>, replication: &Rc<Replication>) {
             let changed: Vec<LeaderView> = entries
                 .iter()
                 .filter(|v| {
-                    told.get(&GroupId { topic: v.topic, partition: v.partition }).is_none_or(|t| worth_telling(t, v))
+                    let group = GroupId { topic: v.topic, partition: v.partition };
+                    told.get(&group).is_none_or(|t| worth_telling(t, v))
                 })
                 .cloned()
                 .collect();

@@ -67,12 +67,27 @@ pub type OnCommit = Box<dyn Fn(Vec<Bytes>)>;
 /// uncommitted tail replaced by the new leader's entries).
 pub type OnTruncate = Box<dyn Fn(i64)>;
 
+/// Called with a committed log start offset (DeleteRecords), and at a restart with the
+/// highest one committed.
+pub type OnLogStart = Box<dyn Fn(i64)>;
+
 /// What a group's owner wants to hear of its log.
 #[derive(Default)]
 pub struct ReplicaHooks {
     pub on_append: Option<OnAppend>,
     pub on_commit: Option<OnCommit>,
     pub on_truncate: Option<OnTruncate>,
+    pub on_log_start: Option<OnLogStart>,
+}
+
+/// The context of Raft's own entry that moves a partition's log start offset
+/// (DeleteRecords): this prefix, then the offset (8 bytes, big-endian).
+const LOG_START: &[u8] = b"keel-log-start:";
+
+/// The log start offset an own entry's context sets, if it is one.
+fn log_start_of(context: &[u8]) -> Option<i64> {
+    let offset = context.strip_prefix(LOG_START)?;
+    Some(i64::from_be_bytes(offset.try_into().ok()?))
 }
 
 /// Called with the groups whose leader (or leader epoch) changed.
@@ -96,6 +111,7 @@ pub struct Replica {
     on_append: Option<OnAppend>,
     on_commit: Option<OnCommit>,
     on_truncate: Option<OnTruncate>,
+    on_log_start: Option<OnLogStart>,
 }
 
 impl Replica {
@@ -120,6 +136,10 @@ struct GroupRecord {
     /// reads the log back from `base.offset`.
     #[serde(default)]
     base: (u64, u64, u64),
+    /// The highest log start offset committed (DeleteRecords); replicas trim up to it
+    /// as what every replica has passes it.
+    #[serde(default)]
+    log_start: i64,
 }
 
 /// An entry of Raft's own (no Kafka offset): where it sits and what it holds.
@@ -257,7 +277,7 @@ impl Replication {
         voters: Vec<NodeId>,
         hooks: ReplicaHooks,
     ) -> Result<Rc<Replica>, String> {
-        let ReplicaHooks { on_append, on_commit, on_truncate } = hooks;
+        let ReplicaHooks { on_append, on_commit, on_truncate, on_log_start } = hooks;
         if let Some(r) = self.replica(group) {
             return Ok(r);
         }
@@ -295,6 +315,12 @@ impl Replication {
         if on_commit.is_none() {
             log.borrow_mut().set_replicas_have(base.offset as i64);
         }
+        // A log start committed but not yet in the record when the node stopped.
+        let committed_starts = record.own.iter().filter(|o| o.index <= record.commit);
+        let log_start = committed_starts.filter_map(|o| log_start_of(&o.context)).fold(record.log_start, i64::max);
+        if let Some(f) = on_log_start.as_ref().filter(|_| log_start > 0) {
+            f(log_start);
+        }
         // Committed entries are applied again after a restart only where applying
         // means more than the high watermark (the metadata group's).
         let applied = if on_commit.is_some() { 0 } else { record.commit };
@@ -310,6 +336,7 @@ impl Replication {
             on_append,
             on_commit,
             on_truncate,
+            on_log_start,
         });
         {
             let mut multi = self.multi.borrow_mut();
@@ -742,6 +769,13 @@ impl Replication {
             if let Some(f) = &r.on_commit {
                 f(a.entries.iter().filter(|e| is_data(e)).map(|e| e.data.clone()).collect());
             }
+            for offset in a.entries.iter().filter(|e| !is_data(e)).filter_map(|e| log_start_of(&e.context)) {
+                let mut record = r.record.borrow_mut();
+                record.log_start = record.log_start.max(offset);
+                if let Some(f) = &r.on_log_start {
+                    f(offset);
+                }
+            }
             let mut multi = self.multi.borrow_mut();
             let _ = multi.applied(a.group, last);
             // The metadata group keeps its (small) log in memory: every node installs
@@ -765,6 +799,22 @@ impl Replication {
             record.base = (base.index, base.term, base.offset);
             record.own.retain(|e| e.index > base.index);
         }
+    }
+
+    /// Commits a new log start offset for `group` through its Raft log if this node
+    /// leads it (DeleteRecords): every replica moves its log start there as the entry
+    /// commits, and deletes the segments below once every replica has them
+    /// (`PartitionLog::cleanable_end`).
+    pub fn propose_log_start(&self, group: GroupId, offset: i64) -> Result<(), (i16, String)> {
+        let context = [LOG_START, &offset.to_be_bytes()].concat();
+        let proposed = self.multi.borrow_mut().propose_own(group, Bytes::from(context));
+        self.wake.notify();
+        proposed.map(|_| ()).map_err(|e| match e {
+            ProposeError::NotLeader { .. } | ProposeError::TransferringLeadership { .. } => {
+                (errors::NOT_LEADER_OR_FOLLOWER, e.to_string())
+            }
+            e => (errors::UNKNOWN_SERVER_ERROR, e.to_string()),
+        })
     }
 
     /// Followers of `group` may drop entries up to `index`: its leader says every
@@ -820,7 +870,7 @@ impl EntryReader {
     ) -> Result<Self, String> {
         let (start, end) = {
             let l = log.borrow();
-            (l.log_start_offset, l.log_end_offset())
+            (l.first_kept_offset(), l.log_end_offset())
         };
         let offset = from_offset as i64;
         if start > offset {
@@ -840,7 +890,7 @@ impl EntryReader {
         let mut entries = Vec::new();
         self.put_own(&mut entries);
         if self.offset < self.end {
-            let read = log::read(&self.log, self.offset, bytes, self.end).await.map_err(|e| e.to_string())?;
+            let read = log::read_kept(&self.log, self.offset, bytes, self.end).await.map_err(|e| e.to_string())?;
             if read.batches.is_empty() {
                 return Err(format!("nothing read at offset {} below the log end {}", self.offset, self.end));
             }

@@ -95,6 +95,7 @@ async fn visit(shard: &Shard, p: &Rc<Partition>, check_time: bool) {
     if !still_owned(shard, p) || p.unavailable(shard).is_some() {
         return;
     }
+    p.advance_log_start().await;
     let settings = p.settings();
     let mut policy = retention_policy(&settings);
     if !check_time {

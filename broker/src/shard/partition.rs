@@ -42,6 +42,8 @@ pub struct Partition {
     settings: RefCell<TopicSettings>,
     /// The partition's Raft group on this node, when its topic is replicated.
     pub replica: Option<Rc<crate::replication::shell::Replica>>,
+    /// A replicated partition: the highest log start offset committed (DeleteRecords).
+    committed_log_start: Rc<std::cell::Cell<i64>>,
 }
 
 /// A move of a partition to another data directory.
@@ -292,6 +294,7 @@ impl Partition {
         shard.cache.adopt(&log);
         shard.flush.register(&log);
         let producers = Rc::new(RefCell::new(producers));
+        let committed_log_start = Rc::new(std::cell::Cell::new(-1));
         let replica = match (topic.replicas_of(index), &shard.replication) {
             (Some(voters), Some(replication)) => {
                 let voters = voters.iter().map(|n| *n as u64).collect();
@@ -303,8 +306,20 @@ impl Partition {
                     let producers = producers.clone();
                     Box::new(move |offset: i64| producers.borrow_mut().truncate_from(offset)) as _
                 };
-                let hooks =
-                    ReplicaHooks { on_append: Some(on_append), on_truncate: Some(on_truncate), on_commit: None };
+                let on_log_start = {
+                    let (committed, log) = (committed_log_start.clone(), log.clone());
+                    Box::new(move |offset: i64| {
+                        committed.set(committed.get().max(offset));
+                        let log = log.clone();
+                        glommio::spawn_local(async move { advance_log_start(&log, offset).await }).detach();
+                    }) as _
+                };
+                let hooks = ReplicaHooks {
+                    on_append: Some(on_append),
+                    on_truncate: Some(on_truncate),
+                    on_log_start: Some(on_log_start),
+                    on_commit: None,
+                };
                 let group = group_id(topic.id, index);
                 let replica = replication.add_group(group, log.clone(), voters, hooks).await.map_err(|e| {
                     StorageError::io("start the partition's Raft group", &dir, std::io::Error::other(e))
@@ -325,6 +340,7 @@ impl Partition {
             producers,
             settings: RefCell::new(settings),
             replica,
+            committed_log_start,
         })
     }
 
@@ -401,6 +417,12 @@ impl Partition {
     }
 
     /// The topic settings in force (retention and compaction read them).
+    /// A replicated partition: moves the log start offset to the committed one (the
+    /// housekeeping pass retries what the commit could not do at once).
+    pub async fn advance_log_start(&self) {
+        advance_log_start(&self.log, self.committed_log_start.get()).await;
+    }
+
     pub fn settings(&self) -> TopicSettings {
         self.settings.borrow().clone()
     }
@@ -751,4 +773,17 @@ pub fn group_id(topic_id: Uuid, index: i32) -> keel_raft::GroupId {
 
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Moves a replicated log's start offset to `offset`, committed through its Raft log
+/// (DeleteRecords), as far as the high watermark allows. Only the start moves: the
+/// segments below it go at a retention pass once every replica has them.
+async fn advance_log_start(log: &Rc<RefCell<PartitionLog>>, offset: i64) {
+    let upto = offset.min(log.borrow().high_watermark());
+    if upto <= log.borrow().log_start_offset {
+        return;
+    }
+    if let Err(e) = keel_storage::retention::delete_records(log, upto).await {
+        tracing::error!(dir = %log.borrow().dir().display(), error = %e, "cannot move the log start offset");
+    }
 }
