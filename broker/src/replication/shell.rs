@@ -136,8 +136,8 @@ struct GroupRecord {
     /// reads the log back from `base.offset`.
     #[serde(default)]
     base: (u64, u64, u64),
-    /// The highest log start offset committed (DeleteRecords); replicas trim up to it
-    /// as what every replica has passes it.
+    /// The highest log start offset committed (DeleteRecords), for a restart; every
+    /// replica moves its log start there as the entry commits.
     #[serde(default)]
     log_start: i64,
 }
