@@ -61,7 +61,7 @@ pub fn handle(shard: &Rc<Shard>, req: DescribeTopicPartitionsRequest) -> Describ
                 // already lets only a voter holding every committed entry lead.
                 partitions.push(
                     DescribeTopicPartitionsResponsePartition::default()
-                        .with_error_code(if view.leader < 0 { errors::LEADER_NOT_AVAILABLE } else { errors::NONE })
+                        .with_error_code(view.error_code())
                         .with_partition_index(p)
                         .with_leader_id(BrokerId(view.leader))
                         .with_leader_epoch(view.epoch)

@@ -123,7 +123,7 @@ fn topic_response(
 /// none), its in-sync and offline replicas as its leader told.
 fn replicated_partition(p: i32, view: cluster::PartitionView) -> MetadataResponsePartition {
     MetadataResponsePartition::default()
-        .with_error_code(if view.leader < 0 { errors::LEADER_NOT_AVAILABLE } else { errors::NONE })
+        .with_error_code(view.error_code())
         .with_partition_index(p)
         .with_leader_id(BrokerId(view.leader))
         .with_leader_epoch(view.epoch)

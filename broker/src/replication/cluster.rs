@@ -87,6 +87,12 @@ pub struct LeaderView {
     pub offline: Vec<i32>,
 }
 
+impl LeaderView {
+    pub fn group(&self) -> GroupId {
+        GroupId { topic: self.topic, partition: self.partition }
+    }
+}
+
 /// A replicated partition's leadership as this node last learned it, for Metadata.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Leadership {
@@ -209,16 +215,15 @@ fn share_leadership(shard: &Rc<Shard>, replication: &Rc<Replication>) {
             let changed: Vec<LeaderView> = entries
                 .iter()
                 .filter(|v| {
-                    let group = GroupId { topic: v.topic, partition: v.partition };
+                    let group = v.group();
                     told.get(&group).is_none_or(|t| worth_telling(t, v))
                 })
                 .cloned()
                 .collect();
-            let present: std::collections::BTreeSet<GroupId> =
-                entries.iter().map(|v| GroupId { topic: v.topic, partition: v.partition }).collect();
+            let present: std::collections::BTreeSet<GroupId> = entries.iter().map(|v| v.group()).collect();
             told.retain(|group, _| present.contains(group));
             for v in &changed {
-                told.insert(GroupId { topic: v.topic, partition: v.partition }, v.clone());
+                told.insert(v.group(), v.clone());
             }
             let refresh = shard.leaders_refresh_due.replace(false) || refreshed.elapsed() >= LEADERS_REFRESH;
             if hello || (refresh && !entries.is_empty()) {
@@ -284,7 +289,7 @@ async fn learn_leaders(shard: &Rc<Shard>, from: Option<NodeId>, entries: Vec<Lea
         .submit_to_all(move |s| async move {
             let mut leaders = s.leaders.borrow_mut();
             for v in entries {
-                let group = GroupId { topic: v.topic, partition: v.partition };
+                let group = v.group();
                 if let (Some(from), Some(replication)) = (from, &s.replication) {
                     if v.leader >= 0 && v.leader as u64 == from && v.everyone_has > 0 {
                         replication.everyone_has(group, v.everyone_has);
@@ -469,6 +474,18 @@ pub struct PartitionView {
     /// told them.
     pub in_sync: Vec<BrokerId>,
     pub offline: Vec<BrokerId>,
+}
+
+impl PartitionView {
+    /// The partition's error in Metadata and DescribeTopicPartitions:
+    /// LEADER_NOT_AVAILABLE while it has no leader.
+    pub fn error_code(&self) -> i16 {
+        if self.leader < 0 {
+            crate::errors::LEADER_NOT_AVAILABLE
+        } else {
+            crate::errors::NONE
+        }
+    }
 }
 
 /// A replicated partition as the shards of its leader last told: the same answer on

@@ -372,9 +372,6 @@ impl Replication {
         log_append_time: Option<i64>,
     ) -> Result<(BatchHeader, u64), (i16, String)> {
         let mut multi = self.multi.borrow_mut();
-        let not_leader = |leader: Option<NodeId>| {
-            (errors::NOT_LEADER_OR_FOLLOWER, format!("this node does not lead the partition (leader {leader:?})"))
-        };
         let Some(term) = multi.leader_term(group) else {
             return Err(not_leader(multi.role(group).and_then(|(_, _, l)| l)));
         };
@@ -383,20 +380,11 @@ impl Replication {
         batch::patch(&mut copy, offset, i32::try_from(term).unwrap_or(i32::MAX), log_append_time);
         let bytes = copy.freeze();
         let header = BatchHeader::parse(&bytes).map_err(|e| (errors::CORRUPT_MESSAGE, e.to_string()))?;
-        match multi.propose(group, bytes) {
-            Ok(p) => {
-                debug_assert_eq!(p.base_offset as i64, offset);
-                drop(multi);
-                self.wake.notify();
-                Ok((header, term))
-            }
-            Err(ProposeError::NotLeader { leader, .. }) => Err(not_leader(leader)),
-            Err(ProposeError::TransferringLeadership { .. }) => Err(not_leader(None)),
-            Err(ProposeError::Dropped { .. }) => {
-                Err((errors::NOT_ENOUGH_REPLICAS, "the replicas are too far behind to take more".into()))
-            }
-            Err(e) => Err((errors::UNKNOWN_SERVER_ERROR, e.to_string())),
-        }
+        let p = multi.propose(group, bytes).map_err(refusal)?;
+        debug_assert_eq!(p.base_offset as i64, offset);
+        drop(multi);
+        self.wake.notify();
+        Ok((header, term))
     }
 
     /// Waits until the batch ending at `last_offset`, proposed in `term`, is committed
@@ -809,12 +797,7 @@ impl Replication {
         let context = [LOG_START, &offset.to_be_bytes()].concat();
         let proposed = self.multi.borrow_mut().propose_own(group, Bytes::from(context));
         self.wake.notify();
-        proposed.map(|_| ()).map_err(|e| match e {
-            ProposeError::NotLeader { .. } | ProposeError::TransferringLeadership { .. } => {
-                (errors::NOT_LEADER_OR_FOLLOWER, e.to_string())
-            }
-            e => (errors::UNKNOWN_SERVER_ERROR, e.to_string()),
-        })
+        proposed.map(|_| ()).map_err(refusal)
     }
 
     /// Followers of `group` may drop entries up to `index`: its leader says every
@@ -823,6 +806,22 @@ impl Replication {
         if let Some(r) = self.replica(group) {
             r.everyone_has.set(r.everyone_has.get().max(index));
         }
+    }
+}
+
+fn not_leader(leader: Option<NodeId>) -> (i16, String) {
+    (errors::NOT_LEADER_OR_FOLLOWER, format!("this node does not lead the partition (leader {leader:?})"))
+}
+
+/// What a client is told when the core refuses a proposal.
+fn refusal(e: ProposeError) -> (i16, String) {
+    match e {
+        ProposeError::NotLeader { leader, .. } => not_leader(leader),
+        ProposeError::TransferringLeadership { .. } => not_leader(None),
+        ProposeError::Dropped { .. } => {
+            (errors::NOT_ENOUGH_REPLICAS, "the replicas are too far behind to take more".into())
+        }
+        e => (errors::UNKNOWN_SERVER_ERROR, e.to_string()),
     }
 }
 
