@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use raft::eraftpb::{Entry, HardState, Message, MessageType};
 use raft::StateRole;
 
-use crate::log_store::FetchRequest;
+use crate::log_store::{FetchRequest, SnapshotInstall};
 use crate::{GroupId, NodeId};
 
 /// A Raft message of one group, on its way to one node.
@@ -35,6 +35,10 @@ pub struct PersistRequest {
     /// False when only the commit index changed and no entry came: raft-rs then allows the
     /// write without an fsync of its own (`Ready::must_sync`).
     pub must_sync: bool,
+    /// A leader's snapshot replacing the whole log, written before `entries`: the
+    /// shell copies the batches below it from the leader, then writes the group's new
+    /// start. Later writes of the group wait for it.
+    pub snapshot: Option<SnapshotInstall>,
 }
 
 /// Committed entries of one group, in index order, that this node has persisted.

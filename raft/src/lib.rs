@@ -31,12 +31,15 @@ use std::fmt;
 pub use actions::{is_heartbeat, Actions, Apply, Envelope, LeadershipChange, PersistRequest};
 pub use error::{FetchError, GroupError, ProposeError, StepError};
 pub use in_sync::InSync;
-pub use log_store::{FetchRequest, GroupStorage, LogBase, PersistedGroup};
+pub use log_store::{FetchRequest, GroupStorage, LogBase, PersistedGroup, SnapshotInstall};
 pub use multi_raft::{Config, MultiRaft, Proposed};
 pub use offset_translator::{batch_offset_count, BatchError, OffsetTranslator, BATCH_HEADER_BYTES};
 pub use quiesce::PING_GROUP;
 /// raft-rs types that appear in this crate's API.
-pub use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, MessageType};
+pub use raft::eraftpb::{
+    ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType, HardState,
+    Message, MessageType,
+};
 pub use raft::StateRole;
 
 /// A node's Raft peer id in every group it belongs to (its broker node id; 0 is invalid).

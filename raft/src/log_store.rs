@@ -110,6 +110,46 @@ pub struct GroupStorage {
     memory_bytes: u64,
     translator: OffsetTranslator,
     fetches: RefCell<Fetches>,
+    /// Index of the last configuration change `conf_state` reflects.
+    conf_index: u64,
+    /// The last index the shell applied: a snapshot for a new member is taken there.
+    applied: u64,
+}
+
+/// What a snapshot from a leader says, beyond raft-rs's metadata: where the Kafka
+/// log stands at its index, and which configuration change its `ConfState` ends with.
+/// The batches below it are not in the message: the receiving shell copies them from
+/// the leader's partition log (`replication::install`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapshotInstall {
+    pub index: u64,
+    pub term: u64,
+    /// The Kafka offset after entry `index`.
+    pub offset: u64,
+    pub conf_state: ConfState,
+    pub conf_index: u64,
+}
+
+impl SnapshotInstall {
+    fn encode_data(offset: u64, conf_index: u64) -> Vec<u8> {
+        [offset.to_be_bytes(), conf_index.to_be_bytes()].concat()
+    }
+
+    /// Reads a snapshot raft-rs handed over; `None` if its data is not Keel's.
+    pub fn decode(snapshot: &Snapshot) -> Option<SnapshotInstall> {
+        let data = snapshot.get_data();
+        if data.len() != 16 {
+            return None;
+        }
+        let meta = snapshot.get_metadata();
+        Some(SnapshotInstall {
+            index: meta.index,
+            term: meta.term,
+            offset: u64::from_be_bytes(data[..8].try_into().ok()?),
+            conf_state: meta.get_conf_state().clone(),
+            conf_index: u64::from_be_bytes(data[8..].try_into().ok()?),
+        })
+    }
 }
 
 impl GroupStorage {
@@ -132,6 +172,12 @@ impl GroupStorage {
     /// [`Self::release_over_budget`] up to the recorded commit index), then its
     /// HardState with [`Self::finish_restore`].
     pub fn restoring(base: LogBase, conf_state: ConfState) -> Self {
+        Self::restoring_at(base, conf_state, 0)
+    }
+
+    /// As [`Self::restoring`], with the index of the configuration change that
+    /// `conf_state` ends with (changes at or below it are not applied again).
+    pub fn restoring_at(base: LogBase, conf_state: ConfState, conf_index: u64) -> Self {
         Self {
             hard_state: HardState::default(),
             conf_state,
@@ -143,6 +189,8 @@ impl GroupStorage {
             memory_bytes: 0,
             translator: OffsetTranslator::new(base.index + 1, base.offset),
             fetches: RefCell::default(),
+            conf_index,
+            applied: base.index,
         }
     }
 
@@ -163,6 +211,31 @@ impl GroupStorage {
 
     pub fn conf_state(&self) -> &ConfState {
         &self.conf_state
+    }
+
+    /// Index of the last configuration change `conf_state` reflects.
+    pub fn conf_index(&self) -> u64 {
+        self.conf_index
+    }
+
+    /// A configuration change at `index` was applied, giving `conf_state`.
+    pub(crate) fn set_conf_state(&mut self, conf_state: ConfState, index: u64) {
+        self.conf_state = conf_state;
+        self.conf_index = self.conf_index.max(index);
+    }
+
+    pub(crate) fn set_applied(&mut self, index: u64) {
+        self.applied = self.applied.max(index);
+    }
+
+    /// Replaces the whole log by a leader's snapshot: nothing of the old log is kept,
+    /// and the log goes on from the snapshot's index (whose batches the shell copies).
+    pub(crate) fn apply_snapshot(&mut self, install: &SnapshotInstall) {
+        let mut hard_state = self.hard_state.clone();
+        hard_state.commit = hard_state.commit.max(install.index);
+        let base = LogBase { index: install.index, term: install.term, offset: install.offset };
+        *self = Self::restoring_at(base, install.conf_state.clone(), install.conf_index);
+        self.hard_state = hard_state;
     }
 
     /// The in-memory tail of the stable log (entries handed to the shell to persist,
@@ -462,10 +535,27 @@ impl raft::Storage for GroupStorage {
         Ok(self.last_index_inner())
     }
 
-    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        // Every voter has the log up to the snapshot point, so none needs a snapshot
-        // while the members stay; new members (reassignment) will.
-        Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable))
+    /// A member that needs entries below the snapshot point (a new one, added by a
+    /// reassignment) gets a snapshot at the applied index: raft-rs's metadata (with the
+    /// configuration, which must name the new member) and the Kafka offset there. The
+    /// configuration must be the one at that index, so a change applied after it makes
+    /// raft-rs ask again later.
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        let index = self.applied;
+        let unavailable = Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
+        if index == 0 || index < self.conf_index || index < request_index || index < self.snapshot_index {
+            return unavailable;
+        }
+        let (Ok(term), Some(offset)) = (raft::Storage::term(self, index), self.translator.end_offset_of(index)) else {
+            return unavailable;
+        };
+        let mut snapshot = Snapshot::default();
+        let meta = snapshot.mut_metadata();
+        meta.index = index;
+        meta.term = term;
+        meta.set_conf_state(self.conf_state.clone());
+        snapshot.data = SnapshotInstall::encode_data(offset, self.conf_index).into();
+        Ok(snapshot)
     }
 }
 

@@ -33,7 +33,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use protobuf::Message as _;
-use raft::eraftpb::{Entry, Message, MessageType};
+use raft::eraftpb::{ConfChangeV2, ConfState, Entry, EntryType, Message, MessageType};
 use raft::{RawNode, StateRole};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -41,7 +41,7 @@ use rand::{Rng, SeedableRng};
 use crate::actions::{Actions, Apply, LeadershipChange, PersistRequest};
 use crate::error::{FetchError, GroupError, ProposeError, StepError};
 use crate::in_sync::{InSync, InSyncTracker, Observed};
-use crate::log_store::{offset_count, GroupStorage};
+use crate::log_store::{offset_count, GroupStorage, SnapshotInstall};
 use crate::offset_translator::batch_offset_count;
 use crate::quiesce::{self, Liveness, PING_GROUP};
 use crate::{GroupId, NodeId};
@@ -302,9 +302,11 @@ impl MultiRaft {
             return Ok(());
         }
         let kind = message.get_msg_type();
-        // Followers never forward proposals, and snapshots are not built yet (no log
-        // compaction, so a follower is always caught up from the log).
-        if matches!(kind, MessageType::MsgPropose | MessageType::MsgSnapshot) {
+        // Followers never forward proposals; a snapshot must carry Keel's data.
+        let foreign_snapshot = kind == MessageType::MsgSnapshot
+            && (SnapshotInstall::decode(message.get_snapshot()).is_none()
+                || !conf_state_is_valid(message.get_snapshot().get_metadata().get_conf_state()));
+        if kind == MessageType::MsgPropose || foreign_snapshot {
             return Err(StepError::Refused { group, kind });
         }
         let state = self.groups.get_mut(&group).ok_or(StepError::UnknownGroup { group })?;
@@ -406,6 +408,32 @@ impl MultiRaft {
         }
     }
 
+    /// Proposes a change of `group`'s members if this node leads it and no other
+    /// change is still being applied (raft-rs takes one at a time).
+    pub fn propose_conf_change(&mut self, group: GroupId, change: ConfChangeV2) -> Result<u64, ProposeError> {
+        let state = self.groups.get_mut(&group).ok_or(ProposeError::UnknownGroup { group })?;
+        may_propose(&state.node, group)?;
+        if state.node.raft.has_pending_conf() {
+            return Err(ProposeError::Dropped { group });
+        }
+        state.wake(self.ticks);
+        let index = state.node.raft.raft_log.last_index() + 1;
+        let stepped = state.node.propose_conf_change(Vec::new(), change);
+        self.ready.insert(group);
+        match stepped {
+            Ok(()) => Ok(index),
+            Err(raft::Error::ProposalDropped) => Err(ProposeError::Dropped { group }),
+            Err(source) => Err(ProposeError::Raft { group, source }),
+        }
+    }
+
+    /// `group`'s members as this node last applied them, and whether a change is
+    /// still on its way (proposed or committed but not applied).
+    pub fn conf(&self, group: GroupId) -> Option<(ConfState, bool)> {
+        let state = self.groups.get(&group)?;
+        Some((state.node.store().conf_state().clone(), state.node.raft.has_pending_conf()))
+    }
+
     /// The work of every group that has some: see [`Actions`] for how to carry it out.
     pub fn collect(&mut self) -> Actions {
         let mut actions = Actions::default();
@@ -415,8 +443,11 @@ impl MultiRaft {
         let candidates = std::mem::take(&mut self.ready);
         for id in candidates {
             let Some(state) = self.groups.get_mut(&id) else { continue };
-            if state.node.has_ready() {
-                collect_group(id, state, &mut actions);
+            if state.node.has_ready() && collect_group(id, state, &mut actions) {
+                let me = self.config.node;
+                for (&peer, _) in state.node.raft.prs().iter().filter(|(peer, _)| **peer != me) {
+                    self.liveness.track(peer, self.ticks);
+                }
             }
             actions.fetch.extend(state.node.store().take_fetch_requests(id));
         }
@@ -463,6 +494,7 @@ impl MultiRaft {
         let state = self.groups.get_mut(&group).ok_or(GroupError::Unknown { group })?;
         assert!(index <= state.node.raft.raft_log.committed, "applied past the commit index");
         state.node.advance_apply_to(index);
+        state.node.mut_store().set_applied(index);
         self.ready.insert(group);
         Ok(())
     }
@@ -576,7 +608,8 @@ impl MultiRaft {
 }
 
 /// Takes one Ready of `group` apart into `actions` and advances raft-rs past it.
-fn collect_group(group: GroupId, state: &mut Group, actions: &mut Actions) {
+/// Returns true when the group's configuration changed.
+fn collect_group(group: GroupId, state: &mut Group, actions: &mut Actions) -> bool {
     let node = &mut state.node;
     let mut ready = node.ready();
     if let Some(soft) = ready.ss() {
@@ -584,19 +617,27 @@ fn collect_group(group: GroupId, state: &mut Group, actions: &mut Actions) {
         let term = node.raft.term;
         actions.leadership.push(LeadershipChange { group, term, leader, role: soft.raft_state });
     }
+    let mut snapshots_sent = Vec::new();
     for message in ready.take_messages() {
+        if message.get_msg_type() == MessageType::MsgSnapshot {
+            snapshots_sent.push(message.to);
+        }
         actions.send(group, message);
     }
-    // `step` refuses MsgSnapshot and `GroupStorage::snapshot` never yields one.
-    assert!(ready.snapshot().is_empty(), "snapshots are not supported yet");
+    // `step` lets in only snapshots whose data decodes.
+    let snapshot = (!ready.snapshot().is_empty()).then(|| SnapshotInstall::decode(ready.snapshot())).flatten();
     let entries = ready.take_entries();
     let hard_state = ready.hs().cloned();
     let store = node.mut_store();
+    if let Some(install) = &snapshot {
+        store.apply_snapshot(install);
+    }
     store.append(&entries);
     if let Some(hard_state) = &hard_state {
         store.set_hard_state(hard_state.clone());
     }
     let committed = ready.take_committed_entries();
+    let conf_changed = apply_conf_changes(node, &committed);
     if !committed.is_empty() {
         actions.apply.push(Apply { group, entries: committed });
     }
@@ -604,9 +645,14 @@ fn collect_group(group: GroupId, state: &mut Group, actions: &mut Actions) {
     let must_sync = ready.must_sync();
     let messages = ready.take_persisted_messages();
     node.advance_append_async(ready);
-    let writes = !entries.is_empty() || hard_state.is_some();
+    // The snapshot left with this Ready's messages; the receiver copies the batches
+    // below it and acknowledges, and until then raft-rs probes it as any follower.
+    for to in snapshots_sent {
+        node.report_snapshot(to, raft::SnapshotStatus::Finish);
+    }
+    let writes = !entries.is_empty() || hard_state.is_some() || snapshot.is_some();
     if writes {
-        actions.persist.push(PersistRequest { group, ready: number, entries, hard_state, must_sync });
+        actions.persist.push(PersistRequest { group, ready: number, entries, hard_state, must_sync, snapshot });
     }
     if !writes && state.waiting.is_empty() {
         // Nothing to make durable and nothing before it: durable already.
@@ -614,9 +660,51 @@ fn collect_group(group: GroupId, state: &mut Group, actions: &mut Actions) {
         for message in messages {
             actions.send(group, message);
         }
-        return;
+        return conf_changed;
     }
     state.waiting.push_back(Waiting { ready: number, writes, messages });
+    conf_changed
+}
+
+/// Applies the configuration changes among `committed` that the group's
+/// configuration does not reflect yet (a restart or a snapshot may hand out again
+/// changes it already has). Returns true if one was applied.
+fn apply_conf_changes(node: &mut RawNode<GroupStorage>, committed: &[Entry]) -> bool {
+    let mut changed = false;
+    for entry in committed {
+        let v2 = match entry.get_entry_type() {
+            EntryType::EntryConfChangeV2 => ConfChangeV2::parse_from_bytes(&entry.data).ok(),
+            // Keel proposes only V2 changes, and raft-rs makes none of its own.
+            EntryType::EntryConfChange => None,
+            EntryType::EntryNormal => continue,
+        };
+        if entry.index <= node.store().conf_index() {
+            continue;
+        }
+        // A change raft-rs itself refuses (a leave with no joint configuration)
+        // leaves the configuration as it is, on every member alike.
+        let conf_state = v2.and_then(|cc| node.apply_conf_change(&cc).ok());
+        let conf_state = conf_state.unwrap_or_else(|| node.store().conf_state().clone());
+        node.mut_store().set_conf_state(conf_state, entry.index);
+        changed = true;
+    }
+    changed
+}
+
+/// Whether a configuration from the network is one raft-rs can restore: raft-rs
+/// panics on some well-formed but impossible ones (`confchange::restore`).
+fn conf_state_is_valid(conf: &ConfState) -> bool {
+    let distinct = |ids: &[NodeId]| ids.iter().collect::<BTreeSet<_>>().len() == ids.len() && !ids.contains(&0);
+    let disjoint = |a: &[NodeId], b: &[NodeId]| a.iter().all(|id| !b.contains(id));
+    let (voters, learners, outgoing, next) =
+        (&conf.voters[..], &conf.learners[..], &conf.voters_outgoing[..], &conf.learners_next[..]);
+    [voters, learners, outgoing, next].into_iter().all(distinct)
+        && !voters.is_empty()
+        && disjoint(learners, voters)
+        && disjoint(learners, outgoing)
+        && disjoint(next, voters)
+        && next.iter().all(|id| outgoing.contains(id))
+        && (conf.auto_leave <= !outgoing.is_empty())
 }
 
 /// Samples a group's progress for its in-sync voters at tick `now`.
@@ -665,6 +753,7 @@ mod tests {
     use super::*;
     use crate::offset_translator::BATCH_HEADER_BYTES;
     use crate::Envelope;
+    use raft::eraftpb::{ConfChangeSingle, ConfChangeType};
 
     const GROUP: GroupId = GroupId { topic: 1, partition: 0 };
 
@@ -690,6 +779,12 @@ mod tests {
 
     /// Collects from every node, persists at once and delivers everything, until quiet.
     fn settle(nodes: &mut [MultiRaft]) {
+        settle_installing(nodes);
+    }
+
+    /// As `settle`; returns the snapshots each node (by index) was asked to install.
+    fn settle_installing(nodes: &mut [MultiRaft]) -> Vec<(usize, SnapshotInstall)> {
+        let mut installs = Vec::new();
         for _ in 0..100 {
             let mut quiet = true;
             let mut inbox = Vec::new();
@@ -697,7 +792,13 @@ mod tests {
                 let actions = raft.collect();
                 quiet &= actions.is_empty();
                 for request in &actions.persist {
+                    if let Some(install) = &request.snapshot {
+                        installs.push((raft.node() as usize - 1, install.clone()));
+                    }
                     raft.persisted(request.group, request.ready).expect("known group");
+                    if let Some(install) = &request.snapshot {
+                        raft.applied(request.group, install.index).expect("known group");
+                    }
                 }
                 for (_, envelopes) in actions.messages.into_iter().chain(actions.heartbeats) {
                     inbox.extend(envelopes);
@@ -712,7 +813,7 @@ mod tests {
                 let _ = nodes[to].step(envelope.group, envelope.message);
             }
             if quiet {
-                return;
+                return installs;
             }
         }
         panic!("cluster never settled");
@@ -873,6 +974,70 @@ mod tests {
             assert!(waited <= election_ticks + election_ticks / 2 + 3, "no new leader after {waited} ticks");
         }
         assert!(waited > election_ticks, "peers are given an election timeout: elected after {waited} ticks");
+    }
+
+    fn change(changes: &[(ConfChangeType, NodeId)]) -> ConfChangeV2 {
+        let changes = changes
+            .iter()
+            .map(|&(change_type, node_id)| ConfChangeSingle { change_type, node_id, ..Default::default() })
+            .collect();
+        ConfChangeV2 { changes, ..Default::default() }
+    }
+
+    #[test]
+    fn a_new_member_starts_from_a_snapshot_and_replaces_a_voter() {
+        let mut nodes = cluster(3, &[GROUP]);
+        let mut fourth = MultiRaft::new(Config::new(4, 4));
+        fourth.create_group(GROUP, GroupStorage::new(Vec::new()), 0).expect("new group");
+        nodes.push(fourth);
+        nodes[0].campaign(GROUP).expect("campaign");
+        settle(&mut nodes);
+        for _ in 0..5 {
+            nodes[0].propose(GROUP, batch(2)).expect("leader accepts");
+        }
+        settle(&mut nodes);
+        let everyone_has = nodes[0].compact(GROUP, 0).expect("group");
+        for raft in &mut nodes[1..3] {
+            raft.compact(GROUP, everyone_has).expect("group");
+        }
+        assert!(nodes[0].storage(GROUP).expect("group").base().index > 1, "entries below the snapshot point");
+        // A learner first: the log it needs is below the snapshot point, so it gets a
+        // snapshot naming it, at the leader's applied index, with the Kafka offset there.
+        let added =
+            nodes[0].propose_conf_change(GROUP, change(&[(ConfChangeType::AddLearnerNode, 4)])).expect("leader");
+        let installs = settle_installing(&mut nodes);
+        assert_eq!(installs.len(), 1, "{installs:?}");
+        let (to, install) = &installs[0];
+        assert_eq!(*to, 3);
+        assert!(install.index >= added && install.conf_index == added, "{install:?}");
+        assert_eq!(install.offset, 10);
+        assert_eq!(install.conf_state.learners, vec![4]);
+        assert_eq!(nodes[3].commit_index(GROUP), nodes[0].commit_index(GROUP));
+        // Then one joint change makes it a voter in place of node 3, left at once.
+        let joint = change(&[(ConfChangeType::AddNode, 4), (ConfChangeType::RemoveNode, 3)]);
+        nodes[0].propose_conf_change(GROUP, joint).expect("leader");
+        settle(&mut nodes);
+        settle(&mut nodes);
+        // raft-rs appends the leave entry when the joint one applies; it goes out with
+        // the next heartbeat's answer.
+        for _ in 0..4 {
+            tick_all(&mut nodes);
+        }
+        let (conf, pending) = nodes[0].conf(GROUP).expect("group");
+        assert!(!pending);
+        let sorted = |mut ids: Vec<NodeId>| {
+            ids.sort_unstable();
+            ids
+        };
+        assert_eq!(sorted(conf.voters), vec![1, 2, 4]);
+        assert!(conf.voters_outgoing.is_empty() && conf.learners.is_empty());
+        assert_eq!(nodes[3].conf(GROUP).map(|(c, _)| sorted(c.voters)), Some(vec![1, 2, 4]));
+        let proposed = nodes[0].propose(GROUP, batch(3)).expect("leader accepts");
+        assert_eq!(proposed.base_offset, 10);
+        settle(&mut nodes);
+        assert_eq!(nodes[3].commit_index(GROUP), Some(proposed.index));
+        let translator = nodes[3].storage(GROUP).expect("group").translator();
+        assert_eq!(translator.offsets_of(proposed.index), Some(10..13));
     }
 
     #[test]
