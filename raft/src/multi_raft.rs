@@ -192,10 +192,11 @@ impl MultiRaft {
 
     /// Starts `group` over `storage` (new or restored from disk); `applied` is the last
     /// index the shell has applied, so committed entries after it are handed out again.
-    pub fn create_group(&mut self, group: GroupId, storage: GroupStorage, applied: u64) -> Result<(), GroupError> {
+    pub fn create_group(&mut self, group: GroupId, mut storage: GroupStorage, applied: u64) -> Result<(), GroupError> {
         if self.groups.contains_key(&group) {
             return Err(GroupError::Exists { group });
         }
+        storage.set_applied(applied);
         let config = self.config.raft_config(applied);
         let node = RawNode::new(&config, storage, &self.logger).map_err(|source| GroupError::Raft { group, source })?;
         for (&id, _) in node.raft.prs().iter().filter(|(id, _)| **id != self.config.node) {

@@ -46,7 +46,7 @@ use crate::signal::Signal;
 use crate::PAGE;
 
 pub use crate::read::{offset_for_timestamp, offset_of_max_timestamp, read, read_kept, ReadResult};
-pub use crate::truncate::truncate;
+pub use crate::truncate::{reset, truncate};
 
 #[derive(Debug, Clone)]
 pub struct LogConfig {
@@ -337,6 +337,36 @@ impl PartitionLog {
     }
     pub fn io_lock(&self) -> Rc<Semaphore> {
         self.io_lock.clone()
+    }
+
+    /// Moves the log end to `offset` if it is short of it, leaving a gap: a copy of a
+    /// compacted log whose last batches below a snapshot's offset were cleaned away.
+    /// Nothing is written; a restart does it again from the group's record.
+    pub fn skip_to(&mut self, offset: i64) {
+        if offset > self.next_offset {
+            self.next_offset = offset;
+        }
+    }
+
+    /// Appends a batch copied from another replica's log as it is, offsets and leader
+    /// epoch included: a compacted log has gaps between batches, which the copy keeps.
+    /// The batch must start at or after the log end. Call `roll_if_needed` first.
+    pub fn append_copied(&mut self, batch: &[u8]) -> Result<BatchHeader, StorageError> {
+        let header = BatchHeader::parse(batch).map_err(|e| StorageError::Corrupt {
+            path: self.dir.clone(),
+            position: 0,
+            reason: format!("a copied batch: {e}"),
+        })?;
+        if header.base_offset < self.next_offset {
+            return Err(StorageError::Corrupt {
+                path: self.dir.clone(),
+                position: 0,
+                reason: format!("a copied batch at {} below the log end {}", header.base_offset, self.next_offset),
+            });
+        }
+        self.next_offset = header.base_offset;
+        let epoch = header.partition_leader_epoch;
+        Ok(self.append(batch, epoch, None))
     }
 
     /// Appends one validated batch: assigns its offsets, patches it and queues it.

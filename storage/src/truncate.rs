@@ -126,6 +126,16 @@ async fn cut_position(
     Ok((size, None))
 }
 
+/// Empties the log and starts it again at `offset`, which may be past its end (a
+/// replica about to copy a leader's log from that leader's start).
+pub async fn reset(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), StorageError> {
+    let _change = crate::snapshot::begin_file_change(log, |_| true).await?;
+    let lock = log.borrow().io_lock();
+    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
+    log::flush_locked(log).await?;
+    restart_at(log, offset).await
+}
+
 /// Empties the log and starts it again at `offset`.
 async fn restart_at(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), StorageError> {
     let dir = log.borrow().dir.clone();

@@ -166,6 +166,7 @@ pub async fn create_topics(
                 partitions: meta.place(partitions as usize, shard.count),
                 configs: spec.configs.clone(),
                 replicas: place_replicas(&meta, &spec.name, 0, partitions as usize, replication_factor),
+                reassigning: BTreeMap::new(),
             };
             if !validate_only {
                 meta.topics.insert(spec.name.clone(), topic.clone());
@@ -368,6 +369,117 @@ pub async fn register_broker(shard: &Rc<Shard>, node: i32, broker: BrokerMeta) -
     }
     tracing::info!(node, host = %broker.host, port = broker.port, "registering broker");
     meta.brokers.insert(node, broker);
+    commit(shard, meta).await
+}
+
+/// One partition's reassignment as AlterPartitionReassignments asks it: the replicas
+/// to move to, or `None` to cancel the one under way.
+#[derive(Debug, Clone)]
+pub struct Reassignment {
+    pub topic: String,
+    pub partition: i32,
+    pub replicas: Option<Vec<i32>>,
+}
+
+/// Starts or cancels reassignments (Kafka's AlterPartitionReassignments); each result
+/// is in `wanted`'s order. A reassignment only records the target replicas: each
+/// partition's leader then changes its group's members (`replication::reassign`) and
+/// asks the controller to [`complete_reassignment`]. Cancelling moves the target back
+/// to the replicas the partition had, which its leader then restores.
+pub async fn reassign(shard: Rc<Shard>, wanted: Vec<Reassignment>) -> Vec<Result<(), Failure>> {
+    let _turn = take_turn(&shard).await;
+    let mut meta = (*shard.meta()).clone();
+    let node = shard.config.node_id;
+    let results: Vec<Result<(), Failure>> = wanted
+        .iter()
+        .map(|w| {
+            let unknown = || {
+                (
+                    errors::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("The partition {}-{} does not exist.", w.topic, w.partition),
+                )
+            };
+            let invalid = |why: String| (errors::INVALID_REPLICA_ASSIGNMENT, why);
+            let brokers: Vec<i32> =
+                if meta.brokers.is_empty() { vec![node] } else { meta.brokers.keys().copied().collect() };
+            let t = meta.topics.get_mut(&w.topic).ok_or_else(unknown)?;
+            if w.partition < 0 || w.partition as usize >= t.partitions.len() {
+                return Err(unknown());
+            }
+            let current = t.replicas_of(w.partition).map(<[i32]>::to_vec).unwrap_or_else(|| vec![node]);
+            let Some(target) = &w.replicas else {
+                if let Some(target) = t.reassigning.get_mut(&w.partition) {
+                    *target = current;
+                    return Ok(());
+                }
+                return Err((
+                    errors::NO_REASSIGNMENT_IN_PROGRESS,
+                    "No reassignment is in progress for this partition.".into(),
+                ));
+            };
+            if target.is_empty() {
+                return Err(invalid("The replica list must not be empty.".into()));
+            }
+            if target.iter().collect::<std::collections::BTreeSet<_>>().len() != target.len() {
+                return Err(invalid(format!(
+                    "Duplicate replica ids in partition reassignment replica list: {target:?}"
+                )));
+            }
+            if let Some(unknown) = target.iter().find(|n| !brokers.contains(n)) {
+                return Err(invalid(format!("The proposed assignment contains unknown broker {unknown}.")));
+            }
+            if t.replicas.is_empty() {
+                // A single node's topics have one replica, this node.
+                return if *target == current {
+                    Ok(())
+                } else {
+                    Err(invalid("This broker is the only replica.".into()))
+                };
+            }
+            if *target == current {
+                t.reassigning.remove(&w.partition);
+            } else {
+                t.reassigning.insert(w.partition, target.clone());
+            }
+            Ok(())
+        })
+        .collect();
+    if results.iter().any(|r| r.is_ok()) {
+        if let Err(e) = commit(&shard, meta).await {
+            return wanted.iter().map(|_| Err(e.clone())).collect();
+        }
+    }
+    results
+}
+
+/// A partition's leader made its group's members the target replicas of its
+/// reassignment: they become the partition's replicas (the target's order, so its
+/// first is the preferred leader), and the nodes no longer named remove theirs.
+pub async fn complete_reassignment(
+    shard: &Rc<Shard>,
+    topic: u128,
+    partition: i32,
+    members: Vec<i32>,
+) -> Result<(), Failure> {
+    let _turn = take_turn(shard).await;
+    let mut meta = (*shard.meta()).clone();
+    let Some(name) = meta.topic_name(&Uuid::from_u128(topic)).map(str::to_string) else { return Ok(()) };
+    let Some(t) = meta.topics.get_mut(&name) else { return Ok(()) };
+    let Some(target) = t.reassigning.get(&partition).cloned() else { return Ok(()) };
+    let same = |a: &[i32], b: &[i32]| {
+        let (mut a, mut b) = (a.to_vec(), b.to_vec());
+        a.sort_unstable();
+        b.sort_unstable();
+        a == b
+    };
+    if !same(&target, &members) {
+        return Ok(());
+    }
+    tracing::info!(topic = %name, partition, replicas = ?target, "reassignment complete");
+    t.reassigning.remove(&partition);
+    if let Some(r) = usize::try_from(partition).ok().and_then(|p| t.replicas.get_mut(p)) {
+        *r = target;
+    }
     commit(shard, meta).await
 }
 

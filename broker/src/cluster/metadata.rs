@@ -18,12 +18,40 @@ pub struct TopicMeta {
     /// topic of a single-node broker (its one replica is that node).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<Vec<i32>>,
+    /// Partitions being reassigned, by index: the replicas each moves to (Kafka's
+    /// target replicas), until its leader has made them its group's members.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reassigning: BTreeMap<i32, Vec<i32>>,
 }
 
 impl TopicMeta {
     /// Replica node ids of `partition`, or `None` when the topic is not replicated.
     pub fn replicas_of(&self, partition: i32) -> Option<&[i32]> {
         usize::try_from(partition).ok().and_then(|p| self.replicas.get(p)).map(|r| r.as_slice())
+    }
+
+    /// The replicas `partition` is being moved to, while a reassignment is under way.
+    pub fn target_of(&self, partition: i32) -> Option<&[i32]> {
+        self.reassigning.get(&partition).map(|r| r.as_slice())
+    }
+
+    /// Whether `node` keeps a replica of `partition`: one of its replicas, or of the
+    /// replicas it is being moved to (every node, for a topic that is not replicated).
+    pub fn hosted_on(&self, partition: i32, node: i32) -> bool {
+        let Some(replicas) = self.replicas_of(partition) else { return true };
+        replicas.contains(&node) || self.target_of(partition).is_some_and(|t| t.contains(&node))
+    }
+
+    /// Every replica of `partition` while it moves (Kafka's "replicas" during a
+    /// reassignment): the current ones, then those being added.
+    pub fn all_replicas_of(&self, partition: i32) -> Option<Vec<i32>> {
+        let mut all = self.replicas_of(partition)?.to_vec();
+        for node in self.target_of(partition).unwrap_or_default() {
+            if !all.contains(node) {
+                all.push(*node);
+            }
+        }
+        Some(all)
     }
 }
 
@@ -191,6 +219,7 @@ mod tests {
                 partitions: vec![0, 0, 0],
                 configs: Default::default(),
                 replicas: Vec::new(),
+                reassigning: Default::default(),
             },
         );
         assert_eq!(m.place(3, 2), vec![1, 1, 1]);

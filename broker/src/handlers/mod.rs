@@ -3,6 +3,7 @@
 //! the handler and encodes its response.
 
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod consumer_group_describe;
@@ -29,6 +30,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -70,6 +72,16 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeQuorum, describe_quorum::VERSIONS.0, describe_quorum::VERSIONS.1),
     (ApiKey::DeleteRecords, delete_records::VERSIONS.0, delete_records::VERSIONS.1),
     (ApiKey::ElectLeaders, elect_leaders::VERSIONS.0, elect_leaders::VERSIONS.1),
+    (
+        ApiKey::AlterPartitionReassignments,
+        alter_partition_reassignments::VERSIONS.0,
+        alter_partition_reassignments::VERSIONS.1,
+    ),
+    (
+        ApiKey::ListPartitionReassignments,
+        list_partition_reassignments::VERSIONS.0,
+        list_partition_reassignments::VERSIONS.1,
+    ),
     // Consumer groups and offsets (group coordinator).
     (ApiKey::OffsetCommit, offset_commit::VERSIONS.0, offset_commit::VERSIONS.1),
     (ApiKey::OffsetFetch, offset_fetch::VERSIONS.0, offset_fetch::VERSIONS.1),
@@ -183,6 +195,12 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
         RequestKind::DescribeQuorum(r) => encode(key, v, corr, &describe_quorum::handle(shard, v, r).await),
         RequestKind::DeleteRecords(r) => encode(key, v, corr, &delete_records::handle(shard, r).await),
         RequestKind::ElectLeaders(r) => encode(key, v, corr, &elect_leaders::handle(shard, v, r).await),
+        RequestKind::AlterPartitionReassignments(r) => {
+            encode(key, v, corr, &alter_partition_reassignments::handle(shard, r).await)
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            encode(key, v, corr, &list_partition_reassignments::handle(shard, r))
+        }
         RequestKind::FindCoordinator(r) => encode(key, v, corr, &find_coordinator::handle(shard, v, r).await),
         RequestKind::JoinGroup(r) => encode(key, v, corr, &join_group::handle(shard, v, &req.header, r).await),
         RequestKind::SyncGroup(r) => encode(key, v, corr, &sync_group::handle(shard, v, r).await),

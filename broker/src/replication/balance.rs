@@ -175,7 +175,12 @@ fn balance_pass(shard: &Shard, scope: Scope) -> usize {
             break;
         }
         let Some(replica) = &p.replica else { continue };
-        let preferred = meta.topics.get(&p.topic).and_then(|t| t.replicas_of(p.index)).and_then(|r| r.first());
+        let topic = meta.topics.get(&p.topic);
+        if topic.is_some_and(|t| t.target_of(p.index).is_some()) {
+            // A reassignment moves this group (`reassign`).
+            continue;
+        }
+        let preferred = topic.and_then(|t| t.replicas_of(p.index)).and_then(|r| r.first());
         let Some(preferred) = preferred.and_then(|n| NodeId::try_from(*n).ok()) else { continue };
         if preferred == replication.node || !replication.leads(replica.group) {
             continue;

@@ -67,6 +67,13 @@ pub enum ControlRequest {
     MoveLeaders {
         moves: Vec<LeaderMove>,
     },
+    /// A partition's leader made its group's members the target of its reassignment
+    /// (`reassign`).
+    ReassignmentDone {
+        topic: u128,
+        partition: u32,
+        members: Vec<i32>,
+    },
 }
 
 /// One group as a node tells it to every node: its leader, and what only the leader
@@ -130,7 +137,14 @@ pub fn cluster_id(peers: &BTreeMap<NodeId, SocketAddr>) -> String {
 pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> Result<(), String> {
     let Some(replication) = shard.replication.clone() else { return Ok(()) };
     share_leadership(shard, &replication);
+    let addrs_of = Rc::downgrade(shard);
+    replication.set_kafka_addrs(Box::new(move |node| {
+        let shard = addrs_of.upgrade()?;
+        let broker = shard.meta().brokers.get(&i32::try_from(node).ok()?)?.clone();
+        Some(format!("{}:{}", broker.host, broker.port))
+    }));
     balance::spawn(shard);
+    super::reassign::spawn(shard);
     if shard.id != 0 {
         return Ok(());
     }
@@ -414,6 +428,7 @@ pub const CONTROLLER_APIS: &[kafka_protocol::messages::ApiKey] = &[
     kafka_protocol::messages::ApiKey::AlterConfigs,
     kafka_protocol::messages::ApiKey::IncrementalAlterConfigs,
     kafka_protocol::messages::ApiKey::DescribeQuorum,
+    kafka_protocol::messages::ApiKey::AlterPartitionReassignments,
 ];
 
 /// Largest response relayed from the controller.
@@ -491,7 +506,8 @@ impl PartitionView {
 /// A replicated partition as the shards of its leader last told: the same answer on
 /// every node.
 pub fn partition_view(shard: &Shard, topic: &TopicMeta, partition: i32) -> Option<PartitionView> {
-    let replicas = topic.replicas_of(partition)?;
+    let replicas = topic.all_replicas_of(partition)?;
+    let replicas = replicas.as_slice();
     let group = crate::shard::partition::group_id(topic.id, partition);
     let leaders = shard.leaders.borrow();
     let known = leaders.get(&group);
@@ -544,6 +560,9 @@ async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
             controller::register_broker(&shard, node, BrokerMeta { host, port }).await
         }
         ControlRequest::ProducerIds { node } => controller::grant_producer_ids(&shard, node).await,
+        ControlRequest::ReassignmentDone { topic, partition, members } => {
+            controller::complete_reassignment(&shard, topic, partition as i32, members).await
+        }
         ControlRequest::Leaders { .. } | ControlRequest::MoveLeaders { .. } => Ok(()),
         ControlRequest::CreateTopics { names } => {
             let offsets = names.iter().any(|n| n == OFFSETS_TOPIC)

@@ -16,5 +16,7 @@
 pub mod balance;
 pub mod cluster;
 pub mod frame;
+mod install;
+pub mod reassign;
 pub mod shell;
 pub mod transport;

@@ -43,8 +43,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use keel_protocol::batch::{self, BatchHeader};
 use keel_raft::{
-    Actions, ConfState, Entry, EntryType, Envelope, FetchRequest, GroupId, GroupStorage, HardState, LogBase, MultiRaft,
-    NodeId, PersistRequest, ProposeError, StateRole,
+    Actions, ConfChangeV2, ConfState, Entry, EntryType, Envelope, FetchRequest, GroupId, GroupStorage, HardState,
+    LogBase, MultiRaft, NodeId, PersistRequest, ProposeError, SnapshotInstall, StateRole,
 };
 use keel_storage::flush::FlushQueue;
 use keel_storage::kv::ShardKv;
@@ -112,6 +112,12 @@ pub struct Replica {
     on_commit: Option<OnCommit>,
     on_truncate: Option<OnTruncate>,
     on_log_start: Option<OnLogStart>,
+    /// A leader's snapshot is being installed: the group's later writes wait in
+    /// `deferred` until its batches are copied (`install`).
+    installing: Cell<bool>,
+    deferred: RefCell<Vec<PersistRequest>>,
+    /// The record changed in memory only (a configuration change applied).
+    record_due: Cell<bool>,
 }
 
 impl Replica {
@@ -140,6 +146,54 @@ struct GroupRecord {
     /// replica moves its log start there as the entry commits.
     #[serde(default)]
     log_start: i64,
+    /// The rest of the configuration (`voters` above): a reassignment's learners and
+    /// joint configuration.
+    #[serde(default)]
+    learners: Vec<u64>,
+    #[serde(default)]
+    voters_outgoing: Vec<u64>,
+    #[serde(default)]
+    learners_next: Vec<u64>,
+    #[serde(default)]
+    auto_leave: bool,
+    /// The index of the configuration change the configuration ends with.
+    #[serde(default)]
+    conf_index: u64,
+    /// A leader's snapshot was being installed: the log holds a partial copy, which a
+    /// restart throws away (the leader sends the snapshot again).
+    #[serde(default)]
+    installing: bool,
+}
+
+impl GroupRecord {
+    fn conf_state(&self) -> ConfState {
+        ConfState {
+            voters: self.voters.clone(),
+            learners: self.learners.clone(),
+            voters_outgoing: self.voters_outgoing.clone(),
+            learners_next: self.learners_next.clone(),
+            auto_leave: self.auto_leave,
+            ..Default::default()
+        }
+    }
+
+    fn set_conf(&mut self, conf: &ConfState, index: u64) {
+        self.voters = conf.voters.clone();
+        self.learners = conf.learners.clone();
+        self.voters_outgoing = conf.voters_outgoing.clone();
+        self.learners_next = conf.learners_next.clone();
+        self.auto_leave = conf.auto_leave;
+        self.conf_index = index;
+    }
+
+    /// The index a restart applies from: the recorded commit, or just before the
+    /// first committed configuration change the recorded configuration lacks (it is
+    /// applied again).
+    fn restart_applied(&self) -> u64 {
+        let pending = self.own.iter().filter(|o| o.kind == EntryType::EntryConfChangeV2 as i32);
+        let first = pending.map(|o| o.index).filter(|i| *i > self.conf_index && *i <= self.commit).min();
+        first.map_or(self.commit, |i| i - 1)
+    }
 }
 
 /// An entry of Raft's own (no Kafka offset): where it sits and what it holds.
@@ -201,7 +255,14 @@ pub struct Replication {
     stopped: Cell<bool>,
     log_memory_bytes: u64,
     reads_back: Rc<glommio::sync::Semaphore>,
+    /// The Kafka listener of a node, for copying a snapshot's batches from a leader.
+    kafka_addrs: RefCell<Option<KafkaAddrs>>,
+    /// Snapshot copies one shard runs at once.
+    installs: Rc<glommio::sync::Semaphore>,
 }
+
+/// Names the Kafka listener (`host:port`) of a node, if it registered one.
+pub type KafkaAddrs = Box<dyn Fn(NodeId) -> Option<String>>;
 
 impl Replication {
     /// Starts the shell of shard `shard`: binds its node-to-node listener and runs its
@@ -245,6 +306,8 @@ impl Replication {
                 stopped: Cell::new(false),
                 log_memory_bytes: settings.log_memory_bytes,
                 reads_back: Rc::new(glommio::sync::Semaphore::new(READS_BACK_MAX)),
+                kafka_addrs: RefCell::new(None),
+                installs: Rc::new(glommio::sync::Semaphore::new(1)),
             }
         });
         me.transport
@@ -254,6 +317,10 @@ impl Replication {
         glommio::spawn_local(me.clone().drive()).detach();
         glommio::spawn_local(tick(Rc::downgrade(&me), settings.tick)).detach();
         Ok(me)
+    }
+
+    pub fn set_kafka_addrs(&self, f: KafkaAddrs) {
+        *self.kafka_addrs.borrow_mut() = Some(f);
     }
 
     pub fn on_leadership(&self, f: OnLeadership) {
@@ -285,12 +352,24 @@ impl Replication {
         let stored = self.kv.get(&record_key(group)).and_then(|v| serde_json::from_slice::<GroupRecord>(&v).ok());
         let fresh = stored.is_none() && log.borrow().log_end_offset() == 0;
         let mut record = stored.unwrap_or_else(|| GroupRecord { voters: voters.clone(), ..Default::default() });
-        if record.voters.is_empty() {
+        if record.installing {
+            // A copy of a leader's log stopped half-way: start empty again, keeping
+            // only the term and vote; the leader sends its snapshot again.
+            tracing::warn!(%group, "a snapshot's copy was interrupted; starting the replica empty");
+            log::reset(&log, 0).await.map_err(|e| format!("group {group}: {e}"))?;
+            if let Some(f) = &on_truncate {
+                f(0);
+            }
+            record = GroupRecord { term: record.term, vote: record.vote, ..Default::default() };
+        }
+        if record.voters.is_empty() && record.learners.is_empty() {
             record.voters = voters.clone();
         }
         let base = LogBase { index: record.base.0, term: record.base.1, offset: record.base.2 };
-        let conf_state = ConfState { voters: record.voters.clone(), ..Default::default() };
-        let mut storage = GroupStorage::restoring(base, conf_state);
+        // A copied log may end in a gap (compacted away) before the snapshot's offset.
+        log.borrow_mut().skip_to(base.offset as i64);
+        let mut storage = GroupStorage::restoring_at(base, record.conf_state(), record.conf_index);
+        let applied_at_restart = record.restart_applied().max(base.index);
         let mut reader =
             EntryReader::new(&log, &record, base.index, base.offset).map_err(|e| format!("group {group}: {e}"))?;
         // The metadata group keeps its (small) log in memory: every node installs its
@@ -302,7 +381,7 @@ impl Replication {
                 break;
             }
             storage.append(&entries);
-            storage.release_over_budget(record.commit, budget);
+            storage.release_over_budget(applied_at_restart.min(record.commit), budget);
         }
         let last_index = storage.translator().last_index();
         // Entries below the base are committed; the commit index is saved lazily.
@@ -322,8 +401,9 @@ impl Replication {
             f(log_start);
         }
         // Committed entries are applied again after a restart only where applying
-        // means more than the high watermark (the metadata group's).
-        let applied = if on_commit.is_some() { 0 } else { record.commit };
+        // means more than the high watermark (the metadata group's), or the
+        // configuration the record has not caught up with.
+        let applied = if on_commit.is_some() { 0 } else { applied_at_restart.min(record.commit) };
         let replica = Rc::new(Replica {
             group,
             log,
@@ -337,6 +417,9 @@ impl Replication {
             on_commit,
             on_truncate,
             on_log_start,
+            installing: Cell::new(false),
+            deferred: RefCell::new(Vec::new()),
+            record_due: Cell::new(false),
         });
         {
             let mut multi = self.multi.borrow_mut();
@@ -621,8 +704,127 @@ impl Replication {
     /// Writes every request's entries and HardState, then waits for the one journal
     /// pass that makes them durable. Returns the (group, ready) pairs now durable; a
     /// group whose write failed is left out (it stays unacknowledged, and its leader
-    /// retries).
-    async fn persist(&self, requests: &[PersistRequest]) -> Vec<(GroupId, u64)> {
+    /// retries). A leader's snapshot, and every later write of its group until the
+    /// snapshot's batches are copied, go to the group's installer instead.
+    async fn persist(self: &Rc<Self>, requests: &[PersistRequest]) -> Vec<(GroupId, u64)> {
+        let mut now = Vec::with_capacity(requests.len());
+        for req in requests {
+            let Some(r) = self.replica(req.group) else { continue };
+            if !r.installing.get() && req.snapshot.is_none() {
+                now.push(req.clone());
+                continue;
+            }
+            r.deferred.borrow_mut().push(req.clone());
+            if !r.installing.replace(true) {
+                glommio::spawn_local(self.clone().install(r)).detach();
+            }
+        }
+        self.write(&now).await
+    }
+
+    /// Carries out the writes a group deferred while it installs a snapshot, in order,
+    /// until none is left.
+    async fn install(self: Rc<Self>, r: Rc<Replica>) {
+        let _permit = self.installs.acquire_permit(1).await;
+        loop {
+            let deferred = std::mem::take(&mut *r.deferred.borrow_mut());
+            if deferred.is_empty() || self.replica(r.group).is_none() {
+                r.installing.set(false);
+                return;
+            }
+            for req in deferred {
+                if let Some(install) = &req.snapshot {
+                    while let Err(e) = self.install_snapshot(&r, &req, install).await {
+                        tracing::warn!(group = %r.group, error = %e, "installing a snapshot failed; trying again");
+                        glommio::timer::sleep(Duration::from_secs(1)).await;
+                        if self.stopped.get() || self.replica(r.group).is_none() {
+                            return;
+                        }
+                    }
+                    let mut multi = self.multi.borrow_mut();
+                    let _ = multi.persisted(r.group, req.ready);
+                    let _ = multi.applied(r.group, install.index);
+                } else {
+                    let durable = self.write(std::slice::from_ref(&req)).await;
+                    let mut multi = self.multi.borrow_mut();
+                    for (group, ready) in durable {
+                        let _ = multi.persisted(group, ready);
+                    }
+                }
+                self.wake.notify();
+            }
+        }
+    }
+
+    /// Replaces the replica's log by the leader's up to the snapshot: notes durably
+    /// that a copy is under way, copies the batches below the snapshot's offset from
+    /// the leader, then writes the group's record as of the snapshot.
+    async fn install_snapshot(
+        &self,
+        r: &Rc<Replica>,
+        req: &PersistRequest,
+        install: &SnapshotInstall,
+    ) -> Result<(), String> {
+        let (term, vote) = req.hard_state.as_ref().map_or_else(
+            || {
+                let record = r.record.borrow();
+                (record.term, record.vote)
+            },
+            |hs| (hs.term, hs.vote),
+        );
+        let copying = GroupRecord { term, vote, installing: true, ..Default::default() };
+        self.write_record(r.group, &copying).await?;
+        tracing::info!(group = %r.group, index = install.index, offset = install.offset,
+            "copying a leader's log up to its snapshot");
+        if let Some(f) = &r.on_truncate {
+            f(0);
+        }
+        let addrs = &self.kafka_addrs;
+        let leader_addr = || addrs.borrow().as_ref().and_then(|f| r.leader.get().and_then(f));
+        let on_batch = |h: &BatchHeader| {
+            if let Some(f) = &r.on_append {
+                f(h);
+            }
+        };
+        let offset = install.offset as i64;
+        let log_start = super::install::copy_below(&r.log, r.group, offset, &leader_addr, &on_batch).await?;
+        self.flush.appended(&r.log);
+        wait_durable(&r.log).await?;
+        {
+            let mut l = r.log.borrow_mut();
+            l.skip_to(offset);
+            l.set_high_watermark(offset);
+        }
+        if log_start > r.log.borrow().log_start_offset {
+            keel_storage::retention::delete_records(&r.log, log_start).await.map_err(|e| e.to_string())?;
+        }
+        let commit = req.hard_state.as_ref().map_or(install.index, |hs| hs.commit.max(install.index));
+        let mut record = GroupRecord {
+            term,
+            vote,
+            commit,
+            base: (install.index, install.term, install.offset),
+            log_start,
+            ..Default::default()
+        };
+        record.set_conf(&install.conf_state, install.conf_index);
+        self.write_record(r.group, &record).await?;
+        r.log.borrow_mut().set_replicas_have(offset);
+        *r.record.borrow_mut() = record;
+        r.recorded_base.set(install.index);
+        r.written_index.set(install.index);
+        r.everyone_has.set(install.index);
+        tracing::info!(group = %r.group, index = install.index, "snapshot installed");
+        Ok(())
+    }
+
+    async fn write_record(&self, group: GroupId, record: &GroupRecord) -> Result<(), String> {
+        let value = Bytes::from(serde_json::to_vec(record).expect("a group record serializes"));
+        self.kv.write(&[(record_key(group).as_str(), Some(value))]).await.map_err(|e| e.to_string())
+    }
+
+    /// `persist` for the writes that go ahead now.
+    async fn write(&self, requests: &[PersistRequest]) -> Vec<(GroupId, u64)> {
         let mut written = Vec::new();
         let mut records: Vec<(String, Bytes)> = Vec::new();
         // Snapshot points now on disk: retention and compaction may work below them.
@@ -650,7 +852,7 @@ impl Replication {
             // HardState due: its snapshot point (which retention and compaction wait
             // for) is written once it has moved far enough.
             let base_due = r.record.borrow().base.0 >= r.recorded_base.get() + BASE_WRITE_EVERY;
-            if own_changed || hard_state_due || base_due {
+            if own_changed || hard_state_due || base_due || r.record_due.replace(false) {
                 let record = r.record.borrow();
                 r.recorded_base.set(record.base.0);
                 let value = serde_json::to_vec(&*record).expect("a group record serializes");
@@ -757,6 +959,13 @@ impl Replication {
             if let Some(f) = &r.on_commit {
                 f(a.entries.iter().filter(|e| is_data(e)).map(|e| e.data.clone()).collect());
             }
+            if a.entries.iter().any(|e| e.get_entry_type() == EntryType::EntryConfChangeV2) {
+                let multi = self.multi.borrow();
+                if let Some(storage) = multi.storage(a.group) {
+                    r.record.borrow_mut().set_conf(storage.conf_state(), storage.conf_index());
+                    r.record_due.set(true);
+                }
+            }
             for offset in a.entries.iter().filter(|e| !is_data(e)).filter_map(|e| log_start_of(&e.context)) {
                 let mut record = r.record.borrow_mut();
                 record.log_start = record.log_start.max(offset);
@@ -796,6 +1005,18 @@ impl Replication {
     pub fn propose_log_start(&self, group: GroupId, offset: i64) -> Result<(), (i16, String)> {
         let context = [LOG_START, &offset.to_be_bytes()].concat();
         let proposed = self.multi.borrow_mut().propose_own(group, Bytes::from(context));
+        self.wake.notify();
+        proposed.map(|_| ()).map_err(refusal)
+    }
+
+    /// `group`'s members as this node applied them, and whether a change is on its way.
+    pub fn conf(&self, group: GroupId) -> Option<(ConfState, bool)> {
+        self.multi.borrow().conf(group)
+    }
+
+    /// Proposes a change of `group`'s members if this node leads it.
+    pub fn propose_conf_change(&self, group: GroupId, change: ConfChangeV2) -> Result<(), (i16, String)> {
+        let proposed = self.multi.borrow_mut().propose_conf_change(group, change);
         self.wake.notify();
         proposed.map(|_| ()).map_err(refusal)
     }

@@ -155,7 +155,11 @@ impl Shard {
             .partitions
             .borrow()
             .iter()
-            .filter(|((topic, _), p)| meta.topics.get(topic).map(|t| t.id != p.topic_id).unwrap_or(true))
+            .filter(|((topic, index), p)| {
+                // Gone, re-created with a new id, or moved off this node by a reassignment.
+                let node = self.config.node_id;
+                meta.topics.get(topic).is_none_or(|t| t.id != p.topic_id || !t.hosted_on(*index, node))
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for key in stale {
@@ -173,7 +177,7 @@ impl Shard {
                 let key = (name.clone(), index as i32);
                 // In a cluster a partition lives on the replicas its topic names, on
                 // the same shard of each.
-                let hosted = topic.replicas_of(index as i32).is_none_or(|r| r.contains(&node));
+                let hosted = topic.hosted_on(index as i32, node);
                 if owner % self.count != self.id || !hosted {
                     continue;
                 }

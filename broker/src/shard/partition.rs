@@ -296,8 +296,12 @@ impl Partition {
         let producers = Rc::new(RefCell::new(producers));
         let committed_log_start = Rc::new(std::cell::Cell::new(-1));
         let replica = match (topic.replicas_of(index), &shard.replication) {
-            (Some(voters), Some(replication)) => {
-                let voters = voters.iter().map(|n| *n as u64).collect();
+            (Some(replicas), Some(replication)) => {
+                // A replica a reassignment adds starts with no members: it waits for
+                // its leader's snapshot, which names them.
+                let node = shard.config.node_id;
+                let voters =
+                    if replicas.contains(&node) { replicas.iter().map(|n| *n as u64).collect() } else { Vec::new() };
                 let on_append = {
                     let producers = producers.clone();
                     Box::new(move |h: &BatchHeader| remember_producer(&mut producers.borrow_mut(), h)) as _

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, MetadataRequest, MetadataResponse};
 
-use super::kafka::name;
+use bytes::Bytes;
+use keel_protocol::batch::{build_batch, split_and_validate};
+
+use super::kafka::{fetch, list_offset, name, records_of};
 use super::{free_port, Broker, Conn};
 
 pub struct Cluster {
@@ -149,4 +152,87 @@ impl Cluster {
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// Produces `values` one batch each with acks=all to the partition's leader, asking
+/// `asking` nodes who leads; retries a value on a leader change. Returns the values
+/// acknowledged, in order.
+pub fn produce_all(c: &Cluster, asking: &[i32], topic: &str, partition: i32, values: &[String]) -> Vec<String> {
+    let records: Vec<(Option<String>, String)> = values.iter().map(|v| (None, v.clone())).collect();
+    produce_records(c, asking, topic, partition, &records)
+}
+
+/// As `produce_all`, each value with its key.
+pub fn produce_records(
+    c: &Cluster,
+    asking: &[i32],
+    topic: &str,
+    partition: i32,
+    records: &[(Option<String>, String)],
+) -> Vec<String> {
+    let mut acked = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut conn: Option<(i32, Conn)> = None;
+    for (key, v) in records {
+        loop {
+            assert!(Instant::now() < deadline, "could not produce {v}; logs:\n{}", c.logs());
+            if conn.is_none() {
+                let (leader, _) = c.wait_for_leader(asking, topic, partition, None);
+                conn = c.try_connect(leader).map(|k| (leader, k));
+            }
+            let Some((_, k)) = conn.as_mut() else { continue };
+            let batch = build_batch(0, 0, &[(key.as_deref().map(str::as_bytes), Some(v.as_bytes()))]);
+            let req = produce_request(topic, partition, batch);
+            let r: Option<kafka_protocol::messages::ProduceResponse> =
+                k.try_call(kafka_protocol::messages::ApiKey::Produce, 11, &req);
+            match r.map(|r| r.responses[0].partition_responses[0].error_code) {
+                Some(0) => {
+                    acked.push(v.clone());
+                    break;
+                }
+                _ => {
+                    conn = None;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+    acked
+}
+
+pub fn produce_request(topic: &str, partition: i32, batch: Bytes) -> kafka_protocol::messages::ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let pd = PartitionProduceData::default().with_index(partition).with_records(Some(batch));
+    kafka_protocol::messages::ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default().with_name(name(topic)).with_partition_data(vec![pd])])
+}
+
+/// Every value of the partition from its log start, read from node `id` (its leader).
+pub fn read_all(c: &Cluster, id: i32, topic: &str, partition: i32) -> Vec<String> {
+    let mut k = c.try_connect(id).expect("the leader answers");
+    let mut out = Vec::new();
+    let (error, mut offset) = list_offset(&mut k, topic, partition, -2);
+    assert_eq!(error, 0, "log start of {topic}-{partition} on node {id}");
+    loop {
+        let r = fetch(&mut k, &[(topic, partition, offset)], 0, 1);
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "fetch {topic}-{partition} at {offset} from node {id}");
+        let records = p.records.clone().unwrap_or_default();
+        let batches = split_and_validate(&records).unwrap();
+        let Some((last, _)) = batches.last() else { break };
+        out.extend(
+            records_of(&records)
+                .into_iter()
+                .filter(|(o, _, _)| *o >= offset)
+                .filter_map(|(_, _, v)| v)
+                .map(|v| String::from_utf8(v.to_vec()).unwrap()),
+        );
+        offset = last.last_offset() + 1;
+        if offset >= p.high_watermark {
+            break;
+        }
+    }
+    out
 }

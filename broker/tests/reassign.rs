@@ -1,0 +1,123 @@
+//! Reassignment through the real binary: a partition of a four-node cluster moves
+//! from three replicas to another three (AlterPartitionReassignments). The new replica
+//! copies the log from the leader's log start (a snapshot, then Raft appends), becomes
+//! a voter in one joint change, the replica left out removes its copy, and the moved
+//! partition keeps every acknowledged record through a kill of its new leader.
+
+mod common;
+
+use std::time::Duration;
+
+use common::cluster::{produce_all, read_all, Cluster};
+use common::kafka::{delete_records, name};
+use kafka_protocol::messages::alter_partition_reassignments_request::{ReassignablePartition, ReassignableTopic};
+use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ApiKey, BrokerId,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+};
+
+const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
+
+fn reassign(c: &Cluster, via: i32, topic: &str, partition: i32, replicas: Option<&[i32]>) -> i16 {
+    let p = ReassignablePartition::default()
+        .with_partition_index(partition)
+        .with_replicas(replicas.map(|r| r.iter().map(|n| BrokerId(*n)).collect()));
+    let req = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_allow_replication_factor_change(true)
+        .with_topics(vec![ReassignableTopic::default().with_name(name(topic)).with_partitions(vec![p])]);
+    let mut k = c.try_connect(via).expect("the node answers");
+    let r: AlterPartitionReassignmentsResponse = k.call(ApiKey::AlterPartitionReassignments, 1, &req);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    r.responses[0].partitions[0].error_code
+}
+
+/// One reassignment under way: (partition, replicas, adding, removing).
+type Ongoing = (i32, Vec<i32>, Vec<i32>, Vec<i32>);
+
+/// The reassignments under way as node `id` lists them.
+fn ongoing(c: &Cluster, id: i32, topic: &str) -> Vec<Ongoing> {
+    let req = ListPartitionReassignmentsRequest::default().with_timeout_ms(10_000).with_topics(Some(vec![
+        ListPartitionReassignmentsTopics::default().with_name(name(topic)).with_partition_indexes(vec![0, 1]),
+    ]));
+    let Some(mut k) = c.try_connect(id) else { return Vec::new() };
+    let r: ListPartitionReassignmentsResponse = k.call(ApiKey::ListPartitionReassignments, 0, &req);
+    let ids = |v: &[BrokerId]| v.iter().map(|b| b.0).collect::<Vec<i32>>();
+    r.topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| (p.partition_index, ids(&p.replicas), ids(&p.adding_replicas), ids(&p.removing_replicas)))
+        .collect()
+}
+
+fn replicas(c: &Cluster, id: i32, topic: &str) -> Option<Vec<i32>> {
+    let m = c.metadata(id, Some(&[topic]))?;
+    Some(m.topics.first()?.partitions.first()?.replica_nodes.iter().map(|b| b.0).collect())
+}
+
+#[test]
+fn a_partition_moves_to_a_new_replica_with_its_whole_log() {
+    const TOPIC: &str = "moving";
+    let all = [1, 2, 3, 4];
+    let mut c = Cluster::start_with_yaml(4, "leader_imbalance_check_interval_ms: 1000\n");
+    assert_eq!(c.create_topic(TOPIC, 1, 3), 0, "{}", c.logs());
+    c.wait_for_leader(&all, TOPIC, 0, None);
+    let before = replicas(&c, 1, TOPIC).expect("metadata");
+    let newcomer = all.iter().copied().find(|n| !before.contains(n)).expect("a fourth node");
+    let leaving = before[0];
+    // The newcomer becomes the preferred replica, in place of the first one.
+    let target: Vec<i32> = std::iter::once(newcomer).chain(before[1..].iter().copied()).collect();
+
+    let values: Vec<String> = (0..400).map(|i| format!("v{i}")).collect();
+    assert_eq!(produce_all(&c, &all, TOPIC, 0, &values[..300]), values[..300]);
+    // The copy starts at the leader's log start, not at offset 0.
+    let (leader, _) = c.wait_for_leader(&all, TOPIC, 0, None);
+    let mut k = c.try_connect(leader).expect("the leader answers");
+    assert_eq!(delete_records(&mut k, TOPIC, 0, 50), (0, 50));
+
+    // Refused: unknown brokers, duplicates, no move to cancel.
+    assert_eq!(reassign(&c, 1, TOPIC, 0, Some(&[1, 2, 9])), INVALID_REPLICA_ASSIGNMENT);
+    assert_eq!(reassign(&c, 1, TOPIC, 0, Some(&[1, 1, 2])), INVALID_REPLICA_ASSIGNMENT);
+    assert_eq!(reassign(&c, 1, TOPIC, 0, None), NO_REASSIGNMENT_IN_PROGRESS);
+
+    // Asked through the node leaving (not necessarily the controller: it relays).
+    assert_eq!(reassign(&c, leaving, TOPIC, 0, Some(&target)), 0);
+    let listed = ongoing(&c, newcomer, TOPIC);
+    if let Some((_, replicas, adding, removing)) = listed.first() {
+        assert_eq!((adding.clone(), removing.clone()), (vec![newcomer], vec![leaving]), "{listed:?}");
+        assert_eq!(replicas.len(), 4, "every replica while it moves: {listed:?}");
+    }
+    // Producing goes on during the move.
+    assert_eq!(produce_all(&c, &all, TOPIC, 0, &values[300..]), values[300..]);
+    c.wait_until("the move completes on every node", Duration::from_secs(60), |c| {
+        all.iter().all(|id| ongoing(c, *id, TOPIC).is_empty() && replicas(c, *id, TOPIC) == Some(target.clone()))
+    });
+    // The newcomer, now the preferred replica, takes the leadership, and serves the
+    // whole log from the log start.
+    c.wait_until("the newcomer leads", Duration::from_secs(30), |c| {
+        all.iter().all(|id| c.leader(*id, TOPIC, 0).map(|(l, _)| l) == Some(newcomer))
+    });
+    assert_eq!(read_all(&c, newcomer, TOPIC, 0), values[50..], "{}", c.logs());
+
+    // The node left out removed its replica.
+    let dir = c.node(leaving).dir.join(format!("{TOPIC}-0"));
+    c.wait_until("the replica left out is removed", Duration::from_secs(10), |_| !dir.exists());
+
+    // The new leader dies: the two others still have everything.
+    c.node(newcomer).kill9();
+    let rest: Vec<i32> = all.iter().copied().filter(|n| *n != newcomer).collect();
+    let (next, _) = c.wait_for_leader(&rest, TOPIC, 0, Some(newcomer));
+    assert_ne!(next, leaving);
+    assert_eq!(read_all(&c, next, TOPIC, 0), values[50..]);
+    // And it comes back from its copied log.
+    c.node(newcomer).spawn();
+    let more: Vec<String> = (400..450).map(|i| format!("v{i}")).collect();
+    assert_eq!(produce_all(&c, &all, TOPIC, 0, &more), more);
+    c.wait_until("the newcomer leads again", Duration::from_secs(30), |c| {
+        c.leader(newcomer, TOPIC, 0).map(|(l, _)| l) == Some(newcomer)
+    });
+    let expected: Vec<String> = values[50..].iter().chain(&more).cloned().collect();
+    assert_eq!(read_all(&c, newcomer, TOPIC, 0), expected);
+}
