@@ -97,6 +97,10 @@ pub struct BrokerConfig {
     /// replica ready to take them back (Kafka's `leader.imbalance.check.interval.seconds`,
     /// 300 s there).
     pub leader_imbalance_check_interval_ms: u64,
+    /// A broker the controller has not heard from for this long is fenced: left out
+    /// of Metadata and of new replica placements until it is heard again (Kafka's
+    /// `broker.session.timeout.ms`).
+    pub broker_session_timeout_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -142,6 +146,7 @@ impl Default for BrokerConfig {
             replica_lag_time_max_ms: 30_000,
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_ms: 30_000,
+            broker_session_timeout_ms: 9_000,
         }
     }
 }

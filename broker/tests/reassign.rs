@@ -70,7 +70,9 @@ fn a_partition_moves_to_a_new_replica_with_its_whole_log() {
     // The newcomer becomes the preferred replica, in place of the first one.
     let target: Vec<i32> = std::iter::once(newcomer).chain(before[1..].iter().copied()).collect();
 
-    let values: Vec<String> = (0..400).map(|i| format!("v{i}")).collect();
+    // About 2.4 MB, so the newcomer's copy takes several Fetch requests.
+    let pad = "x".repeat(6_000);
+    let values: Vec<String> = (0..400).map(|i| format!("v{i}-{pad}")).collect();
     assert_eq!(produce_all(&c, &all, TOPIC, 0, &values[..300]), values[..300]);
     // The copy starts at the leader's log start, not at offset 0.
     let (leader, _) = c.wait_for_leader(&all, TOPIC, 0, None);

@@ -14,7 +14,7 @@ use std::rc::Rc;
 
 use uuid::Uuid;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::configs;
 use super::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
@@ -40,6 +40,8 @@ pub struct Controller {
     ids_turn: glommio::sync::Semaphore,
     /// In a cluster: committed metadata not installed yet.
     pub installs: std::cell::RefCell<Option<Rc<crate::replication::cluster::Installs>>>,
+    /// In a cluster, on the controller: when each broker registered last.
+    heard: std::cell::RefCell<BTreeMap<i32, Instant>>,
 }
 
 /// A topic to create, as CreateTopics or auto-creation asks.
@@ -63,6 +65,7 @@ impl Controller {
             turn: glommio::sync::Semaphore::new(1),
             ids_turn: glommio::sync::Semaphore::new(1),
             installs: Default::default(),
+            heard: Default::default(),
         }
     }
 }
@@ -102,7 +105,7 @@ fn validate_spec(spec: &TopicSpec, meta: &Metadata, default_partitions: i32) -> 
             format!("Number of partitions must be in 1..={PARTITIONS_PER_TOPIC_MAX}."),
         ));
     }
-    let brokers = meta.brokers.len().max(1);
+    let brokers = meta.live_brokers().len().max(1);
     if spec.replication_factor != -1 && !(1..=brokers as i16).contains(&spec.replication_factor) {
         return Err((
             errors::INVALID_REPLICATION_FACTOR,
@@ -157,7 +160,7 @@ pub async fn create_topics(
     for spec in &specs {
         let r = validate_spec(spec, &meta, shard.config.num_partitions).map(|partitions| {
             let replication_factor = match spec.replication_factor {
-                -1 if spec.name.starts_with("__") => meta.brokers.len().min(3),
+                -1 if spec.name.starts_with("__") => meta.live_brokers().len().min(3),
                 -1 => 1,
                 rf => rf as usize,
             };
@@ -360,15 +363,48 @@ pub async fn grant_producer_ids(shard: &Rc<Shard>, node: i32) -> Result<(), Fail
     commit(shard, meta).await
 }
 
-/// The controller records a broker's address (idempotent).
+/// The controller records a broker's address (idempotent; brokers repeat it as
+/// their heartbeat), and unfences it.
 pub async fn register_broker(shard: &Rc<Shard>, node: i32, broker: BrokerMeta) -> Result<(), Failure> {
-    let _turn = take_turn(shard).await;
-    let mut meta = (*shard.meta()).clone();
-    if meta.brokers.get(&node) == Some(&broker) {
+    controller(shard).heard.borrow_mut().insert(node, Instant::now());
+    let current = shard.meta();
+    if current.brokers.get(&node) == Some(&broker) && !current.fenced.contains(&node) {
         return Ok(());
     }
-    tracing::info!(node, host = %broker.host, port = broker.port, "registering broker");
-    meta.brokers.insert(node, broker);
+    let _turn = take_turn(shard).await;
+    let mut meta = (*shard.meta()).clone();
+    if meta.fenced.remove(&node) {
+        tracing::info!(node, "unfencing broker: heard from again");
+    }
+    if meta.brokers.get(&node) != Some(&broker) {
+        tracing::info!(node, host = %broker.host, port = broker.port, "registering broker");
+        meta.brokers.insert(node, broker);
+    }
+    commit(shard, meta).await
+}
+
+/// On the controller: fences the brokers not heard from within the session timeout
+/// (each broker registers again every [`cluster::HEARTBEAT`]); nothing elsewhere. A
+/// new controller gives every broker a whole timeout from when it took over.
+pub async fn fence_silent_brokers(shard: &Rc<Shard>, controller_since: Instant) -> Result<(), Failure> {
+    let timeout = Duration::from_millis(shard.config.broker_session_timeout_ms);
+    let me = shard.config.node_id;
+    let silent: Vec<i32> = {
+        let heard = controller(shard).heard.borrow();
+        let meta = shard.meta();
+        meta.live_brokers()
+            .into_iter()
+            .filter(|id| *id != me)
+            .filter(|id| heard.get(id).copied().unwrap_or(controller_since).max(controller_since).elapsed() > timeout)
+            .collect()
+    };
+    if silent.is_empty() {
+        return Ok(());
+    }
+    let _turn = take_turn(shard).await;
+    let mut meta = (*shard.meta()).clone();
+    tracing::warn!(brokers = ?silent, "fencing brokers not heard from within the session timeout");
+    meta.fenced.extend(silent);
     commit(shard, meta).await
 }
 
@@ -488,7 +524,7 @@ pub async fn complete_reassignment(
 /// over nodes) from a point the topic's name picks (topics spread too). Empty on a
 /// single node.
 fn place_replicas(meta: &Metadata, topic: &str, first: usize, count: usize, factor: usize) -> Vec<Vec<i32>> {
-    let brokers: Vec<i32> = meta.brokers.keys().copied().collect();
+    let brokers = meta.live_brokers();
     if brokers.is_empty() {
         return Vec::new();
     }

@@ -78,6 +78,10 @@ pub struct Metadata {
     /// Brokers of a cluster by node id (empty for a single node).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub brokers: BTreeMap<i32, BrokerMeta>,
+    /// Registered brokers the controller has not heard from within the session
+    /// timeout (KRaft's fenced brokers).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub fenced: std::collections::BTreeSet<i32>,
     #[serde(skip)]
     by_id: HashMap<Uuid, String>,
 }
@@ -91,6 +95,12 @@ impl Metadata {
 
     pub fn reindex(&mut self) {
         self.by_id = self.topics.iter().map(|(n, t)| (t.id, n.clone())).collect();
+    }
+
+    /// Registered brokers that are not fenced: the ones clients are told of and new
+    /// replicas are placed on.
+    pub fn live_brokers(&self) -> Vec<i32> {
+        self.brokers.keys().filter(|id| !self.fenced.contains(id)).copied().collect()
     }
 
     pub fn topic_name(&self, id: &Uuid) -> Option<&str> {

@@ -193,6 +193,7 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
         }
     }));
     glommio::spawn_local(register_loop(shard.clone())).detach();
+    glommio::spawn_local(fence_loop(shard.clone())).detach();
     Ok(())
 }
 
@@ -408,7 +409,8 @@ pub fn brokers(shard: &Shard) -> Vec<(i32, String, i32)> {
         let (host, port) = shard.config.advertised();
         return vec![(shard.config.node_id, host, port)];
     }
-    shard.meta().brokers.iter().map(|(id, b)| (*id, b.host.clone(), b.port)).collect()
+    let meta = shard.meta();
+    meta.brokers.iter().filter(|(id, _)| !meta.fenced.contains(id)).map(|(id, b)| (*id, b.host.clone(), b.port)).collect()
 }
 
 /// The controller's node id for clients: the metadata group's leader (-1 while there
@@ -585,17 +587,38 @@ async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
     }
 }
 
-/// Registers this node with the controller until the metadata lists it as it is.
+/// How often a registered broker registers again: its heartbeat to the controller,
+/// which fences a broker silent for `broker_session_timeout_ms`.
+pub const HEARTBEAT: Duration = Duration::from_millis(2000);
+
+/// Registers this node with the controller, every 200 ms until the metadata lists it
+/// as it is (and not fenced), then every [`HEARTBEAT`].
 async fn register_loop(shard: Rc<Shard>) {
     let node = shard.config.node_id;
     let (host, port) = shard.config.advertised();
     let me = BrokerMeta { host, port };
     loop {
-        let registered = shard.meta().brokers.get(&node) == Some(&me);
-        glommio::timer::sleep(Duration::from_millis(if registered { 2000 } else { 200 })).await;
-        if !registered {
-            let request = ControlRequest::Register { node, host: me.host.clone(), port: me.port };
-            ask_controller(&shard, request).await;
+        let meta = shard.meta();
+        let registered = meta.brokers.get(&node) == Some(&me) && !meta.fenced.contains(&node);
+        glommio::timer::sleep(if registered { HEARTBEAT } else { Duration::from_millis(200) }).await;
+        let request = ControlRequest::Register { node, host: me.host.clone(), port: me.port };
+        ask_controller(&shard, request).await;
+    }
+}
+
+/// On shard 0: while this node is the controller, fences the brokers gone silent.
+async fn fence_loop(shard: Rc<Shard>) {
+    let mut since: Option<std::time::Instant> = None;
+    loop {
+        glommio::timer::sleep(Duration::from_millis(500)).await;
+        let leads = shard.replication.as_ref().is_some_and(|r| r.leads(METADATA_GROUP));
+        if !leads || !caught_up(&shard) {
+            since = None;
+            continue;
+        }
+        let since = *since.get_or_insert_with(std::time::Instant::now);
+        if let Err((code, message)) = controller::fence_silent_brokers(&shard, since).await {
+            tracing::debug!(code, %message, "fencing silent brokers failed; trying again");
         }
     }
 }
