@@ -206,9 +206,8 @@ impl BrokerConfig {
             }
         }
         if !peers.is_empty() {
-            if !peers.contains_key(&(self.node_id as u64)) {
-                return Err(format!("node id {} is not among the peers {:?}", self.node_id, self.peers));
-            }
+            // A node not among the peers joins their cluster as a broker that does
+            // not vote on metadata (KRaft's brokers beside its controllers).
             if self.rpc_addr.is_none() {
                 return Err("a cluster node needs --rpc-addr".into());
             }

@@ -1,5 +1,5 @@
-//! Reassignment through the real binary: a partition of a four-node cluster moves
-//! from three replicas to another three (AlterPartitionReassignments). The new replica
+//! Membership through the real binary. A fourth broker joins a three-node cluster, and
+//! a partition moves to it (AlterPartitionReassignments): the new replica
 //! copies the log from the leader's log start (a snapshot, then Raft appends), becomes
 //! a voter in one joint change, the replica left out removes its copy, and the moved
 //! partition keeps every acknowledged record through a kill of its new leader.
@@ -61,8 +61,10 @@ fn replicas(c: &Cluster, id: i32, topic: &str) -> Option<Vec<i32>> {
 fn a_partition_moves_to_a_new_replica_with_its_whole_log() {
     const TOPIC: &str = "moving";
     let all = [1, 2, 3, 4];
-    let mut c = Cluster::start_with_yaml(4, "leader_imbalance_check_interval_ms: 1000\n");
+    let mut c = Cluster::start_with_yaml(3, "leader_imbalance_check_interval_ms: 1000\n");
     assert_eq!(c.create_topic(TOPIC, 1, 3), 0, "{}", c.logs());
+    // The fourth broker joins: it is not among the peers (the metadata voters).
+    assert_eq!(c.join(), 4);
     c.wait_for_leader(&all, TOPIC, 0, None);
     let before = replicas(&c, 1, TOPIC).expect("metadata");
     let newcomer = all.iter().copied().find(|n| !before.contains(n)).expect("a fourth node");

@@ -369,6 +369,7 @@ pub async fn register_broker(shard: &Rc<Shard>, node: i32, broker: BrokerMeta) -
     controller(shard).heard.borrow_mut().insert(node, Instant::now());
     let current = shard.meta();
     if current.brokers.get(&node) == Some(&broker) && !current.fenced.contains(&node) {
+        add_metadata_learner(shard, node);
         return Ok(());
     }
     let _turn = take_turn(shard).await;
@@ -380,7 +381,28 @@ pub async fn register_broker(shard: &Rc<Shard>, node: i32, broker: BrokerMeta) -
         tracing::info!(node, host = %broker.host, port = broker.port, "registering broker");
         meta.brokers.insert(node, broker);
     }
-    commit(shard, meta).await
+    commit(shard, meta).await?;
+    add_metadata_learner(shard, node);
+    Ok(())
+}
+
+/// A broker that is not a member of the metadata group (it joined the peers) becomes
+/// a learner of it, so it receives the metadata log without voting on it. Every node
+/// learns its address from its registration first (`Shard::apply_metadata`).
+fn add_metadata_learner(shard: &Shard, node: i32) {
+    use keel_raft::{ConfChangeSingle, ConfChangeType, ConfChangeV2};
+    let Some(replication) = &shard.replication else { return };
+    let Ok(id) = u64::try_from(node) else { return };
+    let Some((conf, pending)) = replication.conf(METADATA_GROUP) else { return };
+    if pending || conf.voters.contains(&id) || conf.learners.contains(&id) || conf.voters_outgoing.contains(&id) {
+        return;
+    }
+    let add = ConfChangeSingle { change_type: ConfChangeType::AddLearnerNode, node_id: id, ..Default::default() };
+    let change = ConfChangeV2 { changes: vec![add].into(), ..Default::default() };
+    match replication.propose_conf_change(METADATA_GROUP, change) {
+        Ok(()) => tracing::info!(node, "a broker joined: adding it to the metadata group as a learner"),
+        Err((_, why)) => tracing::debug!(node, %why, "adding a metadata learner refused; trying again"),
+    }
 }
 
 /// On the controller: fences the brokers not heard from within the session timeout

@@ -60,6 +60,10 @@ impl TopicMeta {
 pub struct BrokerMeta {
     pub host: String,
     pub port: i32,
+    /// The node-to-node listener (`--rpc-addr`), so every node can reach a broker
+    /// that joined after it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]

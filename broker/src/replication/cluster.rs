@@ -46,6 +46,9 @@ pub enum ControlRequest {
         node: i32,
         host: String,
         port: i32,
+        /// Its node-to-node listener; `None` from a node of an earlier version.
+        #[serde(default)]
+        rpc: Option<String>,
     },
     ProducerIds {
         node: i32,
@@ -166,7 +169,10 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
             installs.signal.notify();
         })
     };
-    let voters = peers.keys().copied().collect();
+    // The peers vote on metadata; a node joining them starts with no members and
+    // waits for the controller to add it as a learner (`controller::register_broker`).
+    let me = shard.config.node_id as NodeId;
+    let voters = if peers.contains_key(&me) { peers.keys().copied().collect() } else { Vec::new() };
     let hooks = super::shell::ReplicaHooks { on_commit: Some(on_commit), ..Default::default() };
     replication.add_group(METADATA_GROUP, log, voters, hooks).await?;
     glommio::spawn_local(install_loop(shard.clone(), installs)).detach();
@@ -410,7 +416,11 @@ pub fn brokers(shard: &Shard) -> Vec<(i32, String, i32)> {
         return vec![(shard.config.node_id, host, port)];
     }
     let meta = shard.meta();
-    meta.brokers.iter().filter(|(id, _)| !meta.fenced.contains(id)).map(|(id, b)| (*id, b.host.clone(), b.port)).collect()
+    meta.brokers
+        .iter()
+        .filter(|(id, _)| !meta.fenced.contains(id))
+        .map(|(id, b)| (*id, b.host.clone(), b.port))
+        .collect()
 }
 
 /// The controller's node id for clients: the metadata group's leader (-1 while there
@@ -533,9 +543,23 @@ pub fn controller_node(shard: &Shard) -> Option<i32> {
     shard.leaders.borrow().get(&METADATA_GROUP).map(|k| k.leader).filter(|l| *l >= 0)
 }
 
-/// Sends `request` to the controller (or serves it here when this node is it).
+/// Sends `request` to the controller (or serves it here when this node is it). While
+/// no controller is known (a node joining a cluster), to every peer: only the
+/// controller acts on it.
 pub async fn ask_controller(shard: &Rc<Shard>, request: ControlRequest) {
-    let Some(controller) = controller_node(shard) else { return };
+    let Some(controller) = controller_node(shard) else {
+        let payload = Bytes::from(serde_json::to_vec(&request).expect("a control request serializes"));
+        shard
+            .submit_to(0, move |s| async move {
+                if let Some(r) = &s.replication {
+                    for peer in r.transport().peers() {
+                        r.transport().send_control(peer, 0, payload.clone());
+                    }
+                }
+            })
+            .await;
+        return;
+    };
     if controller == shard.config.node_id {
         shard.submit_to(0, move |s| async move { serve_control(s, request).await }).await;
         return;
@@ -558,8 +582,8 @@ async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
         return;
     }
     let outcome = match request {
-        ControlRequest::Register { node, host, port } => {
-            controller::register_broker(&shard, node, BrokerMeta { host, port }).await
+        ControlRequest::Register { node, host, port, rpc } => {
+            controller::register_broker(&shard, node, BrokerMeta { host, port, rpc }).await
         }
         ControlRequest::ProducerIds { node } => controller::grant_producer_ids(&shard, node).await,
         ControlRequest::ReassignmentDone { topic, partition, members } => {
@@ -596,12 +620,12 @@ pub const HEARTBEAT: Duration = Duration::from_millis(2000);
 async fn register_loop(shard: Rc<Shard>) {
     let node = shard.config.node_id;
     let (host, port) = shard.config.advertised();
-    let me = BrokerMeta { host, port };
+    let me = BrokerMeta { host, port, rpc: shard.config.rpc_addr.clone() };
     loop {
         let meta = shard.meta();
         let registered = meta.brokers.get(&node) == Some(&me) && !meta.fenced.contains(&node);
         glommio::timer::sleep(if registered { HEARTBEAT } else { Duration::from_millis(200) }).await;
-        let request = ControlRequest::Register { node, host: me.host.clone(), port: me.port };
+        let request = ControlRequest::Register { node, host: me.host.clone(), port: me.port, rpc: me.rpc.clone() };
         ask_controller(&shard, request).await;
     }
 }

@@ -151,6 +151,7 @@ impl Shard {
         }
         let meta = Rc::new(meta);
         *self.metadata.borrow_mut() = meta.clone();
+        self.learn_peers(&meta);
         let stale: Vec<TopicPartition> = self
             .partitions
             .borrow()
@@ -193,6 +194,30 @@ impl Shard {
                         }
                     },
                 }
+            }
+        }
+    }
+}
+
+impl Shard {
+    /// Brokers that joined the cluster after this node started become its Raft peers
+    /// (their node-to-node address comes with their registration); every node then
+    /// tells them all the leaders it knows.
+    fn learn_peers(&self, meta: &Metadata) {
+        let Some(replication) = &self.replication else { return };
+        let known = replication.transport().peers();
+        let me = self.config.node_id;
+        for (id, broker) in &meta.brokers {
+            let Some(addr) =
+                broker.rpc.as_deref().and_then(|a| std::net::ToSocketAddrs::to_socket_addrs(a).ok()?.next())
+            else {
+                continue;
+            };
+            let Ok(node) = u64::try_from(*id) else { continue };
+            if *id != me && !known.contains(&node) {
+                tracing::info!(node, %addr, "a new peer joined the cluster");
+                replication.transport().add_peer(node, addr);
+                self.leaders_refresh_due.set(true);
             }
         }
     }

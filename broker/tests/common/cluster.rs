@@ -15,6 +15,9 @@ use super::{free_port, Broker, Conn};
 
 pub struct Cluster {
     pub nodes: Vec<Broker>,
+    /// `--peers` of every node: the metadata voters.
+    peers: String,
+    yaml: String,
 }
 
 impl Cluster {
@@ -37,11 +40,26 @@ impl Cluster {
                 Broker::start_with_yaml(1, "256M", &args, yaml)
             })
             .collect();
-        let cluster = Cluster { nodes };
+        let cluster = Cluster { nodes, peers, yaml: yaml.to_string() };
         cluster.wait_until("every node lists every broker and a controller", Duration::from_secs(60), |c| {
             (1..=n as i32).all(|id| c.metadata(id, None).is_some_and(|m| m.brokers.len() == n && m.controller_id.0 > 0))
         });
         cluster
+    }
+
+    /// Starts one more node, not among the peers: it joins the cluster as a broker
+    /// that does not vote on metadata. Waits until every node lists it. Returns its id.
+    pub fn join(&mut self) -> i32 {
+        let id = self.nodes.len() as i32 + 1;
+        let node_id = id.to_string();
+        let rpc_addr = format!("127.0.0.1:{}", free_port());
+        let args = ["--node-id", node_id.as_str(), "--rpc-addr", &rpc_addr, "--peers", &self.peers];
+        self.nodes.push(Broker::start_with_yaml(1, "256M", &args, &self.yaml));
+        let n = self.nodes.len();
+        self.wait_until("every node lists the new broker", Duration::from_secs(60), |c| {
+            (1..=n as i32).all(|i| c.metadata(i, None).is_some_and(|m| m.brokers.len() == n && m.controller_id.0 > 0))
+        });
+        id
     }
 
     pub fn node(&mut self, id: i32) -> &mut Broker {
