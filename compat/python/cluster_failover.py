@@ -30,8 +30,13 @@ CLUSTER_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clu
 MOVE_DEADLINE_S = 15
 
 
-def _coordinator(admin, group):
-    """The group's coordinator node id, or None while it cannot be described."""
+def _coordinator(bootstrap, group):
+    """The group's coordinator node id, or None while it cannot be described.
+
+    A new admin client each time: librdkafka's admin client keeps the coordinator it
+    found and answers NOT_COORDINATOR from it after the group has moved, and it drops
+    a broker the cluster has fenced; a fresh client asks FindCoordinator anew."""
+    admin = AdminClient(kc.common_config(bootstrap))
     try:
         return admin.describe_consumer_groups([group], request_timeout=5)[group].result(timeout=10).coordinator.id
     except Exception:  # noqa: BLE001 - retried by the caller while the coordinator moves
@@ -75,6 +80,7 @@ def test_group_resumes_after_coordinator_kill(bootstrap):
     topic, group = "keel-py-failover-%s" % run, "keel-py-failover-%s" % run
     admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3)])[topic].result(60)
     kc.wait_for_topic(admin, topic, PARTITIONS)
+    del admin  # not kept across the kill: see _coordinator
     producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks="all", linger_ms=5)
     for i in range(RECORDS):
         producer.send(topic, value=str(i).encode(), partition=i % PARTITIONS)
@@ -93,19 +99,19 @@ def test_group_resumes_after_coordinator_kill(bootstrap):
 
     killed = []
     try:
-        _resume_after_kill(admin, consumer, topic, group, cluster_dir, killed)
+        _resume_after_kill(bootstrap, consumer, topic, group, cluster_dir, killed)
     finally:
         for node in killed:
             subprocess.run([CLUSTER_SH, "restart", str(node), cluster_dir], check=False)
 
 
-def _resume_after_kill(admin, consumer, topic, group, cluster_dir, killed):
+def _resume_after_kill(bootstrap, consumer, topic, group, cluster_dir, killed):
     seen = {}
     first = consumer()
     try:
         _consume_until(first, seen, RECORDS // 3)
         first.commit()
-        coordinator = _coordinator(admin, group)
+        coordinator = _coordinator(bootstrap, group)
         assert coordinator is not None, "the group has no coordinator"
         subprocess.run([CLUSTER_SH, "kill", str(coordinator), cluster_dir], check=True)
         killed.append(coordinator)
@@ -114,7 +120,7 @@ def _resume_after_kill(admin, consumer, topic, group, cluster_dir, killed):
         while moved in (None, coordinator):
             assert time.time() - started < MOVE_DEADLINE_S, "the coordinator did not move from %d" % coordinator
             time.sleep(0.1)
-            moved = _coordinator(admin, group)
+            moved = _coordinator(bootstrap, group)
         print("figure: group coordinator moved from node %d to %d in %d ms"
               % (coordinator, moved, (time.time() - started) * 1000))
         # The same member goes on and commits at the new coordinator.
