@@ -115,8 +115,8 @@ else
 fi
 
 # A 3-node cluster (one shard each), topics with replication factor 3: the client
-# suites (franz-go with KGO_TEST_RF=3, Java with KEEL_TEST_RF=3), group coordinator
-# failover, then the leader-kill ledger (an idempotent acks=all producer while the
+# suites (franz-go with KGO_TEST_RF=3, Java with KEEL_TEST_RF=3), Kafka's reassignment
+# tool, group coordinator failover, then the leader-kill ledger (an idempotent acks=all producer while the
 # leader is killed; nothing acknowledged may be lost, duplicated or reordered).
 cluster_dir="$run_dir/cluster" cluster_base=$((port + 3000))
 cluster_bootstrap="127.0.0.1:$cluster_base,127.0.0.1:$((cluster_base + 1)),127.0.0.1:$((cluster_base + 2))"
@@ -129,6 +129,10 @@ if compat/cluster.sh start 3 "$cluster_dir" "$cluster_base"; then
   python_suite cluster "$cluster_bootstrap"
   KEEL_TEST_RF=3 java_suite cluster "$cluster_bootstrap"
   CCT_NUM_CLUSTER_NODES=3 client_compat cluster "$cluster_bootstrap"
+  note "cluster: kafka-reassign-partitions moves every partition of an RF 2 topic"
+  compat/reassign.sh "$cluster_bootstrap" >"$logs/cluster-reassign.log" 2>&1
+  grep -E "^figure:|^reassign: [0-9]+ passed" "$logs/cluster-reassign.log"
+  record_or_fail "cluster reassignment" "$(sed -nE 's/^reassign: ([0-9]+) passed, ([0-9]+) failed$/\1 \2 0/p' "$logs/cluster-reassign.log")"
   # Last on this cluster: it kill -9s a node (and restarts it).
   note "cluster: group coordinator failover (kafka-python)"
   KEEL_CLUSTER_DIR="$cluster_dir" compat/python/run.sh "$cluster_bootstrap" cluster_failover.py -s \

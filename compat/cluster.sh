@@ -13,6 +13,14 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 bin="${KEEL_BIN:-$root/target/release/keel}"
 
+# Node i's shard runs on core (i-1) mod the cores this script may use, so that nodes
+# share the host's cores instead of all taking the first.
+cpu_of() {
+  local cpus; mapfile -t cpus < <(taskset -cp $$ | sed 's/.*: //' | tr ',' '\n' |
+    awk -F- '{hi = ($2 == "") ? $1 : $2; for (c = $1; c <= hi; c++) print c}')
+  echo "${cpus[$(( ($1 - 1) % ${#cpus[@]} ))]}"
+}
+
 cmd=${1:-}
 case "$cmd" in
   start)
@@ -25,7 +33,7 @@ case "$cmd" in
     for i in $(seq 1 "$n"); do
       port=$((base + i - 1))
       "$here/keel.sh" start "$dir/node-$i" "$port" --node-id "$i" --rpc-addr "127.0.0.1:$((port + 200))" \
-        --peers "$peers" "$@" >/dev/null
+        --peers "$peers" --cpuset "$(cpu_of "$i")" "$@" >/dev/null
     done
     deadline=$((SECONDS + 60))
     bootstrap=$(seq -s, "$base" "$((base + n - 1))" | sed 's/\([0-9]*\)/127.0.0.1:\1/g')
@@ -53,7 +61,7 @@ case "$cmd" in
     extra=(); mapfile -t extra <"$dir/extra-flags"
     port=$((base + node - 1))
     "$here/keel.sh" start "$dir/node-$node" "$port" --node-id "$node" --rpc-addr "127.0.0.1:$((port + 200))" \
-      --peers "$peers" ${extra[@]+"${extra[@]}"}
+      --peers "$peers" --cpuset "$(cpu_of "$node")" ${extra[@]+"${extra[@]}"}
     ;;
   *) echo "usage: $0 start <n> [dir] [base-port] [flags] | stop [dir] | kill <node> [dir] | restart <node> [dir]" >&2; exit 2 ;;
 esac

@@ -20,6 +20,9 @@ pub struct BrokerConfig {
     pub admin_addr: String,
     /// Number of shards (one pinned executor per core).
     pub smp: usize,
+    /// Cores the shards are pinned to, e.g. "2-3": several brokers on one host each
+    /// take their own. `None`: the first `smp` cores this process may use.
+    pub cpuset: Option<String>,
     /// Memory for all shards, split evenly, e.g. "2G".
     pub memory: String,
     pub auto_create_topics: bool,
@@ -112,6 +115,7 @@ impl Default for BrokerConfig {
             advertised_kafka_addr: None,
             admin_addr: "127.0.0.1:9644".into(),
             smp: 1,
+            cpuset: None,
             memory: "1G".into(),
             auto_create_topics: true,
             num_partitions: 1,

@@ -2,7 +2,9 @@
 //! a partition moves to it (AlterPartitionReassignments): the new replica
 //! copies the log from the leader's log start (a snapshot, then Raft appends), becomes
 //! a voter in one joint change, the replica left out removes its copy, and the moved
-//! partition keeps every acknowledged record through a kill of its new leader.
+//! partition keeps every acknowledged record through a kill of its new leader. A
+//! broker the controller stops hearing from is fenced: out of Metadata and of new
+//! placements until it registers again.
 
 mod common;
 
@@ -124,4 +126,36 @@ fn a_partition_moves_to_a_new_replica_with_its_whole_log() {
     });
     let expected: Vec<String> = values[50..].iter().chain(&more).cloned().collect();
     assert_eq!(read_all(&c, newcomer, TOPIC, 0), expected);
+}
+
+/// The broker ids node `id` lists in Metadata.
+fn brokers(c: &Cluster, id: i32) -> Option<Vec<i32>> {
+    let mut ids: Vec<i32> = c.metadata(id, None)?.brokers.iter().map(|b| b.node_id.0).collect();
+    ids.sort_unstable();
+    Some(ids)
+}
+
+#[test]
+fn a_silent_broker_is_fenced_until_it_registers_again() {
+    const INVALID_REPLICATION_FACTOR: i16 = 38;
+    let mut c = Cluster::start_with_yaml(3, "broker_session_timeout_ms: 3000\n");
+    c.node(3).kill9();
+    // Left out of Metadata, and of placements, once the controller has not heard from
+    // it for the session timeout.
+    c.wait_until("node 3 is fenced", Duration::from_secs(30), |c| {
+        [1, 2].iter().all(|id| brokers(c, *id) == Some(vec![1, 2]))
+    });
+    assert_eq!(c.create_topic("fenced-rf3", 1, 3), INVALID_REPLICATION_FACTOR);
+    assert_eq!(c.create_topic("fenced-rf2", 4, 2), 0);
+    c.wait_for_leader(&[1, 2], "fenced-rf2", 3, None);
+    let m = c.metadata(1, Some(&["fenced-rf2"])).expect("metadata");
+    for p in &m.topics[0].partitions {
+        assert!(!p.replica_nodes.iter().any(|b| b.0 == 3), "placed on a fenced broker: {p:?}");
+    }
+    // Back once it registers again.
+    c.node(3).spawn();
+    c.wait_until("node 3 is back", Duration::from_secs(30), |c| {
+        [1, 2, 3].iter().all(|id| brokers(c, *id) == Some(vec![1, 2, 3]))
+    });
+    assert_eq!(c.create_topic("fenced-rf3", 1, 3), 0);
 }

@@ -15,13 +15,42 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// Picks `smp` CPUs to pin shards to: the first `smp` allowed CPUs.
-pub fn pick_cpus(smp: usize) -> Result<Vec<usize>, String> {
-    let cpus = allowed_cpus();
+/// Picks `smp` CPUs to pin shards to: the first `smp` allowed CPUs, or of `cpuset`
+/// ("0-3,6") when given, which must lie within the allowed ones. Several brokers on
+/// one host each take their own cores this way (as `taskset` would).
+pub fn pick_cpus(smp: usize, cpuset: Option<&str>) -> Result<Vec<usize>, String> {
+    let allowed = allowed_cpus();
+    let cpus = match cpuset {
+        None => allowed,
+        Some(list) => {
+            let set = parse_cpuset(list)?;
+            if let Some(c) = set.iter().find(|c| !allowed.contains(c)) {
+                return Err(format!("--cpuset {list}: cpu {c} is not one this process may use ({allowed:?})"));
+            }
+            set
+        }
+    };
     if smp == 0 || smp > cpus.len() {
-        return Err(format!("--smp {smp} asks for more cores than the {} this process may use", cpus.len()));
+        return Err(format!("--smp {smp} asks for more cores than the {} available ({cpus:?})", cpus.len()));
     }
     Ok(cpus[..smp].to_vec())
+}
+
+/// "0-3,6" as [0, 1, 2, 3, 6]: sorted, without duplicates.
+pub fn parse_cpuset(list: &str) -> Result<Vec<usize>, String> {
+    let bad = || format!("--cpuset {list:?}: expected a list such as 0-3,6");
+    let mut cpus = Vec::new();
+    for part in list.split(',').map(str::trim) {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let (lo, hi): (usize, usize) = (lo.trim().parse().map_err(|_| bad())?, hi.trim().parse().map_err(|_| bad())?);
+        if lo > hi || hi >= libc::CPU_SETSIZE as usize {
+            return Err(bad());
+        }
+        cpus.extend(lo..=hi);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
 }
 
 /// Raises RLIMIT_MEMLOCK so each executor's registered io_uring buffers fit; glommio
@@ -89,7 +118,14 @@ mod tests {
     #[test]
     fn cpus() {
         assert!(!allowed_cpus().is_empty());
-        assert!(pick_cpus(0).is_err());
-        assert_eq!(pick_cpus(1).unwrap().len(), 1);
+        assert!(pick_cpus(0, None).is_err());
+        assert_eq!(pick_cpus(1, None).unwrap().len(), 1);
+        let last = *allowed_cpus().last().unwrap();
+        assert_eq!(pick_cpus(1, Some(&last.to_string())).unwrap(), vec![last]);
+        assert!(pick_cpus(1, Some("100000")).is_err());
+        assert_eq!(parse_cpuset("3,0-2, 2").unwrap(), vec![0, 1, 2, 3]);
+        for bad in ["", "a", "2-1", "1-", "-1"] {
+            assert!(parse_cpuset(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -39,6 +39,9 @@ pub struct ServeArgs {
     /// Shards: one pinned executor per core.
     #[arg(long)]
     pub smp: Option<usize>,
+    /// Cores to pin shards to, e.g. 2-3 (default: the first --smp cores allowed).
+    #[arg(long)]
+    pub cpuset: Option<String>,
     /// Memory for all shards, split evenly (e.g. 2G).
     #[arg(long)]
     pub memory: Option<String>,
@@ -77,6 +80,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.smp {
             c.smp = v;
+        }
+        if let Some(v) = self.cpuset {
+            c.cpuset = Some(v);
         }
         if let Some(v) = self.memory {
             c.memory = v;

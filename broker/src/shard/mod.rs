@@ -392,7 +392,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
         // its voters give.
         metadata.cluster_id = crate::replication::cluster::cluster_id(&peers);
     }
-    let cpus = keel_tuning::pick_cpus(config.smp)?;
+    let cpus = keel_tuning::pick_cpus(config.smp, config.cpuset.as_deref())?;
     let memory = config.memory_bytes()?;
     // Each executor registers its io_memory in three io_uring rings; it must fit the
     // memlock limit or glommio silently falls back to unregistered buffers.
