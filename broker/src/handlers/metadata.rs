@@ -52,10 +52,12 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
                     topic_response(shard, n, t, node, include_ops, |p| offline.contains(&(n.clone(), p)))
                 }
                 None => MetadataResponseTopic::default()
-                    .with_error_code(if name.is_none() {
-                        errors::UNKNOWN_TOPIC_ID
-                    } else {
-                        errors::UNKNOWN_TOPIC_OR_PARTITION
+                    .with_error_code(match &name {
+                        None => errors::UNKNOWN_TOPIC_ID,
+                        // An illegal name can never exist: Kafka answers so, and
+                        // clients fail at once instead of waiting for it.
+                        Some(n) if controller::validate_topic_name(n).is_err() => errors::INVALID_TOPIC_EXCEPTION,
+                        Some(_) => errors::UNKNOWN_TOPIC_OR_PARTITION,
                     })
                     .with_name(name.map(|n| TopicName(str_bytes(&n))))
                     .with_topic_id(id)

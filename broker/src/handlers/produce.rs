@@ -6,7 +6,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use uuid::Uuid;
 
@@ -112,7 +114,17 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Opt
             .with_base_offset(o.base_offset)
             .with_log_append_time_ms(o.log_append_time)
             .with_log_start_offset(o.log_start_offset)
-            .with_error_message(o.message.as_deref().map(str_bytes));
+            .with_error_message(o.message.as_deref().map(str_bytes))
+            .with_record_errors(
+                o.record_errors
+                    .iter()
+                    .map(|(i, m)| {
+                        BatchIndexAndErrorMessage::default()
+                            .with_batch_index(*i)
+                            .with_batch_index_error_message(Some(str_bytes(m)))
+                    })
+                    .collect(),
+            );
         match responses.last_mut() {
             Some(t) if t.name == name && t.topic_id == id => t.partition_responses.push(part),
             _ => responses.push(
@@ -124,5 +136,12 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Opt
 }
 
 fn failed(code: i16) -> ProduceOutcome {
-    ProduceOutcome { error: code, message: None, base_offset: -1, log_append_time: -1, log_start_offset: -1 }
+    ProduceOutcome {
+        error: code,
+        message: None,
+        base_offset: -1,
+        log_append_time: -1,
+        log_start_offset: -1,
+        record_errors: Vec::new(),
+    }
 }

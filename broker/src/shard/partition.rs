@@ -61,6 +61,8 @@ pub struct ProduceOutcome {
     pub base_offset: i64,
     pub log_append_time: i64,
     pub log_start_offset: i64,
+    /// The records refused, by index, each with why (KIP-467 `record_errors`).
+    pub record_errors: Vec<(i32, String)>,
 }
 
 impl ProduceOutcome {
@@ -71,6 +73,7 @@ impl ProduceOutcome {
             base_offset: -1,
             log_append_time: -1,
             log_start_offset: -1,
+            record_errors: Vec::new(),
         }
     }
 }
@@ -495,6 +498,11 @@ impl Partition {
         if batches.iter().any(|(h, _)| h.is_transactional() || h.is_control()) {
             return ProduceOutcome::error(errors::INVALID_RECORD, "transactions are not supported yet");
         }
+        if settings.cleanup_compact {
+            if let Some(refused) = refuse_keyless(&self.topic, self.index, &batches) {
+                return refused;
+            }
+        }
         let newest = batches.iter().map(|(h, _)| h.max_timestamp).max().unwrap_or(-1);
         let incoming_timestamp = if settings.log_append_time { now_ms() } else { newest };
         let deadline = Instant::now() + timeout;
@@ -545,6 +553,7 @@ impl Partition {
             base_offset,
             log_append_time: append_time.unwrap_or(-1),
             log_start_offset: self.log.borrow().log_start_offset,
+            record_errors: Vec::new(),
         }
     }
 
@@ -759,6 +768,43 @@ fn remember_producer(producers: &mut ProducerStates, h: &BatchHeader) {
         };
         producers.record(h.producer_id, h.producer_epoch, batch);
     }
+}
+
+/// A compacted topic keeps the last record per key, so a record without one could never
+/// be compacted: Kafka's log validator refuses the whole batch with INVALID_RECORD and
+/// names each keyless record (by its index in the batch) in `record_errors`, so the
+/// client fails exactly those. The message is Kafka's, which clients show as is.
+fn refuse_keyless(topic: &str, index: i32, batches: &[(BatchHeader, Bytes)]) -> Option<ProduceOutcome> {
+    use keel_storage::batch_filter::{decompressed_body, parse_records};
+    let mut record_errors = Vec::new();
+    for (h, b) in batches {
+        let records = decompressed_body(h, b).and_then(|body| {
+            let keyless: Vec<i32> = parse_records(h, &body)?
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.key.is_none())
+                .map(|(i, _)| i as i32)
+                .collect();
+            Ok(keyless)
+        });
+        match records {
+            Ok(keyless) => record_errors.extend(keyless.into_iter().map(|i| {
+                (i, format!("Compacted topic cannot accept message without key in topic partition {topic}-{index}."))
+            })),
+            Err(e) => return Some(ProduceOutcome::error(errors::CORRUPT_MESSAGE, e)),
+        }
+    }
+    if record_errors.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> =
+        record_errors.iter().take(3).map(|(i, m)| format!("RecordError(batchIndex={i}, message='{m}')")).collect();
+    let message = format!(
+        "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+        record_errors.len(),
+        shown.join(", ")
+    );
+    Some(ProduceOutcome { record_errors, ..ProduceOutcome::error(errors::INVALID_RECORD, message) })
 }
 
 fn batch_error_code(e: &BatchError) -> i16 {

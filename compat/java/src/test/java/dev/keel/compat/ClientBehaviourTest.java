@@ -14,6 +14,8 @@ import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.InvalidRecordException;
+import org.apache.kafka.common.errors.InvalidTopicException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.junit.jupiter.api.Test;
@@ -72,6 +74,36 @@ class ClientBehaviourTest {
             assertArrayEquals(small2, got.get(1).value());
             assertEquals(2L, consumer.endOffsets(List.of(tp)).get(tp));
         }
+    }
+
+    /** Kafka refuses a keyless record on a compacted topic (INVALID_RECORD, KIP-467). */
+    @Test
+    void keylessRecordToCompactedTopicIsRefused() throws Exception {
+        String topic = Broker.uniqueTopic("compact-keyless");
+        try (Admin admin = Broker.admin()) {
+            Broker.createTopic(admin, topic, 1, Map.of("cleanup.policy", "compact"));
+        }
+        try (KafkaProducer<byte[], byte[]> producer = Broker.producer(Map.of(ProducerConfig.LINGER_MS_CONFIG, "0"))) {
+            ExecutionException e = assertThrows(ExecutionException.class,
+                () -> producer.send(new ProducerRecord<>(topic, 0, null, bytes("no key"))).get(30, TimeUnit.SECONDS));
+            assertInstanceOf(InvalidRecordException.class, e.getCause(), "cause: " + e.getCause());
+            RecordMetadata m = producer.send(new ProducerRecord<>(topic, 0, bytes("k"), bytes("v"))).get(30, TimeUnit.SECONDS);
+            assertEquals(0, m.offset(), "the refused record took no offset");
+        }
+    }
+
+    /** An illegal topic name fails at once (INVALID_TOPIC_EXCEPTION), not after max.block.ms. */
+    @Test
+    void illegalTopicNameFailsFast() throws Exception {
+        long started = System.nanoTime();
+        try (KafkaProducer<byte[], byte[]> producer = Broker.producer(Map.of(ProducerConfig.MAX_BLOCK_MS_CONFIG, "40000"))) {
+            Exception e = assertThrows(Exception.class,
+                () -> producer.send(new ProducerRecord<>("keel-java-bad$name#!", bytes("v"))).get(50, TimeUnit.SECONDS));
+            Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
+            assertInstanceOf(InvalidTopicException.class, cause, "cause: " + cause);
+        }
+        long tookMs = (System.nanoTime() - started) / 1_000_000;
+        assertTrue(tookMs < 20_000, "failed only after " + tookMs + " ms");
     }
 
     @Test
