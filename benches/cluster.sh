@@ -13,9 +13,8 @@
 #
 #   benches/cluster.sh        SYSTEMS="keel kafka" RATE=20000 MAX_RECORDS=500000 ...
 #
-# Keel: compat/cluster.sh start 3 (base port 25092, --smp 1 per node). KEEL_CPUS="0 1 0"
-# pins node i to the i-th listed CPU with taskset (default: none, so every node pins its
-# one shard to the first allowed CPU, as compat/cluster.sh runs them).
+# Keel: compat/cluster.sh start 3 (base port 25092, --smp 1 per node), which pins node i
+# to core (i-1) mod cores with --cpuset: 0, 1, 0 on two cores.
 # Kafka: compat/kafka/cluster.sh start 3 (base port 26092, -Xmx512m -Xms512m per node).
 # Writes benches/results/cluster-<UTC>/{summary.md,summary.tsv,<system>-*.txt}.
 set -euo pipefail
@@ -43,18 +42,7 @@ start_system() { # system dir
   local s=$1 dir=$2
   rm -rf "$dir"; mkdir -p "$dir"
   if [[ $s == keel ]]; then
-    local keel_bin="$root/target/release/keel"
-    if [[ -n "${KEEL_CPUS:-}" ]]; then
-      # A wrapper that pins node i to the i-th CPU of KEEL_CPUS before exec'ing keel.
-      cat >"$dir/keel-pinned" <<EOF
-#!/usr/bin/env bash
-cpus=(${KEEL_CPUS}); id=1; prev=
-for a in "\$@"; do [[ \$prev == --node-id ]] && id=\$a; prev=\$a; done
-exec taskset -c "\${cpus[\$((id - 1))]}" "$keel_bin" "\$@"
-EOF
-      chmod +x "$dir/keel-pinned"; keel_bin="$dir/keel-pinned"
-    fi
-    KEEL_BIN="$keel_bin" timeout 180 compat/cluster.sh start 3 "$dir" "$keel_base" --smp 1
+    timeout 180 compat/cluster.sh start 3 "$dir" "$keel_base" --smp 1
   else
     KAFKA_HEAP_OPTS="-Xmx512m -Xms512m" timeout 240 compat/kafka/cluster.sh start 3 "$dir" "$kafka_base"
   fi
