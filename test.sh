@@ -164,6 +164,15 @@ else
   tail -n 20 "$logs/ledger.log"
   record "cluster leader-kill ledger" 0 1 0
 fi
+note "cluster: leader-pause ledger (3 SIGSTOP/SIGCONT of 2 s; ./test.sh --full: 10)"
+pauses=3; ((full)) && pauses=10
+if LEDGER_BASE_PORT=$((port + 4100)) compat/ledger/run.sh --kills "$pauses" -- -fault pause -down 2s >"$logs/ledger-pause.log" 2>&1; then
+  grep -E "^ledger: (failover|kills)" "$logs/ledger-pause.log" | tail -n 2
+  record "cluster leader-pause ledger" 1 0 0
+else
+  tail -n 20 "$logs/ledger-pause.log"
+  record "cluster leader-pause ledger" 0 1 0
+fi
 
 # The network-partition proof (compat/faults/partition.sh): the leader of partition 0
 # is cut off from both followers with nft rules in its own network namespace while

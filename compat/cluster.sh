@@ -3,6 +3,7 @@
 #   compat/cluster.sh start <n> [dir] [base-port] [extra `keel serve` flags...]
 #   compat/cluster.sh stop [dir]
 #   compat/cluster.sh kill <node> [dir]      (kill -9 one node)
+#   compat/cluster.sh pause <node> [dir]     (SIGSTOP; resume: SIGCONT)
 #   compat/cluster.sh restart <node> [dir]
 # Node i (1..n) listens for Kafka on base-port + i - 1 (default base 21092), for its
 # admin API on that + 100 and for its peers on that + 200, with data in <dir>/node-i
@@ -55,6 +56,11 @@ case "$cmd" in
     node=${2:?node}; dir=$(realpath -m "${3:-$root/target/cluster}")
     pid=$(cat "$dir/node-$node/keel.pid"); kill -KILL "$pid"; rm -f "$dir/node-$node/keel.pid"
     ;;
+  pause | resume)
+    # SIGSTOP / SIGCONT: a stall (GC pause, VM freeze) rather than a crash.
+    node=${2:?node}; dir=$(realpath -m "${3:-$root/target/cluster}")
+    kill "-$([[ $cmd == pause ]] && echo STOP || echo CONT)" "$(cat "$dir/node-$node/keel.pid")"
+    ;;
   restart)
     node=${2:?node}; dir=$(realpath -m "${3:-$root/target/cluster}")
     read -r n base peers <"$dir/cluster.conf"
@@ -63,5 +69,5 @@ case "$cmd" in
     "$here/keel.sh" start "$dir/node-$node" "$port" --node-id "$node" --rpc-addr "127.0.0.1:$((port + 200))" \
       --peers "$peers" --cpuset "$(cpu_of "$node")" ${extra[@]+"${extra[@]}"}
     ;;
-  *) echo "usage: $0 start <n> [dir] [base-port] [flags] | stop [dir] | kill <node> [dir] | restart <node> [dir]" >&2; exit 2 ;;
+  *) echo "usage: $0 start <n> [dir] [base-port] [flags] | stop [dir] | kill|pause|resume|restart <node> [dir]" >&2; exit 2 ;;
 esac

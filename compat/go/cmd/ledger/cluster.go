@@ -195,6 +195,14 @@ func (c *cluster) restart(ctx context.Context, id int) error {
 	return c.run(ctx, restartTimeout, "restart", id)
 }
 
+func (c *cluster) pause(ctx context.Context, id int) error {
+	return c.run(ctx, killTimeout, "pause", id)
+}
+
+func (c *cluster) resume(ctx context.Context, id int) error {
+	return c.run(ctx, killTimeout, "resume", id)
+}
+
 func (c *cluster) run(ctx context.Context, timeout time.Duration, verb string, id int) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

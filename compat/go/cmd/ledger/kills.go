@@ -10,6 +10,9 @@ import (
 // killLeaders kills the leader of partition 0 cfg.kills times: kill -9, wait until
 // the survivors agree on new leaders for every partition it led, keep it down for
 // cfg.down, restart it, wait until all nodes agree on the leaders again, settle.
+// With -fault pause the leader is stopped with SIGSTOP instead and resumed with
+// SIGCONT: it comes back with its memory as it was, a deposed leader that still
+// believes it leads, as after a long GC pause or a VM stall.
 // It stops at the first step that does not finish in cfg.waitTimeout and returns
 // the kills so far with that error; the failed kill carries it too.
 func killLeaders(ctx context.Context, c *cluster, cfg config, log io.Writer) ([]kill, error) {
@@ -22,9 +25,13 @@ func killLeaders(ctx context.Context, c *cluster, cfg config, log io.Writer) ([]
 			fmt.Fprintf(log, "ledger: kill %d/%d: %v\n", n, cfg.kills, err)
 			return kills, err
 		}
-		fmt.Fprintf(log, "ledger: kill %d/%d: node %d (led %v, epoch %d) killed at %s; node %d leads in epoch %d after %v; back %v after restart\n",
-			n, cfg.kills, k.node, k.led, k.epoch, k.at.Format(timeFormat), k.newLeader, k.newEpoch,
-			k.electedIn.Round(time.Millisecond), k.backIn.Round(time.Millisecond))
+		stopped, resumed := "killed", "restart"
+		if cfg.fault == "pause" {
+			stopped, resumed = "paused", "SIGCONT"
+		}
+		fmt.Fprintf(log, "ledger: %s %d/%d: node %d (led %v, epoch %d) %s at %s; node %d leads in epoch %d after %v; back %v after %s\n",
+			cfg.fault, n, cfg.kills, k.node, k.led, k.epoch, stopped, k.at.Format(timeFormat), k.newLeader, k.newEpoch,
+			k.electedIn.Round(time.Millisecond), k.backIn.Round(time.Millisecond), resumed)
 		if err := sleep(ctx, cfg.settle); err != nil {
 			return kills, err
 		}
@@ -49,8 +56,12 @@ func killOne(ctx context.Context, c *cluster, cfg config, all []int, n int) (kil
 			k.ledEpochs = append(k.ledEpochs, v.epoch)
 		}
 	}
+	stop, resume := c.kill, c.restart
+	if cfg.fault == "pause" {
+		stop, resume = c.pause, c.resume
+	}
 	k.at = time.Now()
-	if err := c.kill(ctx, int(k.node)); err != nil {
+	if err := stop(ctx, int(k.node)); err != nil {
 		return fail("%v", err)
 	}
 	var survivors []int
@@ -62,14 +73,14 @@ func killOne(ctx context.Context, c *cluster, cfg config, all []int, n int) (kil
 	after, err := c.waitAgreed(ctx, survivors, k.node, cfg.waitTimeout)
 	if err != nil {
 		// Bring the node back so the read-back has a whole cluster, then stop.
-		_ = c.restart(ctx, int(k.node))
+		_ = resume(ctx, int(k.node))
 		return fail("no new leader among nodes %v: %v", survivors, err)
 	}
 	k.electedIn = time.Since(k.at)
 	k.newLeader, k.newEpoch = after[0].leader, after[0].epoch
 	for _, p := range k.led {
 		if after[p].epoch <= before[p].epoch {
-			_ = c.restart(ctx, int(k.node))
+			_ = resume(ctx, int(k.node))
 			return fail("partition %d: leader epoch %d after the kill, %d before", p, after[p].epoch, before[p].epoch)
 		}
 	}
@@ -77,7 +88,7 @@ func killOne(ctx context.Context, c *cluster, cfg config, all []int, n int) (kil
 		return k, err
 	}
 	k.restarted = time.Now()
-	if err := c.restart(ctx, int(k.node)); err != nil {
+	if err := resume(ctx, int(k.node)); err != nil {
 		return fail("%v", err)
 	}
 	if _, err := c.waitAgreed(ctx, all, -1, cfg.waitTimeout); err != nil {

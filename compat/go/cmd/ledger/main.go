@@ -83,7 +83,7 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 30*time.Second, "producer delivery timeout (retries are unlimited within it)")
 	flag.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 250*time.Millisecond, "least time between the client's metadata refreshes (kgo default 5s)")
 	flag.StringVar(&cfg.clientLog, "client-log", "", "file for the franz-go client log (info level); none if empty")
-	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader; partition: cut it off from the other nodes with -fault-sh, then heal")
+	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal")
 	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition: script run as `isolate NODE NODES` and `heal NODE`")
 	flag.DurationVar(&cfg.hold, "hold", 4*time.Second, "with -fault partition: how long a partition lasts")
 	flag.DurationVar(&cfg.ackBound, "ack-bound", 1500*time.Millisecond,
@@ -91,7 +91,7 @@ func parseFlags() config {
 	flag.StringVar(&cfg.probeLog, "probe-log", "", "with -fault partition: file for every probe's answer (tab-separated); none if empty")
 	flag.Parse()
 	cfg.brokers = strings.Split(brokers, ",")
-	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "partition") {
+	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "pause" && cfg.fault != "partition") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -140,8 +140,11 @@ func run(ctx context.Context, cfg config) (int, error) {
 		return 2, fmt.Errorf("topic %s has no agreed leaders: %w\n%s", cfg.topic, err, c.logTails(30))
 	}
 	faults := "kills"
-	if partitionMode {
+	switch cfg.fault {
+	case "partition":
 		faults = "partition rounds"
+	case "pause":
+		faults = "pauses"
 	}
 	fmt.Fprintf(os.Stderr, "ledger: topic %s, %d partitions, rf %d; producing %.0f records/s; %d %s\n",
 		cfg.topic, cfg.partitions, cfg.replication, cfg.rate, cfg.kills, faults)
