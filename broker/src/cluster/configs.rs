@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::config::BrokerConfig;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Int,
@@ -53,14 +55,108 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("write.caching", "false", "write.caching.default", Kind::Bool),
 ];
 
-/// Broker-level settings reported by DescribeConfigs besides the topic fallbacks.
-pub const BROKER_ONLY_CONFIGS: &[(&str, &str)] = &[
-    ("auto.create.topics.enable", "true"),
-    ("num.partitions", "1"),
-    ("default.replication.factor", "1"),
-    ("offsets.topic.num.partitions", "50"),
-    ("socket.request.max.bytes", "104857600"),
-];
+/// One static broker setting as DescribeConfigs reports it.
+pub struct StaticConfig {
+    pub name: &'static str,
+    pub value: String,
+    pub kind: Kind,
+    /// Unchanged from Keel's default (source DEFAULT rather than STATIC_BROKER_CONFIG).
+    pub default: bool,
+}
+
+/// The broker's static settings under Kafka's names, as DescribeConfigs reports them
+/// for the broker resource beside the topic fallbacks. Admin tools read some of them
+/// (`advertised.listeners`, `log.dirs`) and fail when they are missing.
+pub fn static_broker_configs(c: &BrokerConfig) -> Vec<StaticConfig> {
+    let d = BrokerConfig::default();
+    let setting = |name, value: String, kind, default| StaticConfig { name, value, kind, default };
+    let num = |name, kind, value: i64, default: i64| setting(name, value.to_string(), kind, value == default);
+    let listener = |addr: &str| format!("PLAINTEXT://{addr}");
+    let dirs = |c: &BrokerConfig| c.data_dirs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(",");
+    let advertised = c.advertised_kafka_addr.as_deref().unwrap_or(&c.kafka_addr);
+    let mut out = vec![
+        num("node.id", Kind::Int, c.node_id.into(), d.node_id.into()),
+        num("broker.id", Kind::Int, c.node_id.into(), d.node_id.into()),
+        setting("listeners", listener(&c.kafka_addr), Kind::List, c.kafka_addr == d.kafka_addr),
+        setting("advertised.listeners", listener(advertised), Kind::List, advertised == d.kafka_addr),
+        setting("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT".into(), Kind::List, true),
+        setting("inter.broker.listener.name", "PLAINTEXT".into(), Kind::Str, true),
+        setting("process.roles", "broker,controller".into(), Kind::List, true),
+        setting("log.dirs", dirs(c), Kind::List, c.data_dirs == d.data_dirs),
+        num("num.partitions", Kind::Int, c.num_partitions.into(), d.num_partitions.into()),
+        setting(
+            "auto.create.topics.enable",
+            c.auto_create_topics.to_string(),
+            Kind::Bool,
+            c.auto_create_topics == d.auto_create_topics,
+        ),
+        setting("default.replication.factor", "1".into(), Kind::Int, true),
+        num(
+            "offsets.topic.num.partitions",
+            Kind::Int,
+            c.offsets_topic_partitions.into(),
+            d.offsets_topic_partitions.into(),
+        ),
+        num("offsets.retention.minutes", Kind::Int, c.offsets_retention_ms / 60_000, d.offsets_retention_ms / 60_000),
+        num("socket.request.max.bytes", Kind::Int, c.request_bytes_max as i64, d.request_bytes_max as i64),
+        num("max.connections", Kind::Int, c.connections_max as i64, d.connections_max as i64),
+        num("fetch.max.bytes", Kind::Int, c.fetch_max_bytes as i64, d.fetch_max_bytes as i64),
+        num(
+            "group.initial.rebalance.delay.ms",
+            Kind::Int,
+            c.group_initial_rebalance_delay_ms.into(),
+            d.group_initial_rebalance_delay_ms.into(),
+        ),
+        num(
+            "group.min.session.timeout.ms",
+            Kind::Int,
+            c.group_min_session_timeout_ms.into(),
+            d.group_min_session_timeout_ms.into(),
+        ),
+        num(
+            "group.max.session.timeout.ms",
+            Kind::Int,
+            c.group_max_session_timeout_ms.into(),
+            d.group_max_session_timeout_ms.into(),
+        ),
+        num(
+            "group.consumer.session.timeout.ms",
+            Kind::Int,
+            c.group_consumer_session_timeout_ms.into(),
+            d.group_consumer_session_timeout_ms.into(),
+        ),
+        num(
+            "group.consumer.heartbeat.interval.ms",
+            Kind::Int,
+            c.group_consumer_heartbeat_interval_ms.into(),
+            d.group_consumer_heartbeat_interval_ms.into(),
+        ),
+        num("producer.id.expiration.ms", Kind::Int, c.producer_id_expiration_ms, d.producer_id_expiration_ms),
+        num("replica.lag.time.max.ms", Kind::Long, c.replica_lag_time_max_ms as i64, d.replica_lag_time_max_ms as i64),
+        setting(
+            "auto.leader.rebalance.enable",
+            c.auto_leader_rebalance_enable.to_string(),
+            Kind::Bool,
+            c.auto_leader_rebalance_enable == d.auto_leader_rebalance_enable,
+        ),
+        num(
+            "leader.imbalance.check.interval.seconds",
+            Kind::Long,
+            (c.leader_imbalance_check_interval_ms / 1000) as i64,
+            (d.leader_imbalance_check_interval_ms / 1000) as i64,
+        ),
+        num(
+            "broker.session.timeout.ms",
+            Kind::Int,
+            c.broker_session_timeout_ms as i64,
+            d.broker_session_timeout_ms as i64,
+        ),
+    ];
+    if !c.peers.is_empty() {
+        out.push(setting("controller.quorum.voters", c.peers.join(","), Kind::List, false));
+    }
+    out
+}
 
 pub fn topic_def(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)

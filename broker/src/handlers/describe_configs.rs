@@ -11,6 +11,7 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::str_bytes;
 use crate::cluster::configs::{self, Kind, Source};
+use crate::config::BrokerConfig;
 use crate::errors;
 use crate::shard::Shard;
 
@@ -22,6 +23,7 @@ pub const RESOURCE_BROKER: i8 = 4;
 // ConfigSource codes of the protocol.
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_DYNAMIC_BROKER: i8 = 2;
+const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 
 pub fn source_code(s: Source) -> i8 {
@@ -90,7 +92,7 @@ pub fn handle(shard: &Rc<Shard>, version: i16, req: DescribeConfigsRequest) -> D
                     if res.resource_name.is_empty()
                         || res.resource_name.as_str() == shard.config.node_id.to_string() =>
                 {
-                    broker_entries(&meta.broker_configs, keys.as_deref(), version)
+                    broker_entries(&shard.config, &meta.broker_configs, keys.as_deref(), version)
                 }
                 RESOURCE_BROKER => {
                     out.error_code = errors::INVALID_REQUEST;
@@ -154,6 +156,7 @@ fn synonyms(
 }
 
 fn broker_entries(
+    config: &BrokerConfig,
     broker: &BTreeMap<String, String>,
     keys: Option<&[String]>,
     version: i16,
@@ -167,12 +170,10 @@ fn broker_entries(
             None => entry(d.broker_name, d.default.to_string(), Source::Default, d.kind, version),
         })
         .collect();
-    out.extend(
-        configs::BROKER_ONLY_CONFIGS
-            .iter()
-            .filter(|(n, _)| wanted(n))
-            .map(|(n, v)| entry(n, v.to_string(), Source::Default, Kind::Str, version)),
-    );
+    out.extend(configs::static_broker_configs(config).into_iter().filter(|c| wanted(c.name)).map(|c| {
+        let source = if c.default { SOURCE_DEFAULT } else { SOURCE_STATIC_BROKER };
+        entry(c.name, c.value, Source::Default, c.kind, version).with_config_source(source).with_read_only(true)
+    }));
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out.dedup_by(|a, b| a.name == b.name);
     out

@@ -245,6 +245,13 @@ class AdminTest {
         ConfigEntry autoCreate = cfg.get("auto.create.topics.enable");
         assertNotNull(autoCreate, "auto.create.topics.enable is described");
         assertEquals("true", autoCreate.value());
+        // Admin tools find the broker's listeners and log directories under Kafka's names.
+        ConfigEntry advertised = cfg.get("advertised.listeners");
+        assertNotNull(advertised, "advertised.listeners is described");
+        assertTrue(advertised.value().contains(":" + node.port()), "advertised.listeners names the port clients use: " + advertised);
+        assertNotNull(cfg.get("listeners"), "listeners is described");
+        assertNotNull(cfg.get("log.dirs"), "log.dirs is described");
+        assertFalse(cfg.get("log.dirs").value().isEmpty(), "log.dirs has a value");
     }
 
     @Test
