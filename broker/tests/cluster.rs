@@ -330,3 +330,57 @@ fn a_rolling_restart_with_sigterm_hands_leadership_over_and_loses_nothing() {
     assert!(values.len() > 10, "the producer made progress: {}", values.len());
     assert_eq!(read_all(&c, leader, "rolling", 0), values, "every acknowledged record, once, in order");
 }
+
+/// A replica whose segment file was damaged while it was down (one bit flipped in a
+/// batch every replica has) is never served and never elected: its node finds the bad
+/// CRC when it reads the log back at start and leaves the partition's group out, so it
+/// neither votes nor leads. The two healthy replicas keep serving every acknowledged
+/// record; with one of them down too, the partition waits instead of electing the
+/// damaged one, and it is whole again once the healthy one returns.
+#[test]
+fn a_damaged_replica_is_neither_served_nor_elected() {
+    let mut c = Cluster::start(3);
+    let all = [1, 2, 3];
+    assert_eq!(c.create_topic("damaged", 1, 3), 0, "{}", c.logs());
+    let (leader, _) = c.wait_for_leader(&all, "damaged", 0, None);
+    let mut others = all.iter().copied().filter(|n| *n != leader);
+    let (damaged, healthy) = (others.next().unwrap(), others.next().unwrap());
+    let values: Vec<String> = (0..200).map(|i| format!("v{i}-{}", "x".repeat(1000))).collect();
+    let acked = produce_all(&c, &all, "damaged", 0, &values);
+    // Appends reach a follower's segment files from its journal; an orderly stop
+    // writes them all out.
+    std::thread::sleep(Duration::from_secs(1));
+    c.node(damaged).stop();
+    let segment = c.node(damaged).dir.join("data").join("damaged-0").join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&segment).expect("the damaged replica's segment");
+    assert!(bytes.len() > 150_000, "the replica to damage holds {} bytes", bytes.len());
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(&segment, &bytes).unwrap();
+    c.node(damaged).spawn();
+    c.wait_until("the damaged replica is found out", Duration::from_secs(30), |c| {
+        c.nodes[(damaged - 1) as usize].log().contains("batch CRC mismatch")
+    });
+
+    // The others serve everything; the damaged node refuses to.
+    assert_eq!(read_all(&c, leader, "damaged", 0), acked);
+    let mut k = c.try_connect(damaged).expect("the damaged node answers");
+    let r = fetch(&mut k, &[("damaged", 0, 0)], 0, 1);
+    let p = &r.responses[0].partitions[0];
+    assert!(
+        p.error_code != 0 && p.records.as_ref().is_none_or(|b| b.is_empty()),
+        "the damaged replica served its log: {p:?}"
+    );
+
+    // The leader dies: the healthy follower cannot win without the damaged one's vote.
+    c.node(leader).kill9();
+    std::thread::sleep(Duration::from_secs(3));
+    for id in [damaged, healthy] {
+        let led = c.leader(id, "damaged", 0).map(|(l, _)| l);
+        assert!(led.is_none() || led == Some(leader), "node {id} names leader {led:?} without a majority");
+    }
+    c.node(leader).spawn();
+    let (now, _) = c.wait_for_leader(&[leader, healthy], "damaged", 0, Some(damaged));
+    assert_ne!(now, damaged);
+    assert_eq!(read_all(&c, now, "damaged", 0), acked);
+}

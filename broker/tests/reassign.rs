@@ -88,6 +88,8 @@ fn a_partition_moves_to_a_new_replica_with_its_whole_log() {
     assert_eq!(reassign(&c, 1, TOPIC, 0, Some(&[1, 1, 2])), INVALID_REPLICA_ASSIGNMENT);
     assert_eq!(reassign(&c, 1, TOPIC, 0, None), NO_REASSIGNMENT_IN_PROGRESS);
 
+    let leaving_copy = c.node(leaving).dir.join("data").join(format!("{TOPIC}-0"));
+    assert!(leaving_copy.is_dir(), "the leaving node holds a replica");
     // Asked through the node leaving (not necessarily the controller: it relays).
     assert_eq!(reassign(&c, leaving, TOPIC, 0, Some(&target)), 0);
     let listed = ongoing(&c, newcomer, TOPIC);
@@ -108,8 +110,7 @@ fn a_partition_moves_to_a_new_replica_with_its_whole_log() {
     assert_eq!(read_all(&c, newcomer, TOPIC, 0), values[50..], "{}", c.logs());
 
     // The node left out removed its replica.
-    let dir = c.node(leaving).dir.join(format!("{TOPIC}-0"));
-    c.wait_until("the replica left out is removed", Duration::from_secs(10), |_| !dir.exists());
+    c.wait_until("the replica left out is removed", Duration::from_secs(10), |_| !leaving_copy.exists());
 
     // The new leader dies: the two others still have everything.
     c.node(newcomer).kill9();
