@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Prints the runtime classpath of Apache Kafka (broker + tools + clients + slf4j-simple)
-# declared in pom.xml next to this script. The first call resolves it with Maven
+# declared in pom.xml next to this script, or in DIR/pom.xml with `classpath.sh DIR`
+# (compat/migration's Kafka Connect and MirrorMaker 2). The first call resolves it with Maven
 # (downloading from Maven Central as needed) into target/cp.txt; later calls reuse it.
 # All Maven output goes to stderr; stdout carries only the classpath.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+HERE="$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")}" && pwd)"
 CP_FILE="$HERE/target/cp.txt"
 
 cp_is_valid() {

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# MirrorMaker 2 from Apache Kafka into Keel (compat/python/migration_mirror.py says what
+# is checked). Starts a fresh single-node Kafka 4.4.0 and a fresh single-node Keel in a
+# temporary directory, runs the test with Kafka Connect and MirrorMaker 2 4.3.1 from
+# Maven Central (pom.xml here), and stops both on exit.
+#
+#   compat/migration/mirror.sh        (MIGRATION_BASE_PORT, default 45092: Kafka on it,
+#                                      Keel on it + 100, Keel's admin API on it + 200)
+# Prints pytest's summary last; exits with its status.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+base=${MIGRATION_BASE_PORT:-45092}
+kafka_port=$base keel_port=$((base + 100))
+
+classpath=$("$root/compat/kafka/classpath.sh" "$here")
+[[ -x "$root/target/release/keel" ]] || (cd "$root" && cargo build --release -p keel-broker)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/keel-migration.XXXXXX")
+cleanup() {
+  "$root/compat/kafka/kafka.sh" stop "$dir/kafka" >/dev/null 2>&1 || true
+  "$root/compat/keel.sh" stop "$dir/keel" >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+"$root/compat/kafka/kafka.sh" start "$dir/kafka" "$kafka_port" >&2
+"$root/compat/keel.sh" start "$dir/keel" "$keel_port" >&2
+KAFKA_SOURCE="127.0.0.1:$kafka_port" MM2_CLASSPATH="$classpath" \
+  "$root/compat/python/run.sh" "127.0.0.1:$keel_port" migration_mirror.py -s
