@@ -114,10 +114,10 @@ else
   record "keel start" 0 1 0
 fi
 
-note "migration: MirrorMaker 2 from Apache Kafka into Keel (100,002 records, 12 partitions, a group)"
-MIGRATION_BASE_PORT=$((port + 6000)) compat/migration/mirror.sh >"$logs/migration-mirror.log" 2>&1
-grep -E "^(migration_mirror.py )?figure:|^=+ .*(passed|failed)" "$logs/migration-mirror.log" | tail -n 3
-record_or_fail "migration MirrorMaker 2" "$(pytest_counts "$logs/migration-mirror.log")"
+note "migration: MirrorMaker 2 from Apache Kafka into Keel; a Kafka Connect worker on Keel"
+MIGRATION_BASE_PORT=$((port + 6000)) compat/migration/run.sh >"$logs/migration.log" 2>&1
+grep -E "figure:|^=+ .*(passed|failed)" "$logs/migration.log" | tail -n 6
+record_or_fail "migration (MM2, Connect)" "$(pytest_counts "$logs/migration.log")"
 
 # A 3-node cluster (one shard each), topics with replication factor 3: the client
 # suites (franz-go with KGO_TEST_RF=3, Java with KEEL_TEST_RF=3), Kafka's reassignment

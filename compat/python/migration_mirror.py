@@ -1,6 +1,6 @@
 """Migration from Apache Kafka with MirrorMaker 2 (dedicated mode), Kafka -> Keel.
 
-Not part of the default suite (pytest collects test_*.py): compat/migration/mirror.sh
+Not part of the default suite (pytest collects test_*.py): compat/migration/run.sh
 starts a fresh Apache Kafka and a fresh Keel and runs it as
 `compat/python/run.sh <keel bootstrap> migration_mirror.py`, with KAFKA_SOURCE naming
 the Kafka bootstrap and MM2_CLASSPATH the Connect/MirrorMaker 2 classpath.
@@ -139,7 +139,7 @@ def _mirror_config(workdir, source, target):
 def test_mirror_maker_2_moves_topics_and_group_offsets_into_keel(bootstrap):
     source, classpath = os.environ.get("KAFKA_SOURCE"), os.environ.get("MM2_CLASSPATH")
     if not source or not classpath:
-        pytest.skip("KAFKA_SOURCE and MM2_CLASSPATH are not set (run compat/migration/mirror.sh)")
+        pytest.skip("KAFKA_SOURCE and MM2_CLASSPATH are not set (run compat/migration/run.sh)")
     committed_on_kafka = _fill_source(source)
     source_ends = {t: _ends(source, t) for t in TOPICS}
     records = sum(sum(e.values()) for e in source_ends.values())

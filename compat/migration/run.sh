@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# MirrorMaker 2 from Apache Kafka into Keel (compat/python/migration_mirror.py says what
-# is checked). Starts a fresh single-node Kafka 4.4.0 and a fresh single-node Keel in a
-# temporary directory, runs the test with Kafka Connect and MirrorMaker 2 4.3.1 from
-# Maven Central (pom.xml here), and stops both on exit.
+# Migration tests: MirrorMaker 2 from Apache Kafka into Keel
+# (compat/python/migration_mirror.py) and a Kafka Connect distributed worker on Keel
+# (compat/python/migration_connect.py). Starts a fresh single-node Kafka 4.4.0 and a
+# fresh single-node Keel in a temporary directory, runs both with Kafka Connect and
+# MirrorMaker 2 4.3.1 from Maven Central (pom.xml here), and stops everything on exit.
 #
-#   compat/migration/mirror.sh        (MIGRATION_BASE_PORT, default 45092: Kafka on it,
+#   compat/migration/run.sh           (MIGRATION_BASE_PORT, default 45092: Kafka on it,
 #                                      Keel on it + 100, Keel's admin API on it + 200)
 # Prints pytest's summary last; exits with its status.
 set -euo pipefail
@@ -25,4 +26,4 @@ trap cleanup EXIT
 "$root/compat/kafka/kafka.sh" start "$dir/kafka" "$kafka_port" >&2
 "$root/compat/keel.sh" start "$dir/keel" "$keel_port" >&2
 KAFKA_SOURCE="127.0.0.1:$kafka_port" MM2_CLASSPATH="$classpath" \
-  "$root/compat/python/run.sh" "127.0.0.1:$keel_port" migration_mirror.py -s
+  "$root/compat/python/run.sh" "127.0.0.1:$keel_port" migration_mirror.py migration_connect.py -s
