@@ -11,7 +11,8 @@ topic. MirrorMaker 2 with the IdentityReplicationPolicy mirrors them into Keel. 
 every partition holds the same records on both sides (count, and a checksum of keys,
 values and timestamps, in offset order), the topic configs and partition counts came
 along, the group's offsets arrive translated, and a consumer of that group started on
-Keel resumes at or before where it stopped on Kafka, skipping nothing.
+Keel resumes at or before where it stopped on Kafka, skipping nothing. And the way
+back: a topic written on Keel is mirrored into Kafka whole.
 """
 
 import hashlib
@@ -21,7 +22,7 @@ import tempfile
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 TOPICS = {"mm-orders": {}, "mm-trades": {}, "mm-accounts": {"cleanup.policy": "compact"}}
@@ -72,6 +73,17 @@ def _committed(bootstrap, topic):
         c.close()
 
 
+def _produce(producer, topic, key, value, **kwargs):
+    """Produces one record, waiting for room while the client's queue is full."""
+    while True:
+        try:
+            producer.produce(topic, key=key, value=value, **kwargs)
+            producer.poll(0)
+            return
+        except BufferError:
+            producer.poll(0.1)
+
+
 def _fill_source(source):
     admin = AdminClient({"bootstrap.servers": source})
     fs = admin.create_topics([NewTopic(t, PARTITIONS, 1, config=cfg) for t, cfg in TOPICS.items()])
@@ -83,9 +95,7 @@ def _fill_source(source):
         for t in TOPICS:
             # Keys repeat on the compacted topic, so compaction may drop some there.
             key = b"k%d" % (i % 5000 if t == "mm-accounts" else i)
-            producer.produce(t, key=key, value=b"%s-%d" % (t.encode(), i), timestamp=day_ago + i)
-        if i % 1000 == 0:
-            producer.poll(0)
+            _produce(producer, t, key, b"%s-%d" % (t.encode(), i), timestamp=day_ago + i)
     assert producer.flush(120) == 0, "records left unsent to Kafka"
     # A group that read part of mm-orders, about 60% of each partition.
     c = Consumer({"bootstrap.servers": source, "group.id": GROUP, "enable.auto.commit": False,
@@ -101,29 +111,40 @@ def _fill_source(source):
         if m.offset() + 1 >= ends[m.partition()] * 6 // 10:
             positions[m.partition()] = m.offset() + 1
             c.pause([TopicPartition("mm-orders", m.partition())])
-    c.commit(offsets=[TopicPartition("mm-orders", p, o) for p, o in positions.items()], asynchronous=False)
+    # A fresh Kafka may still be loading its group coordinator: retry while it says so.
+    deadline = time.time() + 60
+    while True:
+        try:
+            c.commit(offsets=[TopicPartition("mm-orders", p, o) for p, o in positions.items()], asynchronous=False)
+            break
+        except KafkaException as e:
+            if not e.args[0].retriable() and e.args[0].code() != KafkaError.NOT_COORDINATOR or time.time() > deadline:
+                raise
+            time.sleep(0.5)
     c.close()
     return positions
 
 
-def _mirror_config(workdir, source, target):
+def _mirror_config(workdir, kafka, keel, flow="kafka->keel", topics="mm-.*"):
+    """MirrorMaker 2's configuration for one flow, `kafka->keel` or `keel->kafka`."""
+    back = "keel->kafka" if flow == "kafka->keel" else "kafka->keel"
     path = os.path.join(workdir, "mm2.properties")
     with open(path, "w") as f:
         f.write("\n".join([
             "clusters = kafka, keel",
-            "kafka.bootstrap.servers = %s" % source,
-            "keel.bootstrap.servers = %s" % target,
-            "kafka->keel.enabled = true",
-            "keel->kafka.enabled = false",
-            "kafka->keel.topics = mm-.*",
-            "kafka->keel.groups = mm-.*",
+            "kafka.bootstrap.servers = %s" % kafka,
+            "keel.bootstrap.servers = %s" % keel,
+            "%s.enabled = true" % flow,
+            "%s.enabled = false" % back,
+            "%s.topics = %s" % (flow, topics),
+            "%s.groups = mm-.*" % flow,
             "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
             "sync.group.offsets.enabled = true",
             "sync.group.offsets.interval.seconds = 1",
             "emit.checkpoints.interval.seconds = 1",
             "refresh.topics.interval.seconds = 5",
             "refresh.groups.interval.seconds = 2",
-            # One node: every internal topic with one replica.
+            # One node each: every internal topic with one replica.
             "replication.factor = 1",
             "offset-syncs.topic.replication.factor = 1",
             "checkpoints.topic.replication.factor = 1",
@@ -136,6 +157,23 @@ def _mirror_config(workdir, source, target):
     return path
 
 
+def _start_mirror(classpath, config):
+    workdir = os.path.dirname(config)
+    log = open(os.path.join(workdir, "mm2.log"), "w")
+    return subprocess.Popen(
+        ["java", "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath,
+         "org.apache.kafka.connect.mirror.MirrorMaker", config],
+        stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+
+
+def _stop_mirror(mm2):
+    mm2.terminate()
+    try:
+        mm2.wait(30)
+    except subprocess.TimeoutExpired:
+        mm2.kill()
+
+
 def test_mirror_maker_2_moves_topics_and_group_offsets_into_keel(bootstrap):
     source, classpath = os.environ.get("KAFKA_SOURCE"), os.environ.get("MM2_CLASSPATH")
     if not source or not classpath:
@@ -145,12 +183,8 @@ def test_mirror_maker_2_moves_topics_and_group_offsets_into_keel(bootstrap):
     records = sum(sum(e.values()) for e in source_ends.values())
 
     workdir = tempfile.mkdtemp(prefix="keel-mm2-")
-    log = open(os.path.join(workdir, "mm2.log"), "w")
     started = time.time()
-    mm2 = subprocess.Popen(
-        ["java", "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath,
-         "org.apache.kafka.connect.mirror.MirrorMaker", _mirror_config(workdir, source, bootstrap)],
-        stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+    mm2 = _start_mirror(classpath, _mirror_config(workdir, source, bootstrap))
     try:
         while True:
             mirrored = {}
@@ -190,12 +224,7 @@ def test_mirror_maker_2_moves_topics_and_group_offsets_into_keel(bootstrap):
         print("figure: group offsets on Kafka %s, translated on Keel %s, %.1f s after the mirror caught up"
               % (committed_on_kafka, on_keel, time.time() - started - took))
     finally:
-        mm2.terminate()
-        try:
-            mm2.wait(30)
-        except subprocess.TimeoutExpired:
-            mm2.kill()
-        log.close()
+        _stop_mirror(mm2)
     for p, offset in committed_on_kafka.items():
         assert on_keel[p] <= offset, "partition %d: translated %d past Kafka's %d (records skipped)" % (p, on_keel[p], offset)
 
@@ -218,3 +247,36 @@ def test_mirror_maker_2_moves_topics_and_group_offsets_into_keel(bootstrap):
     c.close()
     for p in range(PARTITIONS):
         assert first.get(p) == on_keel[p], "partition %d resumed at %s, committed %d" % (p, first.get(p), on_keel[p])
+
+
+def test_mirror_maker_2_takes_a_topic_back_to_kafka(bootstrap):
+    """The way back: a topic written on Keel mirrored into Kafka, whole."""
+    source, classpath = os.environ.get("KAFKA_SOURCE"), os.environ.get("MM2_CLASSPATH")
+    if not source or not classpath:
+        pytest.skip("KAFKA_SOURCE and MM2_CLASSPATH are not set (run compat/migration/run.sh)")
+    topic = "back-orders"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all"})
+    for i in range(20000):
+        _produce(producer, topic, b"k%d" % i, b"back-%d" % i)
+    assert producer.flush(120) == 0, "records left unsent to Keel"
+    ends = _ends(bootstrap, topic)
+    workdir = tempfile.mkdtemp(prefix="keel-mm2-back-")
+    started = time.time()
+    mm2 = _start_mirror(classpath, _mirror_config(workdir, source, bootstrap, flow="keel->kafka", topics="back-.*"))
+    try:
+        while True:
+            try:
+                if _ends(source, topic) == ends:
+                    break
+            except Exception:  # noqa: BLE001 - not on Kafka yet
+                pass
+            assert mm2.poll() is None, "MirrorMaker 2 exited; see %s/mm2.log" % workdir
+            assert time.time() - started < MIRROR_DEADLINE_S, "the topic did not reach Kafka"
+            time.sleep(0.5)
+    finally:
+        _stop_mirror(mm2)
+    print("figure: MirrorMaker 2 mirrored %d records from Keel back into Kafka in %.1f s from its start"
+          % (sum(ends.values()), time.time() - started))
+    assert _checksums(source, topic, ends) == _checksums(bootstrap, topic, ends)
