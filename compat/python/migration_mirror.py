@@ -15,13 +15,16 @@ Keel resumes at or before where it stopped on Kafka, skipping nothing. And the w
 back: a topic written on Keel is mirrored into Kafka whole.
 """
 
-import hashlib
 import os
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "migration"))
+from compare import partition_digests  # noqa: E402 - compat/migration/compare.py, the users' tool
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
@@ -31,30 +34,6 @@ RECORDS_PER_TOPIC = 33334
 GROUP = "mm-group"
 MIRROR_DEADLINE_S = 180
 OFFSETS_DEADLINE_S = 60
-
-
-def _checksums(bootstrap, topic, ends):
-    """Per partition: (records, sha256 of key, value and timestamp in offset order)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "mm-check", "enable.auto.commit": False,
-                  "enable.partition.eof": True, "fetch.wait.max.ms": 50})
-    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    sums = {p: hashlib.sha256() for p in range(PARTITIONS)}
-    counts = {p: 0 for p in range(PARTITIONS)}
-    done = {p for p in range(PARTITIONS) if ends[p] == 0}
-    deadline = time.time() + 60
-    while len(done) < PARTITIONS and time.time() < deadline:
-        m = c.poll(1)
-        if m is None:
-            continue
-        if m.error():
-            if m.error().code() == KafkaError._PARTITION_EOF:
-                done.add(m.partition())
-            continue
-        p = m.partition()
-        counts[p] += 1
-        sums[p].update(b"%s|%s|%d;" % (m.key() or b"", m.value() or b"", m.timestamp()[1]))
-    c.close()
-    return {p: (counts[p], sums[p].hexdigest()) for p in range(PARTITIONS)}
 
 
 def _ends(bootstrap, topic):
@@ -203,7 +182,7 @@ def test_mirror_maker_2_moves_topics_and_group_offsets_into_keel(bootstrap):
 
         # Same records, keys, values and timestamps, partition by partition.
         for t in TOPICS:
-            assert _checksums(bootstrap, t, source_ends[t]) == _checksums(source, t, source_ends[t]), t
+            assert partition_digests(bootstrap, t) == partition_digests(source, t), t
         # Configs and partition counts came along.
         admin = AdminClient({"bootstrap.servers": bootstrap})
         meta = admin.list_topics(timeout=10)
@@ -279,4 +258,4 @@ def test_mirror_maker_2_takes_a_topic_back_to_kafka(bootstrap):
         _stop_mirror(mm2)
     print("figure: MirrorMaker 2 mirrored %d records from Keel back into Kafka in %.1f s from its start"
           % (sum(ends.values()), time.time() - started))
-    assert _checksums(source, topic, ends) == _checksums(bootstrap, topic, ends)
+    assert partition_digests(source, topic) == partition_digests(bootstrap, topic)
