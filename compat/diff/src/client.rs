@@ -69,7 +69,11 @@ impl Client {
     /// did not answer (Kafka does so after a failed acks=0 produce).
     pub fn is_open(&mut self) -> bool {
         let request = RequestKind::ApiVersions(Default::default());
-        matches!(self.exchange(ApiKey::ApiVersions, 0, &request, true), Ok(Answer::Response(_)))
+        let open = matches!(self.exchange(ApiKey::ApiVersions, 0, &request, true), Ok(Answer::Response(_)));
+        if !open {
+            self.stream = None;
+        }
+        open
     }
 
     fn exchange(&mut self, api_key: ApiKey, version: i16, request: &RequestKind, expect_response: bool) -> Result<Answer, String> {

@@ -87,6 +87,8 @@ fn run(args: &Args) -> Result<usize, String> {
     let versions = Versions::negotiate(&mut kafka_client, &mut keel_client)?;
     let mut kafka = Broker::new(kafka_client, &versions).map_err(|e| format!("kafka: {e}"))?;
     let mut keel = Broker::new(keel_client, &versions).map_err(|e| format!("keel: {e}"))?;
+    kafka.wait_for_coordinator(&versions).map_err(|e| format!("kafka: {e}"))?;
+    keel.wait_for_coordinator(&versions).map_err(|e| format!("keel: {e}"))?;
 
     let sequences = args.sequences.unwrap_or(match args.profile {
         Profile::Short => 100,

@@ -349,14 +349,18 @@ fn project_response(response: &ResponseKind, group_prefix: &str) -> Value {
                             (c.name.as_str().to_string(), value)
                         })
                         .collect();
-                    json!({
+                    // Named apart so that accepted.txt can tell broker config names from
+                    // topic config names.
+                    let names_field = if result.resource_type == 4 { "broker_config_names" } else { "config_names" };
+                    let mut projected = json!({
                         "resource_type": result.resource_type,
                         "resource_name": result.resource_name.as_str(),
                         "error_code": result.error_code,
                         "error_message": result.error_message.as_ref().map(|m| m.as_str()),
-                        "config_names": names,
                         "configs": compared,
-                    })
+                    });
+                    projected[names_field] = json!(names);
+                    projected
                 })
                 .collect();
             json!({ "throttle_time_ms": r.throttle_time_ms, "results": results })
@@ -377,7 +381,7 @@ fn project_response(response: &ResponseKind, group_prefix: &str) -> Value {
             json!({ "throttle_time_ms": r.throttle_time_ms, "results": results })
         }
         ResponseKind::DescribeGroups(r) => {
-            let groups: Vec<Value> = r
+            let mut groups: Vec<Value> = r
                 .groups
                 .iter()
                 .map(|g| {
@@ -391,6 +395,7 @@ fn project_response(response: &ResponseKind, group_prefix: &str) -> Value {
                     })
                 })
                 .collect();
+            sort_by(&mut groups, "group_id");
             json!({ "throttle_time_ms": r.throttle_time_ms, "groups": groups })
         }
         ResponseKind::ListGroups(r) => {

@@ -11,7 +11,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{ApiKey, MetadataRequest, RequestKind, ResponseKind, TopicName};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FindCoordinatorRequest, ListOffsetsRequest, MetadataRequest, RequestKind, ResponseKind, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use serde_json::Value;
 
@@ -25,12 +28,15 @@ use crate::versions::Versions;
 /// Longest wait for a topic change to show in a broker's Metadata.
 const SETTLE_WAIT_MS_MAX: u64 = 1_500;
 const SETTLE_POLL_MS: u64 = 20;
+/// Longest wait for a fresh broker's group coordinator.
+const COORDINATOR_WAIT_MS_MAX: u64 = 60_000;
 
 /// One broker under test and what the tester learned about it.
 pub struct Broker {
     pub client: Client,
     pub node_id: i32,
     metadata_version: i16,
+    list_offsets_version: i16,
 }
 
 /// The outcome of one step: both answers, normalised, and where they differ.
@@ -48,7 +54,33 @@ impl Broker {
             Answer::Response(ResponseKind::Metadata(r)) => r.brokers.first().map(|b| b.node_id.0).unwrap_or(-1),
             other => return Err(format!("Metadata failed: {other:?}")),
         };
-        Ok(Broker { client, node_id, metadata_version })
+        let list_offsets_version = versions.common(ApiKey::ListOffsets).ok_or("no common ListOffsets version")?.1;
+        Ok(Broker { client, node_id, metadata_version, list_offsets_version })
+    }
+
+    /// Waits until the broker can coordinate groups. A fresh Kafka creates its offsets
+    /// topic on the first FindCoordinator and answers COORDINATOR_NOT_AVAILABLE until
+    /// then: a start-up state, not behaviour worth comparing. Not counted as a request.
+    pub fn wait_for_coordinator(&mut self, versions: &Versions) -> Result<(), String> {
+        let Some((_, version)) = versions.common(ApiKey::FindCoordinator) else { return Ok(()) };
+        let key = StrBytes::from_static_str("keel-diff-warm-up");
+        let request = if version >= 4 {
+            FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
+        } else {
+            FindCoordinatorRequest::default().with_key(key)
+        };
+        let request = RequestKind::FindCoordinator(request);
+        let deadline = Instant::now() + Duration::from_millis(COORDINATOR_WAIT_MS_MAX);
+        while Instant::now() < deadline {
+            if let Answer::Response(ResponseKind::FindCoordinator(r)) = self.client.send(ApiKey::FindCoordinator, version, &request, true) {
+                let error = r.coordinators.first().map_or(r.error_code, |c| c.error_code);
+                if error == 0 {
+                    return Ok(());
+                }
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+        Err("no group coordinator after 60 s".into())
     }
 }
 
@@ -195,12 +227,30 @@ fn holds(broker: &mut Broker, expect: &Expect) -> (bool, Option<ResponseKind>) {
     };
     let found = r.topics.iter().find(|t| t.name.as_ref().map(|n| n.0.as_str()) == Some(name.as_str()));
     let held = match expect {
-        Expect::Ready(_, partitions) => found.is_some_and(|t| {
-            t.error_code == 0
-                && t.partitions.len() as i32 >= *partitions
-                && t.partitions.iter().all(|p| p.leader_id.0 >= 0)
-        }),
+        Expect::Ready(_, partitions) => {
+            found.is_some_and(|t| {
+                t.error_code == 0
+                    && t.partitions.len() as i32 >= *partitions
+                    && t.partitions.iter().all(|p| p.leader_id.0 >= 0)
+            }) && leads(broker, name, *partitions)
+        }
         Expect::Gone(_) => found.map_or(true, |t| t.error_code != 0),
     };
     (held, Some(ResponseKind::Metadata(r)))
+}
+
+/// Whether the broker serves ListOffsets for every partition: Metadata can name a leader
+/// before that leader has opened the partition (Kafka answers NOT_LEADER_OR_FOLLOWER for
+/// a moment after creating a topic).
+fn leads(broker: &mut Broker, name: &str, partitions: i32) -> bool {
+    let topic = ListOffsetsTopic::default().with_name(TopicName(StrBytes::from_string(name.to_string()))).with_partitions(
+        (0..partitions).map(|p| ListOffsetsPartition::default().with_partition_index(p).with_timestamp(-1)).collect(),
+    );
+    let request = RequestKind::ListOffsets(ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![topic]));
+    match broker.client.send(ApiKey::ListOffsets, broker.list_offsets_version, &request, true) {
+        Answer::Response(ResponseKind::ListOffsets(r)) => {
+            r.topics.iter().flat_map(|t| &t.partitions).all(|p| p.error_code == 0)
+        }
+        _ => false,
+    }
 }
