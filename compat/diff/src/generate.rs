@@ -71,6 +71,12 @@ impl Sequence<'_, '_> {
         Some(self.rng.gen_range(range.0..=range.1))
     }
 
+    /// A version both brokers serve, drawn from `min` up.
+    fn version_at_least(&mut self, api: ApiKey, min: i16) -> Option<i16> {
+        let range = self.versions.common(api)?;
+        (range.1 >= min).then(|| self.rng.gen_range(range.0.max(min)..=range.1))
+    }
+
     /// Adds the request at a random version that can carry it: kafka-protocol refuses to
     /// encode a field a version lacks (Metadata below v4 cannot say "do not auto-create",
     /// CreateTopics v0 cannot validate only), and such a version would not ask the same
@@ -317,7 +323,10 @@ fn offsets(s: &mut Sequence) {
     }
     let topics = vec![(Topic::Slot("t0"), vec![0, 1]), (UNKNOWN, vec![0])];
     s.push(Request::OffsetFetch { group: "g0", topics: Some(topics) });
-    s.push(Request::OffsetFetch { group: "g0", topics: None });
+    // A null topic list ("all topics") arrived with v2; earlier versions cannot say it.
+    if let Some(version) = s.version_at_least(ApiKey::OffsetFetch, 2) {
+        s.push_at(version, Request::OffsetFetch { group: "g0", topics: None });
+    }
     s.push(Request::OffsetFetch { group: "g1", topics: Some(vec![(Topic::Slot("t0"), vec![0])]) });
     s.push(Request::DescribeGroups { groups: vec!["g0", "g1"] });
     s.push(Request::ListGroups);
