@@ -24,9 +24,8 @@ pub fn parse(text: &str) -> Result<Vec<Accepted>, String> {
         }
         let parts: Vec<&str> = line.splitn(3, '|').map(str::trim).collect();
         match parts.as_slice() {
-            [api, pattern, reason] if !api.is_empty() && !pattern.is_empty() && !reason.is_empty() => {
-                entries.push(Accepted { api: api.to_string(), pattern: pattern.to_string(), reason: reason.to_string() })
-            }
+            [api, pattern, reason] if !api.is_empty() && !pattern.is_empty() && !reason.is_empty() => entries
+                .push(Accepted { api: api.to_string(), pattern: pattern.to_string(), reason: reason.to_string() }),
             _ => return Err(format!("accepted list line {}: expected `API | path pattern | reason`", number + 1)),
         }
     }

@@ -22,11 +22,20 @@ const RESPONSE_BYTES_MAX: usize = 64 * 1024 * 1024;
 #[derive(Debug)]
 pub enum Answer {
     /// The broker answered and the body decoded.
-    Response(ResponseKind),
+    Response(Box<ResponseKind>),
     /// Produce with acks=0: the broker sends nothing back by design.
     NoResponse,
     /// The connection failed (closed, reset, timed out) or the answer did not decode.
     Transport(String),
+}
+
+impl Answer {
+    pub fn into_response(self) -> Option<ResponseKind> {
+        match self {
+            Answer::Response(response) => Some(*response),
+            _ => None,
+        }
+    }
 }
 
 pub struct Client {
@@ -76,7 +85,13 @@ impl Client {
         open
     }
 
-    fn exchange(&mut self, api_key: ApiKey, version: i16, request: &RequestKind, expect_response: bool) -> Result<Answer, String> {
+    fn exchange(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        request: &RequestKind,
+        expect_response: bool,
+    ) -> Result<Answer, String> {
         if self.stream.is_none() {
             self.reconnect()?;
         }
@@ -93,8 +108,9 @@ impl Client {
         if header.correlation_id != self.correlation_id {
             return Err(format!("correlation id {} answered {}", self.correlation_id, header.correlation_id));
         }
-        let response = ResponseKind::decode(api_key, &mut body, version).map_err(|e| format!("decode response: {e}"))?;
-        Ok(Answer::Response(response))
+        let response =
+            ResponseKind::decode(api_key, &mut body, version).map_err(|e| format!("decode response: {e}"))?;
+        Ok(Answer::Response(Box::new(response)))
     }
 }
 
@@ -105,9 +121,7 @@ fn encode_frame(api_key: ApiKey, version: i16, correlation_id: i32, request: &Re
         .with_correlation_id(correlation_id)
         .with_client_id(Some(StrBytes::from_static_str("keel-diff")));
     let mut body = BytesMut::new();
-    header
-        .encode(&mut body, api_key.request_header_version(version))
-        .map_err(|e| format!("encode header: {e}"))?;
+    header.encode(&mut body, api_key.request_header_version(version)).map_err(|e| format!("encode header: {e}"))?;
     request.encode(&mut body, version).map_err(|e| format!("encode {api_key:?} v{version}: {e}"))?;
     let mut frame = BytesMut::with_capacity(body.len() + 4);
     frame.put_i32(body.len() as i32);

@@ -253,7 +253,16 @@ fn produce_fetch(s: &mut Sequence) {
     }
     if let Some(version) = s.version(ApiKey::Fetch) {
         let unknown = if version >= 13 { Topic::UnknownId(s.rng.gen()) } else { UNKNOWN };
-        s.push_at(version, Request::Fetch { topic: unknown, partition: 0, offset: 0, max_bytes: 1 << 20, partition_max_bytes: 1 << 20 });
+        s.push_at(
+            version,
+            Request::Fetch {
+                topic: unknown,
+                partition: 0,
+                offset: 0,
+                max_bytes: 1 << 20,
+                partition_max_bytes: 1 << 20,
+            },
+        );
     }
     list_offsets(s, Topic::Slot("t0"));
 }
@@ -261,7 +270,8 @@ fn produce_fetch(s: &mut Sequence) {
 /// ListOffsets for earliest, latest, max-timestamp (v7+) and timestamps before, inside
 /// and after the produced records.
 fn list_offsets(s: &mut Sequence, topic: Topic) {
-    let mut timestamps = vec![-2, -1, RECORD_TIMESTAMP_BASE_MS - 1, RECORD_TIMESTAMP_BASE_MS + 500, RECORD_TIMESTAMP_BASE_MS + 100_000];
+    let mut timestamps =
+        [-2, -1, RECORD_TIMESTAMP_BASE_MS - 1, RECORD_TIMESTAMP_BASE_MS + 500, RECORD_TIMESTAMP_BASE_MS + 100_000];
     timestamps.shuffle(s.rng);
     for &timestamp in timestamps.iter().take(3) {
         s.push(Request::ListOffsets { topic: topic.clone(), partition: 0, timestamp });

@@ -69,7 +69,7 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     match run(&args) {
-        Ok(open) if open == 0 => ExitCode::SUCCESS,
+        Ok(0) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(1),
         Err(error) => {
             eprintln!("keel-diff: {error}");

@@ -56,11 +56,8 @@ fn transport_kind(error: &str) -> &'static str {
 fn project_response(response: &ResponseKind, group_prefix: &str) -> Value {
     match response {
         ResponseKind::ApiVersions(r) => {
-            let ranges: Map<String, Value> = r
-                .api_keys
-                .iter()
-                .map(|k| (k.api_key.to_string(), json!([k.min_version, k.max_version])))
-                .collect();
+            let ranges: Map<String, Value> =
+                r.api_keys.iter().map(|k| (k.api_key.to_string(), json!([k.min_version, k.max_version]))).collect();
             json!({ "error_code": r.error_code, "throttle_time_ms": r.throttle_time_ms, "api_versions": ranges })
         }
         ResponseKind::Metadata(r) => {
@@ -272,7 +269,13 @@ fn project_response(response: &ResponseKind, group_prefix: &str) -> Value {
                         .iter()
                         .map(|p| {
                             let metadata = p.metadata.as_ref().map(|m| m.as_str());
-                            committed(p.partition_index, p.committed_offset, p.committed_leader_epoch, metadata, p.error_code)
+                            committed(
+                                p.partition_index,
+                                p.committed_offset,
+                                p.committed_leader_epoch,
+                                metadata,
+                                p.error_code,
+                            )
                         })
                         .collect();
                     json!({ "name": t.name.0.as_str(), "partitions": partitions })

@@ -213,7 +213,7 @@ fn side_by_side(kafka: &Value, keel: &Value) {
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let (left, right) = (pretty(kafka), pretty(keel));
     let (left, right): (Vec<&str>, Vec<&str>) = (left.lines().collect(), right.lines().collect());
-    println!("  {:<COLUMN_WIDTH$} | {}", "kafka", "keel");
+    println!("  {:<COLUMN_WIDTH$} | keel", "kafka");
     let lines = left.len().max(right.len());
     for i in 0..lines.min(SIDE_BY_SIDE_LINES_MAX) {
         let l = left.get(i).copied().unwrap_or("");

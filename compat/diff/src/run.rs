@@ -10,8 +10,8 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FindCoordinatorRequest, ListOffsetsRequest, MetadataRequest, RequestKind, ResponseKind, TopicName,
 };
@@ -50,9 +50,11 @@ impl Broker {
     pub fn new(mut client: Client, versions: &Versions) -> Result<Broker, String> {
         let metadata_version = versions.common(ApiKey::Metadata).ok_or("no common Metadata version")?.1;
         let request = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![])));
-        let node_id = match client.send(ApiKey::Metadata, metadata_version, &request, true) {
-            Answer::Response(ResponseKind::Metadata(r)) => r.brokers.first().map(|b| b.node_id.0).unwrap_or(-1),
-            other => return Err(format!("Metadata failed: {other:?}")),
+        let answer = client.send(ApiKey::Metadata, metadata_version, &request, true);
+        let description = format!("{answer:?}");
+        let node_id = match answer.into_response() {
+            Some(ResponseKind::Metadata(r)) => r.brokers.first().map(|b| b.node_id.0).unwrap_or(-1),
+            _ => return Err(format!("Metadata failed: {description}")),
         };
         let list_offsets_version = versions.common(ApiKey::ListOffsets).ok_or("no common ListOffsets version")?.1;
         Ok(Broker { client, node_id, metadata_version, list_offsets_version })
@@ -72,7 +74,9 @@ impl Broker {
         let request = RequestKind::FindCoordinator(request);
         let deadline = Instant::now() + Duration::from_millis(COORDINATOR_WAIT_MS_MAX);
         while Instant::now() < deadline {
-            if let Answer::Response(ResponseKind::FindCoordinator(r)) = self.client.send(ApiKey::FindCoordinator, version, &request, true) {
+            if let Some(ResponseKind::FindCoordinator(r)) =
+                self.client.send(ApiKey::FindCoordinator, version, &request, true).into_response()
+            {
                 let error = r.coordinators.first().map_or(r.error_code, |c| c.error_code);
                 if error == 0 {
                     return Ok(());
@@ -221,7 +225,8 @@ fn holds(broker: &mut Broker, expect: &Expect) -> (bool, Option<ResponseKind>) {
     };
     let topic = MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
     let request = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![topic])));
-    let Answer::Response(ResponseKind::Metadata(r)) = broker.client.send(ApiKey::Metadata, broker.metadata_version, &request, true)
+    let Some(ResponseKind::Metadata(r)) =
+        broker.client.send(ApiKey::Metadata, broker.metadata_version, &request, true).into_response()
     else {
         return (false, None);
     };
@@ -234,7 +239,7 @@ fn holds(broker: &mut Broker, expect: &Expect) -> (bool, Option<ResponseKind>) {
                     && t.partitions.iter().all(|p| p.leader_id.0 >= 0)
             }) && leads(broker, name, *partitions)
         }
-        Expect::Gone(_) => found.map_or(true, |t| t.error_code != 0),
+        Expect::Gone(_) => found.is_none_or(|t| t.error_code != 0),
     };
     (held, Some(ResponseKind::Metadata(r)))
 }
@@ -243,14 +248,16 @@ fn holds(broker: &mut Broker, expect: &Expect) -> (bool, Option<ResponseKind>) {
 /// before that leader has opened the partition (Kafka answers NOT_LEADER_OR_FOLLOWER for
 /// a moment after creating a topic).
 fn leads(broker: &mut Broker, name: &str, partitions: i32) -> bool {
-    let topic = ListOffsetsTopic::default().with_name(TopicName(StrBytes::from_string(name.to_string()))).with_partitions(
-        (0..partitions).map(|p| ListOffsetsPartition::default().with_partition_index(p).with_timestamp(-1)).collect(),
-    );
-    let request = RequestKind::ListOffsets(ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![topic]));
-    match broker.client.send(ApiKey::ListOffsets, broker.list_offsets_version, &request, true) {
-        Answer::Response(ResponseKind::ListOffsets(r)) => {
-            r.topics.iter().flat_map(|t| &t.partitions).all(|p| p.error_code == 0)
-        }
+    let topic =
+        ListOffsetsTopic::default().with_name(TopicName(StrBytes::from_string(name.to_string()))).with_partitions(
+            (0..partitions)
+                .map(|p| ListOffsetsPartition::default().with_partition_index(p).with_timestamp(-1))
+                .collect(),
+        );
+    let request =
+        RequestKind::ListOffsets(ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![topic]));
+    match broker.client.send(ApiKey::ListOffsets, broker.list_offsets_version, &request, true).into_response() {
+        Some(ResponseKind::ListOffsets(r)) => r.topics.iter().flat_map(|t| &t.partitions).all(|p| p.error_code == 0),
         _ => false,
     }
 }

@@ -19,13 +19,13 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
-use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 use uuid::Uuid;
 
 /// Timestamp of the first record the tester produces; the rest follow one second apart.
@@ -71,21 +71,67 @@ pub enum ConfigResource {
 #[derive(Clone, Debug)]
 pub enum Request {
     ApiVersions,
-    Metadata { topics: Vec<Topic>, allow_auto_topic_creation: bool },
-    CreateTopics { topics: Vec<NewTopic>, validate_only: bool },
+    Metadata {
+        topics: Vec<Topic>,
+        allow_auto_topic_creation: bool,
+    },
+    CreateTopics {
+        topics: Vec<NewTopic>,
+        validate_only: bool,
+    },
     /// `batch: None` sends an empty record set.
-    Produce { acks: i16, topic: Topic, partition: i32, batch: Option<Batch> },
-    Fetch { topic: Topic, partition: i32, offset: i64, max_bytes: i32, partition_max_bytes: i32 },
-    ListOffsets { topic: Topic, partition: i32, timestamp: i64 },
-    DeleteTopics { topics: Vec<Topic> },
-    DeleteRecords { topic: Topic, partition: i32, offset: i64 },
-    OffsetCommit { group: &'static str, topic: Topic, partition: i32, offset: i64 },
+    Produce {
+        acks: i16,
+        topic: Topic,
+        partition: i32,
+        batch: Option<Batch>,
+    },
+    Fetch {
+        topic: Topic,
+        partition: i32,
+        offset: i64,
+        max_bytes: i32,
+        partition_max_bytes: i32,
+    },
+    ListOffsets {
+        topic: Topic,
+        partition: i32,
+        timestamp: i64,
+    },
+    DeleteTopics {
+        topics: Vec<Topic>,
+    },
+    DeleteRecords {
+        topic: Topic,
+        partition: i32,
+        offset: i64,
+    },
+    OffsetCommit {
+        group: &'static str,
+        topic: Topic,
+        partition: i32,
+        offset: i64,
+    },
     /// `topics: None` asks for every committed offset of the group.
-    OffsetFetch { group: &'static str, topics: Option<Vec<(Topic, Vec<i32>)>> },
-    FindCoordinator { group: &'static str },
-    DescribeConfigs { resource: ConfigResource, keys: Option<Vec<&'static str>> },
-    CreatePartitions { topic: Topic, count: i32, validate_only: bool },
-    DescribeGroups { groups: Vec<&'static str> },
+    OffsetFetch {
+        group: &'static str,
+        topics: Option<Vec<(Topic, Vec<i32>)>>,
+    },
+    FindCoordinator {
+        group: &'static str,
+    },
+    DescribeConfigs {
+        resource: ConfigResource,
+        keys: Option<Vec<&'static str>>,
+    },
+    CreatePartitions {
+        topic: Topic,
+        count: i32,
+        validate_only: bool,
+    },
+    DescribeGroups {
+        groups: Vec<&'static str>,
+    },
     ListGroups,
 }
 
@@ -191,7 +237,9 @@ impl Request {
                         let records: Vec<String> = batch
                             .records
                             .iter()
-                            .map(|(k, v)| format!("{}={}", k.as_deref().unwrap_or("null"), v.as_deref().unwrap_or("null")))
+                            .map(|(k, v)| {
+                                format!("{}={}", k.as_deref().unwrap_or("null"), v.as_deref().unwrap_or("null"))
+                            })
                             .collect();
                         let gzip = if batch.gzip { " gzip" } else { "" };
                         let split = if batch.batch_per_record { " one batch per record" } else { "" };
@@ -256,47 +304,41 @@ impl Request {
             Request::Metadata { topics, allow_auto_topic_creation } => RequestKind::Metadata(
                 MetadataRequest::default()
                     .with_topics(Some(
-                        topics
-                            .iter()
-                            .map(|t| MetadataRequestTopic::default().with_name(Some(topic_name(t))))
-                            .collect(),
+                        topics.iter().map(|t| MetadataRequestTopic::default().with_name(Some(topic_name(t)))).collect(),
                     ))
                     .with_allow_auto_topic_creation(*allow_auto_topic_creation),
             ),
             Request::CreateTopics { topics, validate_only } => RequestKind::CreateTopics(
-                CreateTopicsRequest::default()
-                    .with_timeout_ms(10_000)
-                    .with_validate_only(*validate_only)
-                    .with_topics(
-                        topics
-                            .iter()
-                            .map(|t| {
-                                CreatableTopic::default()
-                                    .with_name(topic_name(&t.topic))
-                                    .with_num_partitions(t.partitions)
-                                    .with_replication_factor(t.replication_factor)
-                                    .with_configs(
-                                        t.configs
-                                            .iter()
-                                            .map(|(k, v)| {
-                                                CreatableTopicConfig::default()
-                                                    .with_name(StrBytes::from_static_str(k))
-                                                    .with_value(Some(StrBytes::from_static_str(v)))
-                                            })
-                                            .collect(),
-                                    )
-                            })
-                            .collect(),
-                    ),
+                CreateTopicsRequest::default().with_timeout_ms(10_000).with_validate_only(*validate_only).with_topics(
+                    topics
+                        .iter()
+                        .map(|t| {
+                            CreatableTopic::default()
+                                .with_name(topic_name(&t.topic))
+                                .with_num_partitions(t.partitions)
+                                .with_replication_factor(t.replication_factor)
+                                .with_configs(
+                                    t.configs
+                                        .iter()
+                                        .map(|(k, v)| {
+                                            CreatableTopicConfig::default()
+                                                .with_name(StrBytes::from_static_str(k))
+                                                .with_value(Some(StrBytes::from_static_str(v)))
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
             ),
             Request::Produce { acks, topic, partition, batch } => {
                 let records = match batch {
                     None => Bytes::new(),
                     Some(batch) => encode_batch(batch),
                 };
-                let mut data = TopicProduceData::default().with_partition_data(vec![
-                    PartitionProduceData::default().with_index(*partition).with_records(Some(records)),
-                ]);
+                let mut data = TopicProduceData::default().with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(*partition)
+                    .with_records(Some(records))]);
                 // Produce v13 (KIP-516) addresses topics by id instead of by name.
                 if version >= 13 {
                     data = data.with_topic_id(names.topic_id(topic, context));
@@ -330,13 +372,13 @@ impl Request {
                         .with_topics(vec![fetch_topic]),
                 )
             }
-            Request::ListOffsets { topic, partition, timestamp } => RequestKind::ListOffsets(
-                ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![ListOffsetsTopic::default()
-                    .with_name(topic_name(topic))
-                    .with_partitions(vec![ListOffsetsPartition::default()
-                        .with_partition_index(*partition)
-                        .with_timestamp(*timestamp)])]),
-            ),
+            Request::ListOffsets { topic, partition, timestamp } => {
+                RequestKind::ListOffsets(ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
+                    ListOffsetsTopic::default().with_name(topic_name(topic)).with_partitions(vec![
+                        ListOffsetsPartition::default().with_partition_index(*partition).with_timestamp(*timestamp),
+                    ]),
+                ]))
+            }
             Request::DeleteTopics { topics } => {
                 let mut request = DeleteTopicsRequest::default().with_timeout_ms(10_000);
                 // v6 replaced the list of names with a list of (name, id) states.
@@ -349,20 +391,19 @@ impl Request {
                 }
                 RequestKind::DeleteTopics(request)
             }
-            Request::DeleteRecords { topic, partition, offset } => RequestKind::DeleteRecords(
-                DeleteRecordsRequest::default().with_timeout_ms(10_000).with_topics(vec![DeleteRecordsTopic::default()
-                    .with_name(topic_name(topic))
-                    .with_partitions(vec![DeleteRecordsPartition::default()
-                        .with_partition_index(*partition)
-                        .with_offset(*offset)])]),
-            ),
+            Request::DeleteRecords { topic, partition, offset } => {
+                RequestKind::DeleteRecords(DeleteRecordsRequest::default().with_timeout_ms(10_000).with_topics(vec![
+                    DeleteRecordsTopic::default().with_name(topic_name(topic)).with_partitions(vec![
+                        DeleteRecordsPartition::default().with_partition_index(*partition).with_offset(*offset),
+                    ]),
+                ]))
+            }
             Request::OffsetCommit { group, topic, partition, offset } => {
-                let mut commit_topic = OffsetCommitRequestTopic::default().with_partitions(vec![
-                    OffsetCommitRequestPartition::default()
+                let mut commit_topic =
+                    OffsetCommitRequestTopic::default().with_partitions(vec![OffsetCommitRequestPartition::default()
                         .with_partition_index(*partition)
                         .with_committed_offset(*offset)
-                        .with_committed_metadata(Some(StrBytes::from_static_str("m"))),
-                ]);
+                        .with_committed_metadata(Some(StrBytes::from_static_str("m")))]);
                 // OffsetCommit v10 (KIP-848) addresses topics by id instead of by name.
                 if version >= 10 {
                     commit_topic = commit_topic.with_topic_id(names.topic_id(topic, context));
@@ -384,7 +425,8 @@ impl Request {
                     let topics = topics.as_ref().map(|list| {
                         list.iter()
                             .map(|(t, partitions)| {
-                                let entry = OffsetFetchRequestTopics::default().with_partition_indexes(partitions.clone());
+                                let entry =
+                                    OffsetFetchRequestTopics::default().with_partition_indexes(partitions.clone());
                                 if version >= 10 {
                                     entry.with_topic_id(names.topic_id(t, context))
                                 } else {
@@ -479,10 +521,8 @@ fn encode_batch(batch: &Batch) -> Bytes {
             headers: IndexMap::new(),
         })
         .collect();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: if batch.gzip { Compression::Gzip } else { Compression::None },
-    };
+    let options =
+        RecordEncodeOptions { version: 2, compression: if batch.gzip { Compression::Gzip } else { Compression::None } };
     let mut buf = BytesMut::new();
     RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding an in-memory v2 batch cannot fail");
     buf.freeze()

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
 
-use crate::client::{Answer, Client};
+use crate::client::Client;
 
 /// Produce versions below 3 predate record batch v2 (and Kafka 4 removed them).
 const PRODUCE_VERSION_MIN: i16 = 3;
@@ -46,10 +46,12 @@ impl Versions {
 /// ApiVersions v0 (which every broker answers) for the ranges a broker serves.
 fn advertised(client: &mut Client, broker: &str) -> Result<HashMap<i16, (i16, i16)>, String> {
     let request = RequestKind::ApiVersions(ApiVersionsRequest::default());
-    match client.send(ApiKey::ApiVersions, 0, &request, true) {
-        Answer::Response(ResponseKind::ApiVersions(r)) if r.error_code == 0 => {
+    let answer = client.send(ApiKey::ApiVersions, 0, &request, true);
+    let description = format!("{answer:?}");
+    match answer.into_response() {
+        Some(ResponseKind::ApiVersions(r)) if r.error_code == 0 => {
             Ok(r.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect())
         }
-        other => Err(format!("{broker}: ApiVersions failed: {other:?}")),
+        _ => Err(format!("{broker}: ApiVersions failed: {description}")),
     }
 }
