@@ -235,7 +235,10 @@ fn produce_fetch(s: &mut Sequence) {
             let partition = partitions + s.rng.gen_range(0..3);
             s.produce(Topic::Slot("t0"), partition, false);
         }
-        1 => s.produce(UNKNOWN, 0, false),
+        1 => {
+            let topic = if s.chance(0.5) { UNKNOWN } else { Topic::Literal("bad$name!".into()) };
+            s.produce(topic, 0, false);
+        }
         2 => {
             let acks = *[1i16, -1].choose(s.rng).expect("non-empty");
             s.push(Request::Produce { acks, topic: Topic::Slot("t0"), partition: 0, batch: None });
