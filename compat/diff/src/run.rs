@@ -201,7 +201,13 @@ fn settle(broker: &mut Broker, request: &Request, response: &ResponseKind, names
         (Request::Metadata { allow_auto_topic_creation: true, .. }, ResponseKind::Metadata(r)) => r
             .topics
             .iter()
-            .filter(|t| t.error_code == 0 || t.error_code == LEADER_NOT_AVAILABLE)
+            // Kafka creates the topic after answering UNKNOWN_TOPIC_OR_PARTITION (or
+            // LEADER_NOT_AVAILABLE), so a legal name in that state is waited for.
+            .filter(|t| match t.error_code {
+                0 | LEADER_NOT_AVAILABLE => true,
+                UNKNOWN_TOPIC_OR_PARTITION => t.name.as_ref().is_some_and(|n| is_legal_topic_name(n.0.as_str())),
+                _ => false,
+            })
             .filter_map(|t| t.name.as_ref().map(|n| Expect::Ready(n.0.to_string(), t.partitions.len().max(1) as i32)))
             .collect(),
         _ => return Vec::new(),
@@ -216,7 +222,16 @@ fn settle(broker: &mut Broker, request: &Request, response: &ResponseKind, names
     }
 }
 
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const LEADER_NOT_AVAILABLE: i16 = 5;
+/// Kafka's limit on topic name length.
+const TOPIC_NAME_LENGTH_MAX: usize = 249;
+
+/// Kafka's rule: 1 to 249 characters among ASCII letters, digits, '.', '_' and '-'.
+fn is_legal_topic_name(name: &str) -> bool {
+    let legal_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    !name.is_empty() && name.len() <= TOPIC_NAME_LENGTH_MAX && name.chars().all(legal_char)
+}
 
 /// Whether the expectation holds, with the Metadata answer that says so.
 fn holds(broker: &mut Broker, expect: &Expect) -> (bool, Option<ResponseKind>) {
