@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the differential tester against a fresh Apache Kafka and a fresh Keel.
-#   compat/diff/run.sh [--long] [--seed N] [--sequences N]
+#   compat/diff/run.sh [--long] [--seed N] [--sequences N] [--only N]
 # Builds keel-diff, starts Kafka (compat/kafka/kafka.sh) on port 39092 and Keel
 # (compat/keel.sh, target/release/keel: build it first with
 # `cargo build --release -p keel-broker`) on port 39192, runs the short profile (about 100
@@ -21,6 +21,7 @@ while (($#)); do
     --long) profile=long; shift ;;
     --seed) seed=$2; shift 2 ;;
     --sequences) extra+=(--sequences "$2"); shift 2 ;;
+    --only) extra+=(--only "$2"); shift 2 ;;
     -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac

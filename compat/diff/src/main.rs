@@ -61,6 +61,10 @@ struct Args {
     /// Overrides the profile's number of sequences.
     #[arg(long)]
     sequences: Option<usize>,
+    /// Sends only this sequence (the earlier ones are drawn, not sent), to replay one
+    /// divergence from a report. Use fresh brokers or a seed not run against them.
+    #[arg(long)]
+    only: Option<usize>,
     /// The accepted divergences.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/accepted.txt"))]
     accepted: PathBuf,
@@ -100,6 +104,9 @@ fn run(args: &Args) -> Result<usize, String> {
     let mut report = Report::new(args.seed, &accepted);
     for number in 1..=sequences {
         let steps = generator.next_sequence();
+        if args.only.is_some_and(|only| only != number) {
+            continue;
+        }
         let names = Names { prefix: format!("diff-{}-{number}-", args.seed) };
         let outcomes = run_sequence(&mut kafka, &mut keel, &steps, &names);
         report.record(number, &steps, &outcomes, &names, &mut |candidate, attempt| {
@@ -107,6 +114,7 @@ fn run(args: &Args) -> Result<usize, String> {
             run_sequence(&mut kafka, &mut keel, candidate, &names)
         });
     }
-    report.print_summary(sequences, started.elapsed());
+    let sent = if args.only.is_some() { 1 } else { sequences };
+    report.print_summary(sent, started.elapsed());
     Ok(report.open())
 }
