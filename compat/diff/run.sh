@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs the differential tester against a fresh Apache Kafka and a fresh Keel.
+#   compat/diff/run.sh [--long] [--seed N] [--sequences N] [--only N]
+# Builds keel-diff, starts Kafka (compat/kafka/kafka.sh) on port 39092 and Keel
+# (compat/keel.sh, target/release/keel: build it first with
+# `cargo build --release -p keel-broker`) on port 39192, runs the short profile (about 100
+# sequences) or the long one (--long, 2,000), stops both and exits with the tester's
+# status: 0 no open divergence, 1 open divergences, 2 the run itself failed.
+# The seed defaults to a random one, printed so that the run can be repeated.
+# Environment: DIFF_KAFKA_PORT, DIFF_KEEL_PORT to move the ports; DIFF_KEEP=1 keeps the
+# brokers' data directories for a look after the run.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+
+profile=short
+seed=$(( (RANDOM << 15 | RANDOM) ))
+extra=()
+while (($#)); do
+  case "$1" in
+    --long) profile=long; shift ;;
+    --seed) seed=$2; shift 2 ;;
+    --sequences) extra+=(--sequences "$2"); shift 2 ;;
+    --only) extra+=(--only "$2"); shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+kafka_port=${DIFF_KAFKA_PORT:-39092}
+keel_port=${DIFF_KEEL_PORT:-39192}
+echo "run.sh: seed $seed, profile $profile"
+
+(cd "$root" && cargo build --release -p keel-diff)
+target="${CARGO_TARGET_DIR:-$root/target}"
+
+work=$(mktemp -d /tmp/keel-diff.XXXXXX)
+stop() {
+  "$root/compat/kafka/kafka.sh" stop "$work/kafka" >/dev/null 2>&1 || true
+  "$root/compat/keel.sh" stop "$work/keel" >/dev/null 2>&1 || true
+  if [[ "${DIFF_KEEP:-0}" == 1 ]]; then echo "run.sh: data kept in $work"; else rm -rf "$work"; fi
+}
+trap stop EXIT
+
+"$root/compat/kafka/kafka.sh" start "$work/kafka" "$kafka_port"
+KEEL_BIN="${KEEL_BIN:-$target/release/keel}" "$root/compat/keel.sh" start "$work/keel" "$keel_port"
+
+status=0
+"$target/release/keel-diff" --kafka "127.0.0.1:$kafka_port" --keel "127.0.0.1:$keel_port" \
+  --seed "$seed" --profile "$profile" "${extra[@]}" || status=$?
+exit "$status"

@@ -1,0 +1,379 @@
+//! Request sequences drawn from a seed.
+//!
+//! Each sequence follows one scenario (produce then fetch, delete then recreate, commit
+//! offsets, ...) with its details drawn at random: partition counts, acks, codecs, keys,
+//! offsets, request versions. Scenarios rather than free-form request soup, because most
+//! behaviour worth comparing only shows after a setup (a topic that exists, records at
+//! known offsets), and a scenario keeps the minimal diverging sequence short to read.
+//!
+//! The sequence depends only on the seed and on the version ranges both brokers
+//! advertise, never on answers, so a seed replays the same requests.
+
+use bytes::BytesMut;
+use kafka_protocol::messages::ApiKey;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::Rng;
+
+use crate::steps::{
+    Batch, BrokerContext, ConfigResource, Names, NewTopic, Request, Step, Topic, RECORD_TIMESTAMP_BASE_MS,
+};
+use crate::versions::Versions;
+
+/// Longest legal topic name is 249 characters; one more must be refused.
+const TOPIC_NAME_LENGTH_ILLEGAL: usize = 250;
+/// A topic slot no step ever creates.
+const UNKNOWN: Topic = Topic::Slot("t9");
+
+/// Versions drawn for one request before giving up on it.
+const VERSION_ATTEMPTS_MAX: usize = 16;
+
+pub struct Generator<'a> {
+    rng: StdRng,
+    versions: &'a Versions,
+}
+
+/// One sequence under construction.
+struct Sequence<'a, 'r> {
+    rng: &'r mut StdRng,
+    versions: &'a Versions,
+    steps: Vec<Step>,
+}
+
+impl<'a> Generator<'a> {
+    pub fn new(rng: StdRng, versions: &'a Versions) -> Generator<'a> {
+        Generator { rng, versions }
+    }
+
+    pub fn next_sequence(&mut self) -> Vec<Step> {
+        let scenarios: [fn(&mut Sequence); 9] = [
+            metadata_names,
+            create_topics,
+            produce_fetch,
+            produce_fetch,
+            delete_recreate,
+            delete_records,
+            offsets,
+            configs,
+            partitions_and_groups,
+        ];
+        let scenario = *scenarios.choose(&mut self.rng).expect("non-empty");
+        let mut sequence = Sequence { rng: &mut self.rng, versions: self.versions, steps: Vec::new() };
+        scenario(&mut sequence);
+        sequence.steps
+    }
+}
+
+impl Sequence<'_, '_> {
+    /// Picks a version both brokers serve; the step is left out when they share none.
+    fn version(&mut self, api: ApiKey) -> Option<i16> {
+        let range = self.versions.common(api)?;
+        Some(self.rng.gen_range(range.0..=range.1))
+    }
+
+    /// A version both brokers serve, drawn from `min` up.
+    fn version_at_least(&mut self, api: ApiKey, min: i16) -> Option<i16> {
+        let range = self.versions.common(api)?;
+        (range.1 >= min).then(|| self.rng.gen_range(range.0.max(min)..=range.1))
+    }
+
+    /// Adds the request at a random version that can carry it: kafka-protocol refuses to
+    /// encode a field a version lacks (Metadata below v4 cannot say "do not auto-create",
+    /// CreateTopics v0 cannot validate only), and such a version would not ask the same
+    /// question anyway.
+    fn push(&mut self, request: Request) {
+        for _ in 0..VERSION_ATTEMPTS_MAX {
+            let Some(version) = self.version(request.api_key()) else { return };
+            if encodable(&request, version) {
+                self.steps.push(Step { version, request });
+                return;
+            }
+        }
+    }
+
+    fn push_at(&mut self, version: i16, request: Request) {
+        if encodable(&request, version) {
+            self.steps.push(Step { version, request });
+        }
+    }
+
+    fn chance(&mut self, probability: f64) -> bool {
+        self.rng.gen_bool(probability)
+    }
+
+    fn create(&mut self, topic: Topic, partitions: i32, configs: Vec<(&'static str, &'static str)>) {
+        let new = NewTopic { topic, partitions, replication_factor: 1, configs };
+        self.push(Request::CreateTopics { topics: vec![new], validate_only: false });
+    }
+
+    /// Creates slot t0 with 1 to 3 partitions, compacted one time in four; returns the
+    /// partition count and whether it is compacted.
+    fn create_t0(&mut self) -> (i32, bool) {
+        let partitions = self.rng.gen_range(1..=3);
+        let compacted = self.chance(0.25);
+        let configs = if compacted { vec![("cleanup.policy", "compact")] } else { vec![] };
+        self.create(Topic::Slot("t0"), partitions, configs);
+        (partitions, compacted)
+    }
+
+    fn batch(&mut self, keyless: bool) -> Batch {
+        let count = self.rng.gen_range(1..=4);
+        let records = (0..count)
+            .map(|i| {
+                let key = if keyless { None } else { Some(format!("k{}", self.rng.gen_range(0..3))) };
+                (key, Some(format!("v{i}")))
+            })
+            .collect();
+        Batch { records, gzip: self.chance(0.3), batch_per_record: false }
+    }
+
+    /// A produce to `topic`, acks drawn from 0, 1 and -1.
+    fn produce(&mut self, topic: Topic, partition: i32, keyless: bool) {
+        let acks = *[0i16, 1, -1].choose(self.rng).expect("non-empty");
+        let batch = Some(self.batch(keyless));
+        self.push(Request::Produce { acks, topic, partition, batch });
+    }
+
+    /// A produce with acks=-1, so later steps see its records.
+    fn produce_acked(&mut self, topic: Topic, partition: i32) {
+        let batch = Some(self.batch(false));
+        self.push(Request::Produce { acks: -1, topic, partition, batch });
+    }
+
+    fn fetch(&mut self, topic: Topic, partition: i32, offset: i64) {
+        let (max_bytes, partition_max_bytes) = match self.rng.gen_range(0..4) {
+            0 => (0, 1_048_576),
+            1 => (1_048_576, 10),
+            _ => (1_048_576, 1_048_576),
+        };
+        self.push(Request::Fetch { topic, partition, offset, max_bytes, partition_max_bytes });
+    }
+
+    fn metadata(&mut self, topics: Vec<Topic>) {
+        self.push(Request::Metadata { topics, allow_auto_topic_creation: false });
+    }
+}
+
+fn encodable(request: &Request, version: i16) -> bool {
+    let names = Names { prefix: String::new() };
+    let built = request.build(version, &names, &BrokerContext::default());
+    built.encode(&mut BytesMut::new(), version).is_ok()
+}
+
+/// Metadata for existing, unknown, illegal and over-long names, with and without
+/// auto-creation, then again without it to see what was created.
+fn metadata_names(s: &mut Sequence) {
+    s.create(Topic::Slot("t0"), 1, vec![]);
+    let mut topics = vec![
+        Topic::Slot("t0"),
+        Topic::Slot("t1"),
+        Topic::Literal("bad$name!".into()),
+        Topic::Padded("t2", TOPIC_NAME_LENGTH_ILLEGAL),
+    ];
+    topics.shuffle(s.rng);
+    let count = s.rng.gen_range(1..=topics.len());
+    topics.truncate(count);
+    let allow_auto_topic_creation = s.chance(0.5);
+    s.push(Request::Metadata { topics: topics.clone(), allow_auto_topic_creation });
+    s.metadata(topics);
+}
+
+/// CreateTopics with valid and invalid arguments, then Metadata on every name used.
+fn create_topics(s: &mut Sequence) {
+    let cases = s.rng.gen_range(2..=4);
+    let mut names = Vec::new();
+    for case in 0..cases {
+        let slot = ["c0", "c1", "c2", "c3"][case];
+        let topic = Topic::Slot(slot);
+        let mut validate_only = false;
+        let new = |topic: Topic, partitions, replication_factor, configs| NewTopic {
+            topic,
+            partitions,
+            replication_factor,
+            configs,
+        };
+        let topics = match s.rng.gen_range(0..11) {
+            0 => vec![new(topic.clone(), 2, 1, vec![])],
+            // The same name twice in one request.
+            1 => vec![new(topic.clone(), 1, 1, vec![]), new(topic.clone(), 1, 1, vec![])],
+            2 => vec![new(Topic::Literal("bad$name!".into()), 1, 1, vec![])],
+            3 => vec![new(Topic::Padded(slot, TOPIC_NAME_LENGTH_ILLEGAL), 1, 1, vec![])],
+            4 => vec![new(topic.clone(), 0, 1, vec![])],
+            // -1 partitions and -1 replication factor ask for the broker defaults (KIP-464).
+            5 => vec![new(topic.clone(), -1, -1, vec![])],
+            6 => vec![new(topic.clone(), 1, 3, vec![])],
+            7 => vec![new(topic.clone(), 1, 1, vec![("cleanup.policy", "bogus")])],
+            8 => vec![new(topic.clone(), 1, 1, vec![("retention.ms", "not-a-number")])],
+            9 => vec![new(topic.clone(), 1, 1, vec![("no.such.config", "1")])],
+            _ => {
+                validate_only = true;
+                vec![new(topic.clone(), 1, 1, vec![])]
+            }
+        };
+        names.extend(topics.iter().map(|t| t.topic.clone()));
+        s.push(Request::CreateTopics { topics: topics.clone(), validate_only });
+        // Creating an existing topic again.
+        if s.chance(0.3) {
+            s.push(Request::CreateTopics { topics, validate_only: false });
+        }
+    }
+    s.metadata(names);
+}
+
+/// Records to a fresh topic (with keys or without, compressed or not, to existing and
+/// missing partitions and topics, empty record sets), then Fetch and ListOffsets.
+fn produce_fetch(s: &mut Sequence) {
+    let (partitions, compacted) = s.create_t0();
+    s.metadata(vec![Topic::Slot("t0")]);
+    for _ in 0..s.rng.gen_range(1..=4) {
+        let keyless = s.chance(if compacted { 0.5 } else { 0.3 });
+        let partition = s.rng.gen_range(0..partitions);
+        s.produce(Topic::Slot("t0"), partition, keyless);
+    }
+    match s.rng.gen_range(0..5) {
+        0 => {
+            let partition = partitions + s.rng.gen_range(0..3);
+            s.produce(Topic::Slot("t0"), partition, false);
+        }
+        1 => {
+            let topic = if s.chance(0.5) { UNKNOWN } else { Topic::Literal("bad$name!".into()) };
+            s.produce(topic, 0, false);
+        }
+        2 => {
+            let acks = *[1i16, -1].choose(s.rng).expect("non-empty");
+            s.push(Request::Produce { acks, topic: Topic::Slot("t0"), partition: 0, batch: None });
+        }
+        3 => {
+            let mut batch = s.batch(false);
+            batch.batch_per_record = batch.records.len() > 1;
+            s.push(Request::Produce { acks: -1, topic: Topic::Slot("t0"), partition: 0, batch: Some(batch) });
+        }
+        _ => {}
+    }
+    for _ in 0..s.rng.gen_range(1..=3) {
+        let offset = *[0i64, 0, 1, 2, 3, 1000, -1].choose(s.rng).expect("non-empty");
+        s.fetch(Topic::Slot("t0"), 0, offset);
+    }
+    if let Some(version) = s.version(ApiKey::Fetch) {
+        let unknown = if version >= 13 { Topic::UnknownId(s.rng.gen()) } else { UNKNOWN };
+        s.push_at(
+            version,
+            Request::Fetch {
+                topic: unknown,
+                partition: 0,
+                offset: 0,
+                max_bytes: 1 << 20,
+                partition_max_bytes: 1 << 20,
+            },
+        );
+    }
+    list_offsets(s, Topic::Slot("t0"));
+}
+
+/// ListOffsets for earliest, latest, max-timestamp (v7+) and timestamps before, inside
+/// and after the produced records.
+fn list_offsets(s: &mut Sequence, topic: Topic) {
+    let mut timestamps =
+        [-2, -1, RECORD_TIMESTAMP_BASE_MS - 1, RECORD_TIMESTAMP_BASE_MS + 500, RECORD_TIMESTAMP_BASE_MS + 100_000];
+    timestamps.shuffle(s.rng);
+    for &timestamp in timestamps.iter().take(3) {
+        s.push(Request::ListOffsets { topic: topic.clone(), partition: 0, timestamp });
+    }
+    if let Some(version) = s.version(ApiKey::ListOffsets) {
+        // Max-timestamp (-3) arrived with v7 (KIP-734).
+        if version >= 7 {
+            s.push_at(version, Request::ListOffsets { topic, partition: 0, timestamp: -3 });
+        }
+    }
+}
+
+/// Produce, delete (with an unknown topic alongside), recreate, produce, fetch.
+fn delete_recreate(s: &mut Sequence) {
+    s.create(Topic::Slot("t0"), 1, vec![]);
+    s.produce_acked(Topic::Slot("t0"), 0);
+    let mut doomed = vec![Topic::Slot("t0")];
+    if s.chance(0.5) {
+        doomed.push(UNKNOWN);
+    }
+    s.push(Request::DeleteTopics { topics: doomed });
+    s.metadata(vec![Topic::Slot("t0")]);
+    s.produce_acked(Topic::Slot("t0"), 0);
+    s.create(Topic::Slot("t0"), 1, vec![]);
+    s.produce_acked(Topic::Slot("t0"), 0);
+    s.fetch(Topic::Slot("t0"), 0, 0);
+    s.push(Request::ListOffsets { topic: Topic::Slot("t0"), partition: 0, timestamp: -1 });
+}
+
+/// DeleteRecords below offsets inside, at and beyond the end of the log, then what
+/// ListOffsets and Fetch see.
+fn delete_records(s: &mut Sequence) {
+    s.create(Topic::Slot("t0"), 1, vec![]);
+    s.produce_acked(Topic::Slot("t0"), 0);
+    s.produce_acked(Topic::Slot("t0"), 0);
+    // -1 means "up to the high watermark".
+    let offset = *[1i64, 2, -1, 1000].choose(s.rng).expect("non-empty");
+    s.push(Request::DeleteRecords { topic: Topic::Slot("t0"), partition: 0, offset });
+    if s.chance(0.3) {
+        s.push(Request::DeleteRecords { topic: UNKNOWN, partition: 0, offset: 0 });
+    }
+    s.push(Request::ListOffsets { topic: Topic::Slot("t0"), partition: 0, timestamp: -2 });
+    s.fetch(Topic::Slot("t0"), 0, 0);
+    s.fetch(Topic::Slot("t0"), 0, 1);
+}
+
+/// Offsets of a simple group (no members, generation -1) for known and unknown topics
+/// and partitions, then DescribeGroups and ListGroups.
+fn offsets(s: &mut Sequence) {
+    s.create(Topic::Slot("t0"), 2, vec![]);
+    s.metadata(vec![Topic::Slot("t0")]);
+    s.push(Request::FindCoordinator { group: "g0" });
+    let offset = s.rng.gen_range(0..10);
+    s.push(Request::OffsetCommit { group: "g0", topic: Topic::Slot("t0"), partition: 0, offset });
+    match s.rng.gen_range(0..3) {
+        0 => s.push(Request::OffsetCommit { group: "g0", topic: UNKNOWN, partition: 0, offset: 1 }),
+        1 => s.push(Request::OffsetCommit { group: "g0", topic: Topic::Slot("t0"), partition: 7, offset: 1 }),
+        _ => {}
+    }
+    let topics = vec![(Topic::Slot("t0"), vec![0, 1]), (UNKNOWN, vec![0])];
+    s.push(Request::OffsetFetch { group: "g0", topics: Some(topics) });
+    // A null topic list ("all topics") arrived with v2; earlier versions cannot say it.
+    if let Some(version) = s.version_at_least(ApiKey::OffsetFetch, 2) {
+        s.push_at(version, Request::OffsetFetch { group: "g0", topics: None });
+    }
+    s.push(Request::OffsetFetch { group: "g1", topics: Some(vec![(Topic::Slot("t0"), vec![0])]) });
+    s.push(Request::DescribeGroups { groups: vec!["g0", "g1"] });
+    s.push(Request::ListGroups);
+}
+
+/// DescribeConfigs for a topic (all keys and chosen ones), a missing topic and the broker.
+fn configs(s: &mut Sequence) {
+    let configs = match s.rng.gen_range(0..3) {
+        0 => vec![],
+        1 => vec![("retention.ms", "3600000")],
+        _ => vec![("cleanup.policy", "compact"), ("segment.bytes", "1048576")],
+    };
+    s.create(Topic::Slot("t0"), 1, configs);
+    s.push(Request::DescribeConfigs { resource: ConfigResource::Topic(Topic::Slot("t0")), keys: None });
+    let keys = vec!["retention.ms", "cleanup.policy", "no.such.config"];
+    s.push(Request::DescribeConfigs { resource: ConfigResource::Topic(Topic::Slot("t0")), keys: Some(keys) });
+    s.push(Request::DescribeConfigs { resource: ConfigResource::Topic(UNKNOWN), keys: None });
+    if s.chance(0.5) {
+        s.push(Request::DescribeConfigs { resource: ConfigResource::Broker, keys: None });
+    }
+}
+
+/// CreatePartitions up, down and on a missing topic; ApiVersions, FindCoordinator,
+/// DescribeGroups and ListGroups for groups that do not exist.
+fn partitions_and_groups(s: &mut Sequence) {
+    s.push(Request::ApiVersions);
+    s.create(Topic::Slot("t0"), 1, vec![]);
+    let validate_only = s.chance(0.3);
+    s.push(Request::CreatePartitions { topic: Topic::Slot("t0"), count: 3, validate_only });
+    s.push(Request::CreatePartitions { topic: Topic::Slot("t0"), count: 1, validate_only: false });
+    s.push(Request::CreatePartitions { topic: UNKNOWN, count: 2, validate_only: false });
+    s.metadata(vec![Topic::Slot("t0")]);
+    s.produce(Topic::Slot("t0"), 2, false);
+    s.push(Request::FindCoordinator { group: "g0" });
+    s.push(Request::DescribeGroups { groups: vec!["g0"] });
+    s.push(Request::ListGroups);
+}

@@ -1,0 +1,131 @@
+//! Every rule that makes two correct answers from different brokers compare equal.
+//!
+//! All of them are here, one per field, each with its reason, so a reader can judge in
+//! one place what the tester deliberately does not compare. The rules work on the
+//! projected JSON (see `project.rs`) by field name: the projection uses Kafka's field
+//! names, and each name below means the same thing wherever it appears.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+/// Topic configs whose default value is the broker's own choice (Kafka's values are
+/// tuned for a JVM broker with page-cache I/O; Keel picks its own). Their values are
+/// compared only when the topic sets them explicitly, i.e. when the source is not
+/// DEFAULT_CONFIG.
+pub const BROKER_SPECIFIC_TOPIC_DEFAULTS: &[&str] = &[
+    // Segment size and roll time follow each broker's storage layout.
+    "segment.bytes",
+    "segment.ms",
+    // Kafka's default is 1048588 (1 MiB plus the record batch overhead); a broker may pick
+    // another batch limit.
+    "max.message.bytes",
+];
+
+/// DescribeConfigs' `config_source` for a value nobody set.
+const DEFAULT_CONFIG_SOURCE: i64 = 5;
+/// DescribeConfigs' `resource_type` for a broker.
+const BROKER_RESOURCE: i64 = 4;
+
+/// Rewrites one broker's projected answers. Keep one per broker for the whole run:
+/// topic ids become symbols in order of first appearance, so equal behaviour gives
+/// equal symbols on both sides.
+#[derive(Default)]
+pub struct Normalizer {
+    topic_id_symbols: HashMap<String, String>,
+}
+
+impl Normalizer {
+    pub fn normalize(&mut self, value: Value) -> Value {
+        match value {
+            Value::Object(fields) => Value::Object(self.normalize_object(fields)),
+            Value::Array(items) => Value::Array(items.into_iter().map(|v| self.normalize(v)).collect()),
+            other => other,
+        }
+    }
+
+    fn normalize_object(&mut self, fields: Map<String, Value>) -> Map<String, Value> {
+        let is_broker_resource = fields.get("resource_type").and_then(Value::as_i64) == Some(BROKER_RESOURCE);
+        let mut out = Map::new();
+        for (key, value) in fields {
+            let value = match key.as_str() {
+                // Quotas are per broker and not what is under test.
+                "throttle_time_ms" => continue,
+                // Error texts are free-form and differ between implementations; clients act
+                // on the error code, which is compared.
+                "error_message" => continue,
+                // Each cluster has its own id, by construction.
+                "cluster_id" => continue,
+                // Where a broker listens is set by the harness, not by behaviour.
+                "host" | "port" => continue,
+                // Supported version ranges differ by design; the tester only sends versions
+                // both brokers advertise, so the ranges themselves are not compared.
+                "api_versions" => continue,
+                // Leader epochs count leader changes and start wherever each broker's
+                // replication protocol starts them (Kafka: 0 per partition; Keel: its Raft
+                // term), so their values are not comparable.
+                "leader_epoch" => continue,
+                // Node ids are configuration; only "a node" versus "no node" (-1) matters.
+                "node_id" | "leader_id" | "controller_id" => node(value),
+                "replica_nodes" | "isr_nodes" => node_list(value),
+                // Topic ids are random UUIDs; compared as symbols by order of appearance.
+                "topic_id" => self.topic_id(value),
+                // The append time is the broker's clock; only whether one is given (not -1)
+                // is compared.
+                "log_append_time_ms" => set_or_unset(value),
+                // A broker resource is named by its node id (see node ids above).
+                "resource_name" if is_broker_resource => Value::String("<node>".into()),
+                "configs" => broker_specific_defaults(value),
+                _ => self.normalize(value),
+            };
+            out.insert(key, value);
+        }
+        out
+    }
+
+    fn topic_id(&mut self, value: Value) -> Value {
+        let Value::String(id) = value else { return value };
+        if id == uuid::Uuid::nil().to_string() {
+            return Value::String("<no id>".into());
+        }
+        let next = format!("<topic id #{}>", self.topic_id_symbols.len() + 1);
+        Value::String(self.topic_id_symbols.entry(id).or_insert(next).clone())
+    }
+}
+
+fn node(value: Value) -> Value {
+    match value.as_i64() {
+        Some(id) if id >= 0 => Value::String("<node>".into()),
+        _ => value,
+    }
+}
+
+fn node_list(value: Value) -> Value {
+    match value {
+        Value::Array(ids) => Value::Array(ids.into_iter().map(node).collect()),
+        other => other,
+    }
+}
+
+fn set_or_unset(value: Value) -> Value {
+    match value.as_i64() {
+        Some(-1) => value,
+        _ => Value::String("<set>".into()),
+    }
+}
+
+/// Drops the value of a broker-specific default (see `BROKER_SPECIFIC_TOPIC_DEFAULTS`).
+fn broker_specific_defaults(value: Value) -> Value {
+    let Value::Object(configs) = value else { return value };
+    let configs = configs
+        .into_iter()
+        .map(|(name, mut entry)| {
+            let is_default = entry["config_source"].as_i64() == Some(DEFAULT_CONFIG_SOURCE);
+            if is_default && BROKER_SPECIFIC_TOPIC_DEFAULTS.contains(&name.as_str()) {
+                entry["value"] = Value::String("<broker default>".into());
+            }
+            (name, entry)
+        })
+        .collect();
+    Value::Object(configs)
+}

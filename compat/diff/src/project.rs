@@ -1,0 +1,460 @@
+//! Projects each decoded response onto the JSON fields the tester compares.
+//!
+//! kafka-protocol's messages implement neither `Serialize` nor a stable `Debug` worth
+//! diffing, and most of their fields carry no behaviour a client depends on. So each
+//! response gets an explicit projection: error codes per entry, names, partition indexes,
+//! offsets, the records fetched. Everything here is raw; what legitimately differs
+//! between two brokers is rewritten afterwards in one place, `normalize.rs`.
+//!
+//! Lists whose order the protocol does not promise (topics in Metadata, results in
+//! CreateTopics) are sorted by name here, so only their content is compared.
+
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::ResponseKind;
+use kafka_protocol::records::RecordBatchDecoder;
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use crate::client::Answer;
+
+/// Topic configs whose names and values are compared in DescribeConfigs answers.
+pub const COMPARED_TOPIC_CONFIGS: &[&str] = &[
+    "cleanup.policy",
+    "compression.type",
+    "delete.retention.ms",
+    "max.message.bytes",
+    "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.insync.replicas",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.ms",
+];
+
+/// `group_prefix` keeps only this sequence's groups in ListGroups, which lists every group
+/// on the broker.
+pub fn project(answer: &Answer, group_prefix: &str) -> Value {
+    match answer {
+        Answer::NoResponse => json!({ "no_response": true }),
+        Answer::Transport(error) => json!({ "transport_error": transport_kind(error) }),
+        Answer::Response(response) => project_response(response, group_prefix),
+    }
+}
+
+/// The kind of transport failure; its text depends on the OS and the moment.
+fn transport_kind(error: &str) -> &'static str {
+    if error.starts_with("decode") {
+        "undecodable answer"
+    } else if error.contains("timed out") || error.contains("WouldBlock") || error.contains("temporarily") {
+        "timeout"
+    } else {
+        "connection closed"
+    }
+}
+
+fn project_response(response: &ResponseKind, group_prefix: &str) -> Value {
+    match response {
+        ResponseKind::ApiVersions(r) => {
+            let ranges: Map<String, Value> =
+                r.api_keys.iter().map(|k| (k.api_key.to_string(), json!([k.min_version, k.max_version]))).collect();
+            json!({ "error_code": r.error_code, "throttle_time_ms": r.throttle_time_ms, "api_versions": ranges })
+        }
+        ResponseKind::Metadata(r) => {
+            let brokers: Vec<Value> = r
+                .brokers
+                .iter()
+                .map(|b| json!({ "node_id": b.node_id.0, "host": b.host.as_str(), "port": b.port }))
+                .collect();
+            let mut topics: Vec<Value> = r
+                .topics
+                .iter()
+                .map(|t| {
+                    let mut partitions: Vec<Value> = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            json!({
+                                "partition_index": p.partition_index,
+                                "error_code": p.error_code,
+                                "leader_id": p.leader_id.0,
+                                "leader_epoch": p.leader_epoch,
+                                "replica_nodes": p.replica_nodes.iter().map(|n| n.0).collect::<Vec<_>>(),
+                                "isr_nodes": p.isr_nodes.iter().map(|n| n.0).collect::<Vec<_>>(),
+                            })
+                        })
+                        .collect();
+                    sort_by(&mut partitions, "partition_index");
+                    json!({
+                        "name": t.name.as_ref().map(|n| n.0.as_str()),
+                        "error_code": t.error_code,
+                        "topic_id": uuid(&t.topic_id),
+                        "is_internal": t.is_internal,
+                        "partitions": partitions,
+                    })
+                })
+                .collect();
+            sort_by(&mut topics, "name");
+            json!({
+                "throttle_time_ms": r.throttle_time_ms,
+                "brokers": brokers,
+                "cluster_id": r.cluster_id.as_ref().map(|c| c.as_str()),
+                "controller_id": r.controller_id.0,
+                "topics": topics,
+            })
+        }
+        ResponseKind::CreateTopics(r) => {
+            let mut topics: Vec<Value> = r
+                .topics
+                .iter()
+                .map(|t| {
+                    json!({
+                        "name": t.name.0.as_str(),
+                        "topic_id": uuid(&t.topic_id),
+                        "error_code": t.error_code,
+                        "error_message": t.error_message.as_ref().map(|m| m.as_str()),
+                        "num_partitions": t.num_partitions,
+                        "replication_factor": t.replication_factor,
+                    })
+                })
+                .collect();
+            sort_by(&mut topics, "name");
+            json!({ "throttle_time_ms": r.throttle_time_ms, "topics": topics })
+        }
+        ResponseKind::Produce(r) => {
+            let topics: Vec<Value> = r
+                .responses
+                .iter()
+                .map(|t| {
+                    let partitions: Vec<Value> = t
+                        .partition_responses
+                        .iter()
+                        .map(|p| {
+                            json!({
+                                "index": p.index,
+                                "error_code": p.error_code,
+                                "base_offset": p.base_offset,
+                                "log_append_time_ms": p.log_append_time_ms,
+                                "log_start_offset": p.log_start_offset,
+                                "record_errors": p.record_errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(),
+                                "error_message": p.error_message.as_ref().map(|m| m.as_str()),
+                            })
+                        })
+                        .collect();
+                    json!({ "name": t.name.0.as_str(), "topic_id": uuid(&t.topic_id), "partitions": partitions })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "responses": topics })
+        }
+        ResponseKind::Fetch(r) => {
+            let topics: Vec<Value> = r
+                .responses
+                .iter()
+                .map(|t| {
+                    let partitions: Vec<Value> = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            json!({
+                                "partition_index": p.partition_index,
+                                "error_code": p.error_code,
+                                "high_watermark": p.high_watermark,
+                                "last_stable_offset": p.last_stable_offset,
+                                "log_start_offset": p.log_start_offset,
+                                "records": fetched_records(p.records.as_ref()),
+                            })
+                        })
+                        .collect();
+                    json!({ "topic": t.topic.0.as_str(), "topic_id": uuid(&t.topic_id), "partitions": partitions })
+                })
+                .collect();
+            json!({
+                "throttle_time_ms": r.throttle_time_ms,
+                "error_code": r.error_code,
+                "session_id": r.session_id,
+                "responses": topics,
+            })
+        }
+        ResponseKind::ListOffsets(r) => {
+            let topics: Vec<Value> = r
+                .topics
+                .iter()
+                .map(|t| {
+                    let partitions: Vec<Value> = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            json!({
+                                "partition_index": p.partition_index,
+                                "error_code": p.error_code,
+                                "timestamp": p.timestamp,
+                                "offset": p.offset,
+                                "leader_epoch": p.leader_epoch,
+                            })
+                        })
+                        .collect();
+                    json!({ "name": t.name.0.as_str(), "partitions": partitions })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "topics": topics })
+        }
+        ResponseKind::DeleteTopics(r) => {
+            let mut topics: Vec<Value> = r
+                .responses
+                .iter()
+                .map(|t| {
+                    json!({
+                        "name": t.name.as_ref().map(|n| n.0.as_str()),
+                        "topic_id": uuid(&t.topic_id),
+                        "error_code": t.error_code,
+                        "error_message": t.error_message.as_ref().map(|m| m.as_str()),
+                    })
+                })
+                .collect();
+            sort_by(&mut topics, "name");
+            json!({ "throttle_time_ms": r.throttle_time_ms, "responses": topics })
+        }
+        ResponseKind::DeleteRecords(r) => {
+            let topics: Vec<Value> = r
+                .topics
+                .iter()
+                .map(|t| {
+                    let partitions: Vec<Value> = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            json!({
+                                "partition_index": p.partition_index,
+                                "low_watermark": p.low_watermark,
+                                "error_code": p.error_code,
+                            })
+                        })
+                        .collect();
+                    json!({ "name": t.name.0.as_str(), "partitions": partitions })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "topics": topics })
+        }
+        ResponseKind::OffsetCommit(r) => {
+            let topics: Vec<Value> = r
+                .topics
+                .iter()
+                .map(|t| {
+                    let partitions: Vec<Value> = t
+                        .partitions
+                        .iter()
+                        .map(|p| json!({ "partition_index": p.partition_index, "error_code": p.error_code }))
+                        .collect();
+                    json!({ "name": t.name.0.as_str(), "topic_id": uuid(&t.topic_id), "partitions": partitions })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "topics": topics })
+        }
+        ResponseKind::OffsetFetch(r) => {
+            let committed = |partition: i32, offset: i64, epoch: i32, metadata: Option<&str>, error: i16| {
+                json!({
+                    "partition_index": partition,
+                    "committed_offset": offset,
+                    "committed_leader_epoch": epoch,
+                    "metadata": metadata,
+                    "error_code": error,
+                })
+            };
+            let mut topics: Vec<Value> = r
+                .topics
+                .iter()
+                .map(|t| {
+                    let partitions: Vec<Value> = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            let metadata = p.metadata.as_ref().map(|m| m.as_str());
+                            committed(
+                                p.partition_index,
+                                p.committed_offset,
+                                p.committed_leader_epoch,
+                                metadata,
+                                p.error_code,
+                            )
+                        })
+                        .collect();
+                    json!({ "name": t.name.0.as_str(), "partitions": partitions })
+                })
+                .collect();
+            sort_by(&mut topics, "name");
+            let groups: Vec<Value> = r
+                .groups
+                .iter()
+                .map(|g| {
+                    let mut topics: Vec<Value> = g
+                        .topics
+                        .iter()
+                        .map(|t| {
+                            let partitions: Vec<Value> = t
+                                .partitions
+                                .iter()
+                                .map(|p| {
+                                    let metadata = p.metadata.as_ref().map(|m| m.as_str());
+                                    committed(p.partition_index, p.committed_offset, p.committed_leader_epoch, metadata, p.error_code)
+                                })
+                                .collect();
+                            json!({ "name": t.name.0.as_str(), "topic_id": uuid(&t.topic_id), "partitions": partitions })
+                        })
+                        .collect();
+                    sort_by(&mut topics, "name");
+                    json!({ "group_id": g.group_id.0.as_str(), "error_code": g.error_code, "topics": topics })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code, "topics": topics, "groups": groups })
+        }
+        ResponseKind::FindCoordinator(r) => {
+            let coordinators: Vec<Value> = r
+                .coordinators
+                .iter()
+                .map(|c| {
+                    json!({
+                        "key": c.key.as_str(),
+                        "node_id": c.node_id.0,
+                        "host": c.host.as_str(),
+                        "port": c.port,
+                        "error_code": c.error_code,
+                        "error_message": c.error_message.as_ref().map(|m| m.as_str()),
+                    })
+                })
+                .collect();
+            json!({
+                "throttle_time_ms": r.throttle_time_ms,
+                "error_code": r.error_code,
+                "error_message": r.error_message.as_ref().map(|m| m.as_str()),
+                "node_id": r.node_id.0,
+                "host": r.host.as_str(),
+                "port": r.port,
+                "coordinators": coordinators,
+            })
+        }
+        ResponseKind::DescribeConfigs(r) => {
+            let results: Vec<Value> = r
+                .results
+                .iter()
+                .map(|result| {
+                    let mut names: Vec<&str> = result.configs.iter().map(|c| c.name.as_str()).collect();
+                    names.sort_unstable();
+                    let compared: Map<String, Value> = result
+                        .configs
+                        .iter()
+                        .filter(|c| result.resource_type == 2 && COMPARED_TOPIC_CONFIGS.contains(&c.name.as_str()))
+                        .map(|c| {
+                            let value = json!({
+                                "value": c.value.as_ref().map(|v| v.as_str()),
+                                "config_source": c.config_source,
+                                "read_only": c.read_only,
+                            });
+                            (c.name.as_str().to_string(), value)
+                        })
+                        .collect();
+                    // Named apart so that accepted.txt can tell broker config names from
+                    // topic config names.
+                    let names_field = if result.resource_type == 4 { "broker_config_names" } else { "config_names" };
+                    let mut projected = json!({
+                        "resource_type": result.resource_type,
+                        "resource_name": result.resource_name.as_str(),
+                        "error_code": result.error_code,
+                        "error_message": result.error_message.as_ref().map(|m| m.as_str()),
+                        "configs": compared,
+                    });
+                    projected[names_field] = json!(names);
+                    projected
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "results": results })
+        }
+        ResponseKind::CreatePartitions(r) => {
+            let mut results: Vec<Value> = r
+                .results
+                .iter()
+                .map(|t| {
+                    json!({
+                        "name": t.name.0.as_str(),
+                        "error_code": t.error_code,
+                        "error_message": t.error_message.as_ref().map(|m| m.as_str()),
+                    })
+                })
+                .collect();
+            sort_by(&mut results, "name");
+            json!({ "throttle_time_ms": r.throttle_time_ms, "results": results })
+        }
+        ResponseKind::DescribeGroups(r) => {
+            let mut groups: Vec<Value> = r
+                .groups
+                .iter()
+                .map(|g| {
+                    json!({
+                        "group_id": g.group_id.0.as_str(),
+                        "error_code": g.error_code,
+                        "error_message": g.error_message.as_ref().map(|m| m.as_str()),
+                        "group_state": g.group_state.as_str(),
+                        "protocol_type": g.protocol_type.as_str(),
+                        "members": g.members.len(),
+                    })
+                })
+                .collect();
+            sort_by(&mut groups, "group_id");
+            json!({ "throttle_time_ms": r.throttle_time_ms, "groups": groups })
+        }
+        ResponseKind::ListGroups(r) => {
+            let mut groups: Vec<Value> = r
+                .groups
+                .iter()
+                .filter(|g| g.group_id.0.as_str().starts_with(group_prefix))
+                .map(|g| {
+                    json!({
+                        "group_id": g.group_id.0.as_str(),
+                        "protocol_type": g.protocol_type.as_str(),
+                        "group_state": g.group_state.as_str(),
+                    })
+                })
+                .collect();
+            sort_by(&mut groups, "group_id");
+            json!({ "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code, "groups": groups })
+        }
+        other => json!({ "unprojected_response": format!("{:?}", std::mem::discriminant(other)) }),
+    }
+}
+
+/// Offset, key and value of each fetched record. A fetch may end inside a batch (Kafka
+/// cuts the log at the byte limit and leaves the client to drop the partial batch), so
+/// batches are framed here and a trailing partial one is skipped, as clients do.
+fn fetched_records(records: Option<&Bytes>) -> Value {
+    let Some(records) = records else { return Value::Null };
+    let mut rest = records.clone();
+    let mut projected = Vec::new();
+    while rest.len() >= 12 {
+        let length = (&rest[8..12]).get_i32();
+        let batch_len = 12 + length.max(0) as usize;
+        if length < 0 || rest.len() < batch_len {
+            break;
+        }
+        let mut batch = rest.split_to(batch_len);
+        match RecordBatchDecoder::decode(&mut batch) {
+            Ok(set) => {
+                for record in set.records.iter().filter(|r| !r.control) {
+                    projected.push(json!({
+                        "offset": record.offset,
+                        "key": record.key.as_ref().map(|k| String::from_utf8_lossy(k).into_owned()),
+                        "value": record.value.as_ref().map(|v| String::from_utf8_lossy(v).into_owned()),
+                    }));
+                }
+            }
+            Err(error) => projected.push(json!({ "undecodable_batch": error.to_string() })),
+        }
+    }
+    Value::Array(projected)
+}
+
+fn uuid(id: &Uuid) -> String {
+    id.to_string()
+}
+
+fn sort_by(entries: &mut [Value], key: &str) {
+    entries.sort_by(|a, b| a[key].to_string().cmp(&b[key].to_string()));
+}

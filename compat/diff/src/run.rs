@@ -1,0 +1,278 @@
+//! Sends a sequence to both brokers step by step and compares each pair of answers.
+//!
+//! Kafka gets each step first, then Keel, then the answers are compared before the next
+//! step, so a divergence is pinned to the step that caused it. After a step that changes
+//! topics (create, delete, add partitions, auto-create) the tester waits, on each broker,
+//! until Metadata shows the change: Kafka applies metadata asynchronously after
+//! answering, and a Produce racing that would compare timing, not behaviour. These
+//! waits are not compared and not counted as requests.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FindCoordinatorRequest, ListOffsetsRequest, MetadataRequest, RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use serde_json::Value;
+
+use crate::client::{Answer, Client};
+use crate::diff::{diff, FieldDiff};
+use crate::normalize::Normalizer;
+use crate::project::project;
+use crate::steps::{BrokerContext, Names, Request, Step};
+use crate::versions::Versions;
+
+/// Longest wait for a topic change to show in a broker's Metadata.
+const SETTLE_WAIT_MS_MAX: u64 = 1_500;
+const SETTLE_POLL_MS: u64 = 20;
+/// Longest wait for a fresh broker's group coordinator.
+const COORDINATOR_WAIT_MS_MAX: u64 = 60_000;
+
+/// One broker under test and what the tester learned about it.
+pub struct Broker {
+    pub client: Client,
+    pub node_id: i32,
+    metadata_version: i16,
+    list_offsets_version: i16,
+}
+
+/// The outcome of one step: both answers, normalised, and where they differ.
+pub struct StepOutcome {
+    pub kafka: Value,
+    pub keel: Value,
+    pub diffs: Vec<FieldDiff>,
+}
+
+impl Broker {
+    pub fn new(mut client: Client, versions: &Versions) -> Result<Broker, String> {
+        let metadata_version = versions.common(ApiKey::Metadata).ok_or("no common Metadata version")?.1;
+        let request = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![])));
+        let answer = client.send(ApiKey::Metadata, metadata_version, &request, true);
+        let description = format!("{answer:?}");
+        let node_id = match answer.into_response() {
+            Some(ResponseKind::Metadata(r)) => r.brokers.first().map(|b| b.node_id.0).unwrap_or(-1),
+            _ => return Err(format!("Metadata failed: {description}")),
+        };
+        let list_offsets_version = versions.common(ApiKey::ListOffsets).ok_or("no common ListOffsets version")?.1;
+        Ok(Broker { client, node_id, metadata_version, list_offsets_version })
+    }
+
+    /// Waits until the broker can coordinate groups. A fresh Kafka creates its offsets
+    /// topic on the first FindCoordinator and answers COORDINATOR_NOT_AVAILABLE until
+    /// then: a start-up state, not behaviour worth comparing. Not counted as a request.
+    pub fn wait_for_coordinator(&mut self, versions: &Versions) -> Result<(), String> {
+        let Some((_, version)) = versions.common(ApiKey::FindCoordinator) else { return Ok(()) };
+        let key = StrBytes::from_static_str("keel-diff-warm-up");
+        let request = if version >= 4 {
+            FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
+        } else {
+            FindCoordinatorRequest::default().with_key(key)
+        };
+        let request = RequestKind::FindCoordinator(request);
+        let deadline = Instant::now() + Duration::from_millis(COORDINATOR_WAIT_MS_MAX);
+        while Instant::now() < deadline {
+            if let Some(ResponseKind::FindCoordinator(r)) =
+                self.client.send(ApiKey::FindCoordinator, version, &request, true).into_response()
+            {
+                let error = r.coordinators.first().map_or(r.error_code, |c| c.error_code);
+                if error == 0 {
+                    return Ok(());
+                }
+            }
+            thread::sleep(Duration::from_millis(200));
+        }
+        Err("no group coordinator after 60 s".into())
+    }
+}
+
+/// Runs `steps` under `names` on both brokers and returns one outcome per step.
+pub fn run_sequence(kafka: &mut Broker, keel: &mut Broker, steps: &[Step], names: &Names) -> Vec<StepOutcome> {
+    let mut sides = [Side::new(kafka.node_id), Side::new(keel.node_id)];
+    let mut outcomes = Vec::with_capacity(steps.len());
+    for step in steps {
+        let kafka_answer = sides[0].send(kafka, step, names);
+        let keel_answer = sides[1].send(keel, step, names);
+        let kafka_value = sides[0].normalizer.normalize(kafka_answer);
+        let keel_value = sides[1].normalizer.normalize(keel_answer);
+        let diffs = diff(&kafka_value, &keel_value);
+        outcomes.push(StepOutcome { kafka: kafka_value, keel: keel_value, diffs });
+    }
+    outcomes
+}
+
+/// Per-broker state for one sequence: topic ids learned and topic id symbols.
+struct Side {
+    context: BrokerContext,
+    normalizer: Normalizer,
+}
+
+impl Side {
+    fn new(node_id: i32) -> Side {
+        Side { context: BrokerContext { node_id, ..Default::default() }, normalizer: Normalizer::default() }
+    }
+
+    /// Sends one step and returns its raw projection.
+    fn send(&mut self, broker: &mut Broker, step: &Step, names: &Names) -> Value {
+        let request = step.request.build(step.version, names, &self.context);
+        let api = step.request.api_key();
+        let expect_response = step.request.expects_response();
+        let started = Instant::now();
+        let answer = broker.client.send(api, step.version, &request, expect_response);
+        if std::env::var_os("KEEL_DIFF_TRACE").is_some() {
+            eprintln!("trace: {api:?} v{} {} ms {answer:?}", step.version, started.elapsed().as_millis());
+        }
+        let mut projected = project(&answer, &names.prefix);
+        if !expect_response {
+            // An unanswered request can only be judged by whether the connection survived.
+            projected["connection_open"] = Value::Bool(broker.client.is_open());
+        }
+        if let Answer::Response(response) = &answer {
+            self.learn(response);
+            let started = Instant::now();
+            for polled in settle(broker, &step.request, response, names) {
+                self.learn(&polled);
+            }
+            if std::env::var_os("KEEL_DIFF_TRACE").is_some() {
+                eprintln!("trace: settled in {} ms", started.elapsed().as_millis());
+            }
+        }
+        projected
+    }
+
+    /// Remembers topic ids, which later steps need to address topics by id.
+    fn learn(&mut self, response: &ResponseKind) {
+        let ids = &mut self.context.topic_ids;
+        match response {
+            ResponseKind::CreateTopics(r) => {
+                for t in r.topics.iter().filter(|t| t.error_code == 0 && !t.topic_id.is_nil()) {
+                    ids.insert(t.name.0.to_string(), t.topic_id);
+                }
+            }
+            ResponseKind::Metadata(r) => {
+                for t in r.topics.iter().filter(|t| t.error_code == 0 && !t.topic_id.is_nil()) {
+                    if let Some(name) = &t.name {
+                        ids.insert(name.0.to_string(), t.topic_id);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What a topic must look like in Metadata before the next step.
+enum Expect {
+    /// Exists with this many partitions, each with a leader.
+    Ready(String, i32),
+    Gone(String),
+}
+
+/// Waits until `broker`'s Metadata reflects the topic changes `response` reports, and
+/// returns the last Metadata answers seen: they carry topic ids (the latest Metadata
+/// version does) that later steps need even when the step's own version did not.
+fn settle(broker: &mut Broker, request: &Request, response: &ResponseKind, names: &Names) -> Vec<ResponseKind> {
+    let expectations: Vec<Expect> = match (request, response) {
+        (Request::CreateTopics { validate_only: false, topics }, ResponseKind::CreateTopics(r)) => r
+            .topics
+            .iter()
+            .filter(|t| t.error_code == 0)
+            .map(|t| {
+                let name = t.name.0.to_string();
+                let requested = topics.iter().find(|n| names.topic(&n.topic) == name).map(|n| n.partitions);
+                let partitions = if t.num_partitions > 0 { t.num_partitions } else { requested.unwrap_or(1).max(1) };
+                Expect::Ready(name, partitions)
+            })
+            .collect(),
+        (Request::DeleteTopics { .. }, ResponseKind::DeleteTopics(r)) => r
+            .responses
+            .iter()
+            .filter(|t| t.error_code == 0)
+            .filter_map(|t| t.name.as_ref().map(|n| Expect::Gone(n.0.to_string())))
+            .collect(),
+        (Request::CreatePartitions { validate_only: false, count, .. }, ResponseKind::CreatePartitions(r)) => r
+            .results
+            .iter()
+            .filter(|t| t.error_code == 0)
+            .map(|t| Expect::Ready(t.name.0.to_string(), *count))
+            .collect(),
+        (Request::Metadata { allow_auto_topic_creation: true, .. }, ResponseKind::Metadata(r)) => r
+            .topics
+            .iter()
+            // Kafka creates the topic after answering UNKNOWN_TOPIC_OR_PARTITION (or
+            // LEADER_NOT_AVAILABLE), so a legal name in that state is waited for.
+            .filter(|t| match t.error_code {
+                0 | LEADER_NOT_AVAILABLE => true,
+                UNKNOWN_TOPIC_OR_PARTITION => t.name.as_ref().is_some_and(|n| is_legal_topic_name(n.0.as_str())),
+                _ => false,
+            })
+            .filter_map(|t| t.name.as_ref().map(|n| Expect::Ready(n.0.to_string(), t.partitions.len().max(1) as i32)))
+            .collect(),
+        _ => return Vec::new(),
+    };
+    let deadline = Instant::now() + Duration::from_millis(SETTLE_WAIT_MS_MAX);
+    loop {
+        let polled: Vec<(bool, Option<ResponseKind>)> = expectations.iter().map(|e| holds(broker, e)).collect();
+        if polled.iter().all(|(held, _)| *held) || Instant::now() >= deadline {
+            return polled.into_iter().filter_map(|(_, response)| response).collect();
+        }
+        thread::sleep(Duration::from_millis(SETTLE_POLL_MS));
+    }
+}
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const LEADER_NOT_AVAILABLE: i16 = 5;
+/// Kafka's limit on topic name length.
+const TOPIC_NAME_LENGTH_MAX: usize = 249;
+
+/// Kafka's rule: 1 to 249 characters among ASCII letters, digits, '.', '_' and '-'.
+fn is_legal_topic_name(name: &str) -> bool {
+    let legal_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    !name.is_empty() && name.len() <= TOPIC_NAME_LENGTH_MAX && name.chars().all(legal_char)
+}
+
+/// Whether the expectation holds, with the Metadata answer that says so.
+fn holds(broker: &mut Broker, expect: &Expect) -> (bool, Option<ResponseKind>) {
+    let name = match expect {
+        Expect::Ready(name, _) | Expect::Gone(name) => name,
+    };
+    let topic = MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
+    let request = RequestKind::Metadata(MetadataRequest::default().with_topics(Some(vec![topic])));
+    let Some(ResponseKind::Metadata(r)) =
+        broker.client.send(ApiKey::Metadata, broker.metadata_version, &request, true).into_response()
+    else {
+        return (false, None);
+    };
+    let found = r.topics.iter().find(|t| t.name.as_ref().map(|n| n.0.as_str()) == Some(name.as_str()));
+    let held = match expect {
+        Expect::Ready(_, partitions) => {
+            found.is_some_and(|t| {
+                t.error_code == 0
+                    && t.partitions.len() as i32 >= *partitions
+                    && t.partitions.iter().all(|p| p.leader_id.0 >= 0)
+            }) && leads(broker, name, *partitions)
+        }
+        Expect::Gone(_) => found.is_none_or(|t| t.error_code != 0),
+    };
+    (held, Some(ResponseKind::Metadata(r)))
+}
+
+/// Whether the broker serves ListOffsets for every partition: Metadata can name a leader
+/// before that leader has opened the partition (Kafka answers NOT_LEADER_OR_FOLLOWER for
+/// a moment after creating a topic).
+fn leads(broker: &mut Broker, name: &str, partitions: i32) -> bool {
+    let topic =
+        ListOffsetsTopic::default().with_name(TopicName(StrBytes::from_string(name.to_string()))).with_partitions(
+            (0..partitions)
+                .map(|p| ListOffsetsPartition::default().with_partition_index(p).with_timestamp(-1))
+                .collect(),
+        );
+    let request =
+        RequestKind::ListOffsets(ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![topic]));
+    match broker.client.send(ApiKey::ListOffsets, broker.list_offsets_version, &request, true).into_response() {
+        Some(ResponseKind::ListOffsets(r)) => r.topics.iter().flat_map(|t| &t.partitions).all(|p| p.error_code == 0),
+        _ => false,
+    }
+}
