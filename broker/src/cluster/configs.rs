@@ -18,7 +18,7 @@ pub enum Kind {
 pub struct TopicConfigDef {
     pub name: &'static str,
     pub default: &'static str,
-    /// The broker config a topic inherits this from.
+    /// The broker config a topic inherits this from ("" for none).
     pub broker_name: &'static str,
     pub kind: Kind,
 }
@@ -27,15 +27,28 @@ const fn def(name: &'static str, default: &'static str, broker_name: &'static st
     TopicConfigDef { name, default, broker_name, kind }
 }
 
+/// Every topic config Kafka 4.x defines, in its order, with its default. Those Keel
+/// does not act on (compression levels, remote and tiered storage, throttles, the
+/// dead-letter queue) are accepted, stored and described all the same, so tools
+/// that copy configs between clusters work; docs/compatibility.md lists them.
 pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("cleanup.policy", "delete", "log.cleanup.policy", Kind::List),
+    def("compression.gzip.level", "-1", "compression.gzip.level", Kind::Int),
+    def("compression.lz4.level", "9", "compression.lz4.level", Kind::Int),
     def("compression.type", "producer", "compression.type", Kind::Str),
+    def("compression.zstd.level", "3", "compression.zstd.level", Kind::Int),
     def("delete.retention.ms", "86400000", "log.cleaner.delete.retention.ms", Kind::Long),
+    def("errors.deadletterqueue.group.enable", "false", "", Kind::Bool),
     def("file.delete.delay.ms", "60000", "log.segment.delete.delay.ms", Kind::Long),
     def("flush.messages", "9223372036854775807", "log.flush.interval.messages", Kind::Long),
     def("flush.ms", "9223372036854775807", "log.flush.interval.ms", Kind::Long),
+    def("follower.replication.throttled.replicas", "", "", Kind::List),
     def("index.interval.bytes", "4096", "log.index.interval.bytes", Kind::Int),
+    def("leader.replication.throttled.replicas", "", "", Kind::List),
+    def("local.retention.bytes", "-2", "log.local.retention.bytes", Kind::Long),
+    def("local.retention.ms", "-2", "log.local.retention.ms", Kind::Long),
     def("max.compaction.lag.ms", "9223372036854775807", "log.cleaner.max.compaction.lag.ms", Kind::Long),
+    def("max.decompressed.message.bytes", "2147483639", "max.decompressed.message.bytes", Kind::Int),
     def("max.message.bytes", "1048588", "message.max.bytes", Kind::Int),
     def("message.timestamp.after.max.ms", "3600000", "log.message.timestamp.after.max.ms", Kind::Long),
     def("message.timestamp.before.max.ms", "9223372036854775807", "log.message.timestamp.before.max.ms", Kind::Long),
@@ -44,6 +57,11 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def("min.compaction.lag.ms", "0", "log.cleaner.min.compaction.lag.ms", Kind::Long),
     def("min.insync.replicas", "1", "min.insync.replicas", Kind::Int),
     def("preallocate", "false", "log.preallocate", Kind::Bool),
+    def("remote.copy.lag.bytes", "-1", "log.remote.copy.lag.bytes", Kind::Long),
+    def("remote.copy.lag.ms", "0", "log.remote.copy.lag.ms", Kind::Long),
+    def("remote.log.copy.disable", "false", "", Kind::Bool),
+    def("remote.log.delete.on.disable", "false", "", Kind::Bool),
+    def("remote.storage.enable", "false", "", Kind::Bool),
     def("retention.bytes", "-1", "log.retention.bytes", Kind::Long),
     def("retention.ms", "604800000", "log.retention.ms", Kind::Long),
     def("segment.bytes", "1073741824", "log.segment.bytes", Kind::Int),
@@ -163,7 +181,7 @@ pub fn topic_def(name: &str) -> Option<&'static TopicConfigDef> {
 }
 
 pub fn broker_def(name: &str) -> Option<&'static TopicConfigDef> {
-    TOPIC_CONFIGS.iter().find(|d| d.broker_name == name)
+    TOPIC_CONFIGS.iter().find(|d| !d.broker_name.is_empty() && d.broker_name == name)
 }
 
 /// Checks a topic config value; returns a message for INVALID_CONFIG.
@@ -174,7 +192,10 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
         Kind::Long => value.parse::<i64>().is_ok(),
         Kind::Bool => value == "true" || value == "false",
         Kind::Ratio => value.parse::<f64>().map(|r| (0.0..=1.0).contains(&r)).unwrap_or(false),
-        Kind::List => value.split(',').all(|p| matches!(p.trim(), "delete" | "compact" | "")),
+        Kind::List if name == "cleanup.policy" => {
+            value.split(',').all(|p| matches!(p.trim(), "delete" | "compact" | ""))
+        }
+        Kind::List => true,
         Kind::Str => match name {
             "message.timestamp.type" => value == "CreateTime" || value == "LogAppendTime",
             "compression.type" => matches!(value, "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd"),

@@ -16,7 +16,17 @@ pub const VERSIONS: (i16, i16) = (2, 7);
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut specs = Vec::new();
     let mut early = Vec::new();
+    // A name given twice creates nothing and is answered once, INVALID_REQUEST, as Kafka does.
+    let mut counts = std::collections::HashMap::<&str, usize>::new();
     for t in &req.topics {
+        *counts.entry(t.name.0.as_str()).or_default() += 1;
+    }
+    let mut answered = std::collections::HashSet::new();
+    for t in &req.topics {
+        if !answered.insert(t.name.0.as_str()) {
+            continue;
+        }
+        let duplicate = counts[t.name.0.as_str()] > 1;
         let bad_assignment = t.assignments.iter().any(|a| a.broker_ids.iter().any(|b| b.0 != shard.config.node_id));
         let explicit = !t.assignments.is_empty();
         let spec = TopicSpec {
@@ -29,10 +39,12 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: CreateTopicsRequest) -
                 .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
                 .collect(),
         };
-        early.push(
+        early.push(if duplicate {
+            Some((errors::INVALID_REQUEST, "Duplicate topic name.".to_string()))
+        } else {
             bad_assignment
-                .then(|| (errors::INVALID_REPLICA_ASSIGNMENT, "Unknown broker in replica assignment".to_string())),
-        );
+                .then(|| (errors::INVALID_REPLICA_ASSIGNMENT, "Unknown broker in replica assignment".to_string()))
+        });
         specs.push(spec);
     }
     let to_create: Vec<TopicSpec> =

@@ -146,12 +146,14 @@ fn synonyms(
                 .with_source(SOURCE_DYNAMIC_BROKER),
         );
     }
-    out.push(
-        DescribeConfigsSynonym::default()
-            .with_name(str_bytes(def.broker_name))
-            .with_value(Some(str_bytes(def.default)))
-            .with_source(SOURCE_DEFAULT),
-    );
+    if !def.broker_name.is_empty() {
+        out.push(
+            DescribeConfigsSynonym::default()
+                .with_name(str_bytes(def.broker_name))
+                .with_value(Some(str_bytes(def.default)))
+                .with_source(SOURCE_DEFAULT),
+        );
+    }
     out
 }
 
@@ -164,7 +166,7 @@ fn broker_entries(
     let wanted = |n: &str| keys.map(|k| k.iter().any(|k| k == n)).unwrap_or(true);
     let mut out: Vec<_> = configs::TOPIC_CONFIGS
         .iter()
-        .filter(|d| wanted(d.broker_name))
+        .filter(|d| !d.broker_name.is_empty() && wanted(d.broker_name))
         .map(|d| match broker.get(d.broker_name) {
             Some(v) => entry(d.broker_name, v.clone(), Source::Broker, d.kind, version),
             None => entry(d.broker_name, d.default.to_string(), Source::Default, d.kind, version),

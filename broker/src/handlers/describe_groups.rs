@@ -38,8 +38,10 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: DescribeGroupsRequest)
             match found {
                 Err(code) => g.error_code = code,
                 Ok(None) if version >= 6 => {
+                    // Kafka also names the state of a group it does not know "Dead".
                     g.error_code = errors::GROUP_ID_NOT_FOUND;
                     g.error_message = Some(str_bytes(&format!("Group {id} not found.")));
+                    g.group_state = str_bytes("Dead");
                 }
                 Ok(None) => g.group_state = str_bytes("Dead"),
                 Ok(Some(d)) => {

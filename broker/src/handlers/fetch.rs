@@ -198,7 +198,7 @@ async fn read_owned(shard: &Shard, wants: Vec<Want>, budget: usize) -> Vec<Got> 
             .iter()
             .map(|w| {
                 let cap = if first { w.max_bytes } else { w.max_bytes.min(left) };
-                read_one(shard, w, cap)
+                read_one(shard, w, cap, first)
             })
             .collect();
         for got in keel_storage::flush::join_all(reads).await {
@@ -211,7 +211,9 @@ async fn read_owned(shard: &Shard, wants: Vec<Want>, budget: usize) -> Vec<Got> 
     out
 }
 
-async fn read_one(shard: &Shard, w: &Want, max_bytes: usize) -> Got {
+/// Reads one partition: up to `max_bytes`, and at least one batch when `min_one` (the
+/// first partition of the response to have data, KIP-74), even with a limit of 0.
+async fn read_one(shard: &Shard, w: &Want, max_bytes: usize, min_one: bool) -> Got {
     let Some(p) = shard.partition(&w.topic, w.partition) else {
         return Got {
             error: errors::NOT_LEADER_OR_FOLLOWER,
@@ -226,12 +228,16 @@ async fn read_one(shard: &Shard, w: &Want, max_bytes: usize) -> Got {
     if let Some(error) = p.not_leader(shard) {
         return Got { error, high_watermark: -1, log_start_offset: -1, ..Got::default() };
     }
-    let (hw, start) = {
+    let (hw, start, end) = {
         let l = p.log.borrow();
-        (l.high_watermark(), l.log_start_offset)
+        (l.high_watermark(), l.log_start_offset, l.log_end_offset())
     };
     let mut got = Got { error: errors::NONE, high_watermark: hw, log_start_offset: start, ..Got::default() };
-    if max_bytes == 0 {
+    if max_bytes == 0 && !min_one {
+        // Nothing to read, but the offset is checked all the same, as Kafka does.
+        if w.offset < start || w.offset > end {
+            return out_of_range();
+        }
         return got;
     }
     match log::read(&p.log, w.offset, max_bytes, hw).await {
@@ -244,10 +250,20 @@ async fn read_one(shard: &Shard, w: &Want, max_bytes: usize) -> Got {
                 tracing::warn!(topic = %w.topic, partition = w.partition, offset = w.offset, error = %e, "fetch failed");
             }
             p.report(shard, &e);
-            got.error = errors::storage_error_code(&e);
+            // An error answer carries no watermarks (Kafka's -1s).
+            got = Got {
+                error: errors::storage_error_code(&e),
+                high_watermark: -1,
+                log_start_offset: -1,
+                ..Got::default()
+            };
         }
     }
     got
+}
+
+fn out_of_range() -> Got {
+    Got { error: errors::OFFSET_OUT_OF_RANGE, high_watermark: -1, log_start_offset: -1, ..Got::default() }
 }
 
 /// Waits on each owner until any partition read there has data past what was read,

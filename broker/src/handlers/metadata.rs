@@ -35,6 +35,9 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
     if version == 0 && req.topics.as_ref().map(|t| t.is_empty()).unwrap_or(false) {
         wanted = meta.topics.keys().map(|n| (Some(n.clone()), Uuid::nil())).collect();
     }
+    // A topic asked for twice is answered once, as Kafka does.
+    let mut seen = std::collections::HashSet::new();
+    wanted.retain(|w| seen.insert(w.clone()));
     let meta = if allow_create {
         let names = wanted.iter().filter_map(|(n, _)| n.clone()).collect();
         controller::auto_create_topics(shard, names).await

@@ -158,7 +158,12 @@ fn encode<R: Encodable>(req_key: ApiKey, version: i16, correlation_id: i32, body
     }
 }
 
-/// Runs a decoded request; `None` means no response is sent.
+/// What `run` returns for a request whose connection must be closed instead of
+/// answered (an empty frame is never a response: every response has a header).
+pub const CLOSE_CONNECTION: Bytes = Bytes::new();
+
+/// Runs a decoded request; `None` means no response is sent, [`CLOSE_CONNECTION`] that
+/// the connection is closed after the responses before it.
 pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
     let (key, v, corr) = (req.api_key, req.version, req.header.correlation_id);
     // In a cluster, metadata changes are the controller's: a node that is not it
@@ -169,10 +174,11 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
         }
     }
     match req.body {
-        RequestKind::Produce(r) => {
-            let resp = produce::handle(shard, v, r).await?;
-            encode(key, v, corr, &resp)
-        }
+        RequestKind::Produce(r) => match produce::handle(shard, v, r).await {
+            produce::Answer::Respond(resp) => encode(key, v, corr, &resp),
+            produce::Answer::Silent => None,
+            produce::Answer::Close => Some(CLOSE_CONNECTION),
+        },
         RequestKind::Fetch(r) => encode(key, v, corr, &fetch::handle(shard, v, r).await),
         RequestKind::ListOffsets(r) => encode(key, v, corr, &list_offsets::handle(shard, v, r).await),
         RequestKind::Metadata(r) => encode(key, v, corr, &metadata::handle(shard, v, r).await),

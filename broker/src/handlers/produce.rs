@@ -13,7 +13,6 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use uuid::Uuid;
 
 use super::{scatter, str_bytes};
-use crate::cluster::controller;
 use crate::errors;
 use crate::shard::partition::ProduceOutcome;
 use crate::shard::Shard;
@@ -26,24 +25,21 @@ struct Part {
     records: Option<Bytes>,
 }
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Option<ProduceResponse> {
+/// What a Produce request gets back.
+pub enum Answer {
+    Respond(ProduceResponse),
+    /// acks=0 and every batch appended: nothing is sent.
+    Silent,
+    /// acks=0 and a batch refused: the connection is closed.
+    Close,
+}
+
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Answer {
     let acks = req.acks;
     let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
-    // Producing to a missing topic creates it, as Kafka does through the producer's
-    // metadata request, when auto-creation is on.
-    let mut meta = shard.meta();
-    if version < 13 {
-        let missing: Vec<String> = req
-            .topic_data
-            .iter()
-            .map(|t| t.name.0.as_str())
-            .filter(|n| !meta.topics.contains_key(*n))
-            .map(str::to_string)
-            .collect();
-        if !missing.is_empty() {
-            meta = controller::auto_create_topics(shard, missing).await;
-        }
-    }
+    // A missing topic is UNKNOWN_TOPIC_OR_PARTITION: as in Kafka, only Metadata
+    // creates topics automatically (producers ask it before they produce).
+    let meta = shard.meta();
     // Slots in request order: (topic name, topic id, partition, outcome or owner).
     let mut slots: Vec<(TopicName, Uuid, i32, Option<ProduceOutcome>)> = Vec::new();
     let mut work: Vec<(usize, Part)> = Vec::new();
@@ -103,7 +99,10 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Opt
         slots[slot].3 = Some(outcome);
     }
     if acks == 0 {
-        return None;
+        // No answer, but a failure closes the connection, as Kafka does: the client
+        // learns something went wrong and refreshes its metadata.
+        let failed = slots.iter().any(|(_, _, _, o)| o.as_ref().is_some_and(|o| o.error != errors::NONE));
+        return if failed { Answer::Close } else { Answer::Silent };
     }
     let mut responses: Vec<TopicProduceResponse> = Vec::new();
     for (name, id, partition, outcome) in slots {
@@ -132,7 +131,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Opt
             ),
         }
     }
-    Some(ProduceResponse::default().with_responses(responses))
+    Answer::Respond(ProduceResponse::default().with_responses(responses))
 }
 
 fn failed(code: i16) -> ProduceOutcome {

@@ -77,6 +77,14 @@ pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
                 Slot::Pending(handle) => handle.await.flatten(),
             };
             if let Some(bytes) = response {
+                if bytes.is_empty() {
+                    // handlers::CLOSE_CONNECTION: the client sees the connection end now
+                    // (a FIN), and the reader stops at its next frame.
+                    let _ = write_half.close().await;
+                    writer_gone.set(true);
+                    writer_closed.notify();
+                    continue;
+                }
                 if write_half.write_all(&bytes).await.is_err() {
                     writer_gone.set(true);
                     writer_closed.notify();

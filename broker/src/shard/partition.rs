@@ -484,11 +484,16 @@ impl Partition {
                 );
             }
         }
-        let batches = match batch::split_and_validate(&records) {
-            Ok(b) if b.is_empty() => return ProduceOutcome::error(errors::CORRUPT_MESSAGE, "no record batch"),
-            Ok(b) => b,
-            Err(e) => return ProduceOutcome::error(batch_error_code(&e), e.to_string()),
-        };
+        let batches =
+            match batch::split_and_validate(&records) {
+                // Produce v3+ carries exactly one batch per partition (Kafka's check).
+                Ok(b) if b.len() != 1 => return ProduceOutcome::error(
+                    errors::INVALID_RECORD,
+                    "Produce requests with version 3 and above are only allowed to contain exactly one record batch",
+                ),
+                Ok(b) => b,
+                Err(e) => return ProduceOutcome::error(batch_error_code(&e), e.to_string()),
+            };
         if let Some((_, b)) = batches.iter().find(|(_, b)| b.len() > settings.max_message_bytes) {
             return ProduceOutcome::error(
                 errors::MESSAGE_TOO_LARGE,
@@ -500,7 +505,8 @@ impl Partition {
         }
         if settings.cleanup_compact {
             if let Some(refused) = refuse_keyless(&self.topic, self.index, &batches) {
-                return refused;
+                // Refused in the log's own check: Kafka reports the log start then.
+                return ProduceOutcome { log_start_offset: self.log.borrow().log_start_offset, ..refused };
             }
         }
         let newest = batches.iter().map(|(h, _)| h.max_timestamp).max().unwrap_or(-1);

@@ -34,7 +34,20 @@ pub fn parse(text: &str) -> Result<Vec<Accepted>, String> {
 
 /// The accepted entry covering this field of an `api` answer, if any.
 pub fn covering<'a>(entries: &'a [Accepted], api: &str, field: &FieldDiff) -> Option<&'a Accepted> {
-    entries.iter().find(|e| e.api == api && glob(&e.pattern, &field.path))
+    entries.iter().find(|e| e.api == api && matches(&e.pattern, field))
+}
+
+/// A pattern is a field path, optionally followed by `: KAFKA -> KEEL`, globs over the
+/// two values as compact JSON (`topics[*].error_code: 3 -> 0`), so that one known
+/// difference can be accepted without hiding others in the same field.
+fn matches(pattern: &str, field: &FieldDiff) -> bool {
+    match pattern.split_once(": ") {
+        None => glob(pattern, &field.path),
+        Some((path, values)) => {
+            let Some((kafka, keel)) = values.split_once(" -> ") else { return false };
+            glob(path, &field.path) && glob(kafka, &field.kafka.to_string()) && glob(keel, &field.keel.to_string())
+        }
+    }
 }
 
 /// `*` matches any run of characters, everything else matches itself.
@@ -51,6 +64,19 @@ fn glob(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::glob;
+
+    #[test]
+    fn values_narrow_a_pattern() {
+        use super::{matches, FieldDiff};
+        let diff = |kafka: i64, keel: i64| FieldDiff {
+            path: "topics[1].error_code".into(),
+            kafka: serde_json::Value::from(kafka),
+            keel: serde_json::Value::from(keel),
+        };
+        assert!(matches("topics[*].error_code: 3 -> 0", &diff(3, 0)));
+        assert!(!matches("topics[*].error_code: 3 -> 0", &diff(17, 3)));
+        assert!(matches("topics[*].error_code", &diff(17, 3)));
+    }
 
     #[test]
     fn star_spans_indexes_and_dots() {

@@ -22,8 +22,18 @@ pub const BROKER_SPECIFIC_TOPIC_DEFAULTS: &[&str] = &[
     "max.message.bytes",
 ];
 
+/// Topic configs only Keel has (`write.caching`: acks=all answered before the fsync,
+/// off by default). Kafka clients pass unknown config names through untouched, so an
+/// extra name is harmless; it is left out of both sides' lists.
+pub const KEEL_ONLY_TOPIC_CONFIGS: &[&str] = &["write.caching"];
+
 /// DescribeConfigs' `config_source` for a value nobody set.
 const DEFAULT_CONFIG_SOURCE: i64 = 5;
+/// DescribeConfigs' `config_source` for a cluster-wide dynamic default. Kafka 4 writes
+/// some defaults (`min.insync.replicas`) as cluster-level dynamic configs when its
+/// storage is formatted, so a value nobody set shows this source there; Keel has the
+/// same defaults built in (DEFAULT). Both count as "nobody set it".
+const DYNAMIC_DEFAULT_BROKER_CONFIG_SOURCE: i64 = 3;
 /// DescribeConfigs' `resource_type` for a broker.
 const BROKER_RESOURCE: i64 = 4;
 
@@ -75,7 +85,8 @@ impl Normalizer {
                 "log_append_time_ms" => set_or_unset(value),
                 // A broker resource is named by its node id (see node ids above).
                 "resource_name" if is_broker_resource => Value::String("<node>".into()),
-                "configs" => broker_specific_defaults(value),
+                "configs" => broker_specific_defaults(without_keel_only_configs(value)),
+                "config_names" => without_keel_only_configs(value),
                 _ => self.normalize(value),
             };
             out.insert(key, value);
@@ -114,12 +125,29 @@ fn set_or_unset(value: Value) -> Value {
     }
 }
 
-/// Drops the value of a broker-specific default (see `BROKER_SPECIFIC_TOPIC_DEFAULTS`).
+/// Leaves out `KEEL_ONLY_TOPIC_CONFIGS`, from a list of names or a map by name.
+fn without_keel_only_configs(value: Value) -> Value {
+    match value {
+        Value::Array(names) => Value::Array(
+            names.into_iter().filter(|n| !n.as_str().is_some_and(|n| KEEL_ONLY_TOPIC_CONFIGS.contains(&n))).collect(),
+        ),
+        Value::Object(configs) => {
+            Value::Object(configs.into_iter().filter(|(n, _)| !KEEL_ONLY_TOPIC_CONFIGS.contains(&n.as_str())).collect())
+        }
+        other => other,
+    }
+}
+
+/// Drops the value of a broker-specific default (see `BROKER_SPECIFIC_TOPIC_DEFAULTS`),
+/// and counts a cluster-wide dynamic default as a default.
 fn broker_specific_defaults(value: Value) -> Value {
     let Value::Object(configs) = value else { return value };
     let configs = configs
         .into_iter()
         .map(|(name, mut entry)| {
+            if entry["config_source"].as_i64() == Some(DYNAMIC_DEFAULT_BROKER_CONFIG_SOURCE) {
+                entry["config_source"] = Value::from(DEFAULT_CONFIG_SOURCE);
+            }
             let is_default = entry["config_source"].as_i64() == Some(DEFAULT_CONFIG_SOURCE);
             if is_default && BROKER_SPECIFIC_TOPIC_DEFAULTS.contains(&name.as_str()) {
                 entry["value"] = Value::String("<broker default>".into());
