@@ -4,7 +4,8 @@
 # Installs what it needs itself (Maven artifacts, Go modules, pip packages).
 #
 #   ./test.sh            the default run (well under 30 minutes)
-#   ./test.sh --full     also franz-go's whole suite (not only the allowlist)
+#   ./test.sh --full     also franz-go's whole suite (not only the allowlist), the differential
+#                        tester's long profile (2,000 sequences, about 10 minutes)
 #   ./test.sh --oracle   also run the client suites against Apache Kafka 4.x
 #   ./test.sh --stress   run the consumer-group stress rounds (3 -> 4 members under CPU
 #                        load, librdkafka and Java) 10 times per protocol, not 2
@@ -118,6 +119,17 @@ note "migration: MirrorMaker 2 from Apache Kafka into Keel; a Kafka Connect work
 MIGRATION_BASE_PORT=$((port + 6000)) compat/migration/run.sh >"$logs/migration.log" 2>&1
 grep -E "figure:|^=+ .*(passed|failed)" "$logs/migration.log" | tail -n 6
 record_or_fail "migration (MM2, Connect)" "$(pytest_counts "$logs/migration.log")"
+
+diff_args=(--seed "${DIFF_SEED:-7}"); ((full)) && diff_args+=(--long)
+note "differential tester against Apache Kafka (compat/diff, ${diff_args[*]})"
+DIFF_KAFKA_PORT=$((port + 7000)) DIFF_KEEL_PORT=$((port + 7100)) compat/diff/run.sh "${diff_args[@]}" \
+  >"$logs/diff.log" 2>&1
+diff_rc=$?
+grep -E "^diff: sequences" "$logs/diff.log" || tail -n 20 "$logs/diff.log"
+if ((diff_rc == 0)); then record "differential tester" 1 0 0; else
+  grep -E "^DIVERGENCE #[0-9]+:.*OPEN" "$logs/diff.log" | head -n 20
+  record "differential tester" 0 1 0
+fi
 
 # A 3-node cluster (one shard each), topics with replication factor 3: the client
 # suites (franz-go with KGO_TEST_RF=3, Java with KEEL_TEST_RF=3), Kafka's reassignment

@@ -106,7 +106,9 @@ fn corrupt_batches_are_refused_and_not_appended() {
         (Bytes::from(magic1), 43),
         (truncated, 2),
         (Bytes::from(bad_len), 2),
-        (Bytes::new(), 2),
+        // No batch, or two: Produce v3+ carries exactly one (INVALID_RECORD, as Kafka).
+        (Bytes::new(), 87),
+        (Bytes::from([&good[..], &good[..]].concat()), 87),
     ];
     for (records, code) in cases {
         let r = produce(&mut c, -1, &[("bad", 0, records)]);
@@ -130,14 +132,16 @@ fn oversized_batch_is_message_too_large() {
     assert_eq!(r.responses[0].partition_responses[0].error_code, 10);
 }
 
+/// As in Kafka, only Metadata creates missing topics (producers ask it first); a
+/// Produce to a missing topic is UNKNOWN_TOPIC_OR_PARTITION and creates nothing.
 #[test]
-fn produce_creates_missing_topics() {
+fn produce_to_a_missing_topic_creates_nothing() {
     let b = Broker::start(2);
     let mut c = b.connect();
-    let r = produce(&mut c, 1, &[("auto-made", 0, build_batch(0, 1, &[(None, Some(b"x"))]))]);
-    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
-    let f = fetch(&mut c, &[("auto-made", 0, 0)], 5000, 1);
-    assert_eq!(records_of(f.responses[0].partitions[0].records.as_ref().unwrap()).len(), 1);
+    let r = produce(&mut c, 1, &[("not-made", 0, build_batch(0, 1, &[(None, Some(b"x"))]))]);
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 3);
+    let f = fetch(&mut c, &[("not-made", 0, 0)], 0, 1);
+    assert_eq!(f.responses[0].partitions[0].error_code, 3, "the topic was created");
 }
 
 /// A fetch asking for everything (max_bytes and partition_max_bytes at i32::MAX) over
