@@ -370,6 +370,40 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Sends `request` to the coordinator of `group`, again while `busy` says the
+    /// coordinator moved or is still loading (Kafka answers so while it creates
+    /// `__consumer_offsets` for the first group).
+    pub fn send_to_coordinator<R: Request>(
+        &mut self,
+        group: &str,
+        request: &R,
+        busy: impl Fn(&R::Response) -> bool,
+    ) -> CliResult<R::Response> {
+        let mut attempt = 1;
+        loop {
+            let response = self.coordinator(group)?.send(request)?;
+            if !busy(&response) || attempt == COORDINATOR_ATTEMPTS_MAX {
+                return Ok(response);
+            }
+            attempt += 1;
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+/// Errors of group requests that mean "ask the coordinator again".
+pub fn coordinator_busy(code: i16) -> bool {
+    matches!(
+        ResponseError::try_from_code(code),
+        Some(
+            ResponseError::NotCoordinator
+                | ResponseError::CoordinatorNotAvailable
+                | ResponseError::CoordinatorLoadInProgress
+        )
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{
 };
 use serde_json::{json, Value};
 
-use super::client::{check, failed, kafka_error, str_bytes, topic_name, usage, CliResult, Client};
+use super::client::{check, coordinator_busy, failed, kafka_error, str_bytes, topic_name, usage, CliResult, Client};
 use super::output::{print_json, Format, Table};
 use super::topic::{leaders, list_offsets, topic_metadata, EARLIEST, LATEST};
 use super::ClientArgs;
@@ -82,7 +82,8 @@ fn list(client: &mut Client, format: Format) -> CliResult<()> {
 
 fn describe(client: &mut Client, format: Format, group: &str) -> CliResult<()> {
     let request = DescribeGroupsRequest::default().with_groups(vec![group_id(group)]);
-    let response = client.coordinator(group)?.send(&request)?;
+    let response =
+        client.send_to_coordinator(group, &request, |r| r.groups.iter().any(|g| coordinator_busy(g.error_code)))?;
     let described = response.groups.into_iter().next().ok_or_else(|| failed(format!("group {group}: no answer")))?;
     check(described.error_code, described.error_message.as_ref(), &format!("group {group}"))?;
     let mut members = Table::new(&["MEMBER", "CLIENT", "HOST"]);
@@ -117,7 +118,7 @@ fn describe(client: &mut Client, format: Format, group: &str) -> CliResult<()> {
 /// watermark and the lag (high watermark − committed).
 fn committed_with_lag(client: &mut Client, group: &str) -> CliResult<Table> {
     let request = OffsetFetchRequest::default().with_group_id(group_id(group)).with_topics(None);
-    let response = client.coordinator(group)?.send(&request)?;
+    let response = client.send_to_coordinator(group, &request, |r| coordinator_busy(r.error_code))?;
     check(response.error_code, None, &format!("committed offsets of group {group}"))?;
     let mut table = Table::new(&["TOPIC", "PARTITION", "COMMITTED", "END", "LAG"]);
     let mut topics: Vec<_> = response.topics.iter().collect();
@@ -126,7 +127,9 @@ fn committed_with_lag(client: &mut Client, group: &str) -> CliResult<Table> {
         let name = t.name.0.as_str();
         let partition_leaders = leaders(&topic_metadata(client, name)?);
         let ends = list_offsets(client, name, &partition_leaders, LATEST)?;
-        for p in &t.partitions {
+        let mut partitions: Vec<_> = t.partitions.iter().collect();
+        partitions.sort_by_key(|p| p.partition_index);
+        for p in partitions {
             check(p.error_code, None, &format!("committed offset of {name}/{}", p.partition_index))?;
             let end = ends.get(&p.partition_index).copied();
             let lag = end.filter(|_| p.committed_offset >= 0).map(|e| (e - p.committed_offset).max(0));
@@ -141,7 +144,8 @@ fn delete(client: &mut Client, format: Format, groups: &[String]) -> CliResult<(
     let mut errors = 0;
     for group in groups {
         let request = DeleteGroupsRequest::default().with_groups_names(vec![group_id(group)]);
-        let response = client.coordinator(group)?.send(&request)?;
+        let response = client
+            .send_to_coordinator(group, &request, |r| r.results.iter().any(|g| coordinator_busy(g.error_code)))?;
         for r in &response.results {
             let status = if r.error_code == 0 {
                 "deleted".to_string()
@@ -190,7 +194,10 @@ fn seek(client: &mut Client, format: Format, group: &str, topic: &str, to: &str)
         .with_topics(vec![OffsetCommitRequestTopic::default()
             .with_name(topic_name(topic))
             .with_partitions(partitions)]);
-    let response = client.coordinator(group)?.send(&request)?;
+    let busy = |r: &kafka_protocol::messages::OffsetCommitResponse| {
+        r.topics.iter().flat_map(|t| t.partitions.iter()).any(|p| coordinator_busy(p.error_code))
+    };
+    let response = client.send_to_coordinator(group, &request, busy)?;
     let mut table = Table::new(&["TOPIC", "PARTITION", "OFFSET", "STATUS"]);
     let mut errors = 0;
     for t in &response.topics {

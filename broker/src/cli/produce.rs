@@ -10,6 +10,7 @@ use clap::Args;
 use indexmap::IndexMap;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::ProduceRequest;
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType, NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
@@ -23,6 +24,8 @@ const REQUEST_RECORDS_MAX: usize = 1_000;
 /// ...or this many bytes of keys and values.
 const REQUEST_BYTES_MAX: usize = 1 << 20;
 const PRODUCE_TIMEOUT_MS: i32 = 30_000;
+/// Per-record errors of a partition shown in its error line.
+const RECORD_ERRORS_SHOWN_MAX: usize = 3;
 
 #[derive(Args, Debug)]
 pub struct ProduceArgs {
@@ -152,25 +155,11 @@ impl Producer<'_> {
         partition: i32,
         key: Option<Bytes>,
         value: Bytes,
-        headers: &IndexMap<kafka_protocol::protocol::StrBytes, Option<Bytes>>,
+        headers: &IndexMap<StrBytes, Option<Bytes>>,
     ) -> CliResult<()> {
         let batch = self.pending.entry(partition).or_default();
         self.pending_bytes += value.len() + key.as_ref().map_or(0, |k| k.len());
-        batch.push(Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
-            producer_id: NO_PRODUCER_ID,
-            producer_epoch: NO_PRODUCER_EPOCH,
-            timestamp_type: TimestampType::Creation,
-            offset: batch.len() as i64,
-            sequence: NO_SEQUENCE,
-            timestamp: now_ms(),
-            key,
-            value: Some(value),
-            headers: headers.clone(),
-        });
+        batch.push(record(batch.len() as i64, key, value, headers.clone()));
         self.pending_records += 1;
         if self.pending_records >= REQUEST_RECORDS_MAX || self.pending_bytes >= REQUEST_BYTES_MAX {
             self.flush()?;
@@ -219,7 +208,11 @@ impl Producer<'_> {
                     if p.error_code == 0 {
                         self.produced += counts.get(&p.index).copied().unwrap_or(0) as u64;
                     } else {
-                        let reason = kafka_error(p.error_code, p.error_message.as_ref());
+                        let mut reason = kafka_error(p.error_code, p.error_message.as_ref());
+                        for r in p.record_errors.iter().take(RECORD_ERRORS_SHOWN_MAX) {
+                            let message = r.batch_index_error_message.as_ref().map_or("", |m| m.as_str());
+                            reason.push_str(&format!("; record {}: {message}", r.batch_index));
+                        }
                         self.errors.push(format!("{}/{}: {reason}", self.topic, p.index));
                     }
                 }
@@ -241,6 +234,28 @@ impl Producer<'_> {
         }
         eprintln!("produced {} records to {}", self.produced, self.topic);
         Ok(())
+    }
+}
+
+/// A record at `offset` within its batch, stamped now.
+fn record(offset: i64, key: Option<Bytes>, value: Bytes, headers: IndexMap<StrBytes, Option<Bytes>>) -> Record {
+    Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
+        producer_id: NO_PRODUCER_ID,
+        producer_epoch: NO_PRODUCER_EPOCH,
+        timestamp_type: TimestampType::Creation,
+        offset,
+        // The encoder starts a new batch where `offset - sequence` changes, and Kafka
+        // takes one batch per partition: keep it constant so the batch's base
+        // sequence stays NO_SEQUENCE (only the base sequence is written).
+        sequence: NO_SEQUENCE + offset as i32,
+        timestamp: now_ms(),
+        key,
+        value: Some(value),
+        headers,
     }
 }
 
@@ -266,6 +281,19 @@ mod tests {
         for (input, expected) in cases {
             assert_eq!(murmur2(input.as_bytes()), expected, "murmur2({input:?})");
         }
+    }
+
+    /// Kafka refuses a Produce with more than one batch for a partition.
+    #[test]
+    fn pending_records_of_a_partition_encode_as_one_batch() {
+        let records: Vec<Record> =
+            (0..5).map(|i| record(i, None, Bytes::from(format!("v{i}")), IndexMap::new())).collect();
+        let mut buf = BytesMut::new();
+        let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+        RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+        let batches = kafka_protocol::records::RecordBatchDecoder::decode_batch_info(&mut buf.freeze()).unwrap();
+        assert_eq!(batches.len(), 1);
+        assert_eq!((batches[0].record_count, batches[0].base_sequence, batches[0].producer_id), (5, -1, -1));
     }
 
     #[test]

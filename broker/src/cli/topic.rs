@@ -340,7 +340,7 @@ fn delete_topics(client: &mut Client, format: Format, names: &[String]) -> CliRe
 }
 
 fn add_partitions(client: &mut Client, name: &str, total: i32) -> CliResult<()> {
-    let topic = CreatePartitionsTopic::default().with_name(topic_name(name)).with_count(total);
+    let topic = CreatePartitionsTopic::default().with_name(topic_name(name)).with_count(total).with_assignments(None);
     let request = CreatePartitionsRequest::default().with_topics(vec![topic]).with_timeout_ms(ADMIN_TIMEOUT_MS);
     let response = client.any().send(&request)?;
     for r in &response.results {
