@@ -79,7 +79,7 @@ pub fn murmur2(data: &[u8]) -> i32 {
 
 /// The partition Kafka's default partitioner picks for a key.
 pub fn partition_for_key(key: &[u8], partitions: i32) -> i32 {
-    ((murmur2(key) & 0x7fff_ffff) % partitions) as i32
+    (murmur2(key) & 0x7fff_ffff) % partitions
 }
 
 fn parse_acks(acks: &str) -> CliResult<i16> {
