@@ -1,5 +1,6 @@
 use clap::Parser;
-use keel_broker::cli::{Cli, Command, ServeArgs};
+use keel_broker::cli::client::finish;
+use keel_broker::cli::{cluster, group, topic, Cli, Command, ServeArgs};
 
 /// Keeps hostile element counts in requests from aborting the process; see
 /// `keel_protocol::alloc`.
@@ -18,6 +19,9 @@ fn main() {
     let cli = Cli::parse();
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
+        Some(Command::Topic(args)) => std::process::exit(finish(topic::run(args))),
+        Some(Command::Group(args)) => std::process::exit(finish(group::run(args))),
+        Some(Command::Cluster(args)) => std::process::exit(finish(cluster::run(args))),
         None => ServeArgs::default(),
     };
     let result = args.into_config().and_then(keel_broker::shard::run);

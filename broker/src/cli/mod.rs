@@ -1,4 +1,13 @@
-//! The `keel` command line.
+//! The `keel` command line: `keel serve` runs the broker; `keel topic`, `keel group`
+//! and `keel cluster` are clients that speak only the Kafka protocol (see `client`).
+
+pub mod client;
+pub mod cluster;
+pub mod consume;
+pub mod group;
+pub mod output;
+pub mod produce;
+pub mod topic;
 
 use std::path::PathBuf;
 
@@ -17,6 +26,30 @@ pub struct Cli {
 pub enum Command {
     /// Run the broker (the default when no subcommand is given).
     Serve(ServeArgs),
+    /// Topics: create, list, describe, alter-config, delete, add-partitions, produce, consume.
+    Topic(topic::TopicArgs),
+    /// Consumer groups: list, describe, delete, seek.
+    Group(group::GroupArgs),
+    /// The cluster's brokers and controller.
+    Cluster(cluster::ClusterArgs),
+}
+
+/// Options of every client subcommand.
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// Brokers to bootstrap from, HOST:PORT[,...] (default: env KEEL_BROKERS, else
+    /// 127.0.0.1:9092).
+    #[arg(long, global = true)]
+    pub brokers: Option<String>,
+    /// Output: aligned tables or JSON.
+    #[arg(long = "format", global = true, value_enum, default_value = "table")]
+    pub format: output::Format,
+}
+
+impl ClientArgs {
+    pub fn brokers(&self) -> String {
+        client::bootstrap_list(self.brokers.as_deref())
+    }
 }
 
 #[derive(Args, Debug, Default)]
