@@ -17,6 +17,12 @@ fn main() {
         )
         .init();
     let cli = Cli::parse();
+    if !matches!(cli.command, Some(Command::Serve(_)) | None) {
+        // A client command piped into `head` ends quietly when the pipe closes, as
+        // Unix tools do, instead of failing a write (Rust ignores SIGPIPE by default).
+        // SAFETY: restores the default disposition of one signal before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
         Some(Command::Topic(args)) => std::process::exit(finish(topic::run(args))),

@@ -27,6 +27,10 @@ struct Want {
     partition: i32,
     offset: i64,
     max_bytes: usize,
+    /// Asked by a replica (replica id >= 0): a new replica copying a leader's log
+    /// (`replication::install`) learns the log start from an OFFSET_OUT_OF_RANGE
+    /// answer, which consumers get without watermarks, as from Kafka.
+    replica: bool,
 }
 
 #[derive(Default)]
@@ -50,6 +54,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
     let response_bytes_max = (req.max_bytes.max(0) as usize).min(shard.config.fetch_max_bytes);
     // Per topic of the request: its name, id, and per partition its index and the error
     // already known for it.
+    let replica = req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0;
     let mut layout: Vec<TopicLayout> = Vec::new();
     let mut wants: Vec<(usize, Want)> = Vec::new();
     let mut want_slots = Vec::new();
@@ -67,7 +72,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
                     let max_bytes = (p.partition_max_bytes.max(0) as usize).min(response_bytes_max);
                     wants.push((
                         owner,
-                        Want { topic: n.clone(), partition: p.partition, offset: p.fetch_offset, max_bytes },
+                        Want { topic: n.clone(), partition: p.partition, offset: p.fetch_offset, max_bytes, replica },
                     ));
                     None
                 }
@@ -250,13 +255,9 @@ async fn read_one(shard: &Shard, w: &Want, max_bytes: usize, min_one: bool) -> G
                 tracing::warn!(topic = %w.topic, partition = w.partition, offset = w.offset, error = %e, "fetch failed");
             }
             p.report(shard, &e);
-            // An error answer carries no watermarks (Kafka's -1s).
-            got = Got {
-                error: errors::storage_error_code(&e),
-                high_watermark: -1,
-                log_start_offset: -1,
-                ..Got::default()
-            };
+            // An error answer carries no watermarks (Kafka's -1s), but for a replica.
+            let log_start_offset = if w.replica { start } else { -1 };
+            got = Got { error: errors::storage_error_code(&e), high_watermark: -1, log_start_offset, ..Got::default() };
         }
     }
     got

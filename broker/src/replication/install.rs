@@ -140,7 +140,8 @@ async fn fetch(addr: &str, group: GroupId, offset: i64) -> Result<Fetched, Strin
             .with_fetch_offset(offset)
             .with_partition_max_bytes(FETCH_BYTES);
         let request = FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
+            // Any replica id (>= 0): an out-of-range answer then names the log start.
+            .with_replica_id(BrokerId(i32::MAX))
             .with_max_wait_ms(0)
             .with_min_bytes(1)
             .with_max_bytes(FETCH_BYTES)
