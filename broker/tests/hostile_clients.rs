@@ -28,8 +28,9 @@ const SHARDS: usize = 2;
 const MEMORY: &str = "256M";
 const MEMORY_BYTES: u64 = 256 << 20;
 /// What the broker may hold beyond `--memory`, which budgets the batch caches (an
-/// eighth) and the requests in flight (a quarter). Measured after the million
-/// producer ids: 330–350 MiB resident, of which about 30 MiB batch caches and 55 MiB
+/// eighth) and the requests in flight (a quarter). Measured after a million producer
+/// ids (200 per partition per request, before Produce was held to one batch per
+/// partition): 330–350 MiB resident, of which about 30 MiB batch caches and 55 MiB
 /// the broker's producer states at their caps (2 shards × 100,000; the same run with
 /// caps of 1,000 ends at 275 MiB); the rest is the storage's own per-log producer
 /// tails (up to 10,000 producers per partition, 24 partitions), per-batch cache
@@ -158,7 +159,7 @@ fn wait_until(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
     }
 }
 
-/// Phase 1: a million producer ids, one per partition per request, on two
+/// Phase 1: `count` producer ids, one per partition per request, on two
 /// connections. Returns the producer states evicted.
 fn million_producer_ids(b: &Broker, count: usize) -> u64 {
     let template = build_batch(0, 1, &[(None, Some(b"p"))]).to_vec();
@@ -380,7 +381,10 @@ fn abandoned_long_polls(b: &Broker, count: usize) {
 
 #[test]
 fn hostile_clients_cannot_exhaust_memory_or_starve_others() {
-    let producers = env_or("KEEL_HOSTILE_PRODUCERS", 1_000_000);
+    // Enough to reach both caps (12,500 per partition, 150,000 per shard); Kafka's
+    // Produce carries one batch (one producer) per partition, so each id is a request
+    // slot of its own.
+    let producers = env_or("KEEL_HOSTILE_PRODUCERS", 300_000);
     let connections = env_or("KEEL_HOSTILE_CONNECTIONS", 1000);
     let seconds = env_or("KEEL_HOSTILE_SECONDS", 10) as u64;
     let polls = env_or("KEEL_HOSTILE_POLLS", 2500);
