@@ -42,6 +42,13 @@ struct Got {
     bytes: usize,
 }
 
+impl Got {
+    /// An error answer: no records and no watermarks (Kafka's -1s).
+    fn failed(error: i16) -> Got {
+        Got { error, high_watermark: -1, log_start_offset: -1, ..Got::default() }
+    }
+}
+
 type TopicLayout = (TopicName, Uuid, Vec<(i32, Option<i16>)>);
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> FetchResponse {
@@ -107,7 +114,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
                 .enumerate()
                 .map(|(pi, (partition, early))| {
                     let g = match early {
-                        Some(code) => Got { error: code, high_watermark: -1, log_start_offset: -1, ..Got::default() },
+                        Some(code) => Got::failed(code),
                         None => {
                             assert_eq!(slots.next(), Some((ti, pi)), "fetch results follow request order");
                             got.next().expect("a result for every partition read")
@@ -220,18 +227,13 @@ async fn read_owned(shard: &Shard, wants: Vec<Want>, budget: usize) -> Vec<Got> 
 /// first partition of the response to have data, KIP-74), even with a limit of 0.
 async fn read_one(shard: &Shard, w: &Want, max_bytes: usize, min_one: bool) -> Got {
     let Some(p) = shard.partition(&w.topic, w.partition) else {
-        return Got {
-            error: errors::NOT_LEADER_OR_FOLLOWER,
-            high_watermark: -1,
-            log_start_offset: -1,
-            ..Got::default()
-        };
+        return Got::failed(errors::NOT_LEADER_OR_FOLLOWER);
     };
     if p.unavailable(shard).is_some() {
-        return Got { error: errors::KAFKA_STORAGE_ERROR, high_watermark: -1, log_start_offset: -1, ..Got::default() };
+        return Got::failed(errors::KAFKA_STORAGE_ERROR);
     }
     if let Some(error) = p.not_leader(shard) {
-        return Got { error, high_watermark: -1, log_start_offset: -1, ..Got::default() };
+        return Got::failed(error);
     }
     let (hw, start, end) = {
         let l = p.log.borrow();
@@ -241,7 +243,7 @@ async fn read_one(shard: &Shard, w: &Want, max_bytes: usize, min_one: bool) -> G
     if max_bytes == 0 && !min_one {
         // Nothing to read, but the offset is checked all the same, as Kafka does.
         if w.offset < start || w.offset > end {
-            return out_of_range();
+            return Got::failed(errors::OFFSET_OUT_OF_RANGE);
         }
         return got;
     }
@@ -255,16 +257,14 @@ async fn read_one(shard: &Shard, w: &Want, max_bytes: usize, min_one: bool) -> G
                 tracing::warn!(topic = %w.topic, partition = w.partition, offset = w.offset, error = %e, "fetch failed");
             }
             p.report(shard, &e);
-            // An error answer carries no watermarks (Kafka's -1s), but for a replica.
-            let log_start_offset = if w.replica { start } else { -1 };
-            got = Got { error: errors::storage_error_code(&e), high_watermark: -1, log_start_offset, ..Got::default() };
+            got = Got::failed(errors::storage_error_code(&e));
+            // A replica is told the log start all the same (see `Want::replica`).
+            if w.replica {
+                got.log_start_offset = start;
+            }
         }
     }
     got
-}
-
-fn out_of_range() -> Got {
-    Got { error: errors::OFFSET_OUT_OF_RANGE, high_watermark: -1, log_start_offset: -1, ..Got::default() }
 }
 
 /// Waits on each owner until any partition read there has data past what was read,

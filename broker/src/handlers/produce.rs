@@ -65,8 +65,8 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
             };
             let owner = name.as_deref().and_then(|n| meta.owner(n, p.index));
             let outcome = match (early, owner) {
-                (Some(code), _) => Some(failed(code)),
-                (None, None) => Some(failed(errors::UNKNOWN_TOPIC_OR_PARTITION)),
+                (Some(code), _) => Some(ProduceOutcome::refused(code)),
+                (None, None) => Some(ProduceOutcome::refused(errors::UNKNOWN_TOPIC_OR_PARTITION)),
                 (None, Some(owner)) => {
                     work_slots.push(slots.len());
                     work.push((
@@ -84,10 +84,10 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
             let s = s.clone();
             async move {
                 let Some(p) = s.partition(&part.topic, part.partition) else {
-                    return failed(errors::NOT_LEADER_OR_FOLLOWER);
+                    return ProduceOutcome::refused(errors::NOT_LEADER_OR_FOLLOWER);
                 };
                 let Some(records) = part.records else {
-                    return failed(errors::CORRUPT_MESSAGE);
+                    return ProduceOutcome::refused(errors::CORRUPT_MESSAGE);
                 };
                 p.produce(&s, records, acks, timeout).await
             }
@@ -132,15 +132,4 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
         }
     }
     Answer::Respond(ProduceResponse::default().with_responses(responses))
-}
-
-fn failed(code: i16) -> ProduceOutcome {
-    ProduceOutcome {
-        error: code,
-        message: None,
-        base_offset: -1,
-        log_append_time: -1,
-        log_start_offset: -1,
-        record_errors: Vec::new(),
-    }
 }

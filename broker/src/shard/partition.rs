@@ -66,15 +66,20 @@ pub struct ProduceOutcome {
 }
 
 impl ProduceOutcome {
-    fn error(code: i16, message: impl Into<String>) -> ProduceOutcome {
+    /// A refusal with no message.
+    pub fn refused(code: i16) -> ProduceOutcome {
         ProduceOutcome {
             error: code,
-            message: Some(message.into()),
+            message: None,
             base_offset: -1,
             log_append_time: -1,
             log_start_offset: -1,
             record_errors: Vec::new(),
         }
+    }
+
+    fn error(code: i16, message: impl Into<String>) -> ProduceOutcome {
+        ProduceOutcome { message: Some(message.into()), ..ProduceOutcome::refused(code) }
     }
 }
 
@@ -782,24 +787,25 @@ fn remember_producer(producers: &mut ProducerStates, h: &BatchHeader) {
 /// client fails exactly those. The message is Kafka's, which clients show as is.
 fn refuse_keyless(topic: &str, index: i32, batches: &[(BatchHeader, Bytes)]) -> Option<ProduceOutcome> {
     use keel_storage::batch_filter::{decompressed_body, parse_records};
-    let mut record_errors = Vec::new();
-    for (h, b) in batches {
-        let records = decompressed_body(h, b).and_then(|body| {
-            let keyless: Vec<i32> = parse_records(h, &body)?
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| r.key.is_none())
-                .map(|(i, _)| i as i32)
-                .collect();
-            Ok(keyless)
-        });
-        match records {
-            Ok(keyless) => record_errors.extend(keyless.into_iter().map(|i| {
+    // A request carries exactly one batch per partition (checked before).
+    let (h, b) = batches.first()?;
+    let keyless = decompressed_body(h, b).and_then(|body| -> Result<Vec<i32>, String> {
+        Ok(parse_records(h, &body)?
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.key.is_none())
+            .map(|(i, _)| i as i32)
+            .collect())
+    });
+    let record_errors: Vec<(i32, String)> = match keyless {
+        Ok(keyless) => keyless
+            .into_iter()
+            .map(|i| {
                 (i, format!("Compacted topic cannot accept message without key in topic partition {topic}-{index}."))
-            })),
-            Err(e) => return Some(ProduceOutcome::error(errors::CORRUPT_MESSAGE, e)),
-        }
-    }
+            })
+            .collect(),
+        Err(e) => return Some(ProduceOutcome::error(errors::CORRUPT_MESSAGE, e)),
+    };
     if record_errors.is_empty() {
         return None;
     }
