@@ -70,6 +70,12 @@ pub struct BrokerConfig {
     pub offsets_retention_ms: i64,
     /// Partitions of `__consumer_offsets` when it is created.
     pub offsets_topic_partitions: i32,
+    /// Partitions of `__transaction_state` when it is created
+    /// (`transaction.state.log.num.partitions`).
+    pub transaction_topic_partitions: i32,
+    /// The longest transaction timeout a producer may ask for
+    /// (`transaction.max.timeout.ms`).
+    pub transaction_max_timeout_ms: i32,
     /// A shard journal checkpoint starts once the journal took this many bytes.
     pub journal_file_bytes: u64,
     /// A shard journal checkpoint starts at least this often while data is unsynced.
@@ -139,6 +145,8 @@ impl Default for BrokerConfig {
             group_consumer_heartbeat_interval_ms: 5000,
             offsets_retention_ms: 7 * 24 * 3600 * 1000,
             offsets_topic_partitions: 50,
+            transaction_topic_partitions: 50,
+            transaction_max_timeout_ms: 900_000,
             journal_file_bytes: 64 << 20,
             journal_checkpoint_interval_ms: 60_000,
             rpc_addr: None,

@@ -17,4 +17,5 @@ pub mod handlers;
 pub mod net;
 pub mod replication;
 pub mod shard;
+pub mod txn;
 pub mod util;

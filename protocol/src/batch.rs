@@ -192,6 +192,88 @@ pub fn patch(batch: &mut BytesMut, base_offset: i64, leader_epoch: i32, log_appe
 pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 
 pub fn build_batch(base_offset: i64, timestamp: i64, records: &[KeyValue<'_>]) -> Bytes {
+    build_batch_as(base_offset, timestamp, Producer::NONE, 0, records)
+}
+
+/// The producer fields of a batch the broker writes itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Producer {
+    pub id: i64,
+    pub epoch: i16,
+    pub base_sequence: i32,
+}
+
+impl Producer {
+    pub const NONE: Producer = Producer { id: -1, epoch: -1, base_sequence: -1 };
+}
+
+/// A transaction marker's type, as its control record's key spells it (Kafka's
+/// `ControlRecordType`: 0 abort, 1 commit).
+pub const CONTROL_ABORT: i16 = 0;
+pub const CONTROL_COMMIT: i16 = 1;
+
+/// Builds the control batch Kafka's `WriteTxnMarkers` appends to end a transaction:
+/// one record whose key is (version 0, type) and whose value is (version 0, the
+/// coordinator epoch), transactional and control attributes set.
+pub fn build_marker(
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+    timestamp: i64,
+) -> Bytes {
+    let kind = if commit { CONTROL_COMMIT } else { CONTROL_ABORT };
+    let mut key = [0u8; 4];
+    key[2..].copy_from_slice(&kind.to_be_bytes());
+    let mut value = [0u8; 6];
+    value[2..].copy_from_slice(&coordinator_epoch.to_be_bytes());
+    let producer = Producer { id: producer_id, epoch: producer_epoch, base_sequence: -1 };
+    build_batch_as(0, timestamp, producer, ATTR_TRANSACTIONAL | ATTR_CONTROL, &[(Some(&key), Some(&value))])
+}
+
+/// The type of the marker a control batch carries (`CONTROL_ABORT` or
+/// `CONTROL_COMMIT`), read from its first record's key; `None` if `batch` is not an
+/// uncompressed control batch with such a key.
+pub fn marker_type(batch: &[u8]) -> Option<i16> {
+    let header = BatchHeader::parse(batch).ok()?;
+    if !header.is_control() || header.compression() != 0 || header.records_count < 1 {
+        return None;
+    }
+    let mut rest = &batch[BATCH_HEADER_LEN..];
+    get_varlong(&mut rest)?; // record length
+    rest.get(..1)?; // attributes
+    rest = &rest[1..];
+    get_varlong(&mut rest)?; // timestamp delta
+    get_varlong(&mut rest)?; // offset delta
+    let key_len = get_varlong(&mut rest)?;
+    if key_len < 4 || rest.len() < 4 {
+        return None;
+    }
+    Some(i16::from_be_bytes([rest[2], rest[3]]))
+}
+
+fn get_varlong(buf: &mut &[u8]) -> Option<i64> {
+    let mut z: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = buf.split_first()?;
+        *buf = rest;
+        z |= ((b & 0x7f) as u64) << shift;
+        if b & 0x80 == 0 {
+            return Some(((z >> 1) as i64) ^ -((z & 1) as i64));
+        }
+    }
+    None
+}
+
+/// As [`build_batch`], with the producer fields and attributes given (transactional
+/// offset commits and markers).
+pub fn build_batch_as(
+    base_offset: i64,
+    timestamp: i64,
+    producer: Producer,
+    attributes: i16,
+    records: &[KeyValue<'_>],
+) -> Bytes {
     let mut body = BytesMut::new();
     for (i, (key, value)) in records.iter().enumerate() {
         let mut rec = Vec::new();
@@ -219,13 +301,13 @@ pub fn build_batch(base_offset: i64, timestamp: i64, records: &[KeyValue<'_>]) -
     b.extend_from_slice(&0i32.to_be_bytes()); // leader epoch
     b.extend_from_slice(&[2]); // magic
     b.extend_from_slice(&0u32.to_be_bytes()); // crc, set below
-    b.extend_from_slice(&0i16.to_be_bytes()); // attributes
+    b.extend_from_slice(&attributes.to_be_bytes());
     b.extend_from_slice(&(records.len() as i32 - 1).to_be_bytes());
     b.extend_from_slice(&timestamp.to_be_bytes());
     b.extend_from_slice(&timestamp.to_be_bytes());
-    b.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
-    b.extend_from_slice(&(-1i16).to_be_bytes());
-    b.extend_from_slice(&(-1i32).to_be_bytes());
+    b.extend_from_slice(&producer.id.to_be_bytes());
+    b.extend_from_slice(&producer.epoch.to_be_bytes());
+    b.extend_from_slice(&producer.base_sequence.to_be_bytes());
     b.extend_from_slice(&(records.len() as i32).to_be_bytes());
     b.extend_from_slice(&body);
     let crc = crc32c::crc32c(&b[ATTRIBUTES_OFFSET..]);
@@ -258,6 +340,18 @@ pub fn record_timestamps(batch: &Bytes) -> Result<Vec<(i64, i64)>, BatchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_marker_is_a_valid_transactional_control_batch_of_its_type() {
+        for (commit, kind) in [(true, CONTROL_COMMIT), (false, CONTROL_ABORT)] {
+            let b = build_marker(42, 3, commit, 7, 1000);
+            let h = validate(&b).expect("valid");
+            assert!(h.is_control() && h.is_transactional());
+            assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence, h.records_count), (42, 3, -1, 1));
+            assert_eq!(marker_type(&b), Some(kind));
+        }
+        assert_eq!(marker_type(&build_batch(0, 1, &[(Some(b"k"), None)])), None);
+    }
 
     #[test]
     fn build_validate_patch_roundtrip() {

@@ -115,6 +115,18 @@ pub fn static_broker_configs(c: &BrokerConfig) -> Vec<StaticConfig> {
             c.offsets_topic_partitions.into(),
             d.offsets_topic_partitions.into(),
         ),
+        num(
+            "transaction.state.log.num.partitions",
+            Kind::Int,
+            c.transaction_topic_partitions.into(),
+            d.transaction_topic_partitions.into(),
+        ),
+        num(
+            "transaction.max.timeout.ms",
+            Kind::Int,
+            c.transaction_max_timeout_ms.into(),
+            d.transaction_max_timeout_ms.into(),
+        ),
         num("offsets.retention.minutes", Kind::Int, c.offsets_retention_ms / 60_000, d.offsets_retention_ms / 60_000),
         num("socket.request.max.bytes", Kind::Int, c.request_bytes_max as i64, d.request_bytes_max as i64),
         num("max.connections", Kind::Int, c.connections_max as i64, d.connections_max as i64),

@@ -121,6 +121,10 @@ fn unload(shard: &Shard, index: i32) {
         c.groups.remove(g);
         c.offsets.remove_group(g);
     }
+    for pending in c.txn_offsets.values_mut() {
+        pending.retain(|(g, _, _)| !belongs(g));
+    }
+    c.txn_offsets.retain(|_, pending| !pending.is_empty());
     // Members waiting on a rebalance look for the new coordinator and join there.
     c.joins.retain(|(group, member), tx| {
         let stays = !belongs(group);

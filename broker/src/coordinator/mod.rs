@@ -108,6 +108,43 @@ pub struct Coordinator {
     pub led: HashMap<i32, i32>,
     /// Members added, left, removed and fenced, for `/metrics`.
     pub member_changes: membership::MembershipCounts,
+    /// Offsets committed inside transactions (TxnOffsetCommit) whose markers have not
+    /// been written, by producer id: applied by a commit marker, dropped by an abort.
+    pub txn_offsets: HashMap<i64, Vec<(String, offsets::TopicPartition, offsets::Committed)>>,
+}
+
+impl Coordinator {
+    /// Takes in a transactional offset record of `producer_id` written at `offset`.
+    pub fn pend_txn_offsets(&mut self, producer_id: i64, key: &[u8], value: Option<&[u8]>, offset: i64) {
+        if let Some(records::Record::Offset { group, topic, partition, value: Some(v) }) = records::decode(key, value) {
+            let committed = offsets::Committed {
+                offset: v.offset,
+                leader_epoch: v.leader_epoch,
+                metadata: v.metadata,
+                commit_timestamp_ms: v.commit_timestamp_ms,
+                record_offset: offset,
+            };
+            self.txn_offsets.entry(producer_id).or_default().push((group, (topic, partition), committed));
+        }
+    }
+
+    /// A marker of `producer_id` was written: its pending offsets are committed or
+    /// dropped.
+    pub fn complete_txn_offsets(&mut self, producer_id: i64, commit: bool) {
+        let Some(pending) = self.txn_offsets.remove(&producer_id) else { return };
+        if commit {
+            for (group, tp, c) in pending {
+                let at = c.record_offset;
+                self.offsets.apply(&group, tp, Some(c), at);
+            }
+        }
+    }
+
+    /// True while a transaction holds an uncommitted offset of the group's partition
+    /// (OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT then).
+    pub fn unstable(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.txn_offsets.values().flatten().any(|(g, (t, p), _)| g == group && t == topic && *p == partition)
+    }
 }
 
 pub fn limits(config: &BrokerConfig) -> Limits {

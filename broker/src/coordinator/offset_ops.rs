@@ -12,6 +12,7 @@ use super::{limits, routing, Group};
 use crate::errors;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
+use keel_protocol::batch::Producer;
 
 /// Kafka's `offset.metadata.max.bytes`.
 pub const OFFSET_METADATA_MAX_BYTES: usize = 4096;
@@ -34,6 +35,9 @@ pub struct CommitRequest {
     pub generation_or_epoch: i32,
     pub api_version: i16,
     pub partitions: Vec<CommitPartition>,
+    /// TxnOffsetCommit: the transactional producer (id, epoch) whose transaction the
+    /// offsets belong to; they count only once its commit marker is written.
+    pub producer: Option<(i64, i16)>,
 }
 
 /// One partition of an OffsetFetch answer.
@@ -55,6 +59,9 @@ pub struct FetchRequest {
     pub member_epoch: i32,
     /// `None`: every committed offset of the group.
     pub topics: Option<Vec<(String, Vec<i32>)>>,
+    /// KIP-447: a partition with offsets pending in a transaction answers
+    /// UNSTABLE_OFFSET_COMMIT instead of its last committed offset.
+    pub require_stable: bool,
 }
 
 /// Commits; one error code per partition, in request order.
@@ -96,7 +103,11 @@ pub async fn commit(shard: Rc<Shard>, partition: i32, req: CommitRequest) -> Vec
     if writes.is_empty() {
         return codes;
     }
-    match shell::append(&shard, partition, &writes).await {
+    let producer = match req.producer {
+        Some((id, epoch)) => Producer { id, epoch, base_sequence: -1 },
+        None => Producer::NONE,
+    };
+    match shell::append_internal(&shard, super::OFFSETS_TOPIC, partition, producer, &writes).await {
         Ok(base) => {
             let mut c = shard.coordinator.borrow_mut();
             for (n, (i, v)) in written.into_iter().enumerate() {
@@ -109,7 +120,11 @@ pub async fn commit(shard: Rc<Shard>, partition: i32, req: CommitRequest) -> Vec
                     commit_timestamp_ms: v.commit_timestamp_ms,
                     record_offset,
                 };
-                c.offsets.apply(&req.group_id, (p.topic.clone(), p.partition), Some(committed), record_offset);
+                let tp = (p.topic.clone(), p.partition);
+                match req.producer {
+                    Some((id, _)) => c.txn_offsets.entry(id).or_default().push((req.group_id.clone(), tp, committed)),
+                    None => c.offsets.apply(&req.group_id, tp, Some(committed), record_offset),
+                }
             }
             if !c.groups.contains_key(&req.group_id) {
                 // A commit outside group management creates a "simple" group.
@@ -147,6 +162,14 @@ pub async fn fetch(shard: Rc<Shard>, partition: i32, req: FetchRequest) -> Resul
         g.validate_offset_fetch(member, req.member_epoch)?;
     }
     let found = |topic: &str, p: i32| match c.offsets.get(&req.group_id, topic, p) {
+        _ if req.require_stable && c.unstable(&req.group_id, topic, p) => FetchedOffset {
+            topic: topic.to_string(),
+            partition: p,
+            offset: -1,
+            leader_epoch: -1,
+            metadata: None,
+            error: errors::UNSTABLE_OFFSET_COMMIT,
+        },
         Some(o) => FetchedOffset {
             topic: topic.to_string(),
             partition: p,

@@ -1,13 +1,15 @@
-//! Finding a group's coordinator (node and shard), creating `__consumer_offsets` on
-//! first use, and forwarding a group operation to that shard.
+//! Finding a coordinator (node and shard) of a group or of a transactional id,
+//! creating its internal topic (`__consumer_offsets`, `__transaction_state`) on first
+//! use, and forwarding an operation to that shard.
 //!
-//! **In a cluster the coordinator is a Raft leader.** `__consumer_offsets` is a
-//! replicated topic like any other (replication factor min(3, nodes)), and a group's
-//! coordinator is the leader of the group's partition, so it moves when leadership
-//! does and the group's records, written through Raft, move with it. Every node names
-//! the same coordinator from the leaders it learns (`cluster::partition_view`); a node
-//! that does not lead the partition answers NOT_COORDINATOR, and the leader answers
-//! COORDINATOR_LOAD_IN_PROGRESS until it has read the partition's groups (`shell`).
+//! **In a cluster the coordinator is a Raft leader.** Both internal topics are
+//! replicated topics like any other (replication factor min(3, nodes)), and a key's
+//! coordinator is the leader of the key's partition, so it moves when leadership
+//! does and the records written through Raft move with it. Every node names the same
+//! coordinator from the leaders it learns (`cluster::partition_view`); a node that
+//! does not lead the partition answers NOT_COORDINATOR, and the leader answers
+//! COORDINATOR_LOAD_IN_PROGRESS until it has read the partition's state (`shell`,
+//! `txn::shell`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -16,9 +18,11 @@ use std::time::Duration;
 
 use super::{offsets_partition, OFFSETS_TOPIC};
 use crate::cluster::controller::{self, TopicSpec};
+use crate::config::BrokerConfig;
 use crate::errors;
 use crate::replication::cluster::{self, ControlRequest};
 use crate::shard::Shard;
+use crate::txn::TRANSACTION_TOPIC;
 
 /// Kafka's `offsets.topic.segment.bytes`: small segments so compaction has work to do.
 const OFFSETS_SEGMENT_BYTES: &str = "104857600";
@@ -26,13 +30,19 @@ const OFFSETS_SEGMENT_BYTES: &str = "104857600";
 /// The coordinator shard of `group` and its `__consumer_offsets` partition, creating
 /// the topic (through the controller) if no group has been used yet.
 pub async fn coordinator_of(shard: &Rc<Shard>, group: &str) -> Result<(usize, i32), i16> {
-    if !shard.meta().topics.contains_key(OFFSETS_TOPIC) {
-        create_offsets_topic(shard).await?;
+    internal_owner(shard, OFFSETS_TOPIC, group).await
+}
+
+/// The owner shard of `key`'s partition of internal topic `topic`, creating the topic
+/// first if needed.
+pub async fn internal_owner(shard: &Rc<Shard>, topic: &'static str, key: &str) -> Result<(usize, i32), i16> {
+    if !shard.meta().topics.contains_key(topic) {
+        create_internal_topic(shard, topic).await?;
     }
     let meta = shard.meta();
-    let topic = meta.topics.get(OFFSETS_TOPIC).ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
-    let partition = offsets_partition(group, topic.partitions.len() as i32);
-    let owner = meta.owner(OFFSETS_TOPIC, partition).ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
+    let t = meta.topics.get(topic).ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
+    let partition = offsets_partition(key, t.partitions.len() as i32);
+    let owner = meta.owner(topic, partition).ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
     Ok((owner, partition))
 }
 
@@ -45,33 +55,41 @@ pub fn offsets_topic_spec(partitions: i32) -> TopicSpec {
     TopicSpec { name: OFFSETS_TOPIC.to_string(), partitions, replication_factor: -1, configs }
 }
 
-async fn create_offsets_topic(shard: &Rc<Shard>) -> Result<(), i16> {
+/// An internal topic as Kafka creates it: both are compacted, with small segments
+/// (`transaction.state.log.segment.bytes` is also 100 MiB).
+pub fn internal_topic_spec(topic: &str, config: &BrokerConfig) -> TopicSpec {
+    let partitions =
+        if topic == TRANSACTION_TOPIC { config.transaction_topic_partitions } else { config.offsets_topic_partitions };
+    TopicSpec { name: topic.to_string(), ..offsets_topic_spec(partitions) }
+}
+
+async fn create_internal_topic(shard: &Rc<Shard>, topic: &'static str) -> Result<(), i16> {
     if shard.replication.is_some() {
-        let request = ControlRequest::CreateTopics { names: vec![OFFSETS_TOPIC.to_string()] };
-        let done = |m: &crate::cluster::metadata::Metadata| m.topics.contains_key(OFFSETS_TOPIC);
+        let request = ControlRequest::CreateTopics { names: vec![topic.to_string()] };
+        let done = |m: &crate::cluster::metadata::Metadata| m.topics.contains_key(topic);
         return match cluster::ask_until(shard, request, std::time::Duration::from_secs(5), done).await {
             true => Ok(()),
             false => Err(errors::COORDINATOR_NOT_AVAILABLE),
         };
     }
-    let spec = offsets_topic_spec(shard.config.offsets_topic_partitions);
+    let spec = internal_topic_spec(topic, &shard.config);
     let created =
         shard.submit_to(0, move |s| async move { controller::create_topics(s, vec![spec], false).await }).await;
     match created.into_iter().next() {
         Some(Ok(_)) => {
-            tracing::info!("created {OFFSETS_TOPIC}");
+            tracing::info!("created {topic}");
             Ok(())
         }
         // Another shard created it first; its metadata reaches this shard shortly.
         Some(Err((code, _))) if code == errors::TOPIC_ALREADY_EXISTS => {
-            if shard.meta().topics.contains_key(OFFSETS_TOPIC) {
+            if shard.meta().topics.contains_key(topic) {
                 Ok(())
             } else {
                 Err(errors::COORDINATOR_NOT_AVAILABLE)
             }
         }
         Some(Err((code, message))) => {
-            tracing::error!(code, %message, "cannot create {OFFSETS_TOPIC}");
+            tracing::error!(code, %message, "cannot create {topic}");
             Err(errors::COORDINATOR_NOT_AVAILABLE)
         }
         None => Err(errors::COORDINATOR_NOT_AVAILABLE),
@@ -111,28 +129,33 @@ pub fn check_coordinator(shard: &Shard, partition: i32) -> Result<(), i16> {
 
 /// The `__consumer_offsets` partition of a group, on its coordinator shard.
 pub fn partition_of(shard: &Shard, group: &str) -> Option<i32> {
-    let meta = shard.meta();
-    let topic = meta.topics.get(OFFSETS_TOPIC)?;
-    Some(offsets_partition(group, topic.partitions.len() as i32))
+    internal_partition_of(shard, OFFSETS_TOPIC, group)
 }
 
-/// How long FindCoordinator waits for a group's partition to have a leader (a topic
+/// The partition of internal topic `topic` that `key` belongs to.
+pub fn internal_partition_of(shard: &Shard, topic: &str, key: &str) -> Option<i32> {
+    let meta = shard.meta();
+    let t = meta.topics.get(topic)?;
+    Some(offsets_partition(key, t.partitions.len() as i32))
+}
+
+/// How long FindCoordinator waits for a key's partition to have a leader (a topic
 /// just created, an election under way) before answering COORDINATOR_NOT_AVAILABLE.
-const LEADER_WAIT: Duration = Duration::from_secs(1);
+const LEADER_WAIT: Duration = Duration::from_millis(1000);
 const LEADER_POLL: Duration = Duration::from_millis(20);
 
-/// The node (id, host, port) coordinating `group`, creating `__consumer_offsets` if
-/// needed: this node on a single node, the leader of the group's partition in a
-/// cluster.
-pub async fn coordinator_node(shard: &Rc<Shard>, group: &str) -> Result<(i32, String, i32), i16> {
-    coordinator_of(shard, group).await?;
+/// The node (id, host, port) coordinating `key` of internal topic `topic`, creating
+/// the topic if needed: this node on a single node, the leader of the key's
+/// partition in a cluster.
+pub async fn coordinator_node(shard: &Rc<Shard>, topic: &'static str, key: &str) -> Result<(i32, String, i32), i16> {
+    internal_owner(shard, topic, key).await?;
     if shard.replication.is_none() {
         let (host, port) = shard.config.advertised();
         return Ok((shard.config.node_id, host, port));
     }
     let deadline = std::time::Instant::now() + LEADER_WAIT;
     loop {
-        if let Some(found) = leader_of_group(shard, group) {
+        if let Some(found) = leader_of(shard, topic, key) {
             return Ok(found);
         }
         if std::time::Instant::now() >= deadline {
@@ -142,18 +165,18 @@ pub async fn coordinator_node(shard: &Rc<Shard>, group: &str) -> Result<(i32, St
     }
 }
 
-/// The registered broker leading `group`'s `__consumer_offsets` partition, as this
-/// node last learned it. A topic created unreplicated by an earlier version keeps a
-/// copy on every node; its groups stay spread over the brokers by a hash of the key.
-fn leader_of_group(shard: &Shard, group: &str) -> Option<(i32, String, i32)> {
+/// The registered broker leading `key`'s partition of `topic`, as this node last
+/// learned it. A topic created unreplicated by an earlier version keeps a copy on
+/// every node; its keys stay spread over the brokers by a hash of the key.
+fn leader_of(shard: &Shard, topic: &str, key: &str) -> Option<(i32, String, i32)> {
     let meta = shard.meta();
-    let topic = meta.topics.get(OFFSETS_TOPIC)?;
-    let partition = offsets_partition(group, topic.partitions.len() as i32);
-    let leader = match cluster::partition_view(shard, topic, partition) {
+    let t = meta.topics.get(topic)?;
+    let partition = offsets_partition(key, t.partitions.len() as i32);
+    let leader = match cluster::partition_view(shard, t, partition) {
         Some(view) => view.leader,
         None => {
             let brokers: Vec<i32> = meta.brokers.keys().copied().collect();
-            *brokers.get(crc32c::crc32c(group.as_bytes()) as usize % brokers.len().max(1))?
+            *brokers.get(crc32c::crc32c(key.as_bytes()) as usize % brokers.len().max(1))?
         }
     };
     let broker = meta.brokers.get(&leader)?;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use glommio::channels::local_channel::{self, LocalReceiver};
 use kafka_protocol::records::RecordBatchDecoder;
-use keel_protocol::batch::{build_batch, BatchHeader};
+use keel_protocol::batch::{build_batch_as, Producer, ATTR_TRANSACTIONAL, CONTROL_COMMIT};
 use keel_storage::log;
 
 use super::classic::{Action, ClassicGroup, JoinResult, SyncResult};
@@ -57,17 +57,31 @@ impl Coordinator {
 /// Appends records to a `__consumer_offsets` partition and waits until they are
 /// durable; returns the offset of the first.
 pub async fn append(shard: &Rc<Shard>, partition: i32, records: &[KeyValue]) -> Result<i64, i16> {
+    append_internal(shard, OFFSETS_TOPIC, partition, Producer::NONE, records).await
+}
+
+/// Appends records to a partition of an internal topic as one batch, transactional
+/// when `producer` names a producer (TxnOffsetCommit), and waits until they are
+/// durable; returns the offset of the first.
+pub async fn append_internal(
+    shard: &Rc<Shard>,
+    topic: &str,
+    partition: i32,
+    producer: Producer,
+    records: &[KeyValue],
+) -> Result<i64, i16> {
     assert!(!records.is_empty(), "an append carries at least one record");
-    let p = shard.partition(OFFSETS_TOPIC, partition).ok_or(errors::NOT_COORDINATOR)?;
+    let p = shard.partition(topic, partition).ok_or(errors::NOT_COORDINATOR)?;
     let refs: Vec<KeyValueRef> = records.iter().map(|(k, v)| (Some(&k[..]), v.as_deref())).collect();
-    let batch = build_batch(0, now_ms(), &refs);
+    let attributes = if producer.id >= 0 { ATTR_TRANSACTIONAL } else { 0 };
+    let batch = build_batch_as(0, now_ms(), producer, attributes, &refs);
     let outcome = p.produce(shard, batch, -1, APPEND_TIMEOUT).await;
     match outcome.error {
         errors::NONE => Ok(outcome.base_offset),
         errors::MESSAGE_TOO_LARGE | errors::RECORD_LIST_TOO_LARGE => Err(errors::INVALID_COMMIT_OFFSET_SIZE),
         errors::NOT_LEADER_OR_FOLLOWER => Err(errors::NOT_COORDINATOR),
         code => {
-            tracing::warn!(partition, code, message = ?outcome.message, "__consumer_offsets append failed");
+            tracing::warn!(topic, partition, code, message = ?outcome.message, "internal topic append failed");
             Err(errors::COORDINATOR_NOT_AVAILABLE)
         }
     }
@@ -168,6 +182,9 @@ impl Coordinator {
     pub(super) fn absorb(&mut self, read: Coordinator) {
         self.groups.extend(read.groups);
         self.offsets.absorb(read.offsets);
+        for (producer_id, pending) in read.txn_offsets {
+            self.txn_offsets.entry(producer_id).or_default().extend(pending);
+        }
     }
 }
 
@@ -192,25 +209,44 @@ pub(super) async fn read_partition(shard: &Rc<Shard>, p: &Partition) -> Coordina
 }
 
 async fn replay(shard: &Rc<Shard>, p: &Partition, c: &mut Coordinator) -> Result<(), String> {
+    let lim = limits(&shard.config);
+    for_each_record(p, |r| {
+        let now = now_ms();
+        match (&r.key, r.control, r.transactional) {
+            // A marker ends a producer's transactional offset commits (TxnOffsetCommit).
+            (Some(key), true, _) => {
+                let commit = key.len() >= 4 && i16::from_be_bytes([key[2], key[3]]) == CONTROL_COMMIT;
+                c.complete_txn_offsets(r.producer_id, commit);
+            }
+            (Some(key), false, true) => c.pend_txn_offsets(r.producer_id, key, r.value.as_deref(), r.offset),
+            (Some(key), false, false) => apply_record(c, key, r.value.as_deref(), r.offset, lim, now),
+            (None, _, _) => {}
+        }
+    })
+    .await
+}
+
+/// Calls `f` with every record of partition `p` from its log start to its high
+/// watermark, in order (the replay of an internal topic).
+pub(crate) async fn for_each_record(
+    p: &Partition,
+    mut f: impl FnMut(&kafka_protocol::records::Record),
+) -> Result<(), String> {
     let (mut offset, end) = {
         let l = p.log.borrow();
         (l.log_start_offset, l.high_watermark())
     };
-    let lim = limits(&shard.config);
     while offset < end {
         let read = log::read(&p.log, offset, REPLAY_READ_BYTES, end).await.map_err(|e| e.to_string())?;
         if read.batches.is_empty() {
             break;
         }
         for batch in read.batches {
-            let header = BatchHeader::parse(&batch).map_err(|e| e.to_string())?;
+            let header = keel_protocol::batch::BatchHeader::parse(&batch).map_err(|e| e.to_string())?;
             let mut buf = batch.clone();
             let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| e.to_string())?;
-            let now = now_ms();
-            for r in set.records {
-                if let (Some(key), true) = (r.key.as_ref(), r.offset >= offset) {
-                    apply_record(c, key, r.value.as_deref(), r.offset, lim, now);
-                }
+            for r in set.records.iter().filter(|r| r.offset >= offset) {
+                f(r);
             }
             offset = header.last_offset() + 1;
         }

@@ -10,8 +10,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 use keel_storage::log;
 use uuid::Uuid;
 
@@ -20,6 +20,9 @@ use crate::errors;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (4, 17);
+
+/// Kafka's `IsolationLevel.READ_COMMITTED`.
+pub const READ_COMMITTED: i8 = 1;
 
 #[derive(Clone)]
 struct Want {
@@ -31,13 +34,19 @@ struct Want {
     /// (`replication::install`) learns the log start from an OFFSET_OUT_OF_RANGE
     /// answer, which consumers get without watermarks, as from Kafka.
     replica: bool,
+    /// `read_committed`: read below the last stable offset, name aborted transactions.
+    committed: bool,
 }
 
 #[derive(Default)]
 struct Got {
     error: i16,
     high_watermark: i64,
+    last_stable_offset: i64,
     log_start_offset: i64,
+    /// `read_committed` only: (producer id, first offset) of the aborted transactions
+    /// the records returned overlap.
+    aborted: Option<Vec<(i64, i64)>>,
     records: Vec<Bytes>,
     bytes: usize,
 }
@@ -45,7 +54,7 @@ struct Got {
 impl Got {
     /// An error answer: no records and no watermarks (Kafka's -1s).
     fn failed(error: i16) -> Got {
-        Got { error, high_watermark: -1, log_start_offset: -1, ..Got::default() }
+        Got { error, high_watermark: -1, last_stable_offset: -1, log_start_offset: -1, ..Got::default() }
     }
 }
 
@@ -62,6 +71,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
     // Per topic of the request: its name, id, and per partition its index and the error
     // already known for it.
     let replica = req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0;
+    let committed = !replica && req.isolation_level == READ_COMMITTED;
     let mut layout: Vec<TopicLayout> = Vec::new();
     let mut wants: Vec<(usize, Want)> = Vec::new();
     let mut want_slots = Vec::new();
@@ -79,7 +89,14 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
                     let max_bytes = (p.partition_max_bytes.max(0) as usize).min(response_bytes_max);
                     wants.push((
                         owner,
-                        Want { topic: n.clone(), partition: p.partition, offset: p.fetch_offset, max_bytes, replica },
+                        Want {
+                            topic: n.clone(),
+                            partition: p.partition,
+                            offset: p.fetch_offset,
+                            max_bytes,
+                            replica,
+                            committed,
+                        },
                     ));
                     None
                 }
@@ -147,12 +164,20 @@ fn partition_data(partition: i32, g: Got) -> PartitionData {
             b.freeze()
         }
     };
+    let aborted = g.aborted.map(|list| {
+        list.into_iter()
+            .map(|(producer_id, first_offset)| {
+                AbortedTransaction::default().with_producer_id(ProducerId(producer_id)).with_first_offset(first_offset)
+            })
+            .collect()
+    });
     PartitionData::default()
         .with_partition_index(partition)
         .with_error_code(g.error)
         .with_high_watermark(g.high_watermark)
-        .with_last_stable_offset(g.high_watermark)
+        .with_last_stable_offset(g.last_stable_offset)
         .with_log_start_offset(g.log_start_offset)
+        .with_aborted_transactions(aborted)
         .with_records(Some(records))
 }
 
@@ -239,7 +264,15 @@ async fn read_one(shard: &Shard, w: &Want, max_bytes: usize, min_one: bool) -> G
         let l = p.log.borrow();
         (l.high_watermark(), l.log_start_offset, l.log_end_offset())
     };
-    let mut got = Got { error: errors::NONE, high_watermark: hw, log_start_offset: start, ..Got::default() };
+    let lso = p.last_stable_offset();
+    let mut got = Got {
+        error: errors::NONE,
+        high_watermark: hw,
+        last_stable_offset: lso,
+        log_start_offset: start,
+        aborted: w.committed.then(Vec::new),
+        ..Got::default()
+    };
     if max_bytes == 0 && !min_one {
         // Nothing to read, but the offset is checked all the same, as Kafka does.
         if w.offset < start || w.offset > end {
@@ -247,8 +280,16 @@ async fn read_one(shard: &Shard, w: &Want, max_bytes: usize, min_one: bool) -> G
         }
         return got;
     }
-    match log::read(&p.log, w.offset, max_bytes, hw).await {
+    let upto = if w.committed { lso } else { hw };
+    match log::read(&p.log, w.offset, max_bytes, upto).await {
         Ok(r) => {
+            if w.committed {
+                let end = r.batches.last().and_then(|b| keel_protocol::BatchHeader::parse(b).ok());
+                if let Some(end) = end {
+                    let aborted = p.aborted_between(w.offset, end.last_offset() + 1);
+                    got.aborted = Some(aborted.into_iter().map(|a| (a.producer_id, a.first_offset)).collect());
+                }
+            }
             got.records = r.batches;
             got.bytes = r.bytes;
         }
@@ -272,11 +313,11 @@ async fn read_one(shard: &Shard, w: &Want, max_bytes: usize, min_one: bool) -> G
 /// waits are cancelled then (as they are when the connection closes), so an answered
 /// fetch holds no task or call slot on any shard.
 async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left: Duration) {
-    let mut per_owner: Vec<Vec<(String, i32, i64)>> = vec![Vec::new(); shard.count];
+    let mut per_owner: Vec<Vec<(String, i32, i64, bool)>> = vec![Vec::new(); shard.count];
     for ((owner, w), g) in wants.iter().zip(got) {
         let next =
             g.records.last().and_then(|b| keel_protocol::BatchHeader::parse(b).ok()).map(|h| h.last_offset() + 1);
-        per_owner[*owner].push((w.topic.clone(), w.partition, next.unwrap_or(w.offset)));
+        per_owner[*owner].push((w.topic.clone(), w.partition, next.unwrap_or(w.offset), w.committed));
     }
     let mut waits: Vec<_> = per_owner
         .into_iter()
@@ -294,19 +335,20 @@ async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left:
     crate::util::first_of(waits).await;
 }
 
-async fn wait_local(shard: &Shard, parts: Vec<(String, i32, i64)>, left: Duration) {
+async fn wait_local(shard: &Shard, parts: Vec<(String, i32, i64, bool)>, left: Duration) {
     let mut waits = Vec::new();
-    for (topic, partition, offset) in parts {
+    for (topic, partition, offset, committed) in parts {
         let Some(p) = shard.partition(&topic, partition) else {
             return;
         };
         if p.unavailable(shard).is_some() || p.not_leader(shard).is_some() {
             return;
         }
-        let l = p.log.borrow();
-        if l.high_watermark() > offset {
+        let readable = if committed { p.last_stable_offset() } else { p.log.borrow().high_watermark() };
+        if readable > offset {
             return;
         }
+        let l = p.log.borrow();
         waits.push(Box::pin(l.changed.wait()) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>);
     }
     waits.push(Box::pin(glommio::timer::sleep(left)));

@@ -1,9 +1,10 @@
 //! FindCoordinator: on a single node every coordinator is this broker; in a cluster a
-//! group's coordinator is the leader of its `__consumer_offsets` partition
-//! (`routing::coordinator_node`), COORDINATOR_NOT_AVAILABLE while it has none. A group
-//! key is checked and its `__consumer_offsets` partition made to exist, so that the
-//! coordinator answered is ready to take the group's requests. Batched keys (v4+)
-//! are answered one by one.
+//! group's coordinator is the leader of its `__consumer_offsets` partition, and a
+//! transactional id's the leader of its `__transaction_state` partition
+//! (`routing::coordinator_node`), COORDINATOR_NOT_AVAILABLE while it has none. The key
+//! is checked and its internal partition made to exist, so that the coordinator
+//! answered is ready to take the key's requests. Batched keys (v4+) are answered one
+//! by one.
 
 use std::rc::Rc;
 
@@ -11,9 +12,10 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::str_bytes;
-use crate::coordinator::routing;
+use crate::coordinator::{routing, OFFSETS_TOPIC};
 use crate::errors;
 use crate::shard::Shard;
+use crate::txn::TRANSACTION_TOPIC;
 
 pub const VERSIONS: (i16, i16) = (0, 6);
 
@@ -24,14 +26,15 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 async fn find(shard: &Rc<Shard>, key_type: i8, key: &str) -> Result<(i32, String, i32), (i16, String)> {
     match key_type {
         KEY_TYPE_GROUP if key.is_empty() => Err((errors::INVALID_REQUEST, "Group id must not be empty.".into())),
-        KEY_TYPE_GROUP => routing::coordinator_node(shard, key)
+        KEY_TYPE_GROUP => routing::coordinator_node(shard, OFFSETS_TOPIC, key)
             .await
             .map_err(|code| (code, "The coordinator is not available.".into())),
-        // Not retriable on purpose: a transactional producer must fail at once with a
-        // clear message instead of retrying a coordinator that will never exist.
-        KEY_TYPE_TRANSACTION => {
-            Err((errors::INVALID_REQUEST, "Transactions are not supported by this broker yet.".into()))
+        KEY_TYPE_TRANSACTION if key.is_empty() => {
+            Err((errors::INVALID_REQUEST, "Transactional id must not be empty.".into()))
         }
+        KEY_TYPE_TRANSACTION => routing::coordinator_node(shard, TRANSACTION_TOPIC, key)
+            .await
+            .map_err(|code| (code, "The coordinator is not available.".into())),
         other => Err((errors::INVALID_REQUEST, format!("Unsupported coordinator key type {other}."))),
     }
 }

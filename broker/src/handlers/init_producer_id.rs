@@ -1,6 +1,8 @@
-//! InitProducerId for idempotent producers: a fresh producer id from the controller, or
-//! the same id with a bumped epoch when a producer asks to reset its sequences
-//! (KIP-360). Transactional ids are refused until transactions exist.
+//! InitProducerId. Without a transactional id: a fresh producer id from the controller
+//! for an idempotent producer, or the same id with a bumped epoch when a producer asks
+//! to reset its sequences (KIP-360). With one: the transaction coordinator of that id
+//! gives its producer id and a new epoch, fencing an earlier instance and aborting its
+//! open transaction first ([`crate::txn::state::TxnMeta::init`]).
 
 use std::rc::Rc;
 
@@ -8,20 +10,63 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 
 use crate::cluster::controller;
 use crate::errors;
+use crate::shard::partition::now_ms;
 use crate::shard::Shard;
+use crate::txn::shell as txn_shell;
+use crate::txn::state::{Step, TxnMeta};
 
 pub const VERSIONS: (i16, i16) = (0, 5);
 
 pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let resp = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
-    if req.transactional_id.is_some() {
-        return resp.with_error_code(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    if let Some(txn_id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) {
+        return match transactional(shard, txn_id, &req).await {
+            Ok((id, epoch)) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(epoch),
+            Err(code) => resp.with_error_code(code),
+        };
     }
     if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
         return resp.with_producer_id(req.producer_id).with_producer_epoch(req.producer_epoch + 1);
     }
-    match shard.submit_to(0, |s| async move { controller::allocate_producer_id(s).await }).await {
+    match allocate(shard).await {
         Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),
-        Err((code, _)) => resp.with_error_code(code),
+        Err(code) => resp.with_error_code(code),
     }
+}
+
+async fn allocate(shard: &Rc<Shard>) -> Result<i64, i16> {
+    shard.submit_to(0, |s| async move { controller::allocate_producer_id(s).await }).await.map_err(|(code, _)| code)
+}
+
+async fn transactional(shard: &Rc<Shard>, txn_id: String, req: &InitProducerIdRequest) -> Result<(i64, i16), i16> {
+    if txn_id.is_empty() {
+        return Err(errors::INVALID_REQUEST);
+    }
+    let timeout = req.transaction_timeout_ms;
+    if timeout <= 0 || timeout > shard.config.transaction_max_timeout_ms {
+        return Err(errors::INVALID_TRANSACTION_TIMEOUT);
+    }
+    let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
+    txn_shell::on_coordinator(shard, &txn_id.clone(), move |s, partition| async move {
+        txn_shell::check(&s, partition)?;
+        // A new producer id is needed for a new transactional id, or when the epoch
+        // is exhausted; taken before the transition, which must not wait.
+        let needs_id = s.txn.borrow().txns.get(&txn_id).is_none_or(|m| m.producer_epoch >= i16::MAX - 1);
+        let fresh = if needs_id { Some(allocate(&s).await?) } else { None };
+        let now = now_ms();
+        let decide = |current: Option<&TxnMeta>| match current {
+            None => Ok(Step {
+                persist: Some(TxnMeta::new(fresh.expect("taken above"), timeout, now)),
+                then: crate::txn::state::Then::Answer,
+            }),
+            Some(m) => m.init(timeout, expected, now, || fresh.expect("taken above")),
+        };
+        let (meta, completion) = txn_shell::transition(&s, partition, &txn_id, decide).await?;
+        if completion.is_some() {
+            // An earlier instance's transaction is being aborted: the client retries.
+            return Err(errors::CONCURRENT_TRANSACTIONS);
+        }
+        Ok((meta.producer_id, meta.producer_epoch))
+    })
+    .await?
 }

@@ -24,20 +24,22 @@ pub const LATEST_TIERED: i64 = -5;
 type Answer = (i16, i64, i64, i32);
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) -> ListOffsetsResponse {
+    let committed = req.isolation_level == super::fetch::READ_COMMITTED;
     let items = req
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |p| Ok((t.name.0.to_string(), p.partition_index, (p.timestamp, p.current_leader_epoch))))
+            t.partitions.iter().map(move |p| {
+                Ok((t.name.0.to_string(), p.partition_index, (p.timestamp, p.current_leader_epoch, committed)))
+            })
         })
         .collect();
     let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1, LEADER_EPOCH);
-    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, (ts, current)| async move {
-        lookup(&s, &topic, partition, ts, current).await
-    })
-    .await;
+    let answers =
+        answer_partitions(shard, items, unknown, |s, topic, partition, (ts, current, committed)| async move {
+            lookup(&s, &topic, partition, ts, current, committed).await
+        })
+        .await;
     let mut answers = answers.into_iter();
     let topics = req
         .topics
@@ -65,16 +67,31 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) ->
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-async fn lookup(shard: &Shard, topic: &str, partition: i32, timestamp: i64, current_epoch: i32) -> Answer {
+async fn lookup(
+    shard: &Shard,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+    current_epoch: i32,
+    committed: bool,
+) -> Answer {
     let Some(p) = shard.partition(topic, partition) else {
         return (errors::NOT_LEADER_OR_FOLLOWER, -1, -1, LEADER_EPOCH);
     };
     let epoch = p.leader_epoch();
-    let (error, timestamp, offset) = lookup_in(shard, &p, timestamp, current_epoch).await;
+    let (error, timestamp, offset) = lookup_in(shard, &p, timestamp, current_epoch, committed).await;
     (error, timestamp, offset, epoch)
 }
 
-async fn lookup_in(shard: &Shard, p: &Partition, timestamp: i64, current_epoch: i32) -> (i16, i64, i64) {
+/// `committed`: the isolation level is `read_committed`, whose latest offset is the
+/// last stable offset.
+async fn lookup_in(
+    shard: &Shard,
+    p: &Partition,
+    timestamp: i64,
+    current_epoch: i32,
+    committed: bool,
+) -> (i16, i64, i64) {
     if p.unavailable(shard).is_some() {
         return (errors::KAFKA_STORAGE_ERROR, -1, -1);
     }
@@ -86,6 +103,7 @@ async fn lookup_in(shard: &Shard, p: &Partition, timestamp: i64, current_epoch: 
         (l.log_start_offset, l.high_watermark())
     };
     let found = match timestamp {
+        LATEST if committed => return (errors::NONE, -1, p.last_stable_offset()),
         LATEST => return (errors::NONE, -1, hw),
         EARLIEST | EARLIEST_LOCAL => return (errors::NONE, -1, start),
         LATEST_TIERED => return (errors::NONE, -1, start - 1),

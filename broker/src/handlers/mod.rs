@@ -2,6 +2,8 @@
 //! frame's API key and version and decodes it on the connection's task; `run` executes
 //! the handler and encodes its response.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
@@ -20,7 +22,9 @@ pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
+pub mod describe_transactions;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -31,6 +35,7 @@ pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod list_partition_reassignments;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -38,6 +43,8 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 use std::rc::Rc;
 
@@ -96,6 +103,14 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
     (ApiKey::ConsumerGroupHeartbeat, consumer_group_heartbeat::VERSIONS.0, consumer_group_heartbeat::VERSIONS.1),
     (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS.0, consumer_group_describe::VERSIONS.1),
+    // Transactions (transaction coordinator and markers).
+    (ApiKey::AddPartitionsToTxn, add_partitions_to_txn::VERSIONS.0, add_partitions_to_txn::VERSIONS.1),
+    (ApiKey::AddOffsetsToTxn, add_offsets_to_txn::VERSIONS.0, add_offsets_to_txn::VERSIONS.1),
+    (ApiKey::EndTxn, end_txn::VERSIONS.0, end_txn::VERSIONS.1),
+    (ApiKey::TxnOffsetCommit, txn_offset_commit::VERSIONS.0, txn_offset_commit::VERSIONS.1),
+    (ApiKey::WriteTxnMarkers, write_txn_markers::VERSIONS.0, write_txn_markers::VERSIONS.1),
+    (ApiKey::DescribeTransactions, describe_transactions::VERSIONS.0, describe_transactions::VERSIONS.1),
+    (ApiKey::ListTransactions, list_transactions::VERSIONS.0, list_transactions::VERSIONS.1),
 ];
 
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -224,6 +239,13 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
         RequestKind::ConsumerGroupDescribe(r) => {
             encode(key, v, corr, &consumer_group_describe::handle(shard, v, r).await)
         }
+        RequestKind::AddPartitionsToTxn(r) => encode(key, v, corr, &add_partitions_to_txn::handle(shard, r).await),
+        RequestKind::AddOffsetsToTxn(r) => encode(key, v, corr, &add_offsets_to_txn::handle(shard, r).await),
+        RequestKind::EndTxn(r) => encode(key, v, corr, &end_txn::handle(shard, r).await),
+        RequestKind::TxnOffsetCommit(r) => encode(key, v, corr, &txn_offset_commit::handle(shard, v, r).await),
+        RequestKind::WriteTxnMarkers(r) => encode(key, v, corr, &write_txn_markers::handle(shard, r).await),
+        RequestKind::DescribeTransactions(r) => encode(key, v, corr, &describe_transactions::handle(shard, r).await),
+        RequestKind::ListTransactions(r) => encode(key, v, corr, &list_transactions::handle(shard, v, r).await),
         other => {
             // `prepare` only lets through what SUPPORTED lists, and each has an arm.
             unreachable!("no handler for a request prepare() accepted: {:?}", std::mem::discriminant(&other))

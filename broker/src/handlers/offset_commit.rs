@@ -35,6 +35,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: OffsetCommitRequest) -
         generation_or_epoch: req.generation_id_or_member_epoch,
         api_version: version,
         partitions,
+        producer: None,
     };
     let codes = routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::commit(s, p, commit))
         .await

@@ -63,6 +63,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: OffsetFetchRequest) ->
             member_id: None,
             member_epoch: -1,
             topics: topics.clone(),
+            require_stable: version >= 7 && req.require_stable,
         };
         let (error, offsets) = match fetch_group(shard, fetch).await {
             Ok(o) => (errors::NONE, o),
@@ -94,6 +95,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: OffsetFetchRequest) ->
         }
         return resp;
     }
+    let require_stable = req.require_stable;
     let calls = req.groups.into_iter().map(|g| {
         let topics =
             g.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect::<Vec<_>>());
@@ -102,6 +104,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: OffsetFetchRequest) ->
             member_id: if version >= 9 { g.member_id.as_deref().map(str::to_string) } else { None },
             member_epoch: if version >= 9 { g.member_epoch } else { -1 },
             topics,
+            require_stable,
         };
         async move {
             let group_id = fetch.group_id.clone();

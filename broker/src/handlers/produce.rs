@@ -53,12 +53,12 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
         for p in topic.partition_data {
             let early = if ![-1, 0, 1].contains(&acks) {
                 Some(errors::INVALID_REQUIRED_ACKS)
-            } else if req.transactional_id.is_some() {
-                Some(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             } else if name.is_none() {
                 Some(errors::UNKNOWN_TOPIC_ID)
-            } else if name.as_deref() == Some(crate::coordinator::OFFSETS_TOPIC) {
-                // Only the group coordinator writes its internal topic, as in Kafka.
+            } else if [crate::coordinator::OFFSETS_TOPIC, crate::txn::TRANSACTION_TOPIC]
+                .contains(&name.as_deref().unwrap_or_default())
+            {
+                // Only the coordinators write their internal topics, as in Kafka.
                 Some(errors::INVALID_TOPIC_EXCEPTION)
             } else {
                 None

@@ -2,6 +2,7 @@
 //! and serves the connections it accepts from start to end.
 
 pub mod budget;
+pub mod call;
 pub mod conn;
 pub mod listener;
 pub mod split;

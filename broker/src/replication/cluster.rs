@@ -34,6 +34,7 @@ use crate::cluster::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
 use crate::coordinator::{routing, OFFSETS_TOPIC};
 use crate::shard::partition::{journal_key, state_prefix};
 use crate::shard::Shard;
+use crate::txn::TRANSACTION_TOPIC;
 use kafka_protocol::messages::BrokerId;
 
 /// Directory of the metadata group's log in the first data directory.
@@ -591,14 +592,14 @@ async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
         }
         ControlRequest::Leaders { .. } | ControlRequest::MoveLeaders { .. } => Ok(()),
         ControlRequest::CreateTopics { names } => {
-            let offsets = names.iter().any(|n| n == OFFSETS_TOPIC)
-                && !shard.meta().topics.contains_key(OFFSETS_TOPIC)
-                && routing::offsets_replicas_registered(&shard);
+            let internal: Vec<&str> = [OFFSETS_TOPIC, TRANSACTION_TOPIC]
+                .into_iter()
+                .filter(|t| names.iter().any(|n| n == t) && !shard.meta().topics.contains_key(*t))
+                .filter(|_| routing::offsets_replicas_registered(&shard))
+                .collect();
             let mut specs = controller::auto_create_specs(&shard.meta(), names);
-            specs.retain(|s| s.name != OFFSETS_TOPIC && shard.config.auto_create_topics);
-            if offsets {
-                specs.push(routing::offsets_topic_spec(shard.config.offsets_topic_partitions));
-            }
+            specs.retain(|s| s.name != OFFSETS_TOPIC && s.name != TRANSACTION_TOPIC && shard.config.auto_create_topics);
+            specs.extend(internal.into_iter().map(|t| routing::internal_topic_spec(t, &shard.config)));
             if specs.is_empty() {
                 return;
             }

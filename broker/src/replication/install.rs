@@ -18,11 +18,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, RequestHeader};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
 use keel_protocol::batch::BatchHeader;
 use keel_raft::GroupId;
 use keel_storage::log::{self, PartitionLog};
@@ -55,7 +53,7 @@ pub async fn copy_below(
     group: GroupId,
     upto: i64,
     leader_addr: &dyn Fn() -> Option<String>,
-    on_batch: &dyn Fn(&BatchHeader),
+    on_batch: &dyn Fn(&BatchHeader, &[u8]),
 ) -> Result<i64, String> {
     let mut next: Option<i64> = None;
     let mut log_start = 0;
@@ -119,7 +117,7 @@ pub async fn copy_below(
                 log::reset(log, header.base_offset).await.map_err(|e| e.to_string())?;
             }
             append(log, &batch).await.map_err(|e| e.to_string())?;
-            on_batch(&header);
+            on_batch(&header, &batch);
             next = Some(header.last_offset() + 1);
         }
     }
@@ -133,62 +131,24 @@ async fn append(log: &Rc<RefCell<PartitionLog>>, batch: &[u8]) -> Result<(), Sto
 
 /// One Fetch of `group`'s partition from `offset`, to the Kafka listener at `addr`.
 async fn fetch(addr: &str, group: GroupId, offset: i64) -> Result<Fetched, String> {
-    let call = async {
-        let topic_id = uuid::Uuid::from_u128(group.topic);
-        let partition = FetchPartition::default()
-            .with_partition(group.partition as i32)
-            .with_fetch_offset(offset)
-            .with_partition_max_bytes(FETCH_BYTES);
-        let request = FetchRequest::default()
-            // Any replica id (>= 0): an out-of-range answer then names the log start.
-            .with_replica_id(BrokerId(i32::MAX))
-            .with_max_wait_ms(0)
-            .with_min_bytes(1)
-            .with_max_bytes(FETCH_BYTES)
-            .with_session_epoch(-1)
-            .with_topics(vec![FetchTopic::default().with_topic_id(topic_id).with_partitions(vec![partition])]);
-        let header = RequestHeader::default()
-            .with_request_api_key(ApiKey::Fetch as i16)
-            .with_request_api_version(FETCH_VERSION)
-            .with_correlation_id(1)
-            .with_client_id(Some(StrBytes::from_static_str("keel-replica-copy")));
-        let mut body = BytesMut::new();
-        header.encode(&mut body, ApiKey::Fetch.request_header_version(FETCH_VERSION)).map_err(|e| e.to_string())?;
-        request.encode(&mut body, FETCH_VERSION).map_err(|e| e.to_string())?;
-        let mut stream = glommio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        let mut frame = Vec::with_capacity(4 + body.len());
-        frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        frame.extend_from_slice(&body);
-        stream.write_all(&frame).await.map_err(|e| e.to_string())?;
-        let mut prefix = [0u8; 4];
-        stream.read_exact(&mut prefix).await.map_err(|e| e.to_string())?;
-        let length = u32::from_be_bytes(prefix) as usize;
-        if length > RESPONSE_BYTES_MAX {
-            return Err(format!("a {length}-byte Fetch response"));
-        }
-        let mut response = vec![0u8; length];
-        stream.read_exact(&mut response).await.map_err(|e| e.to_string())?;
-        let mut response = Bytes::from(response);
-        // Correlation id, then the flexible header's tagged fields (none).
-        let header_len = if ApiKey::Fetch.response_header_version(FETCH_VERSION) >= 1 { 5 } else { 4 };
-        if response.len() < header_len {
-            return Err("a truncated Fetch response".into());
-        }
-        response.advance(header_len);
-        let decoded = FetchResponse::decode(&mut response, FETCH_VERSION).map_err(|e| e.to_string())?;
-        if decoded.error_code != errors::NONE {
-            return Ok(Fetched { error: decoded.error_code, log_start: -1, records: Bytes::new() });
-        }
-        let part = decoded.responses.into_iter().flat_map(|t| t.partitions).next().ok_or("no partition answered")?;
-        Ok(Fetched {
-            error: part.error_code,
-            log_start: part.log_start_offset,
-            records: part.records.unwrap_or_default(),
-        })
-    };
-    futures_lite::future::or(call, async {
-        glommio::timer::sleep(FETCH_TIMEOUT).await;
-        Err("the Fetch timed out".to_string())
-    })
-    .await
+    let topic_id = uuid::Uuid::from_u128(group.topic);
+    let partition = FetchPartition::default()
+        .with_partition(group.partition as i32)
+        .with_fetch_offset(offset)
+        .with_partition_max_bytes(FETCH_BYTES);
+    let request = FetchRequest::default()
+        // Any replica id (>= 0): an out-of-range answer then names the log start.
+        .with_replica_id(BrokerId(i32::MAX))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(FETCH_BYTES)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default().with_topic_id(topic_id).with_partitions(vec![partition])]);
+    let decoded: FetchResponse =
+        crate::net::call::call(addr, ApiKey::Fetch, FETCH_VERSION, &request, RESPONSE_BYTES_MAX, FETCH_TIMEOUT).await?;
+    if decoded.error_code != errors::NONE {
+        return Ok(Fetched { error: decoded.error_code, log_start: -1, records: Bytes::new() });
+    }
+    let part = decoded.responses.into_iter().flat_map(|t| t.partitions).next().ok_or("no partition answered")?;
+    Ok(Fetched { error: part.error_code, log_start: part.log_start_offset, records: part.records.unwrap_or_default() })
 }

@@ -60,7 +60,7 @@ pub const METADATA_GROUP: GroupId = GroupId { topic: 0, partition: 0 };
 
 /// Called for every batch a replica writes (idempotent-producer state follows the log
 /// on every replica, so a new leader has it).
-pub type OnAppend = Box<dyn Fn(&BatchHeader)>;
+pub type OnAppend = Box<dyn Fn(&BatchHeader, &[u8])>;
 /// Called with the data batches of committed entries, in order, once each.
 pub type OnCommit = Box<dyn Fn(Vec<Bytes>)>;
 /// Called with the offset a replica's log was cut back to (a deposed leader's
@@ -781,9 +781,9 @@ impl Replication {
         }
         let addrs = &self.kafka_addrs;
         let leader_addr = || addrs.borrow().as_ref().and_then(|f| r.leader.get().and_then(f));
-        let on_batch = |h: &BatchHeader| {
+        let on_batch = |h: &BatchHeader, b: &[u8]| {
             if let Some(f) = &r.on_append {
-                f(h);
+                f(h, b);
             }
         };
         let offset = install.offset as i64;
@@ -916,7 +916,7 @@ impl Replication {
                     });
                 }
                 if let Some(f) = &r.on_append {
-                    f(&header);
+                    f(&header, &e.data);
                 }
             } else {
                 let offset = r.log.borrow().log_end_offset();

@@ -9,6 +9,7 @@ pub mod mesh;
 pub mod partition;
 pub mod producer_state;
 pub mod shutdown;
+pub mod txn_log;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -77,6 +78,8 @@ pub struct Shard {
     pub producers: Rc<producer_state::ShardProducers>,
     /// Groups and offsets of the `__consumer_offsets` partitions this shard owns.
     pub coordinator: RefCell<crate::coordinator::Coordinator>,
+    /// Transactional ids of the `__transaction_state` partitions this shard owns.
+    pub txn: RefCell<crate::txn::TxnCoordinator>,
     /// The Raft shell of this shard, in a cluster (`peers` set).
     pub replication: Option<Rc<crate::replication::shell::Replication>>,
     /// Leader node and epoch of every replicated partition as the owner shards last
@@ -526,6 +529,7 @@ async fn shard_main(
         unflushed_bytes_max,
         producers,
         coordinator: RefCell::new(crate::coordinator::Coordinator::default()),
+        txn: RefCell::new(crate::txn::TxnCoordinator::default()),
         replication,
         leaders: RefCell::new(HashMap::new()),
         leaders_refresh_due: Cell::new(false),
@@ -551,6 +555,7 @@ async fn shard_main(
     shard.flush.journal().expect("a shard's flush loop has a journal").finish_recovery();
     shard.forget_deleted_topics_state().await;
     crate::coordinator::shell::start(&shard).await;
+    crate::txn::shell::start(&shard).await;
     tracing::info!(shard = id, partitions = shard.partitions.borrow().len(), "shard ready");
     startup.wait_for_every_shard(count).await;
     if id == 0 {

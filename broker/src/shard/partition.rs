@@ -14,6 +14,7 @@ use keel_storage::StorageError;
 use uuid::Uuid;
 
 use super::producer_state::{ProducerStates, SeqBatch, SeqCheck};
+use super::txn_log::{AbortedTxn, PartitionTxns, TxnChange};
 use super::Shard;
 use crate::cluster::configs::TopicSettings;
 use crate::cluster::metadata::{Metadata, TopicMeta};
@@ -39,6 +40,10 @@ pub struct Partition {
     fenced: std::cell::Cell<bool>,
     unfenced: Rc<keel_storage::Signal>,
     producers: Rc<RefCell<ProducerStates>>,
+    /// Transactions on this partition: open ones, aborted ranges, the LSO.
+    txns: Rc<RefCell<PartitionTxns>>,
+    /// Where the transaction state is persisted (the partition's state-store keys).
+    txn_keys: keel_storage::kv::StateKeys,
     settings: RefCell<TopicSettings>,
     /// The partition's Raft group on this node, when its topic is replicated.
     pub replica: Option<Rc<crate::replication::shell::Replica>>,
@@ -302,6 +307,8 @@ impl Partition {
         shard.cache.adopt(&log);
         shard.flush.register(&log);
         let producers = Rc::new(RefCell::new(producers));
+        let txn_keys = shard.kv.keys(&state_prefix(topic.id, index));
+        let txns = Rc::new(RefCell::new(load_txns(&txn_keys, log.borrow().log_end_offset())));
         let committed_log_start = Rc::new(std::cell::Cell::new(-1));
         let replica = match (topic.replicas_of(index), &shard.replication) {
             (Some(replicas), Some(replication)) => {
@@ -311,12 +318,26 @@ impl Partition {
                 let voters =
                     if replicas.contains(&node) { replicas.iter().map(|n| *n as u64).collect() } else { Vec::new() };
                 let on_append = {
-                    let producers = producers.clone();
-                    Box::new(move |h: &BatchHeader| remember_producer(&mut producers.borrow_mut(), h)) as _
+                    let (producers, txns, keys) = (producers.clone(), txns.clone(), txn_keys.clone());
+                    Box::new(move |h: &BatchHeader, b: &[u8]| {
+                        remember_producer(&mut producers.borrow_mut(), h);
+                        if h.is_control() {
+                            producers.borrow_mut().end_epoch(h.producer_id, h.producer_epoch);
+                        }
+                        if let Some(change) = txns.borrow_mut().on_batch(h, b) {
+                            let keys = keys.clone();
+                            glommio::spawn_local(async move { persist_txn(&keys, change).await }).detach();
+                        }
+                    }) as _
                 };
                 let on_truncate = {
-                    let producers = producers.clone();
-                    Box::new(move |offset: i64| producers.borrow_mut().truncate_from(offset)) as _
+                    let (producers, txns, keys) = (producers.clone(), txns.clone(), txn_keys.clone());
+                    Box::new(move |offset: i64| {
+                        producers.borrow_mut().truncate_from(offset);
+                        txns.borrow_mut().truncate_from(offset);
+                        let (keys, txns) = (keys.clone(), txns.clone());
+                        glommio::spawn_local(async move { rewrite_txns(&keys, &txns).await }).detach();
+                    }) as _
                 };
                 let on_log_start = {
                     let (committed, log) = (committed_log_start.clone(), log.clone());
@@ -350,6 +371,8 @@ impl Partition {
             fenced: std::cell::Cell::new(false),
             unfenced: keel_storage::Signal::new(),
             producers,
+            txns,
+            txn_keys,
             settings: RefCell::new(settings),
             replica,
             committed_log_start,
@@ -505,8 +528,14 @@ impl Partition {
                 format!("batch of {} bytes exceeds max.message.bytes {}", b.len(), settings.max_message_bytes),
             );
         }
-        if batches.iter().any(|(h, _)| h.is_transactional() || h.is_control()) {
-            return ProduceOutcome::error(errors::INVALID_RECORD, "transactions are not supported yet");
+        if batches.iter().any(|(h, _)| h.is_control()) {
+            return ProduceOutcome::error(
+                errors::INVALID_RECORD,
+                "Client produce requests should not have control records",
+            );
+        }
+        if batches.iter().any(|(h, _)| h.is_transactional() && !h.has_producer_id()) {
+            return ProduceOutcome::error(errors::INVALID_RECORD, "a transactional batch without a producer id");
         }
         if settings.cleanup_compact {
             if let Some(refused) = refuse_keyless(&self.topic, self.index, &batches) {
@@ -517,25 +546,19 @@ impl Partition {
         let newest = batches.iter().map(|(h, _)| h.max_timestamp).max().unwrap_or(-1);
         let incoming_timestamp = if settings.log_append_time { now_ms() } else { newest };
         let deadline = Instant::now() + timeout;
-        loop {
-            if let Err(refused) = self.wait_writable(shard, deadline).await {
-                return refused;
-            }
-            if let Err(e) = log::roll_if_needed_at(&self.log, records.len(), incoming_timestamp).await {
-                self.report(shard, &e);
-                return ProduceOutcome::error(errors::storage_error_code(&e), e.to_string());
-            }
-            // A roll may have awaited while others appended: check again, with no
-            // await before the append.
-            if self.writable_now(shard) {
-                break;
-            }
+        if let Err(refused) = self.ready_to_append(shard, records.len(), incoming_timestamp, deadline).await {
+            return refused;
         }
         let append_time = settings.log_append_time.then(now_ms);
-        let (base_offset, last_offset, term) = match self.append_batches(shard, &batches, append_time) {
+        let (base_offset, last_offset, term, begun) = match self.append_batches(shard, &batches, append_time) {
             Ok(appended) => appended,
             Err(refused) => return refused,
         };
+        // A transaction's first batch here is recorded durably before it is
+        // acknowledged: after a crash the LSO must still stop at it.
+        if let Some(change) = begun {
+            persist_txn(&self.txn_keys, change).await;
+        }
         match (&self.replica, &shard.replication) {
             // acks=-1 on a replicated partition: a majority has it durably.
             (Some(r), Some(replication)) => {
@@ -580,7 +603,7 @@ impl Partition {
         shard: &Shard,
         batches: &[(BatchHeader, Bytes)],
         append_time: Option<i64>,
-    ) -> Result<(i64, i64, u64), ProduceOutcome> {
+    ) -> Result<(i64, i64, u64, Option<TxnChange>), ProduceOutcome> {
         let mut decisions = Vec::with_capacity(batches.len());
         let mut previous: Option<&BatchHeader> = None;
         for (h, _) in batches {
@@ -618,6 +641,7 @@ impl Partition {
         let mut first: Option<i64> = None;
         let mut last_offset = -1;
         let mut term = 0;
+        let mut begun = None;
         let mut log = self.log.borrow_mut();
         let mut producers = self.producers.borrow_mut();
         for ((_, b), check) in batches.iter().zip(decisions) {
@@ -635,13 +659,132 @@ impl Partition {
                     }
                     Err((code, message)) => return Err(ProduceOutcome::error(code, message)),
                 },
-                _ => log.append(b, LEADER_EPOCH, append_time),
+                _ => {
+                    let header = log.append(b, LEADER_EPOCH, append_time);
+                    // A replicated partition learns its transactions as its log is
+                    // written (`on_append`), on the leader as on followers.
+                    begun = begun.or(self.txns.borrow_mut().on_batch(&header, b));
+                    header
+                }
             };
             remember_producer(&mut producers, &appended);
             first.get_or_insert(appended.base_offset);
             last_offset = appended.last_offset();
         }
-        Ok((first.expect("at least one batch"), last_offset, term))
+        Ok((first.expect("at least one batch"), last_offset, term, begun))
+    }
+
+    /// Waits until an append of `len` bytes may go ahead (backpressure, a segment
+    /// roll), leaving no await between its return and the append.
+    async fn ready_to_append(
+        &self,
+        shard: &Shard,
+        len: usize,
+        timestamp: i64,
+        deadline: Instant,
+    ) -> Result<(), ProduceOutcome> {
+        loop {
+            self.wait_writable(shard, deadline).await?;
+            if let Err(e) = log::roll_if_needed_at(&self.log, len, timestamp).await {
+                self.report(shard, &e);
+                return Err(ProduceOutcome::error(errors::storage_error_code(&e), e.to_string()));
+            }
+            // A roll may have awaited while others appended: check again.
+            if self.writable_now(shard) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Ends `producer_id`'s transaction on this partition with a commit or abort
+    /// marker (Kafka's WriteTxnMarkers), and waits until the marker is durable (on a
+    /// replicated partition: committed). The marker's epoch becomes the producer's
+    /// here, fencing batches of older epochs.
+    pub async fn write_marker(
+        &self,
+        shard: &Shard,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        timeout: Duration,
+    ) -> i16 {
+        if self.unavailable(shard).is_some() {
+            return errors::KAFKA_STORAGE_ERROR;
+        }
+        if let Some(code) = self.not_leader(shard) {
+            return code;
+        }
+        if let SeqCheck::FencedEpoch { .. } = self.producers.borrow().check(producer_id, producer_epoch, 0, 0) {
+            return errors::INVALID_PRODUCER_EPOCH;
+        }
+        let now = now_ms();
+        let batch = keel_protocol::batch::build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now);
+        let deadline = Instant::now() + timeout;
+        if let Err(refused) = self.ready_to_append(shard, batch.len(), now, deadline).await {
+            return refused.error;
+        }
+        if self.not_leader(shard).is_some() {
+            return errors::NOT_LEADER_OR_FOLLOWER;
+        }
+        match (&self.replica, &shard.replication) {
+            (Some(r), Some(replication)) => {
+                let (header, term) = match replication.propose(r.group, &batch, None) {
+                    Ok(proposed) => proposed,
+                    Err((code, _)) => return code,
+                };
+                replication
+                    .wait_committed(r.group, term, header.base_offset, timeout)
+                    .await
+                    .err()
+                    .unwrap_or(errors::NONE)
+            }
+            _ => {
+                let header = self.log.borrow_mut().append(&batch, LEADER_EPOCH, None);
+                self.producers.borrow_mut().end_epoch(producer_id, producer_epoch);
+                let change = self.txns.borrow_mut().on_batch(&header, &batch);
+                shard.flush.appended(&self.log);
+                if let Err(code) = self.wait_durable(header.base_offset, timeout).await {
+                    return code;
+                }
+                if let Some(change) = change {
+                    persist_txn(&self.txn_keys, change).await;
+                }
+                errors::NONE
+            }
+        }
+    }
+
+    /// The last stable offset: what `read_committed` consumers may read below.
+    pub fn last_stable_offset(&self) -> i64 {
+        let hw = self.log.borrow().high_watermark();
+        self.txns.borrow_mut().last_stable_offset(hw)
+    }
+
+    /// Aborted transactions a `read_committed` fetch from `from` returning data below
+    /// `upto` must name.
+    pub fn aborted_between(&self, from: i64, upto: i64) -> Vec<AbortedTxn> {
+        self.txns.borrow().aborted_between(from, upto)
+    }
+
+    /// Producers with a transaction open on this partition, with its first offset
+    /// (DescribeProducers).
+    pub fn open_transactions(&self) -> Vec<(i64, i64)> {
+        self.txns.borrow().open_transactions().collect()
+    }
+
+    /// Forgets aborted ranges below the log start offset (retention moved it).
+    pub async fn prune_aborted(&self) {
+        let start = self.log.borrow().log_start_offset;
+        let gone = self.txns.borrow_mut().drop_below(start);
+        if gone.is_empty() {
+            return;
+        }
+        let keys: Vec<String> = gone.iter().map(|last| self.txn_keys.key(&aborted_key(*last))).collect();
+        let changes: Vec<(&str, Option<Bytes>)> = keys.iter().map(|k| (k.as_str(), None)).collect();
+        if let Err(e) = self.txn_keys.kv.write(&changes).await {
+            tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "cannot prune aborted transactions");
+        }
     }
 
     /// Why this node cannot serve clients for the partition: a replicated partition
@@ -825,6 +968,95 @@ fn batch_error_code(e: &BatchError) -> i16 {
         BatchError::BadCompression(_) => errors::UNSUPPORTED_COMPRESSION_TYPE,
         BatchError::BadRecordCount(_) => errors::INVALID_RECORD,
         _ => errors::CORRUPT_MESSAGE,
+    }
+}
+
+const TXN_OPEN: &str = "txn-open/";
+const TXN_ABORTED: &str = "txn-aborted/";
+
+fn open_key(producer_id: i64) -> String {
+    format!("{TXN_OPEN}{producer_id}")
+}
+
+fn aborted_key(marker_offset: i64) -> String {
+    format!("{TXN_ABORTED}{marker_offset:020}")
+}
+
+fn aborted_value(a: &AbortedTxn) -> Bytes {
+    let mut value = Vec::with_capacity(16);
+    value.extend_from_slice(&a.producer_id.to_be_bytes());
+    value.extend_from_slice(&a.first_offset.to_be_bytes());
+    value.into()
+}
+
+/// A partition's transaction state as its state-store keys hold it. Open transactions
+/// starting at or past the log's end began in a tail that a crash or a new leader cut.
+fn load_txns(keys: &keel_storage::kv::StateKeys, log_end: i64) -> PartitionTxns {
+    let read_i64 = |v: &[u8], at: usize| v.get(at..at + 8).map(|b| i64::from_be_bytes(b.try_into().expect("8 bytes")));
+    let mut open = Vec::new();
+    let mut aborted = Vec::new();
+    for key in keys.kv.keys_with_prefix(&keys.prefix) {
+        let (Some(name), Some(value)) = (key.strip_prefix(&keys.prefix), keys.kv.get(&key)) else { continue };
+        if let Some(pid) = name.strip_prefix(TXN_OPEN).and_then(|p| p.parse::<i64>().ok()) {
+            if let Some(first) = read_i64(&value, 0).filter(|f| *f < log_end) {
+                open.push((pid, first));
+            }
+        } else if let Some(last) = name.strip_prefix(TXN_ABORTED).and_then(|p| p.parse::<i64>().ok()) {
+            if let (Some(producer_id), Some(first_offset), true) =
+                (read_i64(&value, 0), read_i64(&value, 8), last < log_end)
+            {
+                aborted.push(AbortedTxn { producer_id, first_offset, last_offset: last });
+            }
+        }
+    }
+    PartitionTxns::restore(open, aborted)
+}
+
+/// Records one change of a partition's transactions durably.
+async fn persist_txn(keys: &keel_storage::kv::StateKeys, change: TxnChange) {
+    let written = match change {
+        TxnChange::Begun { producer_id, first_offset } => {
+            keys.kv.put(&keys.key(&open_key(producer_id)), Bytes::copy_from_slice(&first_offset.to_be_bytes())).await
+        }
+        TxnChange::Ended { producer_id, aborted } => {
+            let open = keys.key(&open_key(producer_id));
+            let mut changes: Vec<(String, Option<Bytes>)> = vec![(open, None)];
+            if let Some(a) = aborted {
+                changes.push((keys.key(&aborted_key(a.last_offset)), Some(aborted_value(&a))));
+            }
+            let refs: Vec<(&str, Option<Bytes>)> = changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            keys.kv.write(&refs).await
+        }
+    };
+    if let Err(e) = written {
+        tracing::error!(prefix = %keys.prefix, error = %e, "cannot record a transaction's state");
+    }
+}
+
+/// Rewrites a partition's transaction keys from memory (after a truncation).
+async fn rewrite_txns(keys: &keel_storage::kv::StateKeys, txns: &Rc<RefCell<PartitionTxns>>) {
+    let mut changes: Vec<(String, Option<Bytes>)> = keys
+        .kv
+        .keys_with_prefix(&keys.prefix)
+        .into_iter()
+        .filter(|k| k[keys.prefix.len()..].starts_with("txn-"))
+        .map(|k| (k, None))
+        .collect();
+    {
+        let t = txns.borrow();
+        for (pid, first) in t.open_transactions() {
+            changes.push((keys.key(&open_key(pid)), Some(Bytes::copy_from_slice(&first.to_be_bytes()))));
+        }
+        for a in t.aborted_between(i64::MIN, i64::MAX) {
+            changes.push((keys.key(&aborted_key(a.last_offset)), Some(aborted_value(&a))));
+        }
+    }
+    // Later puts of a key override its removal above: the batch applies in order.
+    let refs: Vec<(&str, Option<Bytes>)> = changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    if !refs.is_empty() {
+        if let Err(e) = keys.kv.write(&refs).await {
+            tracing::error!(prefix = %keys.prefix, error = %e, "cannot rewrite a partition's transactions");
+        }
     }
 }
 

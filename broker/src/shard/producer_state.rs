@@ -301,6 +301,18 @@ impl ProducerStates {
 }
 
 impl ProducerStates {
+    /// A transaction marker of `epoch` was appended: a newer epoch becomes the
+    /// producer's, so batches of older ones are fenced, and its sequences start again.
+    pub fn end_epoch(&mut self, producer_id: i64, epoch: i16) {
+        let mut t = self.shard.tables.borrow_mut();
+        if let Some(entry) = t.entries.get_mut(&(self.table, producer_id)) {
+            if epoch > entry.epoch {
+                entry.epoch = epoch;
+                entry.window.clear();
+            }
+        }
+    }
+
     /// The log was cut back to `offset` (a deposed leader's uncommitted tail, replaced
     /// by its new leader's): the batches it held are forgotten, and a producer left
     /// with none becomes unknown. Otherwise a retry of a batch that is no longer in the

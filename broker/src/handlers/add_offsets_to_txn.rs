@@ -1,0 +1,43 @@
+//! AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the producer's
+//! open transaction, so the offsets it then commits with TxnOffsetCommit are
+//! committed or dropped with the transaction's marker.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
+
+use crate::coordinator::{routing, OFFSETS_TOPIC};
+use crate::errors;
+use crate::shard::partition::now_ms;
+use crate::shard::Shard;
+use crate::txn::shell as txn_shell;
+
+pub const VERSIONS: (i16, i16) = (0, 4);
+
+pub async fn handle(shard: &Rc<Shard>, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+    let resp = AddOffsetsToTxnResponse::default();
+    let group = req.group_id.0.to_string();
+    if group.is_empty() {
+        return resp.with_error_code(errors::INVALID_GROUP_ID);
+    }
+    let offsets_partition = match routing::coordinator_of(shard, &group).await {
+        Ok((_, p)) => p,
+        Err(code) => return resp.with_error_code(code),
+    };
+    let txn_id = req.transactional_id.0.to_string();
+    let (producer_id, epoch) = (req.producer_id.0, req.producer_epoch);
+    let added = txn_shell::on_coordinator(shard, &txn_id.clone(), move |s, partition| async move {
+        let now = now_ms();
+        let wanted = [(OFFSETS_TOPIC.to_string(), offsets_partition)];
+        let decide = |m: Option<&crate::txn::state::TxnMeta>| match m {
+            None => Err(errors::INVALID_PRODUCER_ID_MAPPING),
+            Some(m) => m.add_partitions(producer_id, epoch, &wanted, now),
+        };
+        txn_shell::transition(&s, partition, &txn_id, decide).await.map(|_| ())
+    })
+    .await;
+    match added {
+        Ok(Ok(())) => resp,
+        Ok(Err(code)) | Err(code) => resp.with_error_code(code),
+    }
+}

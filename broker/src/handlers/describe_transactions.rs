@@ -1,0 +1,60 @@
+//! DescribeTransactions: each transactional id's state as its coordinator holds it
+//! (TRANSACTIONAL_ID_NOT_FOUND for an unknown one).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
+use kafka_protocol::messages::{
+    DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName, TransactionalId,
+};
+
+use super::str_bytes;
+use crate::errors;
+use crate::shard::Shard;
+use crate::txn::shell as txn_shell;
+use crate::txn::state::TxnMeta;
+
+pub const VERSIONS: (i16, i16) = (0, 0);
+
+pub async fn handle(shard: &Rc<Shard>, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse {
+    let mut states = Vec::with_capacity(req.transactional_ids.len());
+    for id in req.transactional_ids {
+        let txn_id = id.0.to_string();
+        let found = txn_shell::on_coordinator(shard, &txn_id.clone(), move |s, partition| async move {
+            txn_shell::check(&s, partition)?;
+            s.txn.borrow().txns.get(&txn_id).cloned().ok_or(errors::TRANSACTIONAL_ID_NOT_FOUND)
+        })
+        .await
+        .and_then(|r| r);
+        states.push(describe(id, found));
+    }
+    DescribeTransactionsResponse::default().with_transaction_states(states)
+}
+
+fn describe(id: TransactionalId, found: Result<TxnMeta, i16>) -> TransactionState {
+    let m = match found {
+        Ok(m) => m,
+        Err(code) => {
+            return TransactionState::default()
+                .with_transactional_id(id)
+                .with_error_code(code)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1)
+        }
+    };
+    let mut topics: Vec<TopicData> = Vec::new();
+    for (topic, p) in &m.partitions {
+        match topics.last_mut() {
+            Some(t) if t.topic.0.as_str() == topic.as_str() => t.partitions.push(*p),
+            _ => topics.push(TopicData::default().with_topic(TopicName(str_bytes(topic))).with_partitions(vec![*p])),
+        }
+    }
+    TransactionState::default()
+        .with_transactional_id(id)
+        .with_transaction_state(str_bytes(m.status.name()))
+        .with_transaction_timeout_ms(m.timeout_ms)
+        .with_transaction_start_time_ms(m.start_ms)
+        .with_producer_id(ProducerId(m.producer_id))
+        .with_producer_epoch(m.producer_epoch)
+        .with_topics(topics)
+}

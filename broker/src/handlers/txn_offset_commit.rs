@@ -1,0 +1,67 @@
+//! TxnOffsetCommit: offsets committed inside a transaction. They are written to the
+//! group's `__consumer_offsets` partition as a transactional batch of the producer and
+//! held pending; the transaction's commit marker makes them the group's committed
+//! offsets, an abort marker drops them (`Coordinator::complete_txn_offsets`).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+
+use crate::coordinator::offset_ops::{self, CommitPartition, CommitRequest};
+use crate::coordinator::routing;
+use crate::shard::Shard;
+
+/// Version 5 belongs to transaction protocol version 2, which Keel does not finalize.
+pub const VERSIONS: (i16, i16) = (0, 4);
+
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+    let group_id = req.group_id.0.to_string();
+    let partitions: Vec<CommitPartition> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| CommitPartition {
+                topic: t.name.0.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_deref().map(str::to_string),
+            })
+        })
+        .collect();
+    let count = partitions.len();
+    let commit = CommitRequest {
+        group_id: group_id.clone(),
+        member_id: req.member_id.to_string(),
+        instance_id: req.group_instance_id.as_deref().map(str::to_string),
+        generation_or_epoch: if version >= 3 { req.generation_id } else { -1 },
+        // Checked as a classic OffsetCommit of the same era would be.
+        api_version: 8,
+        partitions,
+        producer: Some((req.producer_id.0, req.producer_epoch)),
+    };
+    let codes = routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::commit(s, p, commit))
+        .await
+        .unwrap_or_else(|code| vec![code; count]);
+    let mut codes = codes.into_iter();
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(codes.next().expect("a code per partition"))
+                })
+                .collect();
+            TxnOffsetCommitResponseTopic::default().with_name(t.name).with_partitions(partitions)
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
+}

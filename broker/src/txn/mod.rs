@@ -1,0 +1,53 @@
+//! The transaction coordinator: transactional producers' ids, epochs and open
+//! transactions, and the two-phase commit that ends them with markers.
+//!
+//! **Placement.** A transactional id belongs to one partition of the internal
+//! `__transaction_state` topic (`abs(id.hashCode()) % partitions`, as Kafka places
+//! it), so to that partition's owner shard on a single node, and to its Raft leader in
+//! a cluster, where the partition is replicated like `__consumer_offsets` and the
+//! coordinator moves with its leadership (`shell`).
+//!
+//! **Pure core, thin shell.** [`state::TxnMeta`] decides every transition; the shell
+//! writes the new state to `__transaction_state` (Kafka's record schemas, [`records`])
+//! and only then answers, so the log always holds what a client was told, and a new
+//! coordinator rebuilds everything by reading it.
+//!
+//! **Two phases.** EndTxn records PrepareCommit (or PrepareAbort) first; from then on
+//! the outcome is decided and survives any crash. Markers then go to every partition
+//! in the transaction (those this node leads directly, the others with
+//! WriteTxnMarkers to their leaders, [`markers`]), retried until each is written;
+//! CompleteCommit (CompleteAbort) is recorded last. A coordinator that takes over a
+//! partition finishes the transactions it finds prepared. EndTxn answers once the
+//! markers are written (or after a bound, with the outcome already decided), so a
+//! producer's next transaction rarely meets CONCURRENT_TRANSACTIONS.
+//!
+//! **What this supports.** Kafka's transaction protocol version 1 (the producer adds
+//! partitions with AddPartitionsToTxn before writing to them), which every Kafka 4
+//! client speaks when the broker does not finalize `transaction.version` 2.
+
+pub mod markers;
+pub mod records;
+pub mod shell;
+pub mod state;
+
+use std::collections::{HashMap, HashSet};
+
+use state::TxnMeta;
+
+pub const TRANSACTION_TOPIC: &str = "__transaction_state";
+
+/// The transaction coordinator state of one shard: the transactional ids of the
+/// `__transaction_state` partitions it owns (and, in a cluster, leads).
+#[derive(Default)]
+pub struct TxnCoordinator {
+    pub txns: HashMap<String, TxnMeta>,
+    /// False until this shard's unreplicated `__transaction_state` partitions (a
+    /// single node's) are read at start-up.
+    pub loaded: bool,
+    /// In a cluster: the replicated partitions this node leads and whose ids this
+    /// shard holds, each with the leader epoch it was loaded in.
+    pub led: HashMap<i32, i32>,
+    /// Ids with a state change being written: another request for one of them gets
+    /// CONCURRENT_TRANSACTIONS, as Kafka answers while a transition is pending.
+    pub busy: HashSet<String>,
+}

@@ -1,0 +1,368 @@
+//! The I/O shell around [`super::state`], on each coordinator shard: routing a
+//! transactional id's request to its shard, writing each new state to
+//! `__transaction_state` before it counts, the markers of a decided transaction, the
+//! timer that aborts transactions past their timeout, and reading the partitions'
+//! state at start-up (single node) or when this node becomes their leader (cluster).
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use keel_protocol::batch::Producer;
+
+use super::markers::{self, Marker};
+use super::records;
+use super::state::{Step, Then, TxnMeta, TxnPartition};
+use super::{TxnCoordinator, TRANSACTION_TOPIC};
+use crate::coordinator::{routing, shell as group_shell};
+use crate::errors;
+use crate::shard::partition::{now_ms, wait_below_high_watermark, Partition};
+use crate::shard::Shard;
+
+/// How often open transactions are checked against their timeouts (Kafka's
+/// `transaction.abort.timed.out.transaction.cleanup.interval.ms` is 10 s).
+const TIMEOUT_CHECK: Duration = Duration::from_secs(1);
+/// How often a shard compares the partitions it leads with those it holds.
+const LEADERSHIP_CHECK: Duration = Duration::from_millis(50);
+/// Longest wait for a new leader's log to be committed before loading.
+const ELECTION_COMMIT_WAIT: Duration = Duration::from_secs(5);
+/// How long EndTxn waits for the markers before answering with the outcome decided.
+const END_WAIT: Duration = Duration::from_secs(5);
+const RETRY_MIN: Duration = Duration::from_millis(20);
+const RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// Runs `f` on the coordinator shard of `txn_id` with its `__transaction_state`
+/// partition, creating the topic if needed.
+pub async fn on_coordinator<T, F, Fut>(shard: &Rc<Shard>, txn_id: &str, f: F) -> Result<T, i16>
+where
+    T: Send + 'static,
+    F: FnOnce(Rc<Shard>, i32) -> Fut + Send + 'static,
+    Fut: Future<Output = T> + 'static,
+{
+    let (owner, partition) = routing::internal_owner(shard, TRANSACTION_TOPIC, txn_id).await?;
+    Ok(shard.submit_to(owner, move |s| f(s, partition)).await)
+}
+
+/// Checked on the coordinator shard before any operation: the partition is ours (in
+/// a cluster: this node leads it) and its transactional ids are loaded.
+pub fn check(shard: &Shard, partition: i32) -> Result<(), i16> {
+    let p = shard.partition(TRANSACTION_TOPIC, partition).ok_or(errors::NOT_COORDINATOR)?;
+    if p.not_leader(shard).is_some() {
+        return Err(errors::NOT_COORDINATOR);
+    }
+    let c = shard.txn.borrow();
+    let loaded = match &p.replica {
+        None => c.loaded,
+        Some(_) => c.led.get(&partition) == Some(&p.leader_epoch()),
+    };
+    if loaded {
+        Ok(())
+    } else {
+        Err(errors::COORDINATOR_LOAD_IN_PROGRESS)
+    }
+}
+
+/// Marks an id busy while its new state is written; clears it when dropped.
+struct Busy<'a> {
+    shard: &'a Shard,
+    txn_id: String,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.shard.txn.borrow_mut().busy.remove(&self.txn_id);
+    }
+}
+
+/// Writes `meta` as `txn_id`'s state and takes it in once durable.
+async fn persist(shard: &Rc<Shard>, partition: i32, txn_id: &str, meta: TxnMeta) -> Result<(), i16> {
+    let record = (records::encode_key(txn_id), Some(records::encode_value(&meta)));
+    group_shell::append_internal(shard, TRANSACTION_TOPIC, partition, Producer::NONE, &[record]).await?;
+    shard.txn.borrow_mut().txns.insert(txn_id.to_string(), meta);
+    Ok(())
+}
+
+/// One transition of `txn_id`: `decide` sees its state (None: unknown) and returns the
+/// step; its new state is written before this returns. Markers it calls for are
+/// written by a task of their own, whose handle is returned (EndTxn waits on it).
+pub async fn transition(
+    shard: &Rc<Shard>,
+    partition: i32,
+    txn_id: &str,
+    decide: impl FnOnce(Option<&TxnMeta>) -> Result<Step, i16>,
+) -> Result<(TxnMeta, Option<glommio::task::JoinHandle<()>>), i16> {
+    check(shard, partition)?;
+    let (step, current) = {
+        let c = shard.txn.borrow();
+        if c.busy.contains(txn_id) {
+            return Err(errors::CONCURRENT_TRANSACTIONS);
+        }
+        let current = c.txns.get(txn_id).cloned();
+        (decide(current.as_ref())?, current)
+    };
+    let Some(next) = step.persist else {
+        return Ok((current.expect("a step without a new state keeps a known one"), None));
+    };
+    shard.txn.borrow_mut().busy.insert(txn_id.to_string());
+    let busy = Busy { shard, txn_id: txn_id.to_string() };
+    persist(shard, partition, txn_id, next.clone()).await?;
+    drop(busy);
+    let completion = match step.then {
+        Then::Answer => None,
+        Then::Markers { commit, epoch, partitions } => {
+            let marker = Marker {
+                producer_id: next.producer_id,
+                producer_epoch: epoch,
+                commit,
+                coordinator_epoch: coordinator_epoch(shard, partition),
+            };
+            let task = complete(shard.clone(), partition, txn_id.to_string(), marker, partitions);
+            Some(glommio::spawn_local(task).detach())
+        }
+    };
+    Ok((next, completion))
+}
+
+/// Waits up to `END_WAIT` for a transaction's markers (EndTxn).
+pub async fn wait_completed(completion: Option<glommio::task::JoinHandle<()>>) {
+    if let Some(done) = completion {
+        futures_lite::future::or(
+            async {
+                done.await;
+            },
+            glommio::timer::sleep(END_WAIT),
+        )
+        .await;
+    }
+}
+
+/// The coordinator epoch markers carry: the leader epoch of the id's partition.
+fn coordinator_epoch(shard: &Shard, partition: i32) -> i32 {
+    shard.partition(TRANSACTION_TOPIC, partition).map_or(0, |p| p.leader_epoch())
+}
+
+/// Writes a decided transaction's markers, retrying each partition until it is
+/// written (a deleted partition needs none), then records the transaction complete.
+/// Stops if this shard stops coordinating the id: its new coordinator finishes it.
+async fn complete(
+    shard: Rc<Shard>,
+    partition: i32,
+    txn_id: String,
+    marker: Marker,
+    partitions: BTreeSet<TxnPartition>,
+) {
+    let mut left: Vec<TxnPartition> = partitions.into_iter().collect();
+    let mut backoff = RETRY_MIN;
+    while !left.is_empty() {
+        if check(&shard, partition).is_err() {
+            return;
+        }
+        let codes = markers::write(&shard, marker, &left).await;
+        let failed: Vec<(TxnPartition, i16)> = left
+            .into_iter()
+            .zip(codes)
+            .filter(|(_, code)| *code != errors::NONE && *code != errors::UNKNOWN_TOPIC_OR_PARTITION)
+            .collect();
+        if let Some((tp, code)) = failed.first() {
+            tracing::debug!(%txn_id, topic = %tp.0, partition = tp.1, code, "a transaction marker will be retried");
+            glommio::timer::sleep(backoff).await;
+            backoff = (backoff * 2).min(RETRY_MAX);
+        }
+        left = failed.into_iter().map(|(tp, _)| tp).collect();
+    }
+    loop {
+        let done = {
+            let c = shard.txn.borrow();
+            let current = c.txns.get(&txn_id).filter(|m| m.status.preparing() && m.producer_id == marker.producer_id);
+            current.map(|m| m.complete(now_ms()))
+        };
+        let Some(done) = done else { return };
+        match persist(&shard, partition, &txn_id, done).await {
+            Ok(()) => return,
+            Err(code) => {
+                if check(&shard, partition).is_err() {
+                    return;
+                }
+                tracing::warn!(%txn_id, code, "recording a completed transaction failed; retrying");
+                glommio::timer::sleep(RETRY_MAX).await;
+            }
+        }
+    }
+}
+
+/// Start-up on each shard: read its unreplicated `__transaction_state` partitions (a
+/// single node's) and finish what they left prepared, then start the timeout timer
+/// and, in a cluster, the following of leadership.
+pub async fn start(shard: &Rc<Shard>) {
+    let owned = txn_partitions(shard, false);
+    for p in &owned {
+        let read = read_partition(p).await;
+        shard.txn.borrow_mut().txns.extend(read);
+    }
+    shard.txn.borrow_mut().loaded = true;
+    for p in &owned {
+        resume(shard, p.index);
+    }
+    spawn_timer(shard);
+    if shard.replication.is_some() {
+        let weak = Rc::downgrade(shard);
+        glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(LEADERSHIP_CHECK).await;
+                let Some(shard) = weak.upgrade() else { return };
+                follow(&shard).await;
+            }
+        })
+        .detach();
+    }
+}
+
+/// This shard's `__transaction_state` partitions, replicated or not.
+fn txn_partitions(shard: &Shard, replicated: bool) -> Vec<Rc<Partition>> {
+    let mut owned: Vec<Rc<Partition>> = shard
+        .partitions
+        .borrow()
+        .iter()
+        .filter(|((topic, _), p)| topic == TRANSACTION_TOPIC && p.replica.is_some() == replicated)
+        .map(|(_, p)| p.clone())
+        .collect();
+    owned.sort_by_key(|p| p.index);
+    owned
+}
+
+/// The transactional ids of one partition, as its log holds them up to the high
+/// watermark (last record wins; a tombstone removes).
+async fn read_partition(p: &Partition) -> Vec<(String, TxnMeta)> {
+    let mut txns = std::collections::HashMap::new();
+    let read = group_shell::for_each_record(p, |r| {
+        let Some(id) = r.key.as_deref().and_then(records::decode_key) else { return };
+        match r.value.as_deref().and_then(records::decode_value) {
+            Some(meta) => txns.insert(id, meta),
+            None => txns.remove(&id),
+        };
+    })
+    .await;
+    if let Err(e) = read {
+        tracing::error!(partition = p.index, error = %e, "reading {TRANSACTION_TOPIC} stopped early");
+    }
+    txns.into_iter().collect()
+}
+
+/// Finishes the transactions of `partition` found prepared (markers not all known to
+/// be written): a coordinator crashed or lost leadership between the two phases.
+fn resume(shard: &Rc<Shard>, partition: i32) {
+    let prepared: Vec<(String, TxnMeta)> = {
+        let c = shard.txn.borrow();
+        c.txns
+            .iter()
+            .filter(|(id, m)| m.status.preparing() && belongs(shard, id, partition))
+            .map(|(id, m)| (id.clone(), m.clone()))
+            .collect()
+    };
+    for (id, m) in prepared {
+        let marker = Marker {
+            producer_id: m.producer_id,
+            producer_epoch: m.producer_epoch,
+            commit: m.status == super::state::TxnStatus::PrepareCommit,
+            coordinator_epoch: coordinator_epoch(shard, partition),
+        };
+        tracing::info!(txn_id = %id, commit = marker.commit, "finishing a prepared transaction");
+        glommio::spawn_local(complete(shard.clone(), partition, id, marker, m.partitions)).detach();
+    }
+}
+
+fn belongs(shard: &Shard, txn_id: &str, partition: i32) -> bool {
+    routing::internal_partition_of(shard, TRANSACTION_TOPIC, txn_id) == Some(partition)
+}
+
+fn spawn_timer(shard: &Rc<Shard>) {
+    let weak = Rc::downgrade(shard);
+    glommio::spawn_local(async move {
+        loop {
+            glommio::timer::sleep(TIMEOUT_CHECK).await;
+            let Some(shard) = weak.upgrade() else { return };
+            abort_timed_out(&shard).await;
+        }
+    })
+    .detach();
+}
+
+/// Aborts, under a new epoch, every open transaction past its timeout.
+async fn abort_timed_out(shard: &Rc<Shard>) {
+    let now = now_ms();
+    let expired: Vec<String> = {
+        let c = shard.txn.borrow();
+        c.txns.iter().filter(|(_, m)| m.expire(now).is_some()).map(|(id, _)| id.clone()).collect()
+    };
+    for id in expired {
+        let Some(partition) = routing::internal_partition_of(shard, TRANSACTION_TOPIC, &id) else { continue };
+        let decide = |m: Option<&TxnMeta>| m.and_then(|m| m.expire(now)).ok_or(errors::INVALID_TXN_STATE);
+        match transition(shard, partition, &id, decide).await {
+            Ok(_) => tracing::info!(txn_id = %id, "aborted a transaction past its timeout"),
+            Err(code) => tracing::debug!(txn_id = %id, code, "a timed-out transaction is not aborted yet"),
+        }
+    }
+}
+
+/// In a cluster: loads the partitions this shard has come to lead, drops those it no
+/// longer leads (as the group coordinator follows `__consumer_offsets`).
+async fn follow(shard: &Rc<Shard>) {
+    let partitions = txn_partitions(shard, true);
+    let gone: Vec<i32> = {
+        let c = shard.txn.borrow();
+        c.led.keys().filter(|i| !partitions.iter().any(|p| p.index == **i)).copied().collect()
+    };
+    for index in gone {
+        unload(shard, index);
+    }
+    for p in partitions {
+        let leads = p.not_leader(shard).is_none();
+        let epoch = p.leader_epoch();
+        let held = shard.txn.borrow().led.get(&p.index).copied();
+        if held.is_some() && (!leads || held != Some(epoch)) {
+            unload(shard, p.index);
+        }
+        if leads && held != Some(epoch) {
+            load(shard, &p, epoch).await;
+        }
+    }
+}
+
+async fn load(shard: &Rc<Shard>, p: &Partition, epoch: i32) {
+    let started = Instant::now();
+    let still_leads = || p.not_leader(shard).is_none() && p.leader_epoch() == epoch;
+    let end = p.log.borrow().log_end_offset();
+    if end > 0 {
+        let deposed = || (!still_leads()).then_some(errors::NOT_LEADER_OR_FOLLOWER);
+        if wait_below_high_watermark(&p.log, end - 1, ELECTION_COMMIT_WAIT, deposed).await.is_err() {
+            return;
+        }
+    }
+    let read = read_partition(p).await;
+    if !still_leads() {
+        return;
+    }
+    {
+        let mut c = shard.txn.borrow_mut();
+        tracing::info!(
+            partition = p.index,
+            epoch,
+            ids = read.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "loaded the transactional ids of {TRANSACTION_TOPIC}-{} as its leader",
+            p.index
+        );
+        c.txns.extend(read);
+        c.led.insert(p.index, epoch);
+    }
+    resume(shard, p.index);
+}
+
+fn unload(shard: &Shard, index: i32) {
+    let mut c = shard.txn.borrow_mut();
+    c.led.remove(&index);
+    let TxnCoordinator { txns, .. } = &mut *c;
+    txns.retain(|id, _| !belongs(shard, id, index));
+    tracing::info!(partition = index, "unloaded the transactional ids of {TRANSACTION_TOPIC}-{index}");
+}
