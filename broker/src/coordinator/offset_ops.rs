@@ -145,7 +145,7 @@ fn validate_commit(shard: &Shard, req: &CommitRequest) -> Result<(), i16> {
     let c = shard.coordinator.borrow();
     match c.groups.get(&req.group_id) {
         None if req.generation_or_epoch < 0 => Ok(()),
-        None if req.api_version >= 9 => Err(errors::GROUP_ID_NOT_FOUND),
+        None if req.api_version >= 9 && req.producer.is_none() => Err(errors::GROUP_ID_NOT_FOUND),
         None => Err(errors::ILLEGAL_GENERATION),
         Some(Group::Classic(g)) => {
             g.validate_offset_commit(&req.member_id, req.instance_id.as_deref(), req.generation_or_epoch)

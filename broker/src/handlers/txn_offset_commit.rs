@@ -38,8 +38,8 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: TxnOffsetCommitRequest
         member_id: req.member_id.to_string(),
         instance_id: req.group_instance_id.as_deref().map(str::to_string),
         generation_or_epoch: if version >= 3 { req.generation_id } else { -1 },
-        // Checked as a classic OffsetCommit of the same era would be.
-        api_version: 8,
+        // A transactional commit of a KIP-848 member is valid at any version.
+        api_version: 9,
         partitions,
         producer: Some((req.producer_id.0, req.producer_epoch)),
     };
