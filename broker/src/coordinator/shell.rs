@@ -75,7 +75,7 @@ pub async fn append_internal(
     let refs: Vec<KeyValueRef> = records.iter().map(|(k, v)| (Some(&k[..]), v.as_deref())).collect();
     let attributes = if producer.id >= 0 { ATTR_TRANSACTIONAL } else { 0 };
     let batch = build_batch_as(0, now_ms(), producer, attributes, &refs);
-    let outcome = p.produce(shard, batch, -1, APPEND_TIMEOUT).await;
+    let outcome = p.produce(shard, batch, -1, APPEND_TIMEOUT, None).await;
     match outcome.error {
         errors::NONE => Ok(outcome.base_offset),
         errors::MESSAGE_TOO_LARGE | errors::RECORD_LIST_TOO_LARGE => Err(errors::INVALID_COMMIT_OFFSET_SIZE),

@@ -10,20 +10,9 @@ use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse
 use super::str_bytes;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
-use crate::txn::state::{TxnMeta, TxnStatus};
+use crate::txn::state::{TxnMeta, TxnStatus, ALL};
 
 pub const VERSIONS: (i16, i16) = (0, 1);
-
-const STATES: [TxnStatus; 8] = [
-    TxnStatus::Empty,
-    TxnStatus::Ongoing,
-    TxnStatus::PrepareCommit,
-    TxnStatus::PrepareAbort,
-    TxnStatus::CompleteCommit,
-    TxnStatus::CompleteAbort,
-    TxnStatus::Dead,
-    TxnStatus::PrepareEpochFence,
-];
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListTransactionsRequest) -> ListTransactionsResponse {
     let per_shard = shard
@@ -33,8 +22,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListTransactionsReques
         })
         .await;
     let wanted: Vec<String> = req.state_filters.iter().map(|s| s.to_string()).collect();
-    let unknown: Vec<String> =
-        wanted.iter().filter(|w| !STATES.iter().any(|s| s.name() == w.as_str())).cloned().collect();
+    let unknown: Vec<String> = wanted.iter().filter(|w| !ALL.iter().any(|s| s.name() == w.as_str())).cloned().collect();
     let running_longer = if version >= 1 { req.duration_filter } else { -1 };
     let now = now_ms();
     let mut listed: Vec<(String, TxnMeta)> = per_shard

@@ -79,20 +79,25 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
             slots.push((topic.name.clone(), topic.topic_id, p.index, outcome));
         }
     }
-    let outcomes = scatter(shard, work, move |s, parts: Vec<Part>| async move {
-        let calls = parts.into_iter().map(|part| {
-            let s = s.clone();
-            async move {
-                let Some(p) = s.partition(&part.topic, part.partition) else {
-                    return ProduceOutcome::refused(errors::NOT_LEADER_OR_FOLLOWER);
-                };
-                let Some(records) = part.records else {
-                    return ProduceOutcome::refused(errors::CORRUPT_MESSAGE);
-                };
-                p.produce(&s, records, acks, timeout).await
-            }
-        });
-        keel_storage::flush::join_all(calls.collect()).await
+    let transactional_id = req.transactional_id.map(|t| t.0.to_string());
+    let outcomes = scatter(shard, work, move |s, parts: Vec<Part>| {
+        let transactional_id = transactional_id.clone();
+        async move {
+            let calls = parts.into_iter().map(|part| {
+                let s = s.clone();
+                let transactional_id = transactional_id.clone();
+                async move {
+                    let Some(p) = s.partition(&part.topic, part.partition) else {
+                        return ProduceOutcome::refused(errors::NOT_LEADER_OR_FOLLOWER);
+                    };
+                    let Some(records) = part.records else {
+                        return ProduceOutcome::refused(errors::CORRUPT_MESSAGE);
+                    };
+                    p.produce(&s, records, acks, timeout, transactional_id.as_deref()).await
+                }
+            });
+            keel_storage::flush::join_all(calls.collect()).await
+        }
     })
     .await;
     for (slot, outcome) in work_slots.into_iter().zip(outcomes) {

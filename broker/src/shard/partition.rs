@@ -44,6 +44,12 @@ pub struct Partition {
     txns: Rc<RefCell<PartitionTxns>>,
     /// Where the transaction state is persisted (the partition's state-store keys).
     txn_keys: keel_storage::kv::StateKeys,
+    /// Producers whose next transaction here the coordinator confirmed (producer id →
+    /// epoch): a transactional batch may begin a transaction only with this entry,
+    /// which the batch or the producer's next marker takes away (KIP-890's
+    /// verification guard). A retry arriving after its transaction ended finds none,
+    /// asks again, and is refused, so it cannot open a transaction nobody will end.
+    verified: RefCell<std::collections::HashMap<i64, i16>>,
     settings: RefCell<TopicSettings>,
     /// The partition's Raft group on this node, when its topic is replicated.
     pub replica: Option<Rc<crate::replication::shell::Replica>>,
@@ -373,6 +379,7 @@ impl Partition {
             producers,
             txns,
             txn_keys,
+            verified: RefCell::new(Default::default()),
             settings: RefCell::new(settings),
             replica,
             committed_log_start,
@@ -491,8 +498,17 @@ impl Partition {
     }
 
     /// Validates, deduplicates and appends the batches of one produce partition, then
-    /// waits for durability when `acks == -1`.
-    pub async fn produce(&self, shard: &Shard, records: Bytes, acks: i16, timeout: Duration) -> ProduceOutcome {
+    /// waits for durability when `acks == -1`. `transactional_id` is the request's:
+    /// a transactional batch that would begin a transaction here is first verified
+    /// with that id's coordinator (None: the broker's own writes, not verified).
+    pub async fn produce(
+        &self,
+        shard: &Rc<Shard>,
+        records: Bytes,
+        acks: i16,
+        timeout: Duration,
+        transactional_id: Option<&str>,
+    ) -> ProduceOutcome {
         if let Some(why) = self.unavailable(shard) {
             return ProduceOutcome::error(errors::KAFKA_STORAGE_ERROR, why);
         }
@@ -543,6 +559,21 @@ impl Partition {
                 return ProduceOutcome { log_start_offset: self.log.borrow().log_start_offset, ..refused };
             }
         }
+        if let (Some(txn_id), Some((h, _))) = (transactional_id, batches.first()) {
+            let (pid, epoch) = (h.producer_id, h.producer_epoch);
+            let known =
+                self.txns.borrow().open_since(pid).is_some() || self.verified.borrow().get(&pid) == Some(&epoch);
+            if h.is_transactional() && !known {
+                let tp = (self.topic.clone(), self.index);
+                if let Err(code) = crate::txn::shell::verify(shard, txn_id, pid, epoch, tp).await {
+                    return ProduceOutcome::error(
+                        code,
+                        format!("transaction {txn_id} does not include {}-{}", self.topic, self.index),
+                    );
+                }
+                self.verified.borrow_mut().insert(pid, epoch);
+            }
+        }
         let newest = batches.iter().map(|(h, _)| h.max_timestamp).max().unwrap_or(-1);
         let incoming_timestamp = if settings.log_append_time { now_ms() } else { newest };
         let deadline = Instant::now() + timeout;
@@ -550,10 +581,11 @@ impl Partition {
             return refused;
         }
         let append_time = settings.log_append_time.then(now_ms);
-        let (base_offset, last_offset, term, begun) = match self.append_batches(shard, &batches, append_time) {
-            Ok(appended) => appended,
-            Err(refused) => return refused,
-        };
+        let (base_offset, last_offset, term, begun) =
+            match self.append_batches(shard, &batches, append_time, transactional_id.is_some()) {
+                Ok(appended) => appended,
+                Err(refused) => return refused,
+            };
         // A transaction's first batch here is recorded durably before it is
         // acknowledged: after a crash the LSO must still stop at it.
         if let Some(change) = begun {
@@ -603,6 +635,7 @@ impl Partition {
         shard: &Shard,
         batches: &[(BatchHeader, Bytes)],
         append_time: Option<i64>,
+        verify: bool,
     ) -> Result<(i64, i64, u64, Option<TxnChange>), ProduceOutcome> {
         let mut decisions = Vec::with_capacity(batches.len());
         let mut previous: Option<&BatchHeader> = None;
@@ -637,6 +670,20 @@ impl Partition {
                 SeqCheck::Duplicate { .. } => previous = None,
             }
             decisions.push(check);
+        }
+        if let Some((h, _)) = batches.iter().find(|(h, _)| verify && h.is_transactional()) {
+            // Checked again with no await before the append: a marker may have ended
+            // the transaction (and taken the guard) while this request waited. A
+            // retried batch already in the log is answered as the duplicate it is.
+            let open = self.txns.borrow().open_since(h.producer_id).is_some();
+            let guarded = self.verified.borrow_mut().remove(&h.producer_id) == Some(h.producer_epoch);
+            let replayed = decisions.iter().all(|d| matches!(d, SeqCheck::Duplicate { .. }));
+            if !open && !guarded && !replayed {
+                return Err(ProduceOutcome::error(
+                    errors::INVALID_TXN_STATE,
+                    "the transaction ended before this batch",
+                ));
+            }
         }
         let mut first: Option<i64> = None;
         let mut last_offset = -1;
@@ -727,6 +774,9 @@ impl Partition {
         if self.not_leader(shard).is_some() {
             return errors::NOT_LEADER_OR_FOLLOWER;
         }
+        // From here on a batch of this producer needs a new verification to begin a
+        // transaction: the one verified is ending now.
+        self.verified.borrow_mut().remove(&producer_id);
         match (&self.replica, &shard.replication) {
             (Some(r), Some(replication)) => {
                 let (header, term) = match replication.propose(r.group, &batch, None) {

@@ -366,3 +366,83 @@ fn unload(shard: &Shard, index: i32) {
     txns.retain(|id, _| !belongs(shard, id, index));
     tracing::info!(partition = index, "unloaded the transactional ids of {TRANSACTION_TOPIC}-{index}");
 }
+
+/// How long a partition leader waits for a coordinator on another node to confirm.
+const VERIFY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// KIP-890's verification, asked by a partition leader before a transactional batch
+/// begins a transaction there: `txn_id`'s coordinator must hold an Ongoing
+/// transaction of this producer and epoch that includes `tp`. INVALID_TXN_STATE when
+/// it does not (a late retry of an ended transaction, which would otherwise open a
+/// transaction no marker ever ends and pin the partition's LSO), the epoch errors
+/// when the producer is fenced, NOT_ENOUGH_REPLICAS (retriable) when the coordinator
+/// cannot be asked.
+pub async fn verify(
+    shard: &Rc<Shard>,
+    txn_id: &str,
+    producer_id: i64,
+    epoch: i16,
+    tp: TxnPartition,
+) -> Result<(), i16> {
+    let unavailable = |_| errors::NOT_ENOUGH_REPLICAS;
+    let (node, host, port) = routing::coordinator_node(shard, TRANSACTION_TOPIC, txn_id).await.map_err(unavailable)?;
+    let found = if node == shard.config.node_id {
+        let id = txn_id.to_string();
+        on_coordinator(shard, txn_id, move |s, partition| async move {
+            check(&s, partition)?;
+            Ok(s.txn.borrow().txns.get(&id).cloned())
+        })
+        .await
+        .and_then(|r| r)
+        .map_err(unavailable)?
+    } else {
+        describe_remote(&format!("{host}:{port}"), txn_id).await.map_err(unavailable)?
+    };
+    match found {
+        Some(m) if m.producer_id == producer_id && m.producer_epoch > epoch => Err(errors::INVALID_PRODUCER_EPOCH),
+        Some(m)
+            if m.producer_id == producer_id
+                && m.producer_epoch == epoch
+                && m.status == super::state::TxnStatus::Ongoing
+                && m.partitions.contains(&tp) =>
+        {
+            Ok(())
+        }
+        _ => Err(errors::INVALID_TXN_STATE),
+    }
+}
+
+/// A transactional id's state as its coordinator on another node describes it.
+async fn describe_remote(addr: &str, txn_id: &str) -> Result<Option<TxnMeta>, i16> {
+    use kafka_protocol::messages::{
+        ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, TransactionalId,
+    };
+    let request = DescribeTransactionsRequest::default()
+        .with_transactional_ids(vec![TransactionalId(crate::handlers::str_bytes(txn_id))]);
+    let response: DescribeTransactionsResponse =
+        crate::net::call::call(addr, ApiKey::DescribeTransactions, 0, &request, 1 << 20, VERIFY_TIMEOUT)
+            .await
+            .map_err(|_| errors::COORDINATOR_NOT_AVAILABLE)?;
+    let Some(s) = response.transaction_states.into_iter().next() else {
+        return Err(errors::COORDINATOR_NOT_AVAILABLE);
+    };
+    match s.error_code {
+        errors::NONE => {}
+        errors::TRANSACTIONAL_ID_NOT_FOUND => return Ok(None),
+        code => return Err(code),
+    }
+    let Some(status) = super::state::TxnStatus::from_name(&s.transaction_state) else {
+        return Err(errors::COORDINATOR_NOT_AVAILABLE);
+    };
+    let partitions =
+        s.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.topic.0.to_string(), *p))).collect();
+    Ok(Some(TxnMeta {
+        producer_id: s.producer_id.0,
+        producer_epoch: s.producer_epoch,
+        timeout_ms: s.transaction_timeout_ms,
+        status,
+        partitions,
+        start_ms: s.transaction_start_time_ms,
+        last_update_ms: -1,
+    }))
+}

@@ -35,10 +35,7 @@ pub enum TxnStatus {
 
 impl TxnStatus {
     pub fn from_id(id: i8) -> Option<TxnStatus> {
-        use TxnStatus::*;
-        [Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, Dead, PrepareEpochFence]
-            .into_iter()
-            .find(|s| *s as i8 == id)
+        ALL.into_iter().find(|s| *s as i8 == id)
     }
 
     /// The name DescribeTransactions and ListTransactions give (Kafka's
@@ -56,11 +53,27 @@ impl TxnStatus {
         }
     }
 
+    pub fn from_name(name: &str) -> Option<TxnStatus> {
+        ALL.into_iter().find(|s| s.name() == name)
+    }
+
     /// Markers are being written: requests that would change the transaction wait.
     pub fn preparing(self) -> bool {
         matches!(self, TxnStatus::PrepareCommit | TxnStatus::PrepareAbort | TxnStatus::PrepareEpochFence)
     }
 }
+
+/// Every state, in id order.
+pub const ALL: [TxnStatus; 8] = [
+    TxnStatus::Empty,
+    TxnStatus::Ongoing,
+    TxnStatus::PrepareCommit,
+    TxnStatus::PrepareAbort,
+    TxnStatus::CompleteCommit,
+    TxnStatus::CompleteAbort,
+    TxnStatus::Dead,
+    TxnStatus::PrepareEpochFence,
+];
 
 /// A topic partition in a transaction.
 pub type TxnPartition = (String, i32);
