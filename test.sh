@@ -190,6 +190,15 @@ else
   tail -n 20 "$logs/ledger-pause.log"
   record "cluster leader-pause ledger" 0 1 0
 fi
+note "cluster: transactional ledger (4 kills, partition leader and transaction coordinator in turn; ./test.sh --full: 12)"
+txn_kills=4; ((full)) && txn_kills=12
+if LEDGER_BASE_PORT=$((port + 4200)) compat/ledger/run.sh --kills "$txn_kills" -- -txn >"$logs/ledger-txn.log" 2>&1; then
+  grep -E "^ledger: txn (commit_stall|kills)" "$logs/ledger-txn.log" | tail -n 2
+  record "cluster transactional ledger" 1 0 0
+else
+  tail -n 20 "$logs/ledger-txn.log"
+  record "cluster transactional ledger" 0 1 0
+fi
 
 # The network-partition proof (compat/faults/partition.sh): the leader of partition 0
 # is cut off from both followers with nft rules in its own network namespace while

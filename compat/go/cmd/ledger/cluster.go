@@ -26,6 +26,10 @@ type cluster struct {
 	probes      []*kgo.Client
 	topic       string
 	parts       int
+	// With -txn: the __transaction_state partitions of the producers' transactional
+	// ids, whose leaders (the transaction coordinators) every view lists after the
+	// topic's partitions, at index parts + i.
+	coordinators []int32
 }
 
 // leaderView is one partition's leader and leader epoch as a node reports it.
@@ -78,7 +82,7 @@ func (c *cluster) view(ctx context.Context, id int) ([]leaderView, error) {
 	}
 	for p, v := range out {
 		if v.leader < 0 {
-			return nil, fmt.Errorf("node %d: partition %d has no leader", id, p)
+			return nil, fmt.Errorf("node %d: %s has no leader", id, c.describe(p))
 		}
 	}
 	return out, nil
@@ -90,9 +94,9 @@ func (c *cluster) viewAll(ctx context.Context, id int) ([]leaderView, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]leaderView, c.parts)
+	out := make([]leaderView, c.parts, c.parts+len(c.coordinators))
 	seen := 0
-	for _, p := range m.Topics[0].Partitions {
+	for _, p := range c.topicOf(m, c.topic).Partitions {
 		if p.Partition < 0 || int(p.Partition) >= c.parts {
 			continue
 		}
@@ -105,7 +109,49 @@ func (c *cluster) viewAll(ctx context.Context, id int) ([]leaderView, error) {
 	if seen != c.parts {
 		return nil, fmt.Errorf("node %d: %d of %d partitions in metadata", id, seen, c.parts)
 	}
+	return c.appendCoordinators(m, id, out)
+}
+
+// appendCoordinators appends the leaders of the watched __transaction_state
+// partitions to a view.
+func (c *cluster) appendCoordinators(m *kmsg.MetadataResponse, id int, out []leaderView) ([]leaderView, error) {
+	if len(c.coordinators) == 0 {
+		return out, nil
+	}
+	t := c.topicOf(m, transactionTopic)
+	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+		return nil, fmt.Errorf("node %d: topic %s: %w", id, transactionTopic, err)
+	}
+	for _, want := range c.coordinators {
+		v := leaderView{-1, -1}
+		for _, p := range t.Partitions {
+			if p.Partition == want && p.Leader >= 0 {
+				v = leaderView{p.Leader, p.LeaderEpoch}
+			}
+		}
+		out = append(out, v)
+	}
 	return out, nil
+}
+
+// describe names the partition at index i of a view.
+func (c *cluster) describe(i int) string {
+	if i < c.parts {
+		return fmt.Sprintf("partition %d", i)
+	}
+	return fmt.Sprintf("%s partition %d", transactionTopic, c.coordinators[i-c.parts])
+}
+
+// topicOf is the metadata of topic name in m (an empty entry if m lacks it).
+func (c *cluster) topicOf(m *kmsg.MetadataResponse, name string) kmsg.MetadataResponseTopic {
+	for _, t := range m.Topics {
+		if t.Topic != nil && *t.Topic == name {
+			return t
+		}
+	}
+	t := kmsg.NewMetadataResponseTopic()
+	t.ErrorCode = kerr.UnknownTopicOrPartition.Code
+	return t
 }
 
 // topicID is the topic's id as node id reports it.
@@ -114,27 +160,43 @@ func (c *cluster) topicID(ctx context.Context, id int) ([16]byte, error) {
 	if err != nil {
 		return [16]byte{}, err
 	}
-	return m.Topics[0].TopicID, nil
+	return c.topicOf(m, c.topic).TopicID, nil
 }
 
-// metadata is node id's Metadata answer for the topic, which it must know.
+// metadata is node id's Metadata answer for the topic, which it must know (and,
+// when coordinators are watched, for __transaction_state too).
 func (c *cluster) metadata(ctx context.Context, id int) (*kmsg.MetadataResponse, error) {
+	topics := []string{c.topic}
+	if len(c.coordinators) > 0 {
+		topics = append(topics, transactionTopic)
+	}
+	m, err := c.metadataOf(ctx, id, topics...)
+	if err != nil {
+		return nil, err
+	}
+	if err := kerr.ErrorForCode(c.topicOf(m, c.topic).ErrorCode); err != nil {
+		return nil, fmt.Errorf("node %d: topic %s: %w", id, c.topic, err)
+	}
+	return m, nil
+}
+
+// metadataOf is node id's Metadata answer for the topics.
+func (c *cluster) metadataOf(ctx context.Context, id int, topics ...string) (*kmsg.MetadataResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, metadataRequestTimeout)
 	defer cancel()
 	req := kmsg.NewPtrMetadataRequest()
-	t := kmsg.NewMetadataRequestTopic()
-	t.Topic = kmsg.StringPtr(c.topic)
-	req.Topics = append(req.Topics, t)
+	for _, name := range topics {
+		t := kmsg.NewMetadataRequestTopic()
+		t.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, t)
+	}
 	resp, err := c.probes[id-1].SeedBrokers()[0].Request(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	m := resp.(*kmsg.MetadataResponse)
-	if len(m.Topics) != 1 {
-		return nil, fmt.Errorf("node %d: metadata has %d topics", id, len(m.Topics))
-	}
-	if err := kerr.ErrorForCode(m.Topics[0].ErrorCode); err != nil {
-		return nil, fmt.Errorf("node %d: topic %s: %w", id, c.topic, err)
+	if len(m.Topics) != len(topics) {
+		return nil, fmt.Errorf("node %d: metadata has %d topics, asked for %d", id, len(m.Topics), len(topics))
 	}
 	return m, nil
 }
@@ -154,14 +216,14 @@ func (c *cluster) agreed(ctx context.Context, ids []int, not int32) ([]leaderVie
 		}
 		for p := range v {
 			if v[p] != first[p] {
-				return nil, fmt.Errorf("nodes disagree on partition %d: node %d says %v, node %d says %v",
-					p, ids[0], first[p], id, v[p])
+				return nil, fmt.Errorf("nodes disagree on %s: node %d says %v, node %d says %v",
+					c.describe(p), ids[0], first[p], id, v[p])
 			}
 		}
 	}
 	for p, v := range first {
 		if v.leader == not {
-			return nil, fmt.Errorf("partition %d still led by node %d", p, not)
+			return nil, fmt.Errorf("%s still led by node %d", c.describe(p), not)
 		}
 	}
 	return first, nil

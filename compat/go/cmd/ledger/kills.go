@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// killLeaders kills the leader of partition 0 cfg.kills times: kill -9, wait until
+// killLeaders kills the leader of partition 0 (with -txn, in turn with a
+// transaction coordinator, see killTarget) cfg.kills times: kill -9, wait until
 // the survivors agree on new leaders for every partition it led, keep it down for
 // cfg.down, restart it, wait until all nodes agree on the leaders again, settle.
 // With -fault pause the leader is stopped with SIGSTOP instead and resumed with
@@ -29,8 +30,12 @@ func killLeaders(ctx context.Context, c *cluster, cfg config, log io.Writer) ([]
 		if cfg.fault == "pause" {
 			stopped, resumed = "paused", "SIGCONT"
 		}
-		fmt.Fprintf(log, "ledger: %s %d/%d: node %d (led %v, epoch %d) %s at %s; node %d leads in epoch %d after %v; back %v after %s\n",
-			cfg.fault, n, cfg.kills, k.node, k.led, k.epoch, stopped, k.at.Format(timeFormat), k.newLeader, k.newEpoch,
+		what := ""
+		if k.kind != "" {
+			what = fmt.Sprintf("%s, coordinator of %s partitions %v, ", k.kind, transactionTopic, k.coordinated)
+		}
+		fmt.Fprintf(log, "ledger: %s %d/%d: %snode %d (led %v, epoch %d) %s at %s; node %d leads in epoch %d after %v; back %v after %s\n",
+			cfg.fault, n, cfg.kills, what, k.node, k.led, k.epoch, stopped, k.at.Format(timeFormat), k.newLeader, k.newEpoch,
 			k.electedIn.Round(time.Millisecond), k.backIn.Round(time.Millisecond), resumed)
 		if err := sleep(ctx, cfg.settle); err != nil {
 			return kills, err
@@ -49,11 +54,17 @@ func killOne(ctx context.Context, c *cluster, cfg config, all []int, n int) (kil
 	if err != nil {
 		return fail("cluster not settled before the kill: %v", err)
 	}
-	k.node, k.epoch = before[0].leader, before[0].epoch
+	var target int
+	target, k.kind = killTarget(cfg, c, n)
+	k.node, k.epoch = before[target].leader, before[target].epoch
 	for p, v := range before {
-		if v.leader == k.node {
+		switch {
+		case v.leader != k.node:
+		case p < c.parts:
 			k.led = append(k.led, int32(p))
 			k.ledEpochs = append(k.ledEpochs, v.epoch)
+		default:
+			k.coordinated = append(k.coordinated, c.coordinators[p-c.parts])
 		}
 	}
 	stop, resume := c.kill, c.restart
@@ -77,11 +88,11 @@ func killOne(ctx context.Context, c *cluster, cfg config, all []int, n int) (kil
 		return fail("no new leader among nodes %v: %v", survivors, err)
 	}
 	k.electedIn = time.Since(k.at)
-	k.newLeader, k.newEpoch = after[0].leader, after[0].epoch
-	for _, p := range k.led {
-		if after[p].epoch <= before[p].epoch {
+	k.newLeader, k.newEpoch = after[target].leader, after[target].epoch
+	for p := range before {
+		if before[p].leader == k.node && after[p].epoch <= before[p].epoch {
 			_ = resume(ctx, int(k.node))
-			return fail("partition %d: leader epoch %d after the kill, %d before", p, after[p].epoch, before[p].epoch)
+			return fail("%s: leader epoch %d after the kill, %d before", c.describe(p), after[p].epoch, before[p].epoch)
 		}
 	}
 	if err := sleep(ctx, time.Until(k.at.Add(cfg.down))); err != nil {
@@ -96,6 +107,27 @@ func killOne(ctx context.Context, c *cluster, cfg config, all []int, n int) (kil
 	}
 	k.backIn = time.Since(k.restarted)
 	return k, nil
+}
+
+// killTarget is the index in a cluster view of the partition whose leader kill n
+// takes down, and what that leader is ("" outside -txn). With -txn the kills
+// alternate (-txn-kill alternate, odd kills the leader of partition 0, even ones a
+// coordinator) or are all of one kind; coordinator kills take the producers'
+// coordinators in turn.
+func killTarget(cfg config, c *cluster, n int) (int, string) {
+	if !cfg.txn {
+		return 0, ""
+	}
+	coordinatorTurn := cfg.txnKill == "coordinator" || (cfg.txnKill == "alternate" && n%2 == 0)
+	if !coordinatorTurn || len(c.coordinators) == 0 {
+		return 0, "leader"
+	}
+	turn := n - 1
+	if cfg.txnKill == "alternate" {
+		turn = n/2 - 1
+	}
+	j := turn % len(c.coordinators)
+	return c.parts + j, fmt.Sprintf("coordinator of producer %d", j)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -19,6 +19,15 @@
 // epochs come from the read-back), so that acknowledgements still on the wire from
 // the dead leader do not count.
 //
+// With -txn it is the transactional ledger instead (txn.go): transactional
+// producers write multi-partition transactions, commit most and abort some, while
+// partition 0's leader and the transaction coordinators are killed in turn; the
+// read-back under read_committed must show every committed transaction whole, no
+// aborted one, nothing twice, and the last stable offset must reach the high
+// watermark. Its last line is
+//
+//	ledger: txn kills=K txns=N committed=C aborted=A unknown=U aborted_read=0 lost_commit=0 partial=0 duplicates=0 reordered=0 lso_stuck=0
+//
 // Exit status: 0 if the ledger checks out; 1 if an acknowledged id was lost,
 // duplicated, reordered or found at another offset; 2 if the run itself could not
 // finish (a cluster that did not settle, records the client gave up on, a read-back
@@ -61,6 +70,15 @@ type config struct {
 	hold            time.Duration
 	ackBound        time.Duration
 	probeLog        string
+	txn             bool
+	txnProducers    int
+	txnRecordsMin   int
+	txnRecordsMax   int
+	txnAbort        float64
+	txnTimeout      time.Duration
+	txnKill         string
+	lsoBound        time.Duration
+	seed            uint64
 }
 
 func parseFlags() config {
@@ -89,10 +107,24 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.ackBound, "ack-bound", 1500*time.Millisecond,
 		"with -fault partition: the longest an isolated leader may acknowledge after the cut (election timeout, at most 1 s, plus a margin)")
 	flag.StringVar(&cfg.probeLog, "probe-log", "", "with -fault partition: file for every probe's answer (tab-separated); none if empty")
+	flag.BoolVar(&cfg.txn, "txn", false, "the transactional ledger: transactional producers, kills of partition 0's leader and of the transaction coordinators, read_committed checks (see txn.go)")
+	flag.IntVar(&cfg.txnProducers, "txn-producers", 2, "with -txn: transactional producers, each with its own transactional id, writing concurrently")
+	flag.IntVar(&cfg.txnRecordsMin, "txn-records-min", 3, "with -txn: fewest records in a transaction")
+	flag.IntVar(&cfg.txnRecordsMax, "txn-records-max", 10, "with -txn: most records in a transaction")
+	flag.Float64Var(&cfg.txnAbort, "txn-abort", 0.25, "with -txn: fraction of transactions aborted on purpose")
+	flag.DurationVar(&cfg.txnTimeout, "txn-timeout", 10*time.Second, "with -txn: the producers' transaction timeout (and record delivery timeout)")
+	flag.StringVar(&cfg.txnKill, "txn-kill", "alternate", "with -txn: whose node each kill takes down: alternate (partition 0's leader, then a transaction coordinator, ...), leader, coordinator")
+	flag.DurationVar(&cfg.lsoBound, "lso-bound", 30*time.Second, "with -txn: longest the last stable offset may stay below the high watermark after the last transaction ended")
+	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "with -txn: seed of the transactions' sizes and of which are aborted")
 	flag.Parse()
 	cfg.brokers = strings.Split(brokers, ",")
 	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "pause" && cfg.fault != "partition") {
 		flag.Usage()
+		os.Exit(2)
+	}
+	if cfg.txn && (cfg.fault != "kill" || cfg.txnProducers < 1 || cfg.txnRecordsMin < 1 || cfg.txnRecordsMax < cfg.txnRecordsMin ||
+		cfg.txnAbort < 0 || cfg.txnAbort > 1 || (cfg.txnKill != "alternate" && cfg.txnKill != "leader" && cfg.txnKill != "coordinator")) {
+		fmt.Fprintln(os.Stderr, "ledger: -txn needs -fault kill, -txn-producers >= 1, 1 <= -txn-records-min <= -txn-records-max, 0 <= -txn-abort <= 1, -txn-kill alternate|leader|coordinator")
 		os.Exit(2)
 	}
 	return cfg
@@ -110,6 +142,9 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config) (int, error) {
+	if cfg.txn {
+		return runTxn(ctx, cfg)
+	}
 	c, err := newCluster(cfg.clusterScript, cfg.clusterDir, cfg.brokers, cfg.topic, cfg.partitions)
 	if err != nil {
 		return 2, err

@@ -33,6 +33,11 @@ type kill struct {
 	// epoch: batches it had replicated but not acknowledged, which the client
 	// retried and the new leader recognised by producer id and sequence.
 	deduplicated int
+	// With -txn: what the node was killed as, "leader" (of partition 0) or
+	// "coordinator of producer J", and the watched __transaction_state partitions
+	// it led.
+	kind        string
+	coordinated []int32
 }
 
 // ackTimes is the acknowledgement times of partitions in parts (all if nil), sorted.

@@ -29,11 +29,18 @@ const (
 // endOffsets lists every partition's high watermark (ListOffsets, latest), which kgo
 // sends to each partition's leader.
 func endOffsets(ctx context.Context, cl *kgo.Client, topic string, parts int) (map[int32]int64, error) {
+	return endOffsetsAt(ctx, cl, topic, parts, 0)
+}
+
+// endOffsetsAt is endOffsets at an isolation level: 0 read_uncommitted (the high
+// watermark), 1 read_committed (the last stable offset).
+func endOffsetsAt(ctx context.Context, cl *kgo.Client, topic string, parts int, isolation int8) (map[int32]int64, error) {
 	deadline := time.Now().Add(endOffsetsTimeout)
 	var last error
 	for time.Now().Before(deadline) {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.ReplicaID = -1
+		req.IsolationLevel = isolation
 		t := kmsg.NewListOffsetsRequestTopic()
 		t.Topic = topic
 		for p := 0; p < parts; p++ {
