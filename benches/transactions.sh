@@ -15,8 +15,11 @@
 #   benches/transactions.sh      TXN_100=1500 TXN_10=2000 LAT_RATE=20 LAT_SECONDS=60
 #                                BROKERS="kafka keel" WORKLOADS="txn-100 txn-10 latency"
 #
-# Ports: Keel 43192 (admin 43292), Kafka 43092 (controller 43093); KEEL_PORT, KAFKA_PORT.
-# Writes benches/results/transactions-<UTC>/{<workload>-<broker>.json,report.md,run.log}.
+# About 7 minutes on 2 cores. Ports: Keel 43192 (admin 43292), Kafka 43092 (controller
+# 43093); KEEL_PORT, KAFKA_PORT. Kafka's heap: KAFKA_HEAP_OPTS (default -Xms4g -Xmx4g).
+# Writes benches/results/transactions-<UTC>/: report.md (Keel / Kafka ratios), run.log,
+# <workload>-<broker>.json (full result), .txt, .progress, start and log excerpts, and
+# <workload>-keel-reactor.txt (Keel's reactor stall and preemption probes at the end).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
