@@ -24,6 +24,9 @@ pub enum Command {
     E2e(LoadArgs),
     /// Read existing topics from the beginning and report throughput (catch-up reads).
     Consume(ConsumeArgs),
+    /// Transactions: one transactional producer, flat out or at a fixed rate, with
+    /// read_committed reads that time and check every committed record.
+    Txn(crate::txn::TxnArgs),
     /// Create topics (CreateTopics) and wait for their leaders.
     CreateTopic(CreateTopicArgs),
     /// Run one named workload against one broker.
@@ -137,12 +140,12 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
-    fn probe(&self) -> Option<ResourceProbe> {
+    pub(crate) fn probe(&self) -> Option<ResourceProbe> {
         let pid = self.broker_pid.or_else(|| self.broker_port.and_then(pid_listening_on))?;
         Some(ResourceProbe::new(pid, &self.data_dir, &std::env::temp_dir()))
     }
 
-    fn write(&self, value: &impl serde::Serialize) -> Result<(), String> {
+    pub(crate) fn write(&self, value: &impl serde::Serialize) -> Result<(), String> {
         let Some(path) = &self.json_out else {
             return Ok(());
         };
@@ -285,6 +288,11 @@ pub fn run(cli: Cli) -> Result<(), String> {
             let mut probe = args.output.probe();
             let result = run_catch_up(&spec, args.records, "consume", probe.as_mut())?;
             print_result(&result);
+            args.output.write(&result)
+        }
+        Command::Txn(args) => {
+            let result = crate::txn::run_txn(&args)?;
+            crate::txn::print_txn_result(&result);
             args.output.write(&result)
         }
         Command::CreateTopic(args) => {

@@ -2,7 +2,7 @@
 //!
 //! `keel-bench` is an ordinary Kafka client program (librdkafka through the
 //! `rdkafka` crate): it runs against any bootstrap address, Keel or Apache Kafka,
-//! and never links the broker. It does three jobs:
+//! and never links the broker. It does four jobs:
 //!
 //! 1. **Generate load** ([`producer`], [`consumer`]): N producers publish at a fixed
 //!    rate with open-loop scheduling, or at max rate; M consumers read every
@@ -16,6 +16,10 @@
 //!    Keel one at a time on fresh data directories on the same disk, run each
 //!    workload against both, alternating which goes first, and write
 //!    `results.json`, `report.md` and SVG plots.
+//! 4. **Measure transactions** ([`txn`]): one transactional producer, flat out or at
+//!    a fixed rate, with read_committed reads that time every record and check that
+//!    each committed one arrives exactly once (`benches/transactions.sh` runs it
+//!    against both brokers).
 //!
 //! Why open-loop: a closed-loop generator that waits for the broker before sending
 //! the next record stops measuring exactly when the broker stalls (coordinated
@@ -29,6 +33,7 @@
 pub mod admin;
 pub mod cli;
 pub mod consumer;
+pub mod ledger;
 pub mod options;
 pub mod producer;
 pub mod report;
@@ -37,6 +42,7 @@ pub mod run;
 pub mod stats;
 pub mod suite;
 pub mod svg;
+pub mod txn;
 pub mod workloads;
 
 /// Bytes at the head of every payload: the intended send time, in nanoseconds

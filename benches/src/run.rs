@@ -77,17 +77,17 @@ impl LoadResult {
 }
 
 /// CPU used by this process (the load generator) since `start`.
-struct CpuMeter {
+pub(crate) struct CpuMeter {
     at: Instant,
     ticks: Option<u64>,
 }
 
 impl CpuMeter {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         CpuMeter { at: Instant::now(), ticks: crate::resources::cpu_ticks(std::process::id()) }
     }
 
-    fn cores(&self) -> Option<f64> {
+    pub(crate) fn cores(&self) -> Option<f64> {
         let now = crate::resources::cpu_ticks(std::process::id())?;
         let seconds = self.at.elapsed().as_secs_f64().max(1e-9);
         Some(now.saturating_sub(self.ticks?) as f64 / crate::resources::clock_ticks_per_sec() / seconds)

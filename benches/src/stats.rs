@@ -27,12 +27,18 @@ pub struct LatencyHistograms {
     pub interval: Histogram<u64>,
 }
 
+impl Default for LatencyHistograms {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl LatencyHistograms {
-    fn new() -> Self {
+    pub fn new() -> Self {
         LatencyHistograms { total: new_histogram(), interval: new_histogram() }
     }
 
-    fn record(&mut self, micros: u64, measured: bool) {
+    pub fn record(&mut self, micros: u64, measured: bool) {
         let micros = micros.clamp(1, LATENCY_US_MAX);
         self.interval.saturating_record(micros);
         if measured {
