@@ -38,6 +38,9 @@ pub struct CommitRequest {
     /// TxnOffsetCommit: the transactional producer (id, epoch) whose transaction the
     /// offsets belong to; they count only once its commit marker is written.
     pub producer: Option<(i64, i16)>,
+    /// TxnOffsetCommit v5+ (transaction protocol version 2): the transactional id whose
+    /// transaction the group's partition joins, once the commit is found valid.
+    pub join_transaction: Option<String>,
 }
 
 /// One partition of an OffsetFetch answer.
@@ -102,6 +105,12 @@ pub async fn commit(shard: Rc<Shard>, partition: i32, req: CommitRequest) -> Vec
     }
     if writes.is_empty() {
         return codes;
+    }
+    if let (Some(txn_id), Some((id, epoch))) = (&req.join_transaction, req.producer) {
+        let tp = (super::OFFSETS_TOPIC.to_string(), partition);
+        if let Err(code) = crate::txn::shell::verify(&shard, txn_id, id, epoch, tp, true).await {
+            return all(code);
+        }
     }
     let producer = match req.producer {
         Some((id, epoch)) => Producer { id, epoch, base_sequence: -1 },

@@ -1,8 +1,13 @@
-//! ApiVersions: advertises exactly the APIs and versions in `handlers::SUPPORTED`.
+//! ApiVersions: advertises exactly the APIs and versions in `handlers::SUPPORTED`,
+//! and the one feature clients change behaviour on: `transaction.version`, finalized
+//! at the configured level (1 by default). At 2 Kafka 4 clients use KIP-890's
+//! transaction protocol (partitions added by the first write, an epoch bump at every
+//! commit or abort); at 1 they add partitions with AddPartitionsToTxn.
 
 use bytes::Bytes;
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::StrBytes;
 use keel_protocol::frame::{self, FrameError};
 
 use crate::errors;
@@ -18,11 +23,23 @@ fn table() -> Vec<ApiVersion> {
         .collect()
 }
 
-pub fn handle(_version: i16, _req: ApiVersionsRequest) -> ApiVersionsResponse {
+/// The highest `transaction.version` Keel supports.
+pub const TRANSACTION_VERSION_MAX: i16 = 2;
+
+pub fn handle(_version: i16, _req: ApiVersionsRequest, transaction_version: i16) -> ApiVersionsResponse {
+    let name = StrBytes::from_static_str("transaction.version");
     ApiVersionsResponse::default()
         .with_error_code(errors::NONE)
         .with_api_keys(table())
-        .with_finalized_features_epoch(-1)
+        .with_supported_features(vec![SupportedFeatureKey::default()
+            .with_name(name.clone())
+            .with_min_version(0)
+            .with_max_version(TRANSACTION_VERSION_MAX)])
+        .with_finalized_features_epoch(1)
+        .with_finalized_features(vec![FinalizedFeatureKey::default()
+            .with_name(name)
+            .with_min_version_level(transaction_version)
+            .with_max_version_level(transaction_version)])
 }
 
 pub fn unsupported_version_response(correlation_id: i32) -> Result<Bytes, FrameError> {

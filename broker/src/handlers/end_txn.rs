@@ -5,32 +5,40 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
+use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 
 use crate::errors;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 use crate::txn::shell as txn_shell;
 
-/// Version 5 belongs to transaction protocol version 2, which Keel does not finalize.
-pub const VERSIONS: (i16, i16) = (0, 4);
+/// Version 5 is transaction protocol version 2 (KIP-890): the epoch moves at every
+/// end, and the answer names the producer id and epoch to go on with.
+pub const VERSIONS: (i16, i16) = (0, 5);
 
-pub async fn handle(shard: &Rc<Shard>, req: EndTxnRequest) -> EndTxnResponse {
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: EndTxnRequest) -> EndTxnResponse {
     let txn_id = req.transactional_id.0.to_string();
     let (producer_id, epoch, commit) = (req.producer_id.0, req.producer_epoch, req.committed);
+    let bump = version >= 5;
+    let txn_id_log = txn_id.clone();
     let ended = txn_shell::on_coordinator(shard, &txn_id.clone(), move |s, partition| async move {
         let now = now_ms();
         let decide = |m: Option<&crate::txn::state::TxnMeta>| match m {
             None => Err(errors::INVALID_PRODUCER_ID_MAPPING),
-            Some(m) => m.end(producer_id, epoch, commit, now),
+            Some(m) => m.end(producer_id, epoch, commit, now, bump),
         };
         let (_, completion) = txn_shell::transition(&s, partition, &txn_id, decide).await?;
         txn_shell::wait_completed(completion).await;
-        Ok(())
+        // The producer to go on with: a new epoch after a bump (or a new producer id
+        // once the epochs ran out), as the completed state holds it.
+        let current = s.txn.borrow().txns.get(&txn_id).map(|m| (m.producer_id, m.producer_epoch));
+        Ok(current.unwrap_or((producer_id, epoch)))
     })
     .await;
+    tracing::debug!(%txn_id_log, version, producer_id, epoch, commit, answer = ?ended, "EndTxn");
+    let resp = EndTxnResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
     match ended {
-        Ok(Ok(())) => EndTxnResponse::default(),
-        Ok(Err(code)) | Err(code) => EndTxnResponse::default().with_error_code(code),
+        Ok(Ok((id, epoch))) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(epoch),
+        Ok(Err(code)) | Err(code) => resp.with_error_code(code),
     }
 }

@@ -34,7 +34,8 @@ pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProduc
     }
 }
 
-async fn allocate(shard: &Rc<Shard>) -> Result<i64, i16> {
+/// A fresh producer id from the controller.
+pub async fn allocate(shard: &Rc<Shard>) -> Result<i64, i16> {
     shard.submit_to(0, |s| async move { controller::allocate_producer_id(s).await }).await.map_err(|(code, _)| code)
 }
 
@@ -51,7 +52,8 @@ async fn transactional(shard: &Rc<Shard>, txn_id: String, req: &InitProducerIdRe
         txn_shell::check(&s, partition)?;
         // A new producer id is needed for a new transactional id, or when the epoch
         // is exhausted; taken before the transition, which must not wait.
-        let needs_id = s.txn.borrow().txns.get(&txn_id).is_none_or(|m| m.producer_epoch >= i16::MAX - 1);
+        let needs_id =
+            s.txn.borrow().txns.get(&txn_id).is_none_or(|m| m.producer_epoch >= crate::txn::state::EPOCH_MAX);
         let fresh = if needs_id { Some(allocate(&s).await?) } else { None };
         let now = now_ms();
         let decide = |current: Option<&TxnMeta>| match current {

@@ -20,6 +20,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
@@ -111,6 +112,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::WriteTxnMarkers, write_txn_markers::VERSIONS.0, write_txn_markers::VERSIONS.1),
     (ApiKey::DescribeTransactions, describe_transactions::VERSIONS.0, describe_transactions::VERSIONS.1),
     (ApiKey::ListTransactions, list_transactions::VERSIONS.0, list_transactions::VERSIONS.1),
+    (ApiKey::DescribeProducers, describe_producers::VERSIONS.0, describe_producers::VERSIONS.1),
 ];
 
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -197,7 +199,9 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
         RequestKind::Fetch(r) => encode(key, v, corr, &fetch::handle(shard, v, r).await),
         RequestKind::ListOffsets(r) => encode(key, v, corr, &list_offsets::handle(shard, v, r).await),
         RequestKind::Metadata(r) => encode(key, v, corr, &metadata::handle(shard, v, r).await),
-        RequestKind::ApiVersions(r) => encode(key, v, corr, &api_versions::handle(v, r)),
+        RequestKind::ApiVersions(r) => {
+            encode(key, v, corr, &api_versions::handle(v, r, shard.config.transaction_version))
+        }
         RequestKind::CreateTopics(r) => encode(key, v, corr, &create_topics::handle(shard, v, r).await),
         RequestKind::DeleteTopics(r) => encode(key, v, corr, &delete_topics::handle(shard, v, r).await),
         RequestKind::InitProducerId(r) => encode(key, v, corr, &init_producer_id::handle(shard, r).await),
@@ -241,10 +245,11 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
         }
         RequestKind::AddPartitionsToTxn(r) => encode(key, v, corr, &add_partitions_to_txn::handle(shard, r).await),
         RequestKind::AddOffsetsToTxn(r) => encode(key, v, corr, &add_offsets_to_txn::handle(shard, r).await),
-        RequestKind::EndTxn(r) => encode(key, v, corr, &end_txn::handle(shard, r).await),
+        RequestKind::EndTxn(r) => encode(key, v, corr, &end_txn::handle(shard, v, r).await),
         RequestKind::TxnOffsetCommit(r) => encode(key, v, corr, &txn_offset_commit::handle(shard, v, r).await),
         RequestKind::WriteTxnMarkers(r) => encode(key, v, corr, &write_txn_markers::handle(shard, r).await),
         RequestKind::DescribeTransactions(r) => encode(key, v, corr, &describe_transactions::handle(shard, r).await),
+        RequestKind::DescribeProducers(r) => encode(key, v, corr, &describe_producers::handle(shard, r).await),
         RequestKind::ListTransactions(r) => encode(key, v, corr, &list_transactions::handle(shard, v, r).await),
         other => {
             // `prepare` only lets through what SUPPORTED lists, and each has an arm.

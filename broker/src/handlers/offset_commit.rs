@@ -36,6 +36,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: OffsetCommitRequest) -
         api_version: version,
         partitions,
         producer: None,
+        join_transaction: None,
     };
     let codes = routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::commit(s, p, commit))
         .await

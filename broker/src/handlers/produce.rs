@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{scatter, str_bytes};
 use crate::errors;
-use crate::shard::partition::ProduceOutcome;
+use crate::shard::partition::{ProduceOutcome, TxnWrite};
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (3, 13);
@@ -79,13 +79,13 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
             slots.push((topic.name.clone(), topic.topic_id, p.index, outcome));
         }
     }
-    let transactional_id = req.transactional_id.map(|t| t.0.to_string());
+    let txn = req.transactional_id.map(|t| TxnWrite { id: t.0.to_string(), add: version >= 12 });
     let outcomes = scatter(shard, work, move |s, parts: Vec<Part>| {
-        let transactional_id = transactional_id.clone();
+        let txn = txn.clone();
         async move {
             let calls = parts.into_iter().map(|part| {
                 let s = s.clone();
-                let transactional_id = transactional_id.clone();
+                let txn = txn.clone();
                 async move {
                     let Some(p) = s.partition(&part.topic, part.partition) else {
                         return ProduceOutcome::refused(errors::NOT_LEADER_OR_FOLLOWER);
@@ -93,7 +93,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
                     let Some(records) = part.records else {
                         return ProduceOutcome::refused(errors::CORRUPT_MESSAGE);
                     };
-                    p.produce(&s, records, acks, timeout, transactional_id.as_deref()).await
+                    p.produce(&s, records, acks, timeout, txn.as_ref()).await
                 }
             });
             keel_storage::flush::join_all(calls.collect()).await

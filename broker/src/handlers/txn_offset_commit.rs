@@ -14,8 +14,9 @@ use crate::coordinator::offset_ops::{self, CommitPartition, CommitRequest};
 use crate::coordinator::routing;
 use crate::shard::Shard;
 
-/// Version 5 belongs to transaction protocol version 2, which Keel does not finalize.
-pub const VERSIONS: (i16, i16) = (0, 4);
+/// From version 5 (transaction protocol version 2) the commit itself joins the
+/// group's partition to the transaction, without AddOffsetsToTxn.
+pub const VERSIONS: (i16, i16) = (0, 5);
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
@@ -42,6 +43,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: TxnOffsetCommitRequest
         api_version: 9,
         partitions,
         producer: Some((req.producer_id.0, req.producer_epoch)),
+        join_transaction: (version >= 5).then(|| req.transactional_id.0.to_string()),
     };
     let codes = routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::commit(s, p, commit))
         .await

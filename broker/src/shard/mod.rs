@@ -42,6 +42,8 @@ pub struct Shard {
     pub config: Rc<BrokerConfig>,
     pub mesh: Mesh,
     pub metadata: RefCell<Rc<Metadata>>,
+    /// Held while a metadata change is applied (`apply_metadata`).
+    metadata_turn: glommio::sync::Semaphore,
     pub partitions: RefCell<HashMap<TopicPartition, Rc<Partition>>>,
     pub flush: Rc<FlushQueue>,
     /// The batch-cache budget of all this shard's partitions.
@@ -149,6 +151,10 @@ impl Shard {
     /// Installs a metadata version: opens partitions newly placed here and removes the
     /// ones whose topic is gone (or was re-created with a new id).
     pub async fn apply_metadata(self: &Rc<Self>, meta: Metadata) {
+        // One change at a time: two applies interleaving at an await (start-up's and
+        // one that arrives from the cluster meanwhile) would both find a partition
+        // not yet open and open it twice.
+        let _turn = self.metadata_turn.acquire_permit(1).await.expect("the metadata turn is never closed");
         if meta.version < self.metadata.borrow().version {
             return;
         }
@@ -513,6 +519,7 @@ async fn shard_main(
         config: Rc::new(config),
         mesh,
         metadata: RefCell::new(Rc::new(Metadata::default())),
+        metadata_turn: glommio::sync::Semaphore::new(1),
         partitions: RefCell::new(HashMap::new()),
         flush,
         cache,

@@ -64,6 +64,14 @@ struct Move {
     copied: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
+/// The transactional id of a Produce request, and whether its partitions join the
+/// transaction by being written (Produce v12+, transaction protocol version 2).
+#[derive(Debug, Clone)]
+pub struct TxnWrite {
+    pub id: String,
+    pub add: bool,
+}
+
 /// What the produce path answers for one partition.
 #[derive(Debug, Clone, Default)]
 pub struct ProduceOutcome {
@@ -498,17 +506,20 @@ impl Partition {
     }
 
     /// Validates, deduplicates and appends the batches of one produce partition, then
-    /// waits for durability when `acks == -1`. `transactional_id` is the request's:
-    /// a transactional batch that would begin a transaction here is first verified
-    /// with that id's coordinator (None: the broker's own writes, not verified).
+    /// waits for durability when `acks == -1`. `txn` is the request's transactional
+    /// id: a transactional batch that would begin a transaction here is first
+    /// verified with that id's coordinator, or, with transaction protocol version 2
+    /// (`TxnWrite::add`), added to the transaction by it (None: the broker's own
+    /// writes, not verified).
     pub async fn produce(
         &self,
         shard: &Rc<Shard>,
         records: Bytes,
         acks: i16,
         timeout: Duration,
-        transactional_id: Option<&str>,
+        txn: Option<&TxnWrite>,
     ) -> ProduceOutcome {
+        let transactional_id = txn.map(|t| t.id.as_str());
         if let Some(why) = self.unavailable(shard) {
             return ProduceOutcome::error(errors::KAFKA_STORAGE_ERROR, why);
         }
@@ -565,7 +576,11 @@ impl Partition {
                 self.txns.borrow().open_since(pid).is_some() || self.verified.borrow().get(&pid) == Some(&epoch);
             if h.is_transactional() && !known {
                 let tp = (self.topic.clone(), self.index);
-                if let Err(code) = crate::txn::shell::verify(shard, txn_id, pid, epoch, tp).await {
+                let add = txn.is_some_and(|t| t.add);
+                // Boxed: the coordinator's own writes come back through `produce`.
+                let verified: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), i16>>>> =
+                    Box::pin(crate::txn::shell::verify(shard, txn_id, pid, epoch, tp, add));
+                if let Err(code) = verified.await {
                     return ProduceOutcome::error(
                         code,
                         format!("transaction {txn_id} does not include {}-{}", self.topic, self.index),
@@ -817,10 +832,25 @@ impl Partition {
         self.txns.borrow().aborted_between(from, upto)
     }
 
-    /// Producers with a transaction open on this partition, with its first offset
-    /// (DescribeProducers).
-    pub fn open_transactions(&self) -> Vec<(i64, i64)> {
-        self.txns.borrow().open_transactions().collect()
+    /// The producers this partition knows, for DescribeProducers: (id, epoch, last
+    /// sequence, last use in ms, first offset of its open transaction or -1). A
+    /// producer with a transaction open is listed even once its sequence state went.
+    pub fn active_producers(&self) -> Vec<(i64, i16, i32, i64, i64)> {
+        let txns = self.txns.borrow();
+        let mut out: Vec<(i64, i16, i32, i64, i64)> = self
+            .producers
+            .borrow()
+            .describe()
+            .into_iter()
+            .map(|(pid, epoch, seq, used)| (pid, epoch, seq, used, txns.open_since(pid).unwrap_or(-1)))
+            .collect();
+        for (pid, first) in txns.open_transactions() {
+            if !out.iter().any(|p| p.0 == pid) {
+                out.push((pid, -1, -1, -1, first));
+            }
+        }
+        out.sort_by_key(|p| p.0);
+        out
     }
 
     /// Forgets aborted ranges below the log start offset (retention moved it).

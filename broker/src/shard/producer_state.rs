@@ -301,6 +301,20 @@ impl ProducerStates {
 }
 
 impl ProducerStates {
+    /// Every producer this partition remembers: (id, epoch, last sequence, last use
+    /// in ms), for DescribeProducers.
+    pub fn describe(&self) -> Vec<(i64, i16, i32, i64)> {
+        let t = self.shard.tables.borrow();
+        let Some(order) = t.per_table.get(&self.table) else { return Vec::new() };
+        order
+            .values()
+            .filter_map(|pid| {
+                let e = t.entries.get(&(self.table, *pid))?;
+                Some((*pid, e.epoch, e.window.back().map_or(-1, |b| b.last_seq), e.last_used_ms))
+            })
+            .collect()
+    }
+
     /// A transaction marker of `epoch` was appended: a newer epoch becomes the
     /// producer's, so batches of older ones are fenced, and its sequences start again.
     pub fn end_epoch(&mut self, producer_id: i64, epoch: i16) {

@@ -13,7 +13,7 @@ use keel_protocol::batch::Producer;
 
 use super::markers::{self, Marker};
 use super::records;
-use super::state::{Step, Then, TxnMeta, TxnPartition};
+use super::state::{Step, Then, TxnMeta, TxnPartition, EPOCH_MAX};
 use super::{TxnCoordinator, TRANSACTION_TOPIC};
 use crate::coordinator::{routing, shell as group_shell};
 use crate::errors;
@@ -172,10 +172,15 @@ async fn complete(
         left = failed.into_iter().map(|(tp, _)| tp).collect();
     }
     loop {
+        let exhausted = shard.txn.borrow().txns.get(&txn_id).is_some_and(|m| m.producer_epoch >= EPOCH_MAX);
+        let fresh_id = match exhausted {
+            true => crate::handlers::init_producer_id::allocate(&shard).await.ok(),
+            false => None,
+        };
         let done = {
             let c = shard.txn.borrow();
             let current = c.txns.get(&txn_id).filter(|m| m.status.preparing() && m.producer_id == marker.producer_id);
-            current.map(|m| m.complete(now_ms()))
+            current.map(|m| m.complete(now_ms(), fresh_id))
         };
         let Some(done) = done else { return };
         match persist(&shard, partition, &txn_id, done).await {
@@ -370,23 +375,52 @@ fn unload(shard: &Shard, index: i32) {
 /// How long a partition leader waits for a coordinator on another node to confirm.
 const VERIFY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// KIP-890's verification, asked by a partition leader before a transactional batch
-/// begins a transaction there: `txn_id`'s coordinator must hold an Ongoing
-/// transaction of this producer and epoch that includes `tp`. INVALID_TXN_STATE when
-/// it does not (a late retry of an ended transaction, which would otherwise open a
-/// transaction no marker ever ends and pin the partition's LSO), the epoch errors
-/// when the producer is fenced, NOT_ENOUGH_REPLICAS (retriable) when the coordinator
-/// cannot be asked.
+/// KIP-890, asked by a partition leader before a transactional batch begins a
+/// transaction there. Without `add` (protocol version 1) it verifies: `txn_id`'s
+/// coordinator must hold an Ongoing transaction of this producer and epoch that
+/// includes `tp`, else INVALID_TXN_STATE (a late retry of an ended transaction, which
+/// would otherwise open a transaction no marker ever ends and pin the LSO). With `add`
+/// (version 2, where the write itself joins the partition to the transaction) the
+/// coordinator adds it, beginning the transaction if none is open, and an epoch the
+/// last end moved past is fenced. Epoch errors come back as INVALID_PRODUCER_EPOCH,
+/// and NOT_ENOUGH_REPLICAS (retriable) when the coordinator cannot be asked, as Kafka
+/// answers a Produce.
 pub async fn verify(
     shard: &Rc<Shard>,
     txn_id: &str,
     producer_id: i64,
     epoch: i16,
     tp: TxnPartition,
+    add: bool,
 ) -> Result<(), i16> {
-    let unavailable = |_| errors::NOT_ENOUGH_REPLICAS;
-    let (node, host, port) = routing::coordinator_node(shard, TRANSACTION_TOPIC, txn_id).await.map_err(unavailable)?;
-    let found = if node == shard.config.node_id {
+    let produce_code = |code: i16| match code {
+        errors::PRODUCER_FENCED | errors::INVALID_PRODUCER_EPOCH => errors::INVALID_PRODUCER_EPOCH,
+        errors::INVALID_TXN_STATE | errors::INVALID_PRODUCER_ID_MAPPING => code,
+        _ => errors::NOT_ENOUGH_REPLICAS,
+    };
+    let (node, host, port) =
+        routing::coordinator_node(shard, TRANSACTION_TOPIC, txn_id).await.map_err(|_| errors::NOT_ENOUGH_REPLICAS)?;
+    let local = node == shard.config.node_id;
+    if add {
+        let added = match local {
+            true => {
+                let id = txn_id.to_string();
+                on_coordinator(shard, txn_id, move |s, partition| async move {
+                    let now = now_ms();
+                    let decide = |m: Option<&TxnMeta>| match m {
+                        None => Err(errors::INVALID_PRODUCER_ID_MAPPING),
+                        Some(m) => m.add_partitions(producer_id, epoch, std::slice::from_ref(&tp), now),
+                    };
+                    transition(&s, partition, &id, decide).await.map(|_| ())
+                })
+                .await
+                .and_then(|r| r)
+            }
+            false => add_remote(&format!("{host}:{port}"), txn_id, producer_id, epoch, &tp).await,
+        };
+        return added.map_err(produce_code);
+    }
+    let found = if local {
         let id = txn_id.to_string();
         on_coordinator(shard, txn_id, move |s, partition| async move {
             check(&s, partition)?;
@@ -394,9 +428,9 @@ pub async fn verify(
         })
         .await
         .and_then(|r| r)
-        .map_err(unavailable)?
+        .map_err(produce_code)?
     } else {
-        describe_remote(&format!("{host}:{port}"), txn_id).await.map_err(unavailable)?
+        describe_remote(&format!("{host}:{port}"), txn_id).await.map_err(produce_code)?
     };
     match found {
         Some(m) if m.producer_id == producer_id && m.producer_epoch > epoch => Err(errors::INVALID_PRODUCER_EPOCH),
@@ -409,6 +443,36 @@ pub async fn verify(
             Ok(())
         }
         _ => Err(errors::INVALID_TXN_STATE),
+    }
+}
+
+/// Adds `tp` to `txn_id`'s transaction on its coordinator on another node, with the
+/// client form of AddPartitionsToTxn (the coordinator's answer is the same).
+async fn add_remote(addr: &str, txn_id: &str, producer_id: i64, epoch: i16, tp: &TxnPartition) -> Result<(), i16> {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, ProducerId, TopicName, TransactionalId,
+    };
+    let str_bytes = crate::handlers::str_bytes;
+    let request = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(TransactionalId(str_bytes(txn_id)))
+        .with_v3_and_below_producer_id(ProducerId(producer_id))
+        .with_v3_and_below_producer_epoch(epoch)
+        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+            .with_name(TopicName(str_bytes(&tp.0)))
+            .with_partitions(vec![tp.1])]);
+    let response: AddPartitionsToTxnResponse =
+        crate::net::call::call(addr, ApiKey::AddPartitionsToTxn, 3, &request, 1 << 20, VERIFY_TIMEOUT)
+            .await
+            .map_err(|_| errors::COORDINATOR_NOT_AVAILABLE)?;
+    let code = response
+        .results_by_topic_v3_and_below
+        .first()
+        .and_then(|t| t.results_by_partition.first())
+        .map_or(errors::COORDINATOR_NOT_AVAILABLE, |p| p.partition_error_code);
+    match code {
+        errors::NONE => Ok(()),
+        code => Err(code),
     }
 }
 

@@ -114,7 +114,7 @@ impl Step {
 }
 
 /// The largest epoch before a producer id is exhausted and a new one is taken.
-const EPOCH_MAX: i16 = i16::MAX - 1;
+pub const EPOCH_MAX: i16 = i16::MAX - 1;
 
 impl TxnMeta {
     /// A transactional id seen for the first time: `producer_id` at epoch 0.
@@ -219,16 +219,45 @@ impl TxnMeta {
     }
 
     /// EndTxn. A retried EndTxn whose outcome is already decided answers as the first
-    /// one did.
-    pub fn end(&self, producer_id: i64, epoch: i16, commit: bool, now: i64) -> Result<Step, i16> {
+    /// one did. With `bump` (transaction protocol version 2, KIP-890) every commit or
+    /// abort moves the producer to a new epoch, which its markers carry: a request of
+    /// the ended transaction arriving late is then fenced rather than taken into the
+    /// next one. A retry of such an EndTxn comes with the epoch before the bump.
+    pub fn end(&self, producer_id: i64, epoch: i16, commit: bool, now: i64, bump: bool) -> Result<Step, i16> {
+        if bump && producer_id == self.producer_id && epoch.checked_add(1) == Some(self.producer_epoch) {
+            // The epoch just before the last bump: a retry of the EndTxn that made it,
+            // or the producer of a transaction the coordinator aborted (timeout).
+            match (self.status, commit) {
+                (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) => return Ok(Step::answer(None)),
+                (TxnStatus::CompleteCommit, false) | (TxnStatus::CompleteAbort, true) => {
+                    return Err(errors::INVALID_TXN_STATE)
+                }
+                (s, _) if s.preparing() => return Err(errors::CONCURRENT_TRANSACTIONS),
+                _ => {}
+            }
+        }
         self.check_producer(producer_id, epoch)?;
         match (self.status, commit) {
             (TxnStatus::Ongoing, _) => {
                 let mut next = self.clone();
                 next.status = if commit { TxnStatus::PrepareCommit } else { TxnStatus::PrepareAbort };
                 next.last_update_ms = now;
-                let then = Then::Markers { commit, epoch: self.producer_epoch, partitions: self.partitions.clone() };
+                if bump {
+                    next.producer_epoch = self.bumped_epoch();
+                }
+                let then = Then::Markers { commit, epoch: next.producer_epoch, partitions: self.partitions.clone() };
                 Ok(Step { persist: Some(next), then })
+            }
+            // Version 2: aborting with nothing open is always allowed and moves the
+            // epoch (a client whose writes all failed clears any partition they may
+            // have registered); no partition needs a marker.
+            (TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort, false) if bump => {
+                let mut next = self.clone();
+                next.producer_epoch = self.bumped_epoch();
+                next.status = TxnStatus::CompleteAbort;
+                next.partitions.clear();
+                next.last_update_ms = now;
+                Ok(Step::answer(Some(next)))
             }
             (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) => Ok(Step::answer(None)),
             (TxnStatus::PrepareCommit, true) | (TxnStatus::PrepareAbort, false) => Err(errors::CONCURRENT_TRANSACTIONS),
@@ -251,9 +280,14 @@ impl TxnMeta {
         Some(Step { persist: Some(next), then })
     }
 
-    /// The markers are written: the transaction is complete.
-    pub fn complete(&self, now: i64) -> TxnMeta {
+    /// The markers are written: the transaction is complete. An exhausted epoch moves
+    /// the id on to `fresh_id` (which the caller takes only then) at epoch 0.
+    pub fn complete(&self, now: i64, fresh_id: Option<i64>) -> TxnMeta {
         let mut next = self.clone();
+        if let Some(id) = fresh_id.filter(|_| self.producer_epoch >= EPOCH_MAX) {
+            next.producer_id = id;
+            next.producer_epoch = 0;
+        }
         next.status = match self.status {
             TxnStatus::PrepareCommit => TxnStatus::CompleteCommit,
             _ => TxnStatus::CompleteAbort,
@@ -282,16 +316,16 @@ mod tests {
         let m = ongoing();
         assert_eq!((m.status, m.start_ms, m.partitions.len()), (TxnStatus::Ongoing, 10, 2));
         assert_eq!(m.add_partitions(7, 0, &[tp("a", 0)], 11).unwrap().persist, None, "already in");
-        let step = m.end(7, 0, true, 20).unwrap();
+        let step = m.end(7, 0, true, 20, false).unwrap();
         let prepared = step.persist.unwrap();
         assert_eq!(prepared.status, TxnStatus::PrepareCommit);
         assert!(matches!(step.then, Then::Markers { commit: true, epoch: 0, ref partitions } if partitions.len() == 2));
         assert_eq!(prepared.add_partitions(7, 0, &[tp("c", 0)], 21), Err(errors::CONCURRENT_TRANSACTIONS));
-        assert_eq!(prepared.end(7, 0, true, 21), Err(errors::CONCURRENT_TRANSACTIONS));
-        let done = prepared.complete(30);
+        assert_eq!(prepared.end(7, 0, true, 21, false), Err(errors::CONCURRENT_TRANSACTIONS));
+        let done = prepared.complete(30, None);
         assert_eq!((done.status, done.partitions.len()), (TxnStatus::CompleteCommit, 0));
-        assert_eq!(done.end(7, 0, true, 31).unwrap().persist, None, "a retried commit");
-        assert_eq!(done.end(7, 0, false, 31), Err(errors::INVALID_TXN_STATE));
+        assert_eq!(done.end(7, 0, true, 31, false).unwrap().persist, None, "a retried commit");
+        assert_eq!(done.end(7, 0, false, 31, false), Err(errors::INVALID_TXN_STATE));
         let next = done.add_partitions(7, 0, &[tp("c", 0)], 40).unwrap().persist.unwrap();
         assert_eq!((next.start_ms, next.partitions.len()), (40, 1), "a new transaction starts afresh");
     }
@@ -304,11 +338,25 @@ mod tests {
         assert_eq!((fenced.status, fenced.producer_epoch), (TxnStatus::PrepareAbort, 1));
         assert!(matches!(step.then, Then::Markers { commit: false, epoch: 1, .. }));
         assert_eq!(fenced.init(60_000, None, 51, || 0), Err(errors::CONCURRENT_TRANSACTIONS));
-        let aborted = fenced.complete(60);
+        let aborted = fenced.complete(60, None);
         let again = aborted.init(60_000, None, 61, || 0).unwrap().persist.unwrap();
         assert_eq!((again.status, again.producer_epoch), (TxnStatus::Empty, 2));
-        assert_eq!(again.end(7, 0, true, 62), Err(errors::PRODUCER_FENCED), "the old instance");
+        assert_eq!(again.end(7, 0, true, 62, false), Err(errors::PRODUCER_FENCED), "the old instance");
         assert_eq!(again.add_partitions(8, 2, &[tp("a", 0)], 62), Err(errors::INVALID_PRODUCER_ID_MAPPING));
+    }
+
+    #[test]
+    fn version_2_bumps_the_epoch_at_every_end_and_fences_the_ended_transaction() {
+        let m = ongoing();
+        let step = m.end(7, 0, true, 20, true).unwrap();
+        let prepared = step.persist.unwrap();
+        assert_eq!(prepared.producer_epoch, 1);
+        assert!(matches!(step.then, Then::Markers { commit: true, epoch: 1, .. }), "markers carry the new epoch");
+        let done = prepared.complete(30, None);
+        assert_eq!(done.end(7, 0, true, 31, true).unwrap().persist, None, "a retry with the epoch before the bump");
+        assert_eq!(done.add_partitions(7, 0, &[tp("a", 0)], 32), Err(errors::PRODUCER_FENCED), "a late write");
+        let next = done.add_partitions(7, 1, &[tp("a", 0)], 33).unwrap().persist.unwrap();
+        assert_eq!((next.status, next.producer_epoch), (TxnStatus::Ongoing, 1));
     }
 
     #[test]
@@ -318,6 +366,9 @@ mod tests {
         let step = m.expire(60_010).unwrap();
         assert_eq!(step.persist.as_ref().map(|p| (p.status, p.producer_epoch)), Some((TxnStatus::PrepareAbort, 1)));
         assert_eq!(TxnMeta::new(1, 10, 0).expire(1_000), None, "nothing open");
+        let aborted = step.persist.unwrap().complete(60_020, None);
+        assert_eq!(aborted.end(7, 0, true, 60_030, true), Err(errors::INVALID_TXN_STATE), "version 2: a retry");
+        assert_eq!(aborted.end(7, 0, true, 60_030, false), Err(errors::PRODUCER_FENCED), "version 1: fenced");
     }
 
     #[test]

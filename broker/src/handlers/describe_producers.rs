@@ -1,0 +1,67 @@
+//! DescribeProducers: the producers a partition's leader knows, with their epoch, last
+//! sequence and the first offset of their open transaction, which is how Kafka's
+//! `kafka-transactions find-hanging` finds a transaction nothing will end.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::describe_producers_response::{PartitionResponse, ProducerState, TopicResponse};
+use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
+
+use super::answer_partitions;
+use crate::errors;
+use crate::shard::Shard;
+
+pub const VERSIONS: (i16, i16) = (0, 0);
+
+type Answer = (i16, Vec<(i64, i16, i32, i64, i64)>);
+
+pub async fn handle(shard: &Rc<Shard>, req: DescribeProducersRequest) -> DescribeProducersResponse {
+    let items = req
+        .topics
+        .iter()
+        .flat_map(|t| t.partition_indexes.iter().map(move |p| Ok((t.name.0.to_string(), *p, ()))))
+        .collect();
+    let unknown: Answer = (errors::UNKNOWN_TOPIC_OR_PARTITION, Vec::new());
+    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, ()| async move {
+        let Some(p) = s.partition(&topic, partition) else {
+            return (errors::NOT_LEADER_OR_FOLLOWER, Vec::new());
+        };
+        match p.not_leader(&s) {
+            Some(code) => (code, Vec::new()),
+            None => (errors::NONE, p.active_producers()),
+        }
+    })
+    .await;
+    let mut answers = answers.into_iter();
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partition_indexes
+                .iter()
+                .map(|index| {
+                    let (error, producers) = answers.next().expect("an answer per partition");
+                    let active = producers
+                        .into_iter()
+                        .map(|(pid, epoch, seq, used, first)| {
+                            ProducerState::default()
+                                .with_producer_id(ProducerId(pid))
+                                .with_producer_epoch(epoch.into())
+                                .with_last_sequence(seq)
+                                .with_last_timestamp(used)
+                                .with_coordinator_epoch(-1)
+                                .with_current_txn_start_offset(first)
+                        })
+                        .collect();
+                    PartitionResponse::default()
+                        .with_partition_index(*index)
+                        .with_error_code(error)
+                        .with_active_producers(active)
+                })
+                .collect();
+            TopicResponse::default().with_name(t.name).with_partitions(partitions)
+        })
+        .collect();
+    DescribeProducersResponse::default().with_topics(topics)
+}
