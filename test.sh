@@ -5,7 +5,8 @@
 #
 #   ./test.sh            the default run (well under 30 minutes)
 #   ./test.sh --full     also franz-go's whole suite (not only the allowlist), the differential
-#                        tester's long profile (2,000 sequences, about 10 minutes)
+#                        tester's long profile (2,000 sequences, about 10 minutes), the
+#                        transactional copier with 50,000 messages, 3 kills and copier kills
 #   ./test.sh --oracle   also run the client suites against Apache Kafka 4.x
 #   ./test.sh --stress   run the consumer-group stress rounds (3 -> 4 members under CPU
 #                        load, librdkafka and Java) 10 times per protocol, not 2
@@ -114,6 +115,22 @@ if compat/keel.sh start "$run_dir/keel" "$port" --smp "${KEEL_TEST_SMP:-2}" --co
 else
   record "keel start" 0 1 0
 fi
+
+# Transactions driven by Kafka's own tools (compat/txn), each with a fresh Keel of its own:
+# TransactionalMessageCopier copying exactly once while Keel is kill -9ed and restarted,
+# then kafka-transactions.sh (list, describe, describe-producers, find-hanging, abort).
+# A failed run keeps its directory (broker and tool logs) under $run_dir.
+copier_args=(--port $((port + 8000)) --messages 10000 --kills 2 --txn-size 100)
+((full)) && copier_args=(--port $((port + 8000)) --messages 50000 --kills 3 --kill-copiers)
+note "transactions: TransactionalMessageCopier across Keel kill -9 (${copier_args[*]:2})"
+TMPDIR="$run_dir" compat/txn/copier.sh "${copier_args[@]}" >"$logs/txn-copier.log" 2>&1
+copier_rc=$?
+grep -E "^copier: (kill|broker=|FAIL)" "$logs/txn-copier.log" || tail -n 20 "$logs/txn-copier.log"
+if ((copier_rc == 0)); then record "txn copier (kill -9)" 1 0 0; else record "txn copier (kill -9)" 0 1 0; fi
+note "transactions: kafka-transactions.sh against Keel"
+TMPDIR="$run_dir" compat/txn/tools.sh --port $((port + 8100)) >"$logs/txn-tools.log" 2>&1
+grep -E "^(PASS|FAIL|txn-tools:)" "$logs/txn-tools.log"
+record_or_fail "txn kafka-transactions.sh" "$(sed -nE 's/^txn-tools: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2 0/p' "$logs/txn-tools.log")"
 
 note "migration: MirrorMaker 2 from Apache Kafka into Keel; a Kafka Connect worker on Keel"
 MIGRATION_BASE_PORT=$((port + 6000)) compat/migration/run.sh >"$logs/migration.log" 2>&1
