@@ -111,6 +111,8 @@ async fn visit(shard: &Shard, p: &Rc<Partition>, check_time: bool) {
             tracing::error!(topic = %p.topic, partition = p.index, error = %e, "retention failed")
         }
     }
+    // Aborted transactions wholly below the (new) log start need no index entry.
+    p.prune_aborted().await;
     if !settings.cleanup_compact || !still_owned(shard, p) {
         return;
     }

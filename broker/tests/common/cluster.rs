@@ -142,7 +142,7 @@ impl Cluster {
     /// other than `not`.
     pub fn wait_for_leader(&self, asking: &[i32], topic: &str, partition: i32, not: Option<i32>) -> (i32, i32) {
         let mut found = None;
-        self.wait_until(&format!("a leader for {topic}-{partition}"), Duration::from_secs(30), |c| {
+        self.wait_until(&format!("a leader for {topic}-{partition}"), Duration::from_secs(60), |c| {
             let seen: Vec<Option<(i32, i32)>> = asking.iter().map(|id| c.leader(*id, topic, partition)).collect();
             found = seen[0];
             seen.iter().all(|s| s.is_some() && *s == seen[0] && s.map(|(l, _)| Some(l) != not).unwrap_or(false))
