@@ -20,12 +20,7 @@ pub async fn handle(shard: &Rc<Shard>, req: DescribeTransactionsRequest) -> Desc
     let mut states = Vec::with_capacity(req.transactional_ids.len());
     for id in req.transactional_ids {
         let txn_id = id.0.to_string();
-        let found = txn_shell::on_coordinator(shard, &txn_id.clone(), move |s, partition| async move {
-            txn_shell::check(&s, partition)?;
-            s.txn.borrow().txns.get(&txn_id).cloned().ok_or(errors::TRANSACTIONAL_ID_NOT_FOUND)
-        })
-        .await
-        .and_then(|r| r);
+        let found = txn_shell::describe(shard, &txn_id).await.and_then(|m| m.ok_or(errors::TRANSACTIONAL_ID_NOT_FOUND));
         states.push(describe(id, found));
     }
     DescribeTransactionsResponse::default().with_transaction_states(states)

@@ -10,6 +10,7 @@ pub mod partition;
 pub mod producer_state;
 pub mod shutdown;
 pub mod txn_log;
+pub mod txn_store;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

@@ -44,6 +44,17 @@ where
     Ok(shard.submit_to(owner, move |s| f(s, partition)).await)
 }
 
+/// `txn_id`'s state as this node, its coordinator, holds it (None: unknown).
+pub async fn describe(shard: &Rc<Shard>, txn_id: &str) -> Result<Option<TxnMeta>, i16> {
+    let id = txn_id.to_string();
+    on_coordinator(shard, txn_id, move |s, partition| async move {
+        check(&s, partition)?;
+        Ok(s.txn.borrow().txns.get(&id).cloned())
+    })
+    .await
+    .and_then(|r| r)
+}
+
 /// Checked on the coordinator shard before any operation: the partition is ours (in
 /// a cluster: this node leads it) and its transactional ids are loaded.
 pub fn check(shard: &Shard, partition: i32) -> Result<(), i16> {
@@ -421,14 +432,7 @@ pub async fn verify(
         return added.map_err(produce_code);
     }
     let found = if local {
-        let id = txn_id.to_string();
-        on_coordinator(shard, txn_id, move |s, partition| async move {
-            check(&s, partition)?;
-            Ok(s.txn.borrow().txns.get(&id).cloned())
-        })
-        .await
-        .and_then(|r| r)
-        .map_err(produce_code)?
+        describe(shard, txn_id).await.map_err(produce_code)?
     } else {
         describe_remote(&format!("{host}:{port}"), txn_id).await.map_err(produce_code)?
     };
