@@ -112,6 +112,9 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
     let mut responses: Vec<TopicProduceResponse> = Vec::new();
     for (name, id, partition, outcome) in slots {
         let o = outcome.expect("every partition answered");
+        if o.error != errors::NONE {
+            tracing::debug!(topic = %name.0, partition, code = o.error, message = ?o.message, "produce refused");
+        }
         let part = PartitionProduceResponse::default()
             .with_index(partition)
             .with_error_code(o.error)

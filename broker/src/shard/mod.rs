@@ -8,6 +8,7 @@ pub mod log_move;
 pub mod mesh;
 pub mod partition;
 pub mod producer_state;
+pub mod producer_turns;
 pub mod shutdown;
 pub mod txn_log;
 pub mod txn_store;

@@ -51,6 +51,8 @@ pub struct Partition {
     /// verification guard). A retry arriving after its transaction ended finds none,
     /// asks again, and is refused, so it cannot open a transaction nobody will end.
     verified: RefCell<std::collections::HashMap<i64, i16>>,
+    /// Each producer's batches append in the order their requests arrived.
+    turns: super::producer_turns::ProducerTurns,
     settings: RefCell<TopicSettings>,
     /// The partition's Raft group on this node, when its topic is replicated.
     pub replica: Option<Rc<crate::replication::shell::Replica>>,
@@ -389,6 +391,7 @@ impl Partition {
             txns,
             txn_keys,
             verified: RefCell::new(Default::default()),
+            turns: Default::default(),
             settings: RefCell::new(settings),
             replica,
             committed_log_start,
@@ -571,6 +574,11 @@ impl Partition {
                 return ProduceOutcome { log_start_offset: self.log.borrow().log_start_offset, ..refused };
             }
         }
+        // Taken before this request's first await; held until its batches are appended.
+        let turn = batches.first().filter(|(h, _)| h.has_producer_id()).map(|(h, _)| self.turns.take(h.producer_id));
+        if let Some(turn) = &turn {
+            turn.wait().await;
+        }
         if let (Some(txn_id), Some((h, _))) = (transactional_id, batches.first()) {
             let (pid, epoch) = (h.producer_id, h.producer_epoch);
             let known =
@@ -602,6 +610,7 @@ impl Partition {
                 Ok(appended) => appended,
                 Err(refused) => return refused,
             };
+        drop(turn);
         // A transaction's first batch here is recorded durably before it is
         // acknowledged: after a crash the LSO must still stop at it.
         if let Some(change) = begun {

@@ -31,6 +31,9 @@ pub mod shell;
 pub mod state;
 
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use keel_storage::Signal;
 
 use state::TxnMeta;
 
@@ -47,7 +50,10 @@ pub struct TxnCoordinator {
     /// In a cluster: the replicated partitions this node leads and whose ids this
     /// shard holds, each with the leader epoch it was loaded in.
     pub led: HashMap<i32, i32>,
-    /// Ids with a state change being written: another request for one of them gets
-    /// CONCURRENT_TRANSACTIONS, as Kafka answers while a transition is pending.
+    /// Ids with a state change being written: another change of one of them waits
+    /// for it (up to [`shell::BUSY_WAIT`], then CONCURRENT_TRANSACTIONS, as Kafka
+    /// answers while a transition is pending).
     pub busy: HashSet<String>,
+    /// Notified whenever a state change of any id is written (or failed).
+    pub settled: Rc<Signal>,
 }

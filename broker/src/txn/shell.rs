@@ -29,6 +29,9 @@ const LEADERSHIP_CHECK: Duration = Duration::from_millis(50);
 const ELECTION_COMMIT_WAIT: Duration = Duration::from_secs(5);
 /// How long EndTxn waits for the markers before answering with the outcome decided.
 const END_WAIT: Duration = Duration::from_secs(5);
+/// Longest wait of a state change for another one of the same id being written, and
+/// of a partition joining a transaction (version 2) for its previous one to complete.
+pub const BUSY_WAIT: Duration = Duration::from_secs(5);
 const RETRY_MIN: Duration = Duration::from_millis(20);
 const RETRY_MAX: Duration = Duration::from_secs(1);
 
@@ -82,7 +85,27 @@ struct Busy<'a> {
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
-        self.shard.txn.borrow_mut().busy.remove(&self.txn_id);
+        let mut c = self.shard.txn.borrow_mut();
+        c.busy.remove(&self.txn_id);
+        c.settled.notify();
+    }
+}
+
+/// Waits until `txn_id` is not busy (true), or up to `deadline` (false).
+async fn settle(shard: &Shard, txn_id: &str, deadline: Instant) -> bool {
+    loop {
+        let settled = {
+            let c = shard.txn.borrow();
+            if !c.busy.contains(txn_id) {
+                return true;
+            }
+            c.settled.clone()
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        futures_lite::future::or(settled.wait(), glommio::timer::sleep(left)).await;
     }
 }
 
@@ -95,20 +118,22 @@ async fn persist(shard: &Rc<Shard>, partition: i32, txn_id: &str, meta: TxnMeta)
 }
 
 /// One transition of `txn_id`: `decide` sees its state (None: unknown) and returns the
-/// step; its new state is written before this returns. Markers it calls for are
-/// written by a task of their own, whose handle is returned (EndTxn waits on it).
+/// step; its new state is written before this returns. A change of the same id being
+/// written is waited for first: the produce requests of one transaction's partitions
+/// join it concurrently (version 2). Markers the step calls for are written by a task
+/// of their own, whose handle is returned (EndTxn waits on it).
 pub async fn transition(
     shard: &Rc<Shard>,
     partition: i32,
     txn_id: &str,
     decide: impl FnOnce(Option<&TxnMeta>) -> Result<Step, i16>,
 ) -> Result<(TxnMeta, Option<glommio::task::JoinHandle<()>>), i16> {
+    if !settle(shard, txn_id, Instant::now() + BUSY_WAIT).await {
+        return Err(errors::CONCURRENT_TRANSACTIONS);
+    }
     check(shard, partition)?;
     let (step, current) = {
         let c = shard.txn.borrow();
-        if c.busy.contains(txn_id) {
-            return Err(errors::CONCURRENT_TRANSACTIONS);
-        }
         let current = c.txns.get(txn_id).cloned();
         (decide(current.as_ref())?, current)
     };
@@ -417,17 +442,40 @@ pub async fn verify(
             true => {
                 let id = txn_id.to_string();
                 on_coordinator(shard, txn_id, move |s, partition| async move {
-                    let now = now_ms();
-                    let decide = |m: Option<&TxnMeta>| match m {
-                        None => Err(errors::INVALID_PRODUCER_ID_MAPPING),
-                        Some(m) => m.add_partitions(producer_id, epoch, std::slice::from_ref(&tp), now),
-                    };
-                    transition(&s, partition, &id, decide).await.map(|_| ())
+                    // The previous transaction's markers may still be being written
+                    // (EndTxn answered once they were, before its completion was
+                    // recorded): wait for it rather than fail the write.
+                    let deadline = Instant::now() + BUSY_WAIT;
+                    loop {
+                        let settled = s.txn.borrow().settled.clone();
+                        let waiting = settled.wait();
+                        let decide = |m: Option<&TxnMeta>| match m {
+                            None => Err(errors::INVALID_PRODUCER_ID_MAPPING),
+                            Some(m) => m.add_partitions(producer_id, epoch, std::slice::from_ref(&tp), now_ms()),
+                        };
+                        match transition(&s, partition, &id, decide).await {
+                            Err(errors::CONCURRENT_TRANSACTIONS) if Instant::now() < deadline => {
+                                let left = deadline.saturating_duration_since(Instant::now());
+                                futures_lite::future::or(waiting, glommio::timer::sleep(left)).await;
+                            }
+                            answer => return answer.map(|_| ()),
+                        }
+                    }
                 })
                 .await
                 .and_then(|r| r)
             }
-            false => add_remote(&format!("{host}:{port}"), txn_id, producer_id, epoch, &tp).await,
+            false => {
+                let deadline = Instant::now() + BUSY_WAIT;
+                loop {
+                    match add_remote(&format!("{host}:{port}"), txn_id, producer_id, epoch, &tp).await {
+                        Err(errors::CONCURRENT_TRANSACTIONS) if Instant::now() < deadline => {
+                            glommio::timer::sleep(RETRY_MIN).await
+                        }
+                        answer => break answer,
+                    }
+                }
+            }
         };
         return added.map_err(produce_code);
     }
