@@ -76,9 +76,10 @@ pub struct BrokerConfig {
     /// The longest transaction timeout a producer may ask for
     /// (`transaction.max.timeout.ms`).
     pub transaction_max_timeout_ms: i32,
-    /// The `transaction.version` feature finalized in ApiVersions: 1 (clients add
-    /// partitions with AddPartitionsToTxn; the default) or 2 (KIP-890: partitions
-    /// join by being written, the epoch moves at every end; experimental).
+    /// The `transaction.version` feature finalized in ApiVersions: 2 (KIP-890 part 2:
+    /// partitions join by being written, the epoch moves at every end, so a late
+    /// write of an ended transaction is fenced; the default, as in Kafka 4) or 1
+    /// (clients add partitions with AddPartitionsToTxn first).
     pub transaction_version: i16,
     /// A shard journal checkpoint starts once the journal took this many bytes.
     pub journal_file_bytes: u64,
@@ -151,7 +152,7 @@ impl Default for BrokerConfig {
             offsets_topic_partitions: 50,
             transaction_topic_partitions: 50,
             transaction_max_timeout_ms: 900_000,
-            transaction_version: 1,
+            transaction_version: 2,
             journal_file_bytes: 64 << 20,
             journal_checkpoint_interval_ms: 60_000,
             rpc_addr: None,

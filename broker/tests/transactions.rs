@@ -172,7 +172,11 @@ fn an_open_transaction_pins_the_lso_across_a_crash_and_its_timeout_aborts_it() {
     // leaves no open transaction behind.
     let next = init(&mut c, "tx-open", 8_000);
     assert!(next.1 > producer.1);
-    assert_eq!(produce_txn(&mut c, "tx-open", "open", 0, txn_batch(next, 0, &["late"])).0, 48, "INVALID_TXN_STATE");
+    assert_eq!(
+        produce_txn(&mut c, "tx-open", "open", 0, txn_batch(next, 0, &["late"])).0,
+        120,
+        "TRANSACTION_ABORTABLE (Produce v11+)"
+    );
     assert_eq!(last_stable_offset(&mut c, "open", 0), 6);
 }
 

@@ -35,7 +35,7 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use keel_protocol::batch::{build_batch_as, Producer, ATTR_TRANSACTIONAL};
 
 const INVALID_PRODUCER_EPOCH: i16 = 47;
-const INVALID_TXN_STATE: i16 = 48;
+const TRANSACTION_ABORTABLE: i16 = 120;
 
 /// How long the test waits for the proxy or the broker to reach a state.
 const WAIT_MAX: Duration = Duration::from_secs(30);
@@ -375,9 +375,8 @@ fn a_late_write_arriving_after_the_next_transaction_committed_is_fenced_by_the_e
 /// transaction 2. It arrives after transaction 2 began with partition 1 only, before
 /// any write of it. KIP-890 part 1 catches it: partition 0 asks the coordinator,
 /// whose open transaction does not include partition 0, and Keel answers
-/// INVALID_TXN_STATE. (Kafka 4's coordinator answers TRANSACTION_ABORTABLE, which its
-/// `AddPartitionsToTxnManager` turns into INVALID_TXN_STATE for Produce v10 and
-/// below only: a Produce v11 gets TRANSACTION_ABORTABLE there. Both refuse the batch.)
+/// TRANSACTION_ABORTABLE, as Kafka 4 answers a Produce v11 or later (INVALID_TXN_STATE
+/// to older versions).
 /// Had transaction 2 added partition 0 before the late batch arrived, no version 1
 /// check could tell the two apart (the next test).
 #[test]
@@ -402,7 +401,7 @@ fn a_late_version_1_write_to_a_partition_outside_the_next_transaction_is_refused
 
     proxy.release();
     let late: ProduceResponse = read_response(&mut delayed, ApiKey::Produce, 11, correlation);
-    assert_eq!(produce_code(&late), INVALID_TXN_STATE, "the late write of transaction 1 is refused");
+    assert_eq!(produce_code(&late), TRANSACTION_ABORTABLE, "the late write of transaction 1 is refused");
 
     let code = produce(&mut c, 11, &produce_request(id, producer, topic, 1, 0, "committed-2"));
     assert_eq!(code, 0);

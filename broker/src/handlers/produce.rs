@@ -111,7 +111,12 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
     }
     let mut responses: Vec<TopicProduceResponse> = Vec::new();
     for (name, id, partition, outcome) in slots {
-        let o = outcome.expect("every partition answered");
+        let mut o = outcome.expect("every partition answered");
+        if o.error == errors::INVALID_TXN_STATE && version >= 11 {
+            // A write its transaction does not cover (KIP-890 verification): from
+            // version 11 an error the producer recovers from by aborting, as Kafka 4.
+            o.error = errors::TRANSACTION_ABORTABLE;
+        }
         if o.error != errors::NONE {
             tracing::debug!(topic = %name.0, partition, code = o.error, message = ?o.message, "produce refused");
         }
