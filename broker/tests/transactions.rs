@@ -253,3 +253,133 @@ fn committed_offset(c: &mut Conn, group: &str, topic: &str) -> i64 {
     }
     r.topics[0].partitions[0].committed_offset
 }
+
+/// Compaction of a compacted topic with transactions, as Kafka's cleaner: a key's
+/// committed value is never superseded by a later aborted one, nor by one of a
+/// transaction still open (compaction stops at the last stable offset), and the
+/// aborted records themselves are removed.
+#[test]
+fn compaction_keeps_committed_values_over_aborted_and_open_ones() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    let configs = [
+        ("cleanup.policy", "compact"),
+        ("segment.bytes", "2048"),
+        ("min.cleanable.dirty.ratio", "0.01"),
+        ("delete.retention.ms", "0"),
+    ];
+    assert_eq!(create_topic_with_configs(&mut c, "txc", 1, &configs).topics[0].error_code, 0);
+    let keyed = |producer: (i64, i16), seq: i32, kvs: &[(&str, &str)]| {
+        let records: Vec<_> = kvs.iter().map(|(k, v)| (Some(k.as_bytes()), Some(v.as_bytes()))).collect();
+        build_batch_as(
+            0,
+            now_ms(),
+            Producer { id: producer.0, epoch: producer.1, base_sequence: seq },
+            ATTR_TRANSACTIONAL,
+            &records,
+        )
+    };
+    let filler = |c: &mut Conn, from: usize| {
+        for i in from..from + 40 {
+            let value = format!("filler-{i}-{}", "f".repeat(100));
+            let batch = build_batch_as(0, now_ms(), Producer::NONE, 0, &[(Some(b"k3"), Some(value.as_bytes()))]);
+            assert_eq!(produce_plain(c, "txc", batch), 0);
+        }
+    };
+
+    let p = init(&mut c, "tx-compact", 60_000);
+    assert_eq!(add_partitions(&mut c, "tx-compact", p, "txc", &[0]), 0);
+    assert_eq!(produce_txn(&mut c, "tx-compact", "txc", 0, keyed(p, 0, &[("k1", "c1"), ("k2", "c2")])).0, 0);
+    assert_eq!(end(&mut c, "tx-compact", p, true), 0);
+    assert_eq!(add_partitions(&mut c, "tx-compact", p, "txc", &[0]), 0);
+    assert_eq!(produce_txn(&mut c, "tx-compact", "txc", 0, keyed(p, 2, &[("k1", "a1")])).0, 0);
+    assert_eq!(end(&mut c, "tx-compact", p, false), 0);
+    filler(&mut c, 0);
+    // Another producer leaves a transaction open over k2, then more segments follow.
+    let open = init(&mut c, "tx-compact-open", 600_000);
+    assert_eq!(add_partitions(&mut c, "tx-compact-open", open, "txc", &[0]), 0);
+    let (code, open_offset) = produce_txn(&mut c, "tx-compact-open", "txc", 0, keyed(open, 0, &[("k2", "o2")]));
+    assert_eq!(code, 0);
+    filler(&mut c, 40);
+    assert_eq!(last_stable_offset(&mut c, "txc", 0), open_offset);
+
+    // Compaction has run once fillers below the open transaction went (only segments
+    // wholly below it are compacted).
+    let below_open = |c: &mut Conn| -> Vec<(String, String)> {
+        read_uncommitted(c, "txc", 0)
+            .into_iter()
+            .filter(|(offset, ..)| *offset < open_offset)
+            .map(|(_, k, v)| (k, v))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while below_open(&mut c).iter().filter(|(k, _)| k == "k3").count() == 40 {
+        assert!(
+            Instant::now() < deadline,
+            "no compaction below the open transaction: {:?}\n{}",
+            below_open(&mut c),
+            b.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let kept = below_open(&mut c);
+    assert!(kept.contains(&("k1".into(), "c1".into())), "the committed k1 survives its aborted successor: {kept:?}");
+    assert!(kept.contains(&("k2".into(), "c2".into())), "the committed k2 survives the open transaction: {kept:?}");
+    assert!(!kept.iter().any(|(_, v)| v == "a1"), "the aborted record is removed: {kept:?}");
+    let (committed, ..) = read_committed(&mut c, "txc", 0, 0);
+    assert!(committed.starts_with(&["c1".to_string(), "c2".to_string()]), "{committed:?}");
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// A non-transactional Produce of one batch: its error.
+fn produce_plain(c: &mut Conn, topic: &str, batch: Bytes) -> i16 {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let req = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![
+        TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch))]),
+    ]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 11, &req);
+    r.responses[0].partition_responses[0].error_code
+}
+
+/// Every data record of partition 0 (read_uncommitted): (offset, key, value).
+fn read_uncommitted(c: &mut Conn, topic: &str, partition: i32) -> Vec<(i64, String, String)> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let fp = FetchPartition::default()
+            .with_partition(partition)
+            .with_fetch_offset(offset)
+            .with_partition_max_bytes(1 << 20);
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default().with_topic(name(topic)).with_partitions(vec![fp])]);
+        let r: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0);
+        let mut buf = p.records.clone().unwrap_or_default();
+        let sets = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut buf).unwrap();
+        let before = offset;
+        for set in sets {
+            for r in set.records {
+                offset = offset.max(r.offset + 1);
+                if !r.control {
+                    let text = |b: Option<Bytes>| String::from_utf8_lossy(&b.unwrap_or_default()).into_owned();
+                    out.push((r.offset, text(r.key), text(r.value)));
+                }
+            }
+        }
+        if offset == before || offset >= p.high_watermark {
+            return out;
+        }
+    }
+}

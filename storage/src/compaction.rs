@@ -4,13 +4,20 @@
 //! topics); control batches stay as they are. Offsets never change.
 //!
 //! One pass, as Kafka's cleaner: the dirty part (from the last pass's end to the last
-//! closed segment old enough for `min.compaction.lag.ms`) is read to build a map from
+//! closed segment old enough for `min.compaction.lag.ms`, and wholly below the last
+//! stable offset) is read to build a map from
 //! key hash to latest offset; then every segment from the log start to the end of what
 //! the map covers is rewritten without the records a later one supersedes. The map has
 //! a byte budget: when the dirty part has more keys than fit, the pass stops where the
 //! map filled and the next pass continues from there. Hashes are 128-bit, keyed per
 //! pass with random keys, so no producer can craft a collision that deletes another
 //! key's latest value.
+//!
+//! **Transactions.** As Kafka's cleaner, a pass stops at the last stable offset (an
+//! open transaction may still abort, so its records must supersede nothing), a record
+//! of an aborted transaction supersedes nothing (else a read_committed reader would
+//! lose the key's committed value), and aborted records themselves are removed. The
+//! partition tells both through [`Transactions`]; markers stay.
 //!
 //! A segment is rewritten to `<name>.cleaned`, fsynced, and renamed over the original
 //! under the log's io lock, after checking the log still holds the same segment file
@@ -60,6 +67,40 @@ impl Default for CompactionPolicy {
             min_cleanable_dirty_ratio: 0.5,
             key_map_bytes_max: 16 << 20,
         }
+    }
+}
+
+/// What a pass must know of the partition's transactions.
+#[derive(Debug, Clone, Default)]
+pub struct Transactions {
+    /// The last stable offset: records from here on may belong to an open transaction.
+    pub stable_upto: i64,
+    /// Aborted transactions by producer id: (first offset, abort marker offset).
+    aborted: HashMap<i64, Vec<(i64, i64)>>,
+}
+
+impl Transactions {
+    /// `aborted`: (producer id, first offset, marker offset) of each aborted transaction.
+    pub fn new(stable_upto: i64, aborted: impl IntoIterator<Item = (i64, i64, i64)>) -> Transactions {
+        let mut by_producer: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+        for (producer_id, first, marker) in aborted {
+            by_producer.entry(producer_id).or_default().push((first, marker));
+        }
+        Transactions { stable_upto, aborted: by_producer }
+    }
+
+    /// A partition without transactions.
+    pub fn none() -> Transactions {
+        Transactions { stable_upto: i64::MAX, aborted: HashMap::new() }
+    }
+
+    fn aborted(&self, h: &BatchHeader) -> bool {
+        h.is_transactional()
+            && !h.is_control()
+            && self
+                .aborted
+                .get(&h.producer_id)
+                .is_some_and(|ranges| ranges.iter().any(|(first, marker)| (*first..*marker).contains(&h.base_offset)))
     }
 }
 
@@ -131,21 +172,22 @@ pub async fn compact(
     now_ms: i64,
     policy: &CompactionPolicy,
     force: bool,
+    txns: Transactions,
 ) -> Result<Option<CompactionOutcome>, StorageError> {
-    let hw = log.borrow().cleanable_end();
+    let hw = log.borrow().cleanable_end().min(txns.stable_upto);
     if log.borrow().compactable(hw, now_ms, policy, force).is_none() {
         return Ok(None);
     }
     // Only segments whose files are fsynced are rewritten (a journal replay never
     // rebuilds them): fsync the log's files first if the work reaches past that.
-    if log.borrow().compactable(log.borrow().settled_offset(), now_ms, policy, force).is_none() {
+    if log.borrow().compactable(log.borrow().settled_offset().min(txns.stable_upto), now_ms, policy, force).is_none() {
         crate::log::flush(log).await?;
     }
-    let settled = log.borrow().settled_offset();
+    let settled = log.borrow().settled_offset().min(txns.stable_upto);
     let Some(range) = log.borrow().compactable(settled, now_ms, policy, force) else {
         return Ok(None);
     };
-    let map = KeyMap::build(log, &range, policy.key_map_bytes_max).await?;
+    let map = KeyMap::build(log, &range, policy.key_map_bytes_max, txns).await?;
     let mut outcome = CompactionOutcome { cleaned_upto: map.covered_upto, ..Default::default() };
     let bases: Vec<i64> = log.borrow().segments[..range.segment_count].iter().map(|s| s.base_offset).collect();
     for (i, base) in bases.iter().enumerate() {
@@ -173,11 +215,13 @@ pub async fn compact(
     Ok(Some(outcome))
 }
 
-/// Key hash → latest offset over the dirty range, up to `covered_upto`.
+/// Key hash → latest offset over the dirty range, up to `covered_upto`, of records
+/// not aborted.
 struct KeyMap {
     latest: HashMap<u128, i64>,
     hashers: (RandomState, RandomState),
     covered_upto: i64,
+    txns: Transactions,
 }
 
 impl KeyMap {
@@ -185,12 +229,18 @@ impl KeyMap {
         ((self.hashers.0.hash_one(key) as u128) << 64) | self.hashers.1.hash_one(key) as u128
     }
 
-    async fn build(log: &Rc<RefCell<PartitionLog>>, range: &Range, bytes_max: usize) -> Result<KeyMap, StorageError> {
+    async fn build(
+        log: &Rc<RefCell<PartitionLog>>,
+        range: &Range,
+        bytes_max: usize,
+        txns: Transactions,
+    ) -> Result<KeyMap, StorageError> {
         let entries_max = (bytes_max / KEY_MAP_ENTRY_BYTES).max(1);
         let mut map = KeyMap {
             latest: HashMap::new(),
             hashers: (RandomState::new(), RandomState::new()),
             covered_upto: range.end,
+            txns,
         };
         let readers: Vec<SegmentReader> = {
             let l = log.borrow();
@@ -203,7 +253,7 @@ impl KeyMap {
         };
         for mut reader in readers {
             while let Some((h, batch)) = reader.next().await? {
-                if h.last_offset() < range.first_dirty || h.is_control() {
+                if h.last_offset() < range.first_dirty || h.is_control() || map.txns.aborted(&h) {
                     continue;
                 }
                 let body = batch_filter::decompressed_body(&h, &batch).map_err(|r| corrupt(log, &h, r))?;
@@ -347,8 +397,9 @@ fn filter_batch(
     }
     let body = batch_filter::decompressed_body(h, batch).map_err(|r| corrupt(log, h, r))?;
     let records = batch_filter::parse_records(h, &body).map_err(|r| corrupt(log, h, r))?;
+    let aborted = map.txns.aborted(h);
     let kept: Vec<RawRecord<'_>> =
-        records.iter().filter(|r| map.keeps(r, now_ms, policy.delete_retention_ms)).copied().collect();
+        records.iter().filter(|r| !aborted && map.keeps(r, now_ms, policy.delete_retention_ms)).copied().collect();
     let removed = (records.len() - kept.len()) as u64;
     if removed == 0 {
         return Ok(Filtered::Unchanged);

@@ -250,7 +250,10 @@ async fn run_case(seed: u64, steps: usize, dir: &Path) {
                     min_cleanable_dirty_ratio: 0.0,
                     key_map_bytes_max: if rng.gen_bool(0.3) { 48 * 4 } else { 1 << 20 },
                 };
-                if let Some(outcome) = compaction::compact(&l, m.now, &policy, true).await.expect("compaction") {
+                if let Some(outcome) = compaction::compact(&l, m.now, &policy, true, compaction::Transactions::none())
+                    .await
+                    .expect("compaction")
+                {
                     if std::env::var("KEEL_MODEL_TRACE").is_ok() {
                         eprintln!("compaction {outcome:?} {policy:?}");
                     }

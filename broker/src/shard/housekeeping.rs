@@ -116,7 +116,10 @@ async fn visit(shard: &Shard, p: &Rc<Partition>, check_time: bool) {
     if !settings.cleanup_compact || !still_owned(shard, p) {
         return;
     }
-    match compaction::compact(&p.log, now_ms(), &compaction_policy(&settings), false).await {
+    // Compaction stops at the LSO and lets no aborted record supersede a committed one.
+    let aborted = p.aborted_between(0, i64::MAX).into_iter().map(|a| (a.producer_id, a.first_offset, a.last_offset));
+    let txns = compaction::Transactions::new(p.last_stable_offset(), aborted);
+    match compaction::compact(&p.log, now_ms(), &compaction_policy(&settings), false, txns).await {
         Ok(Some(outcome)) if outcome.segments_rewritten > 0 => tracing::info!(
             topic = %p.topic, partition = p.index, segments = outcome.segments_rewritten,
             records_removed = outcome.records_removed, bytes_before = outcome.bytes_before,
