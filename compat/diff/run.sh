@@ -42,7 +42,12 @@ stop() {
 trap stop EXIT
 
 "$root/compat/kafka/kafka.sh" start "$work/kafka" "$kafka_port"
-KEEL_BIN="${KEEL_BIN:-$target/release/keel}" "$root/compat/keel.sh" start "$work/keel" "$keel_port"
+# Kafka 4 finalizes transaction.version 2 (KIP-890); Keel defaults to 1, so it is told
+# to finalize 2 as well and clients of both brokers get the same transaction protocol.
+mkdir -p "$work/keel"
+printf 'transaction_version: 2\n' > "$work/keel/keel.yaml"
+KEEL_BIN="${KEEL_BIN:-$target/release/keel}" "$root/compat/keel.sh" start "$work/keel" "$keel_port" \
+  --config "$work/keel/keel.yaml"
 
 status=0
 "$target/release/keel-diff" --kafka "127.0.0.1:$kafka_port" --keel "127.0.0.1:$keel_port" \
