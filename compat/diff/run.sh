@@ -5,7 +5,8 @@
 # (compat/keel.sh, target/release/keel: build it first with
 # `cargo build --release -p keel-broker`) on port 39192, runs the short profile (about 100
 # sequences) or the long one (--long, 2,000), stops both and exits with the tester's
-# status: 0 no open divergence, 1 open divergences, 2 the run itself failed.
+# status: 0 no open divergence, 1 open divergences, 2 the run itself failed. Keel is
+# started with transaction_version: 2, which Kafka 4.4 finalizes.
 # The seed defaults to a random one, printed so that the run can be repeated.
 # Environment: DIFF_KAFKA_PORT, DIFF_KEEL_PORT to move the ports; DIFF_KEEP=1 keeps the
 # brokers' data directories for a look after the run.
