@@ -5,7 +5,8 @@
 # (compat/keel.sh, target/release/keel: build it first with
 # `cargo build --release -p keel-broker`) on port 39192, runs the short profile (about 100
 # sequences) or the long one (--long, 2,000), stops both and exits with the tester's
-# status: 0 no open divergence, 1 open divergences, 2 the run itself failed.
+# status: 0 no open divergence, 1 open divergences, 2 the run itself failed. Keel is
+# started with transaction_version: 2, which Kafka 4.4 finalizes.
 # The seed defaults to a random one, printed so that the run can be repeated.
 # Environment: DIFF_KAFKA_PORT, DIFF_KEEL_PORT to move the ports; DIFF_KEEP=1 keeps the
 # brokers' data directories for a look after the run.
@@ -42,7 +43,12 @@ stop() {
 trap stop EXIT
 
 "$root/compat/kafka/kafka.sh" start "$work/kafka" "$kafka_port"
-KEEL_BIN="${KEEL_BIN:-$target/release/keel}" "$root/compat/keel.sh" start "$work/keel" "$keel_port"
+# Kafka 4 finalizes transaction.version 2 (KIP-890); Keel defaults to 1, so it is told
+# to finalize 2 as well and clients of both brokers get the same transaction protocol.
+mkdir -p "$work/keel"
+printf 'transaction_version: 2\n' > "$work/keel/keel.yaml"
+KEEL_BIN="${KEEL_BIN:-$target/release/keel}" "$root/compat/keel.sh" start "$work/keel" "$keel_port" \
+  --config "$work/keel/keel.yaml"
 
 status=0
 "$target/release/keel-diff" --kafka "127.0.0.1:$kafka_port" --keel "127.0.0.1:$keel_port" \

@@ -13,8 +13,10 @@ use crate::shard::Shard;
 use crate::txn::shell as txn_shell;
 
 pub const VERSIONS: (i16, i16) = (0, 4);
+/// The first version that may answer PRODUCER_FENCED ([`super::fenced_as_understood`]).
+const VERSION_FENCED: i16 = 2;
 
-pub async fn handle(shard: &Rc<Shard>, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
     let resp = AddOffsetsToTxnResponse::default();
     let group = req.group_id.0.to_string();
     if group.is_empty() {
@@ -38,6 +40,6 @@ pub async fn handle(shard: &Rc<Shard>, req: AddOffsetsToTxnRequest) -> AddOffset
     .await;
     match added {
         Ok(Ok(())) => resp,
-        Ok(Err(code)) | Err(code) => resp.with_error_code(code),
+        Ok(Err(code)) | Err(code) => resp.with_error_code(super::fenced_as_understood(code, version, VERSION_FENCED)),
     }
 }

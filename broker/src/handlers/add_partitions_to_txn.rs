@@ -19,8 +19,10 @@ use crate::txn::shell as txn_shell;
 use crate::txn::state::TxnPartition;
 
 pub const VERSIONS: (i16, i16) = (0, 3);
+/// The first version that may answer PRODUCER_FENCED ([`super::fenced_as_understood`]).
+const VERSION_FENCED: i16 = 2;
 
-pub async fn handle(shard: &Rc<Shard>, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse {
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse {
     let txn_id = req.v3_and_below_transactional_id.0.to_string();
     let (producer_id, epoch) = (req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch);
     let wanted: Vec<TxnPartition> = req
@@ -48,7 +50,7 @@ pub async fn handle(shard: &Rc<Shard>, req: AddPartitionsToTxnRequest) -> AddPar
         .await;
         let code = match added {
             Ok(Ok(())) => errors::NONE,
-            Ok(Err(code)) | Err(code) => code,
+            Ok(Err(code)) | Err(code) => super::fenced_as_understood(code, version, VERSION_FENCED),
         };
         vec![code; wanted.len()]
     };

@@ -29,13 +29,9 @@ pub async fn handle(shard: &Rc<Shard>, req: DescribeTransactionsRequest) -> Desc
 fn describe(id: TransactionalId, found: Result<TxnMeta, i16>) -> TransactionState {
     let m = match found {
         Ok(m) => m,
-        Err(code) => {
-            return TransactionState::default()
-                .with_transactional_id(id)
-                .with_error_code(code)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1)
-        }
+        // Only the id and the error, the other fields left at the schema's defaults
+        // (producer id and epoch 0), as Kafka answers.
+        Err(code) => return TransactionState::default().with_transactional_id(id).with_error_code(code),
     };
     let mut topics: Vec<TopicData> = Vec::new();
     for (topic, p) in &m.partitions {

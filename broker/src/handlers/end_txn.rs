@@ -15,6 +15,8 @@ use crate::txn::shell as txn_shell;
 /// Version 5 is transaction protocol version 2 (KIP-890): the epoch moves at every
 /// end, and the answer names the producer id and epoch to go on with.
 pub const VERSIONS: (i16, i16) = (0, 5);
+/// The first version that may answer PRODUCER_FENCED ([`super::fenced_as_understood`]).
+const VERSION_FENCED: i16 = 2;
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: EndTxnRequest) -> EndTxnResponse {
     let txn_id = req.transactional_id.0.to_string();
@@ -39,6 +41,6 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: EndTxnRequest) -> EndT
     let resp = EndTxnResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
     match ended {
         Ok(Ok((id, epoch))) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(epoch),
-        Ok(Err(code)) | Err(code) => resp.with_error_code(code),
+        Ok(Err(code)) | Err(code) => resp.with_error_code(super::fenced_as_understood(code, version, VERSION_FENCED)),
     }
 }

@@ -56,6 +56,13 @@ impl Got {
     fn failed(error: i16) -> Got {
         Got { error, high_watermark: -1, last_stable_offset: -1, log_start_offset: -1, ..Got::default() }
     }
+
+    /// An unknown topic or topic id, found before any read. Kafka answers these apart
+    /// from the partitions it reads, with the field's default, an empty list of aborted
+    /// transactions, where an error from reading a log leaves the list null.
+    fn unknown(error: i16) -> Got {
+        Got { aborted: Some(Vec::new()), ..Got::failed(error) }
+    }
 }
 
 type TopicLayout = (TopicName, Uuid, Vec<(i32, Option<i16>)>);
@@ -131,7 +138,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
                 .enumerate()
                 .map(|(pi, (partition, early))| {
                     let g = match early {
-                        Some(code) => Got::failed(code),
+                        Some(code) => Got::unknown(code),
                         None => {
                             assert_eq!(slots.next(), Some((ti, pi)), "fetch results follow request order");
                             got.next().expect("a result for every partition read")

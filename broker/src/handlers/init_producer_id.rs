@@ -16,13 +16,15 @@ use crate::txn::shell as txn_shell;
 use crate::txn::state::{Step, TxnMeta};
 
 pub const VERSIONS: (i16, i16) = (0, 5);
+/// The first version that may answer PRODUCER_FENCED ([`super::fenced_as_understood`]).
+const VERSION_FENCED: i16 = 4;
 
-pub async fn handle(shard: &Rc<Shard>, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(shard: &Rc<Shard>, version: i16, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let resp = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
     if let Some(txn_id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) {
         return match transactional(shard, txn_id, &req).await {
             Ok((id, epoch)) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(epoch),
-            Err(code) => resp.with_error_code(code),
+            Err(code) => resp.with_error_code(super::fenced_as_understood(code, version, VERSION_FENCED)),
         };
     }
     if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {

@@ -204,7 +204,7 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
         }
         RequestKind::CreateTopics(r) => encode(key, v, corr, &create_topics::handle(shard, v, r).await),
         RequestKind::DeleteTopics(r) => encode(key, v, corr, &delete_topics::handle(shard, v, r).await),
-        RequestKind::InitProducerId(r) => encode(key, v, corr, &init_producer_id::handle(shard, r).await),
+        RequestKind::InitProducerId(r) => encode(key, v, corr, &init_producer_id::handle(shard, v, r).await),
         RequestKind::OffsetForLeaderEpoch(r) => encode(key, v, corr, &offset_for_leader_epoch::handle(shard, r).await),
         RequestKind::DescribeConfigs(r) => encode(key, v, corr, &describe_configs::handle(shard, v, r)),
         RequestKind::AlterConfigs(r) => encode(key, v, corr, &alter_configs::handle(shard, r).await),
@@ -243,8 +243,8 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
         RequestKind::ConsumerGroupDescribe(r) => {
             encode(key, v, corr, &consumer_group_describe::handle(shard, v, r).await)
         }
-        RequestKind::AddPartitionsToTxn(r) => encode(key, v, corr, &add_partitions_to_txn::handle(shard, r).await),
-        RequestKind::AddOffsetsToTxn(r) => encode(key, v, corr, &add_offsets_to_txn::handle(shard, r).await),
+        RequestKind::AddPartitionsToTxn(r) => encode(key, v, corr, &add_partitions_to_txn::handle(shard, v, r).await),
+        RequestKind::AddOffsetsToTxn(r) => encode(key, v, corr, &add_offsets_to_txn::handle(shard, v, r).await),
         RequestKind::EndTxn(r) => encode(key, v, corr, &end_txn::handle(shard, v, r).await),
         RequestKind::TxnOffsetCommit(r) => encode(key, v, corr, &txn_offset_commit::handle(shard, v, r).await),
         RequestKind::WriteTxnMarkers(r) => encode(key, v, corr, &write_txn_markers::handle(shard, r).await),
@@ -342,6 +342,18 @@ where
         out[slot] = Some(o);
     }
     out.into_iter().map(|o| o.expect("every partition answered")).collect()
+}
+
+/// An error code as a client of `version` understands it: PRODUCER_FENCED came with
+/// KIP-588 (InitProducerId v4; AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2), and
+/// Kafka answers older requests INVALID_PRODUCER_EPOCH, which those clients handle the
+/// same way.
+pub fn fenced_as_understood(code: i16, version: i16, first_version_with_fenced: i16) -> i16 {
+    if code == crate::errors::PRODUCER_FENCED && version < first_version_with_fenced {
+        crate::errors::INVALID_PRODUCER_EPOCH
+    } else {
+        code
+    }
 }
 
 pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {

@@ -259,7 +259,10 @@ impl TxnMeta {
                 next.last_update_ms = now;
                 Ok(Step::answer(Some(next)))
             }
-            (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) => Ok(Step::answer(None)),
+            // Version 1 retries with the same epoch; in version 2 a retry comes with the
+            // epoch before the bump (above), and a commit with the current one has no
+            // transaction to commit: INVALID_TXN_STATE, as Kafka answers.
+            (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) if !bump => Ok(Step::answer(None)),
             (TxnStatus::PrepareCommit, true) | (TxnStatus::PrepareAbort, false) => Err(errors::CONCURRENT_TRANSACTIONS),
             // Aborting a transaction that never added a partition: nothing to undo.
             (TxnStatus::Empty, false) => Ok(Step::answer(None)),
@@ -355,6 +358,11 @@ mod tests {
         let done = prepared.complete(30, None);
         assert_eq!(done.end(7, 0, true, 31, true).unwrap().persist, None, "a retry with the epoch before the bump");
         assert_eq!(done.add_partitions(7, 0, &[tp("a", 0)], 32), Err(errors::PRODUCER_FENCED), "a late write");
+        assert_eq!(
+            done.end(7, 1, true, 32, true),
+            Err(errors::INVALID_TXN_STATE),
+            "nothing to commit at the new epoch"
+        );
         let next = done.add_partitions(7, 1, &[tp("a", 0)], 33).unwrap().persist.unwrap();
         assert_eq!((next.status, next.producer_epoch), (TxnStatus::Ongoing, 1));
     }

@@ -18,6 +18,7 @@ use rand::Rng;
 use crate::steps::{
     Batch, BrokerContext, ConfigResource, Names, NewTopic, Request, Step, Topic, RECORD_TIMESTAMP_BASE_MS,
 };
+use crate::txn_steps::{Epoch, Producer, TxnRequest};
 use crate::versions::Versions;
 
 /// Longest legal topic name is 249 characters; one more must be refused.
@@ -46,7 +47,7 @@ impl<'a> Generator<'a> {
     }
 
     pub fn next_sequence(&mut self) -> Vec<Step> {
-        let scenarios: [fn(&mut Sequence); 9] = [
+        let scenarios: [fn(&mut Sequence); 11] = [
             metadata_names,
             create_topics,
             produce_fetch,
@@ -56,6 +57,8 @@ impl<'a> Generator<'a> {
             offsets,
             configs,
             partitions_and_groups,
+            transactions,
+            transactions,
         ];
         let scenario = *scenarios.choose(&mut self.rng).expect("non-empty");
         let mut sequence = Sequence { rng: &mut self.rng, versions: self.versions, steps: Vec::new() };
@@ -82,8 +85,19 @@ impl Sequence<'_, '_> {
     /// CreateTopics v0 cannot validate only), and such a version would not ask the same
     /// question anyway.
     fn push(&mut self, request: Request) {
+        self.push_between(i16::MIN, i16::MAX, request);
+    }
+
+    /// `push` with the version drawn from `min` to `max` (within the common range): a
+    /// request whose meaning depends on its version (EndTxn v5 bumps the epoch).
+    fn push_between(&mut self, min: i16, max: i16, request: Request) {
+        let Some((common_min, common_max)) = self.versions.common(request.api_key()) else { return };
+        let (min, max) = (common_min.max(min), common_max.min(max));
+        if min > max {
+            return;
+        }
         for _ in 0..VERSION_ATTEMPTS_MAX {
-            let Some(version) = self.version(request.api_key()) else { return };
+            let version = self.rng.gen_range(min..=max);
             if encodable(&request, version) {
                 self.steps.push(Step { version, request });
                 return;
@@ -146,7 +160,7 @@ impl Sequence<'_, '_> {
             1 => (1_048_576, 10),
             _ => (1_048_576, 1_048_576),
         };
-        self.push(Request::Fetch { topic, partition, offset, max_bytes, partition_max_bytes });
+        self.push(Request::Fetch { topic, partition, offset, max_bytes, partition_max_bytes, isolation_level: 0 });
     }
 
     fn metadata(&mut self, topics: Vec<Topic>) {
@@ -264,6 +278,7 @@ fn produce_fetch(s: &mut Sequence) {
                 offset: 0,
                 max_bytes: 1 << 20,
                 partition_max_bytes: 1 << 20,
+                isolation_level: 0,
             },
         );
     }
@@ -277,12 +292,12 @@ fn list_offsets(s: &mut Sequence, topic: Topic) {
         [-2, -1, RECORD_TIMESTAMP_BASE_MS - 1, RECORD_TIMESTAMP_BASE_MS + 500, RECORD_TIMESTAMP_BASE_MS + 100_000];
     timestamps.shuffle(s.rng);
     for &timestamp in timestamps.iter().take(3) {
-        s.push(Request::ListOffsets { topic: topic.clone(), partition: 0, timestamp });
+        s.push(Request::ListOffsets { topic: topic.clone(), partition: 0, timestamp, isolation_level: 0 });
     }
     if let Some(version) = s.version(ApiKey::ListOffsets) {
         // Max-timestamp (-3) arrived with v7 (KIP-734).
         if version >= 7 {
-            s.push_at(version, Request::ListOffsets { topic, partition: 0, timestamp: -3 });
+            s.push_at(version, Request::ListOffsets { topic, partition: 0, timestamp: -3, isolation_level: 0 });
         }
     }
 }
@@ -301,7 +316,7 @@ fn delete_recreate(s: &mut Sequence) {
     s.create(Topic::Slot("t0"), 1, vec![]);
     s.produce_acked(Topic::Slot("t0"), 0);
     s.fetch(Topic::Slot("t0"), 0, 0);
-    s.push(Request::ListOffsets { topic: Topic::Slot("t0"), partition: 0, timestamp: -1 });
+    s.push(Request::ListOffsets { topic: Topic::Slot("t0"), partition: 0, timestamp: -1, isolation_level: 0 });
 }
 
 /// DeleteRecords below offsets inside, at and beyond the end of the log, then what
@@ -316,7 +331,7 @@ fn delete_records(s: &mut Sequence) {
     if s.chance(0.3) {
         s.push(Request::DeleteRecords { topic: UNKNOWN, partition: 0, offset: 0 });
     }
-    s.push(Request::ListOffsets { topic: Topic::Slot("t0"), partition: 0, timestamp: -2 });
+    s.push(Request::ListOffsets { topic: Topic::Slot("t0"), partition: 0, timestamp: -2, isolation_level: 0 });
     s.fetch(Topic::Slot("t0"), 0, 0);
     s.fetch(Topic::Slot("t0"), 0, 1);
 }
@@ -376,4 +391,164 @@ fn partitions_and_groups(s: &mut Sequence) {
     s.push(Request::FindCoordinator { group: "g0" });
     s.push(Request::DescribeGroups { groups: vec!["g0"] });
     s.push(Request::ListGroups);
+}
+
+/// The first versions with transaction protocol version 2 semantics (KIP-890): Produce
+/// adds the partition it writes to the transaction, TxnOffsetCommit adds the group, and
+/// EndTxn moves the producer to a new epoch.
+const PRODUCE_VERSION_TRANSACTION_V2: i16 = 12;
+const TXN_OFFSET_COMMIT_VERSION_TRANSACTION_V2: i16 = 5;
+const END_TXN_VERSION_TRANSACTION_V2: i16 = 5;
+/// Kafka rolls a segment when a batch comes `segment.ms` (7 days by default) after the
+/// first timestamp of the segment, and a Kafka fetch reads one segment only. The
+/// records' fixed timestamps (2023) are years before the markers' (the broker's clock),
+/// so by default every marker would start a segment and Kafka's fetches would stop
+/// before it; ten years keeps one segment, as for records stamped with today's time.
+const SEGMENT_MS_NO_TIME_ROLL: &str = "315360000000";
+/// The transactional id slot of the transactions scenario; "x9" is never initialised.
+const TXN: &str = "x0";
+const TXN_UNKNOWN: &str = "x9";
+
+/// A transaction from InitProducerId to EndTxn on a fresh topic, what consumers and
+/// admin clients then see (Fetch at both isolation levels, so the markers' bytes too,
+/// ListOffsets, OffsetFetch, DescribeTransactions, ListTransactions,
+/// DescribeProducers), and a producer's mistakes: an epoch never given, an unknown
+/// topic, a partition not added, EndTxn twice, and a stale epoch after a second
+/// InitProducerId fenced it.
+///
+/// Half of the sequences speak transaction version 2 (Produce v12+, TxnOffsetCommit
+/// v5+, EndTxn v5+, nothing added beforehand), the others version 1 (AddPartitionsToTxn
+/// and AddOffsetsToTxn first, older versions of the three), each with the versions of
+/// its own protocol only.
+fn transactions(s: &mut Sequence) {
+    let current = Producer { txn: TXN, epoch: Epoch::Current };
+    let version_2 = s.serves(ApiKey::Produce, PRODUCE_VERSION_TRANSACTION_V2)
+        && s.serves(ApiKey::TxnOffsetCommit, TXN_OFFSET_COMMIT_VERSION_TRANSACTION_V2)
+        && s.serves(ApiKey::EndTxn, END_TXN_VERSION_TRANSACTION_V2)
+        && s.chance(0.5);
+    let t0 = Topic::Slot("t0");
+    s.create(t0.clone(), 3, vec![("segment.ms", SEGMENT_MS_NO_TIME_ROLL)]);
+    s.push(Request::Txn(TxnRequest::InitProducerId { txn: TXN }));
+    let added = s.rng.gen_range(1..=2);
+    if !version_2 {
+        s.push(Request::Txn(TxnRequest::AddPartitions {
+            producer: current,
+            topics: vec![(t0.clone(), (0..added).collect())],
+        }));
+    }
+    if s.chance(0.4) {
+        let mut topics = vec![(UNKNOWN, vec![0])];
+        if s.chance(0.5) {
+            topics.push((t0.clone(), vec![0]));
+        }
+        s.push(Request::Txn(TxnRequest::AddPartitions { producer: current, topics }));
+    }
+    let mut sequences = [0; 3];
+    for partition in 0..added {
+        for _ in 0..s.rng.gen_range(1..=2) {
+            txn_produce(s, version_2, current, partition, &mut sequences);
+        }
+    }
+    if !version_2 && s.chance(0.5) {
+        // Partition 2 was never added to the transaction.
+        txn_produce(s, version_2, current, 2, &mut sequences);
+    }
+    if !version_2 || s.chance(0.5) {
+        s.push(Request::Txn(TxnRequest::AddOffsets { producer: current, group: "g0" }));
+    }
+    let offset = s.rng.gen_range(0..10);
+    let commit = TxnRequest::OffsetCommit { producer: current, group: "g0", topic: t0.clone(), partition: 0, offset };
+    push_for(s, version_2, TXN_OFFSET_COMMIT_VERSION_TRANSACTION_V2, commit);
+    if s.chance(0.4) {
+        let commit = s.chance(0.5);
+        end_txn(s, version_2, Producer { txn: TXN, epoch: Epoch::Ahead }, commit);
+    }
+    let commit = s.chance(0.5);
+    end_txn(s, version_2, current, commit);
+    if s.chance(0.5) {
+        // EndTxn twice: a retry (in version 2 also with the epoch before the bump) or
+        // the other outcome.
+        let epoch = if version_2 && s.chance(0.5) { Epoch::Previous } else { Epoch::Current };
+        let again = if s.chance(0.7) { commit } else { !commit };
+        end_txn(s, version_2, Producer { txn: TXN, epoch }, again);
+    }
+    what_clients_see(s, added);
+    if s.chance(0.3) {
+        // A second transaction, so that a partition holds two markers.
+        if version_2 {
+            sequences = [0; 3];
+        } else {
+            s.push(Request::Txn(TxnRequest::AddPartitions { producer: current, topics: vec![(t0.clone(), vec![0])] }));
+        }
+        txn_produce(s, version_2, current, 0, &mut sequences);
+        let commit = s.chance(0.5);
+        end_txn(s, version_2, current, commit);
+        txn_fetch(s, 0, 1);
+    }
+    // A new instance of the producer fences the old one's epoch.
+    s.push(Request::Txn(TxnRequest::InitProducerId { txn: TXN }));
+    let stale = Producer { txn: TXN, epoch: Epoch::First };
+    match s.rng.gen_range(0..3) {
+        0 => {
+            let commit = s.chance(0.5);
+            end_txn(s, version_2, stale, commit);
+        }
+        1 => txn_produce(s, version_2, stale, 0, &mut [0; 3]),
+        _ => s.push(Request::Txn(TxnRequest::AddPartitions { producer: stale, topics: vec![(t0, vec![0])] })),
+    }
+    s.push(Request::Txn(TxnRequest::Describe { txns: vec![TXN] }));
+}
+
+impl Sequence<'_, '_> {
+    /// Whether both brokers serve `api` at `version` or later.
+    fn serves(&self, api: ApiKey, version: i16) -> bool {
+        self.versions.common(api).is_some_and(|(_, max)| max >= version)
+    }
+}
+
+/// Pushes a request whose semantics changed at `first_version_2`, at a version of the
+/// transaction protocol the sequence speaks.
+fn push_for(s: &mut Sequence, version_2: bool, first_version_2: i16, request: TxnRequest) {
+    let (min, max) = if version_2 { (first_version_2, i16::MAX) } else { (i16::MIN, first_version_2 - 1) };
+    s.push_between(min, max, Request::Txn(request));
+}
+
+/// A transactional produce of 1 to 3 records to `partition` of t0; `sequences` holds
+/// the next sequence of each partition.
+fn txn_produce(s: &mut Sequence, version_2: bool, producer: Producer, partition: i32, sequences: &mut [i32; 3]) {
+    let records = s.rng.gen_range(1..=3);
+    let base_sequence = sequences[partition as usize];
+    sequences[partition as usize] += records;
+    let request = TxnRequest::Produce { producer, topic: Topic::Slot("t0"), partition, base_sequence, records };
+    push_for(s, version_2, PRODUCE_VERSION_TRANSACTION_V2, request);
+}
+
+fn end_txn(s: &mut Sequence, version_2: bool, producer: Producer, commit: bool) {
+    push_for(s, version_2, END_TXN_VERSION_TRANSACTION_V2, TxnRequest::End { producer, commit });
+}
+
+fn txn_fetch(s: &mut Sequence, partition: i32, isolation_level: i8) {
+    let (max_bytes, partition_max_bytes) = (1 << 20, 1 << 20);
+    let topic = Topic::Slot("t0");
+    s.push(Request::Fetch { topic, partition, offset: 0, max_bytes, partition_max_bytes, isolation_level });
+}
+
+/// After EndTxn: the records and markers at both isolation levels, the offsets, and
+/// what the admin APIs say of the transaction and the producer.
+fn what_clients_see(s: &mut Sequence, partitions: i32) {
+    for partition in 0..partitions {
+        txn_fetch(s, partition, 0);
+        txn_fetch(s, partition, 1);
+    }
+    let topic = Topic::Slot("t0");
+    s.push(Request::ListOffsets { topic: topic.clone(), partition: 0, timestamp: -1, isolation_level: 1 });
+    s.push(Request::OffsetFetch { group: "g0", topics: Some(vec![(topic.clone(), vec![0])]) });
+    s.push(Request::Txn(TxnRequest::Describe { txns: vec![TXN, TXN_UNKNOWN] }));
+    let states = match s.rng.gen_range(0..3) {
+        0 => vec![],
+        1 => vec!["CompleteCommit", "CompleteAbort"],
+        _ => vec!["Ongoing", "NoSuchState"],
+    };
+    s.push(Request::Txn(TxnRequest::List { states }));
+    s.push(Request::Txn(TxnRequest::DescribeProducers { topic, partitions: (0..partitions).collect() }));
 }

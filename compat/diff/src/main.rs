@@ -12,6 +12,7 @@
 //! offsets and edge cases clients do not look at until one day they do.
 
 mod accepted;
+mod batches;
 mod client;
 mod diff;
 mod generate;
@@ -20,6 +21,7 @@ mod project;
 mod report;
 mod run;
 mod steps;
+mod txn_steps;
 mod versions;
 
 use std::path::PathBuf;

@@ -43,6 +43,7 @@ const BROKER_RESOURCE: i64 = 4;
 #[derive(Default)]
 pub struct Normalizer {
     topic_id_symbols: HashMap<String, String>,
+    producer_id_symbols: HashMap<i64, String>,
 }
 
 impl Normalizer {
@@ -80,6 +81,15 @@ impl Normalizer {
                 "replica_nodes" | "isr_nodes" => node_list(value),
                 // Topic ids are random UUIDs; compared as symbols by order of appearance.
                 "topic_id" => self.topic_id(value),
+                // Each broker hands out its own producer ids; compared as symbols by order
+                // of appearance, so "the same producer" is still compared.
+                "producer_id" => self.producer_id(value),
+                // The transaction coordinator's epoch (DescribeProducers) counts
+                // coordinator moves, as leader epochs count leader changes.
+                "coordinator_epoch" => continue,
+                // When the transaction started is the coordinator's clock; only whether a
+                // start is given (not -1) is compared.
+                "transaction_start_time_ms" => set_or_unset(value),
                 // The append time is the broker's clock; only whether one is given (not -1)
                 // is compared.
                 "log_append_time_ms" => set_or_unset(value),
@@ -92,6 +102,12 @@ impl Normalizer {
             out.insert(key, value);
         }
         out
+    }
+
+    fn producer_id(&mut self, value: Value) -> Value {
+        let Some(id) = value.as_i64().filter(|id| *id >= 0) else { return value };
+        let next = format!("<producer id #{}>", self.producer_id_symbols.len() + 1);
+        Value::String(self.producer_id_symbols.entry(id).or_insert(next).clone())
     }
 
     fn topic_id(&mut self, value: Value) -> Value {

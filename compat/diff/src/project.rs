@@ -9,12 +9,11 @@
 //! Lists whose order the protocol does not promise (topics in Metadata, results in
 //! CreateTopics) are sorted by name here, so only their content is compared.
 
-use bytes::{Buf, Bytes};
 use kafka_protocol::messages::ResponseKind;
-use kafka_protocol::records::RecordBatchDecoder;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
+use crate::batches::fetched_records;
 use crate::client::Answer;
 
 /// Topic configs whose names and values are compared in DescribeConfigs answers.
@@ -32,13 +31,13 @@ pub const COMPARED_TOPIC_CONFIGS: &[&str] = &[
     "segment.ms",
 ];
 
-/// `group_prefix` keeps only this sequence's groups in ListGroups, which lists every group
-/// on the broker.
-pub fn project(answer: &Answer, group_prefix: &str) -> Value {
+/// `prefix` keeps only this sequence's groups in ListGroups and transactional ids in
+/// ListTransactions, which list every one on the broker.
+pub fn project(answer: &Answer, prefix: &str) -> Value {
     match answer {
         Answer::NoResponse => json!({ "no_response": true }),
         Answer::Transport(error) => json!({ "transport_error": transport_kind(error) }),
-        Answer::Response(response) => project_response(response, group_prefix),
+        Answer::Response(response) => project_response(response, prefix),
     }
 }
 
@@ -53,7 +52,7 @@ fn transport_kind(error: &str) -> &'static str {
     }
 }
 
-fn project_response(response: &ResponseKind, group_prefix: &str) -> Value {
+fn project_response(response: &ResponseKind, prefix: &str) -> Value {
     match response {
         ResponseKind::ApiVersions(r) => {
             let ranges: Map<String, Value> =
@@ -155,12 +154,23 @@ fn project_response(response: &ResponseKind, group_prefix: &str) -> Value {
                         .partitions
                         .iter()
                         .map(|p| {
+                            let aborted = p.aborted_transactions.as_ref().map(|list| {
+                                let mut list: Vec<(i64, i64)> =
+                                    list.iter().map(|a| (a.first_offset, a.producer_id.0)).collect();
+                                list.sort_unstable();
+                                list.into_iter()
+                                    .map(
+                                        |(first_offset, id)| json!({ "producer_id": id, "first_offset": first_offset }),
+                                    )
+                                    .collect::<Vec<_>>()
+                            });
                             json!({
                                 "partition_index": p.partition_index,
                                 "error_code": p.error_code,
                                 "high_watermark": p.high_watermark,
                                 "last_stable_offset": p.last_stable_offset,
                                 "log_start_offset": p.log_start_offset,
+                                "aborted_transactions": aborted,
                                 "records": fetched_records(p.records.as_ref()),
                             })
                         })
@@ -405,7 +415,7 @@ fn project_response(response: &ResponseKind, group_prefix: &str) -> Value {
             let mut groups: Vec<Value> = r
                 .groups
                 .iter()
-                .filter(|g| g.group_id.0.as_str().starts_with(group_prefix))
+                .filter(|g| g.group_id.0.as_str().starts_with(prefix))
                 .map(|g| {
                     json!({
                         "group_id": g.group_id.0.as_str(),
@@ -417,38 +427,152 @@ fn project_response(response: &ResponseKind, group_prefix: &str) -> Value {
             sort_by(&mut groups, "group_id");
             json!({ "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code, "groups": groups })
         }
-        other => json!({ "unprojected_response": format!("{:?}", std::mem::discriminant(other)) }),
+        other => project_transactions(other, prefix),
     }
 }
 
-/// Offset, key and value of each fetched record. A fetch may end inside a batch (Kafka
-/// cuts the log at the byte limit and leaves the client to drop the partial batch), so
-/// batches are framed here and a trailing partial one is skipped, as clients do.
-fn fetched_records(records: Option<&Bytes>) -> Value {
-    let Some(records) = records else { return Value::Null };
-    let mut rest = records.clone();
-    let mut projected = Vec::new();
-    while rest.len() >= 12 {
-        let length = (&rest[8..12]).get_i32();
-        let batch_len = 12 + length.max(0) as usize;
-        if length < 0 || rest.len() < batch_len {
-            break;
+/// The answers of the transactional producer and transaction admin APIs.
+fn project_transactions(response: &ResponseKind, prefix: &str) -> Value {
+    match response {
+        ResponseKind::InitProducerId(r) => json!({
+            "throttle_time_ms": r.throttle_time_ms,
+            "error_code": r.error_code,
+            "producer_id": r.producer_id.0,
+            "producer_epoch": r.producer_epoch,
+        }),
+        ResponseKind::AddPartitionsToTxn(r) => {
+            let mut topics: Vec<Value> = r
+                .results_by_topic_v3_and_below
+                .iter()
+                .map(|t| {
+                    let mut partitions: Vec<Value> = t
+                        .results_by_partition
+                        .iter()
+                        .map(|p| json!({ "partition_index": p.partition_index, "error_code": p.partition_error_code }))
+                        .collect();
+                    sort_by(&mut partitions, "partition_index");
+                    json!({ "name": t.name.0.as_str(), "partitions": partitions })
+                })
+                .collect();
+            sort_by(&mut topics, "name");
+            json!({ "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code, "results_by_topic": topics })
         }
-        let mut batch = rest.split_to(batch_len);
-        match RecordBatchDecoder::decode(&mut batch) {
-            Ok(set) => {
-                for record in set.records.iter().filter(|r| !r.control) {
-                    projected.push(json!({
-                        "offset": record.offset,
-                        "key": record.key.as_ref().map(|k| String::from_utf8_lossy(k).into_owned()),
-                        "value": record.value.as_ref().map(|v| String::from_utf8_lossy(v).into_owned()),
-                    }));
-                }
-            }
-            Err(error) => projected.push(json!({ "undecodable_batch": error.to_string() })),
+        ResponseKind::AddOffsetsToTxn(r) => {
+            json!({ "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code })
         }
+        ResponseKind::TxnOffsetCommit(r) => {
+            let topics: Vec<Value> = r
+                .topics
+                .iter()
+                .map(|t| {
+                    let partitions: Vec<Value> = t
+                        .partitions
+                        .iter()
+                        .map(|p| json!({ "partition_index": p.partition_index, "error_code": p.error_code }))
+                        .collect();
+                    json!({ "name": t.name.0.as_str(), "partitions": partitions })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "topics": topics })
+        }
+        ResponseKind::EndTxn(r) => json!({
+            "throttle_time_ms": r.throttle_time_ms,
+            "error_code": r.error_code,
+            "producer_id": r.producer_id.0,
+            "producer_epoch": r.producer_epoch,
+        }),
+        ResponseKind::DescribeTransactions(r) => {
+            let mut states: Vec<Value> = r
+                .transaction_states
+                .iter()
+                .map(|t| {
+                    let mut topics: Vec<Value> = t
+                        .topics
+                        .iter()
+                        .map(|d| {
+                            let mut partitions = d.partitions.clone();
+                            partitions.sort_unstable();
+                            json!({ "topic": d.topic.0.as_str(), "partitions": partitions })
+                        })
+                        .collect();
+                    sort_by(&mut topics, "topic");
+                    json!({
+                        "error_code": t.error_code,
+                        "transactional_id": t.transactional_id.0.as_str(),
+                        "transaction_state": t.transaction_state.as_str(),
+                        "transaction_timeout_ms": t.transaction_timeout_ms,
+                        "transaction_start_time_ms": t.transaction_start_time_ms,
+                        "producer_id": t.producer_id.0,
+                        "producer_epoch": t.producer_epoch,
+                        "topics": topics,
+                    })
+                })
+                .collect();
+            sort_by(&mut states, "transactional_id");
+            json!({ "throttle_time_ms": r.throttle_time_ms, "transaction_states": states })
+        }
+        ResponseKind::ListTransactions(r) => {
+            let mut states: Vec<Value> = r
+                .transaction_states
+                .iter()
+                .filter(|t| t.transactional_id.0.as_str().starts_with(prefix))
+                .map(|t| {
+                    json!({
+                        "transactional_id": t.transactional_id.0.as_str(),
+                        "producer_id": t.producer_id.0,
+                        "transaction_state": t.transaction_state.as_str(),
+                    })
+                })
+                .collect();
+            sort_by(&mut states, "transactional_id");
+            let mut unknown: Vec<&str> = r.unknown_state_filters.iter().map(|s| s.as_str()).collect();
+            unknown.sort_unstable();
+            json!({
+                "throttle_time_ms": r.throttle_time_ms,
+                "error_code": r.error_code,
+                "unknown_state_filters": unknown,
+                "transaction_states": states,
+            })
+        }
+        ResponseKind::DescribeProducers(r) => {
+            let topics: Vec<Value> = r
+                .topics
+                .iter()
+                .map(|t| {
+                    let mut partitions: Vec<Value> = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            let producers: Vec<Value> = p
+                                .active_producers
+                                .iter()
+                                .map(|a| {
+                                    json!({
+                                        "producer_id": a.producer_id.0,
+                                        "producer_epoch": a.producer_epoch,
+                                        "last_sequence": a.last_sequence,
+                                        "last_timestamp": a.last_timestamp,
+                                        "coordinator_epoch": a.coordinator_epoch,
+                                        "current_txn_start_offset": a.current_txn_start_offset,
+                                    })
+                                })
+                                .collect();
+                            json!({
+                                "partition_index": p.partition_index,
+                                "error_code": p.error_code,
+                                "error_message": p.error_message.as_ref().map(|m| m.as_str()),
+                                "active_producers": producers,
+                            })
+                        })
+                        .collect();
+                    sort_by(&mut partitions, "partition_index");
+                    json!({ "name": t.name.0.as_str(), "partitions": partitions })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "topics": topics })
+        }
+        other => json!({ "unprojected_response": format!("{:?}", std::mem::discriminant(other)) }),
     }
-    Value::Array(projected)
 }
 
 fn uuid(id: &Uuid) -> String {

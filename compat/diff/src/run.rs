@@ -4,8 +4,11 @@
 //! step, so a divergence is pinned to the step that caused it. After a step that changes
 //! topics (create, delete, add partitions, auto-create) the tester waits, on each broker,
 //! until Metadata shows the change: Kafka applies metadata asynchronously after
-//! answering, and a Produce racing that would compare timing, not behaviour. These
-//! waits are not compared and not counted as requests.
+//! answering, and a Produce racing that would compare timing, not behaviour. Likewise
+//! after EndTxn (and InitProducerId, which may abort an open transaction) it waits
+//! until DescribeTransactions shows the markers written: Kafka answers EndTxn once the
+//! outcome is decided and writes the markers afterwards. These waits are not compared
+//! and not counted as requests.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -13,7 +16,8 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FindCoordinatorRequest, ListOffsetsRequest, MetadataRequest, RequestKind, ResponseKind, TopicName,
+    ApiKey, BrokerId, DescribeTransactionsRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest,
+    ListTransactionsRequest, MetadataRequest, RequestKind, ResponseKind, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde_json::Value;
@@ -23,12 +27,13 @@ use crate::diff::{diff, FieldDiff};
 use crate::normalize::Normalizer;
 use crate::project::project;
 use crate::steps::{BrokerContext, Names, Request, Step};
+use crate::txn_steps::TxnRequest;
 use crate::versions::Versions;
 
 /// Longest wait for a topic change to show in a broker's Metadata.
 const SETTLE_WAIT_MS_MAX: u64 = 1_500;
 const SETTLE_POLL_MS: u64 = 20;
-/// Longest wait for a fresh broker's group coordinator.
+/// Longest wait for a fresh broker's group and transaction coordinators.
 const COORDINATOR_WAIT_MS_MAX: u64 = 60_000;
 
 /// One broker under test and what the tester learned about it.
@@ -37,6 +42,7 @@ pub struct Broker {
     pub node_id: i32,
     metadata_version: i16,
     list_offsets_version: i16,
+    describe_transactions_version: Option<i16>,
 }
 
 /// The outcome of one step: both answers, normalised, and where they differ.
@@ -57,34 +63,76 @@ impl Broker {
             _ => return Err(format!("Metadata failed: {description}")),
         };
         let list_offsets_version = versions.common(ApiKey::ListOffsets).ok_or("no common ListOffsets version")?.1;
-        Ok(Broker { client, node_id, metadata_version, list_offsets_version })
+        let describe_transactions_version = versions.common(ApiKey::DescribeTransactions).map(|(_, max)| max);
+        Ok(Broker { client, node_id, metadata_version, list_offsets_version, describe_transactions_version })
     }
 
-    /// Waits until the broker can coordinate groups. A fresh Kafka creates its offsets
-    /// topic on the first FindCoordinator and answers COORDINATOR_NOT_AVAILABLE until
-    /// then: a start-up state, not behaviour worth comparing. Not counted as a request.
+    /// Waits until the broker can coordinate groups and transactions. A fresh Kafka
+    /// creates its offsets topic (and its transaction state topic) on the first
+    /// FindCoordinator for a group (for a transactional id) and answers
+    /// COORDINATOR_NOT_AVAILABLE until then; it answers COORDINATOR_LOAD_IN_PROGRESS
+    /// while it loads the new partitions (which ListTransactions reports) and, to
+    /// InitProducerId, until its first block of producer ids has come from the
+    /// controller. A start-up state, not behaviour worth comparing. Not counted as
+    /// requests; the warm-up transactional id is never compared.
     pub fn wait_for_coordinator(&mut self, versions: &Versions) -> Result<(), String> {
-        let Some((_, version)) = versions.common(ApiKey::FindCoordinator) else { return Ok(()) };
-        let key = StrBytes::from_static_str("keel-diff-warm-up");
-        let request = if version >= 4 {
-            FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
-        } else {
-            FindCoordinatorRequest::default().with_key(key)
-        };
-        let request = RequestKind::FindCoordinator(request);
+        if let Some((_, version)) = versions.common(ApiKey::FindCoordinator) {
+            for (key_type, kind) in [(0, "group coordinator"), (1, "transaction coordinator")] {
+                let key = StrBytes::from_static_str("keel-diff-warm-up");
+                let request = if version >= 4 {
+                    FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
+                } else {
+                    FindCoordinatorRequest::default().with_key(key)
+                };
+                let request = RequestKind::FindCoordinator(request.with_key_type(key_type));
+                self.poll(kind, ApiKey::FindCoordinator, version, &request, |r| match r {
+                    ResponseKind::FindCoordinator(r) => r.coordinators.first().map_or(r.error_code, |c| c.error_code),
+                    _ => -1,
+                })?;
+            }
+        }
+        if let Some((_, version)) = versions.common(ApiKey::ListTransactions) {
+            let request = RequestKind::ListTransactions(ListTransactionsRequest::default());
+            self.poll("loaded transaction state", ApiKey::ListTransactions, version, &request, |r| match r {
+                ResponseKind::ListTransactions(r) => r.error_code,
+                _ => -1,
+            })?;
+        }
+        if let Some((_, version)) = versions.common(ApiKey::InitProducerId) {
+            let request = RequestKind::InitProducerId(
+                InitProducerIdRequest::default()
+                    .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("keel-diff-warm-up"))))
+                    .with_transaction_timeout_ms(60_000),
+            );
+            self.poll("producer ids", ApiKey::InitProducerId, version, &request, |r| match r {
+                ResponseKind::InitProducerId(r) => r.error_code,
+                _ => -1,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Sends `request` until `error_code` of the answer is 0, for at most
+    /// `COORDINATOR_WAIT_MS_MAX`.
+    fn poll(
+        &mut self,
+        what: &str,
+        api: ApiKey,
+        version: i16,
+        request: &RequestKind,
+        error_code: impl Fn(&ResponseKind) -> i16,
+    ) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_millis(COORDINATOR_WAIT_MS_MAX);
+        let mut last = String::new();
         while Instant::now() < deadline {
-            if let Some(ResponseKind::FindCoordinator(r)) =
-                self.client.send(ApiKey::FindCoordinator, version, &request, true).into_response()
-            {
-                let error = r.coordinators.first().map_or(r.error_code, |c| c.error_code);
-                if error == 0 {
-                    return Ok(());
-                }
+            let answer = self.client.send(api, version, request, true);
+            last = format!("{answer:?}");
+            if answer.into_response().is_some_and(|r| error_code(&r) == 0) {
+                return Ok(());
             }
             thread::sleep(Duration::from_millis(200));
         }
-        Err("no group coordinator after 60 s".into())
+        Err(format!("no {what} after 60 s; last answer: {last}"))
     }
 }
 
@@ -138,6 +186,12 @@ impl Side {
         }
         if let Answer::Response(response) = &answer {
             self.learn(response);
+            self.learn_producer(&step.request, response, names);
+            if let Request::Txn(request @ (TxnRequest::End { .. } | TxnRequest::InitProducerId { .. })) = &step.request
+            {
+                let txn = request.txn().expect("EndTxn and InitProducerId name their transactional id");
+                settle_transaction(broker, &names.transactional_id(txn));
+            }
             let started = Instant::now();
             for polled in settle(broker, &step.request, response, names) {
                 self.learn(&polled);
@@ -167,6 +221,55 @@ impl Side {
             }
             _ => {}
         }
+    }
+}
+
+impl Side {
+    /// Remembers the producer id and epoch a broker gave a transactional id
+    /// (InitProducerId, and EndTxn from v5 on, which moves the epoch), which later steps
+    /// send back.
+    fn learn_producer(&mut self, request: &Request, response: &ResponseKind, names: &Names) {
+        let (txn, id, epoch) = match (request, response) {
+            (Request::Txn(TxnRequest::InitProducerId { txn }), ResponseKind::InitProducerId(r))
+                if r.error_code == 0 =>
+            {
+                (txn, r.producer_id.0, r.producer_epoch)
+            }
+            (Request::Txn(TxnRequest::End { producer, .. }), ResponseKind::EndTxn(r)) if r.error_code == 0 => {
+                (&producer.txn, r.producer_id.0, r.producer_epoch)
+            }
+            _ => return,
+        };
+        if id < 0 {
+            return;
+        }
+        let seen = self.context.producers.entry(names.transactional_id(txn)).or_default();
+        if seen.last() != Some(&(id, epoch)) {
+            seen.push((id, epoch));
+        }
+    }
+}
+
+/// Waits (at most `SETTLE_WAIT_MS_MAX`) until the transaction of `transactional_id` is
+/// not between its decision and its markers, so the next step sees the markers written.
+fn settle_transaction(broker: &mut Broker, transactional_id: &str) {
+    let Some(version) = broker.describe_transactions_version else { return };
+    let request = RequestKind::DescribeTransactions(
+        DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(StrBytes::from_string(transactional_id.to_string()))]),
+    );
+    let deadline = Instant::now() + Duration::from_millis(SETTLE_WAIT_MS_MAX);
+    while Instant::now() < deadline {
+        let settled = match broker.client.send(ApiKey::DescribeTransactions, version, &request, true).into_response() {
+            Some(ResponseKind::DescribeTransactions(r)) => r.transaction_states.iter().all(|t| {
+                !matches!(t.transaction_state.as_str(), "PrepareCommit" | "PrepareAbort" | "PrepareEpochFence")
+            }),
+            _ => false,
+        };
+        if settled {
+            return;
+        }
+        thread::sleep(Duration::from_millis(SETTLE_POLL_MS));
     }
 }
 

@@ -28,6 +28,8 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 use uuid::Uuid;
 
+use crate::txn_steps::TxnRequest;
+
 /// Timestamp of the first record the tester produces; the rest follow one second apart.
 /// Fixed so that ListOffsets by timestamp asks the same question of both brokers.
 pub const RECORD_TIMESTAMP_BASE_MS: i64 = 1_700_000_000_000;
@@ -86,17 +88,20 @@ pub enum Request {
         partition: i32,
         batch: Option<Batch>,
     },
+    /// `isolation_level` 1 reads committed records only (up to the last stable offset).
     Fetch {
         topic: Topic,
         partition: i32,
         offset: i64,
         max_bytes: i32,
         partition_max_bytes: i32,
+        isolation_level: i8,
     },
     ListOffsets {
         topic: Topic,
         partition: i32,
         timestamp: i64,
+        isolation_level: i8,
     },
     DeleteTopics {
         topics: Vec<Topic>,
@@ -133,6 +138,8 @@ pub enum Request {
         groups: Vec<&'static str>,
     },
     ListGroups,
+    /// A transactional producer's request or a transaction admin request (`txn_steps.rs`).
+    Txn(TxnRequest),
 }
 
 #[derive(Clone, Debug)]
@@ -141,12 +148,15 @@ pub struct Step {
     pub request: Request,
 }
 
-/// What the tester learned from one broker and needs to address it: topic ids differ
-/// between brokers and the broker's own node id names it in DescribeConfigs.
+/// What the tester learned from one broker and needs to address it: topic ids and
+/// producer ids differ between brokers and the broker's own node id names it in
+/// DescribeConfigs.
 #[derive(Default)]
 pub struct BrokerContext {
     pub topic_ids: HashMap<String, Uuid>,
     pub node_id: i32,
+    /// Per transactional id, every (producer id, epoch) the broker gave it, oldest first.
+    pub producers: HashMap<String, Vec<(i64, i16)>>,
 }
 
 /// Turns slots into full names for one sequence.
@@ -172,7 +182,11 @@ impl Names {
         format!("{}{slot}", self.prefix)
     }
 
-    fn topic_id(&self, topic: &Topic, context: &BrokerContext) -> Uuid {
+    pub fn transactional_id(&self, slot: &str) -> String {
+        format!("{}{slot}", self.prefix)
+    }
+
+    pub fn topic_id(&self, topic: &Topic, context: &BrokerContext) -> Uuid {
         match topic {
             Topic::UnknownId(bits) => Uuid::from_u128(*bits),
             _ => context.topic_ids.get(&self.topic(topic)).copied().unwrap_or(Uuid::nil()),
@@ -198,6 +212,7 @@ impl Request {
             Request::CreatePartitions { .. } => ApiKey::CreatePartitions,
             Request::DescribeGroups { .. } => ApiKey::DescribeGroups,
             Request::ListGroups => ApiKey::ListGroups,
+            Request::Txn(request) => request.api_key(),
         }
     }
 
@@ -248,12 +263,17 @@ impl Request {
                 };
                 format!("acks={acks} {}/{partition} {records}", short(&names.topic(topic)))
             }
-            Request::Fetch { topic, partition, offset, max_bytes, partition_max_bytes } => format!(
-                "{}/{partition} offset={offset} max_bytes={max_bytes} partition_max_bytes={partition_max_bytes}",
-                short(&names.topic(topic))
+            Request::Fetch { topic, partition, offset, max_bytes, partition_max_bytes, isolation_level } => format!(
+                "{}/{partition} offset={offset} max_bytes={max_bytes} partition_max_bytes={partition_max_bytes}{}",
+                short(&names.topic(topic)),
+                isolation(*isolation_level)
             ),
-            Request::ListOffsets { topic, partition, timestamp } => {
-                format!("{}/{partition} timestamp={timestamp}", short(&names.topic(topic)))
+            Request::ListOffsets { topic, partition, timestamp, isolation_level } => {
+                format!(
+                    "{}/{partition} timestamp={timestamp}{}",
+                    short(&names.topic(topic)),
+                    isolation(*isolation_level)
+                )
             }
             Request::DeleteTopics { topics: list } => format!("[{}]", topics(list)),
             Request::DeleteRecords { topic, partition, offset } => {
@@ -288,6 +308,7 @@ impl Request {
                 format!("[{}]", groups.join(", "))
             }
             Request::ListGroups => "all groups (answer filtered to this sequence's groups)".into(),
+            Request::Txn(request) => request.summary(names),
         }
     }
 
@@ -349,7 +370,7 @@ impl Request {
                     ProduceRequest::default().with_acks(*acks).with_timeout_ms(10_000).with_topic_data(vec![data]),
                 )
             }
-            Request::Fetch { topic, partition, offset, max_bytes, partition_max_bytes } => {
+            Request::Fetch { topic, partition, offset, max_bytes, partition_max_bytes, isolation_level } => {
                 let mut fetch_topic = FetchTopic::default().with_partitions(vec![FetchPartition::default()
                     .with_partition(*partition)
                     .with_fetch_offset(*offset)
@@ -367,18 +388,20 @@ impl Request {
                         .with_max_wait_ms(0)
                         .with_min_bytes(0)
                         .with_max_bytes(*max_bytes)
+                        .with_isolation_level(*isolation_level)
                         .with_session_id(0)
                         .with_session_epoch(-1)
                         .with_topics(vec![fetch_topic]),
                 )
             }
-            Request::ListOffsets { topic, partition, timestamp } => {
-                RequestKind::ListOffsets(ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
-                    ListOffsetsTopic::default().with_name(topic_name(topic)).with_partitions(vec![
+            Request::ListOffsets { topic, partition, timestamp, isolation_level } => RequestKind::ListOffsets(
+                ListOffsetsRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_isolation_level(*isolation_level)
+                    .with_topics(vec![ListOffsetsTopic::default().with_name(topic_name(topic)).with_partitions(vec![
                         ListOffsetsPartition::default().with_partition_index(*partition).with_timestamp(*timestamp),
-                    ]),
-                ]))
-            }
+                    ])]),
+            ),
             Request::DeleteTopics { topics } => {
                 let mut request = DeleteTopicsRequest::default().with_timeout_ms(10_000);
                 // v6 replaced the list of names with a list of (name, id) states.
@@ -489,6 +512,7 @@ impl Request {
                 DescribeGroupsRequest::default().with_groups(groups.iter().map(|g| group_id(g)).collect()),
             ),
             Request::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
+            Request::Txn(request) => request.build(version, names, context),
         }
     }
 }
@@ -528,8 +552,17 @@ fn encode_batch(batch: &Batch) -> Bytes {
     buf.freeze()
 }
 
+/// How a report shows an isolation level: nothing for read_uncommitted, the default.
+fn isolation(level: i8) -> &'static str {
+    if level == 1 {
+        " read_committed"
+    } else {
+        ""
+    }
+}
+
 /// Shortens the 250-character name in reports.
-fn short(name: &str) -> String {
+pub fn short(name: &str) -> String {
     if name.len() > 40 {
         format!("{}...({} chars)", &name[..20], name.len())
     } else {

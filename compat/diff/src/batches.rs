@@ -1,0 +1,247 @@
+//! The record batches of a Fetch answer: the records of data batches, and control
+//! batches (transaction markers) compared byte for byte.
+//!
+//! A data batch is the producer's bytes, stored as they came, so its records' offsets,
+//! keys and values are what is worth comparing. A control batch is written by the
+//! broker itself, and consumers, Kafka's log cleaner and other brokers' replicas parse
+//! it, so every byte counts: each is compared except the fields that are legitimately
+//! each broker's own, listed in [`control_batch`] with their reasons. The bytes are
+//! shown by header field, in hex, so a report names the field that differs.
+
+use bytes::{Buf, Bytes};
+use kafka_protocol::records::RecordBatchDecoder;
+use serde_json::{json, Map, Value};
+
+/// Bytes of a v2 batch header: base offset (8), batch length (4), partition leader
+/// epoch (4), magic (1), CRC (4), attributes (2), last offset delta (4), base and max
+/// timestamps (8 each), producer id (8), producer epoch (2), base sequence (4), record
+/// count (4).
+const BATCH_HEADER_BYTES: usize = 61;
+/// Where the bytes the CRC covers start: the attributes.
+const CRC_COVERS_FROM: usize = 21;
+/// Attribute bit of a control batch.
+const ATTRIBUTE_CONTROL: u16 = 1 << 5;
+/// Bytes of a control record's value before the coordinator epoch: its version (i16).
+const MARKER_COORDINATOR_EPOCH_AT: usize = 2;
+const MARKER_COORDINATOR_EPOCH_BYTES: usize = 4;
+
+/// Offset, key and value of each fetched record, and each control batch (see the module
+/// doc). A fetch may end inside a batch (Kafka cuts the log at the byte limit and
+/// leaves the client to drop the partial batch), so batches are framed here and a
+/// trailing partial one is skipped, as clients do.
+pub fn fetched_records(records: Option<&Bytes>) -> Value {
+    let Some(records) = records else { return Value::Null };
+    let mut rest = records.clone();
+    let mut projected = Vec::new();
+    // The epoch of each producer's last data batch, which a marker's epoch is compared to.
+    let mut data_epochs: Vec<(i64, i16)> = Vec::new();
+    while rest.len() >= 12 {
+        let length = (&rest[8..12]).get_i32();
+        let batch_len = 12 + length.max(0) as usize;
+        if length < 0 || rest.len() < batch_len {
+            break;
+        }
+        let mut batch = rest.split_to(batch_len);
+        if batch.len() >= BATCH_HEADER_BYTES && (&batch[21..23]).get_u16() & ATTRIBUTE_CONTROL != 0 {
+            projected.push(control_batch(&batch, &data_epochs));
+            continue;
+        }
+        match RecordBatchDecoder::decode(&mut batch) {
+            Ok(set) => {
+                for record in &set.records {
+                    data_epochs.retain(|(id, _)| *id != record.producer_id);
+                    data_epochs.push((record.producer_id, record.producer_epoch));
+                }
+                for record in set.records.iter().filter(|r| !r.control) {
+                    projected.push(json!({
+                        "offset": record.offset,
+                        "key": record.key.as_ref().map(|k| String::from_utf8_lossy(k).into_owned()),
+                        "value": record.value.as_ref().map(|v| String::from_utf8_lossy(v).into_owned()),
+                    }));
+                }
+            }
+            Err(error) => projected.push(json!({ "undecodable_batch": error.to_string() })),
+        }
+    }
+    Value::Array(projected)
+}
+
+/// A control batch, every byte compared except:
+/// - the base offset: shown as the marker's `offset` instead, like a record's offset;
+/// - the partition leader epoch: each broker's own count of leader changes (see
+///   `leader_epoch` in normalize.rs);
+/// - the CRC: it covers the timestamps and the producer id, which differ, so each
+///   side's CRC-32C is checked over the attributes to the end instead (`crc_valid`);
+/// - the base and max timestamps: each broker's clock;
+/// - the producer id: each broker gives its own (made a symbol in normalize.rs);
+/// - the producer epoch: shown as its difference from the epoch of the producer's last
+///   data batch in the same answer (0 in transaction version 1, 1 in version 2, where
+///   the epoch moves at EndTxn), null when the answer holds no data batch of it;
+/// - the coordinator epoch in the control record's value: each broker's own count of
+///   transaction coordinator changes.
+fn control_batch(batch: &[u8], data_epochs: &[(i64, i16)]) -> Value {
+    let hex_of = |from: usize, to: usize| hex(&batch[from..to]);
+    let stored_crc = (&batch[17..21]).get_u32();
+    let producer_id = (&batch[43..51]).get_i64();
+    let epoch = (&batch[51..53]).get_i16();
+    let epoch_after_data = data_epochs.iter().find(|(id, _)| *id == producer_id).map(|(_, data)| epoch - data);
+    let mut fields = Map::new();
+    fields.insert("control_batch_offset".into(), json!((&batch[0..8]).get_i64()));
+    fields.insert("marker".into(), json!(marker_type(&batch[BATCH_HEADER_BYTES..])));
+    fields.insert("crc_valid".into(), json!(crc32c::crc32c(&batch[CRC_COVERS_FROM..]) == stored_crc));
+    fields.insert("batch_length".into(), json!(hex_of(8, 12)));
+    fields.insert("magic".into(), json!(hex_of(16, 17)));
+    fields.insert("attributes".into(), json!(hex_of(21, 23)));
+    fields.insert("last_offset_delta".into(), json!(hex_of(23, 27)));
+    fields.insert("producer_id".into(), json!(producer_id));
+    fields.insert("producer_epoch_after_data".into(), json!(epoch_after_data));
+    fields.insert("base_sequence".into(), json!(hex_of(53, 57)));
+    fields.insert("record_count".into(), json!(hex_of(57, 61)));
+    fields.insert("records".into(), json!(control_records(&batch[BATCH_HEADER_BYTES..])));
+    Value::Object(fields)
+}
+
+/// "COMMIT" or "ABORT" from the first control record's key (version i16, type i16).
+fn marker_type(records: &[u8]) -> String {
+    match parse_record(records).and_then(|r| r.key) {
+        Some(key) if key.len() >= 4 => match (&key[2..4]).get_i16() {
+            0 => "ABORT".into(),
+            1 => "COMMIT".into(),
+            other => format!("control type {other}"),
+        },
+        _ => "unreadable control record".into(),
+    }
+}
+
+/// The records of a control batch in hex, the coordinator epoch of each marker value
+/// shown as `________`; the raw hex when a record cannot be parsed.
+fn control_records(mut records: &[u8]) -> String {
+    let mut out = Vec::new();
+    while !records.is_empty() {
+        let Some(record) = parse_record(records) else {
+            out.push(format!("unparsable: {}", hex(records)));
+            break;
+        };
+        let mut text = String::new();
+        for (i, byte) in records[..record.length].iter().enumerate() {
+            let masked = record.value_at.is_some_and(|at| {
+                (at + MARKER_COORDINATOR_EPOCH_AT..at + MARKER_COORDINATOR_EPOCH_AT + MARKER_COORDINATOR_EPOCH_BYTES)
+                    .contains(&i)
+            });
+            text.push_str(&if masked { "__".to_string() } else { format!("{byte:02x}") });
+        }
+        out.push(text);
+        records = &records[record.length..];
+    }
+    out.join(" ")
+}
+
+/// One record's framing: its total length (length varint included), its key, and where
+/// its value starts (when it is long enough to hold a coordinator epoch).
+struct ParsedRecord<'a> {
+    length: usize,
+    key: Option<&'a [u8]>,
+    value_at: Option<usize>,
+}
+
+/// Record layout: length varint, attributes i8, timestamp delta varlong, offset delta
+/// varint, key length varint, key, value length varint, value, header count varint,
+/// headers.
+fn parse_record(bytes: &[u8]) -> Option<ParsedRecord<'_>> {
+    let mut at = 0;
+    let body = usize::try_from(varint(bytes, &mut at)?).ok()?;
+    let length = at.checked_add(body)?;
+    if length > bytes.len() {
+        return None;
+    }
+    at += 1; // attributes
+    varint(bytes, &mut at)?; // timestamp delta
+    varint(bytes, &mut at)?; // offset delta
+    let key = match varint(bytes, &mut at)? {
+        -1 => None,
+        n => {
+            let n = usize::try_from(n).ok()?;
+            let key = bytes.get(at..at.checked_add(n)?)?;
+            at += n;
+            Some(key)
+        }
+    };
+    let value_length = varint(bytes, &mut at)?;
+    let value_at = (value_length >= (MARKER_COORDINATOR_EPOCH_AT + MARKER_COORDINATOR_EPOCH_BYTES) as i64
+        && at + value_length as usize <= length)
+        .then_some(at);
+    (at <= length).then_some(ParsedRecord { length, key, value_at })
+}
+
+/// A zigzag varint (Kafka's record fields) at `*at`, which moves past it.
+fn varint(bytes: &[u8], at: &mut usize) -> Option<i64> {
+    let mut raw: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes.get(*at)?;
+        *at += 1;
+        raw |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
+        }
+    }
+    None
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A commit marker as Kafka writes one: producer 7, epoch 3, coordinator epoch 5.
+    fn commit_marker(coordinator_epoch: i32) -> Vec<u8> {
+        let mut value = vec![0, 0];
+        value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+        let key = [0u8, 0, 0, 1];
+        let mut body = vec![0u8, 0, 0, 8]; // attributes, timestamp delta, offset delta, key length 4
+        body.extend_from_slice(&key);
+        body.push(12); // value length 6
+        body.extend_from_slice(&value);
+        body.push(0); // no headers
+        let mut record = vec![(body.len() as u8) << 1];
+        record.extend_from_slice(&body);
+        let mut after_crc = Vec::new();
+        after_crc.extend_from_slice(&(ATTRIBUTE_CONTROL | 1 << 4).to_be_bytes());
+        after_crc.extend_from_slice(&0i32.to_be_bytes()); // last offset delta
+        after_crc.extend_from_slice(&1_000i64.to_be_bytes());
+        after_crc.extend_from_slice(&1_000i64.to_be_bytes());
+        after_crc.extend_from_slice(&7i64.to_be_bytes());
+        after_crc.extend_from_slice(&3i16.to_be_bytes());
+        after_crc.extend_from_slice(&(-1i32).to_be_bytes());
+        after_crc.extend_from_slice(&1i32.to_be_bytes());
+        after_crc.extend_from_slice(&record);
+        let mut batch = 42i64.to_be_bytes().to_vec();
+        batch.extend_from_slice(&((after_crc.len() + 9) as i32).to_be_bytes());
+        batch.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
+        batch.push(2);
+        batch.extend_from_slice(&crc32c::crc32c(&after_crc).to_be_bytes());
+        batch.extend_from_slice(&after_crc);
+        batch
+    }
+
+    #[test]
+    fn a_control_batch_is_compared_without_its_coordinator_epoch() {
+        let fetched = fetched_records(Some(&Bytes::from(commit_marker(5))));
+        let marker = &fetched[0];
+        assert_eq!(marker["marker"], "COMMIT");
+        assert_eq!(marker["crc_valid"], true);
+        assert_eq!(marker["control_batch_offset"], 42);
+        assert_eq!(marker["records"], "2000000008000000010c0000________00");
+        assert_eq!(fetched, fetched_records(Some(&Bytes::from(commit_marker(9)))), "coordinator epoch masked");
+    }
+
+    #[test]
+    fn a_corrupted_control_batch_fails_its_crc() {
+        let mut batch = commit_marker(5);
+        let last = batch.len() - 1;
+        batch[last] ^= 1;
+        assert_eq!(fetched_records(Some(&Bytes::from(batch)))[0]["crc_valid"], false);
+    }
+}
