@@ -339,7 +339,7 @@ impl Partition {
                     Box::new(move |h: &BatchHeader, b: &[u8]| {
                         remember_producer(&mut producers.borrow_mut(), h);
                         if h.is_control() {
-                            producers.borrow_mut().end_epoch(h.producer_id, h.producer_epoch);
+                            producers.borrow_mut().end_epoch(h.producer_id, h.producer_epoch, h.max_timestamp);
                         }
                         if let Some(change) = txns.borrow_mut().on_batch(h, b) {
                             let keys = keys.clone();
@@ -816,7 +816,7 @@ impl Partition {
             }
             _ => {
                 let header = self.log.borrow_mut().append(&batch, LEADER_EPOCH, None);
-                self.producers.borrow_mut().end_epoch(producer_id, producer_epoch);
+                self.producers.borrow_mut().end_epoch(producer_id, producer_epoch, header.max_timestamp);
                 let change = self.txns.borrow_mut().on_batch(&header, &batch);
                 shard.flush.appended(&self.log);
                 if let Err(code) = self.wait_durable(header.base_offset, timeout).await {
@@ -843,7 +843,7 @@ impl Partition {
     }
 
     /// The producers this partition knows, for DescribeProducers: (id, epoch, last
-    /// sequence, last use in ms, first offset of its open transaction or -1). A
+    /// sequence, last timestamp, first offset of its open transaction or -1). A
     /// producer with a transaction open is listed even once its sequence state went.
     pub fn active_producers(&self) -> Vec<(i64, i16, i32, i64, i64)> {
         let txns = self.txns.borrow();
@@ -1009,6 +1009,7 @@ fn remember_producer(producers: &mut ProducerStates, h: &BatchHeader) {
             last_seq: h.last_sequence(),
             base_offset: h.base_offset,
             last_offset: h.last_offset(),
+            max_timestamp: h.max_timestamp,
         };
         producers.record(h.producer_id, h.producer_epoch, batch);
     }

@@ -39,6 +39,8 @@ pub struct SeqBatch {
     pub last_seq: i32,
     pub base_offset: i64,
     pub last_offset: i64,
+    /// The batch's max timestamp (DescribeProducers' last timestamp).
+    pub max_timestamp: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +112,8 @@ impl Window {
 struct Entry {
     epoch: i16,
     window: Window,
+    /// The max timestamp of its last batch or marker here.
+    last_timestamp: i64,
     last_used_ms: i64,
     /// Position in the use order (larger = more recent); unique within the shard.
     stamp: u64,
@@ -287,13 +291,16 @@ impl ProducerStates {
                 }
             }
             self.shard.evicted.set(self.shard.evicted.get() + evicted);
-            t.entries.insert(key, Entry { epoch, window: Window::default(), last_used_ms: now, stamp: u64::MAX });
+            let entry =
+                Entry { epoch, window: Window::default(), last_timestamp: -1, last_used_ms: now, stamp: u64::MAX };
+            t.entries.insert(key, entry);
         }
         let entry = t.entries.get_mut(&key).expect("inserted above");
         if epoch != entry.epoch {
             entry.epoch = epoch;
             entry.window.clear();
         }
+        entry.last_timestamp = batch.max_timestamp;
         entry.window.push(batch);
         t.touch(key, now);
         assert!(t.entries.len() <= limits.per_shard_max, "producer states exceed the shard cap");
@@ -301,8 +308,8 @@ impl ProducerStates {
 }
 
 impl ProducerStates {
-    /// Every producer this partition remembers: (id, epoch, last sequence, last use
-    /// in ms), for DescribeProducers.
+    /// Every producer this partition remembers: (id, epoch, last sequence, max
+    /// timestamp of its last batch or marker), for DescribeProducers.
     pub fn describe(&self) -> Vec<(i64, i16, i32, i64)> {
         let t = self.shard.tables.borrow();
         let Some(order) = t.per_table.get(&self.table) else { return Vec::new() };
@@ -310,16 +317,18 @@ impl ProducerStates {
             .values()
             .filter_map(|pid| {
                 let e = t.entries.get(&(self.table, *pid))?;
-                Some((*pid, e.epoch, e.window.back().map_or(-1, |b| b.last_seq), e.last_used_ms))
+                Some((*pid, e.epoch, e.window.back().map_or(-1, |b| b.last_seq), e.last_timestamp))
             })
             .collect()
     }
 
-    /// A transaction marker of `epoch` was appended: a newer epoch becomes the
-    /// producer's, so batches of older ones are fenced, and its sequences start again.
-    pub fn end_epoch(&mut self, producer_id: i64, epoch: i16) {
+    /// A transaction marker of `epoch`, stamped `timestamp`, was appended: a newer
+    /// epoch becomes the producer's, so batches of older ones are fenced, and its
+    /// sequences start again.
+    pub fn end_epoch(&mut self, producer_id: i64, epoch: i16, timestamp: i64) {
         let mut t = self.shard.tables.borrow_mut();
         if let Some(entry) = t.entries.get_mut(&(self.table, producer_id)) {
+            entry.last_timestamp = timestamp;
             if epoch > entry.epoch {
                 entry.epoch = epoch;
                 entry.window.clear();
@@ -363,7 +372,8 @@ mod tests {
     use super::*;
 
     fn b(first: i32, last: i32, off: i64) -> SeqBatch {
-        SeqBatch { first_seq: first, last_seq: last, base_offset: off, last_offset: off + (last - first) as i64 }
+        let last_offset = off + (last - first) as i64;
+        SeqBatch { first_seq: first, last_seq: last, base_offset: off, last_offset, max_timestamp: 0 }
     }
 
     fn shard(per_partition_max: usize, per_shard_max: usize) -> (Rc<ShardProducers>, Rc<Cell<i64>>) {
