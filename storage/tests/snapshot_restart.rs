@@ -250,7 +250,8 @@ async fn change_files(life: &Life, change: Change) {
         }
         Change::Compaction => {
             let policy = CompactionPolicy { min_cleanable_dirty_ratio: 0.0, ..CompactionPolicy::default() };
-            let outcome = compaction::compact(l, i64::MAX / 2, &policy, true).await.unwrap();
+            let outcome =
+                compaction::compact(l, i64::MAX / 2, &policy, true, compaction::Transactions::none()).await.unwrap();
             assert!(outcome.is_some_and(|o| o.segments_rewritten > 0), "compaction rewrote nothing: {outcome:?}");
         }
         Change::Truncation => {

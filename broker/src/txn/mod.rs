@@ -21,9 +21,11 @@
 //! markers are written (or after a bound, with the outcome already decided), so a
 //! producer's next transaction rarely meets CONCURRENT_TRANSACTIONS.
 //!
-//! **What this supports.** Kafka's transaction protocol version 1 (the producer adds
-//! partitions with AddPartitionsToTxn before writing to them), which every Kafka 4
-//! client speaks when the broker does not finalize `transaction.version` 2.
+//! **What this supports.** Both of Kafka's transaction protocols, chosen per request
+//! by its version: 1 (the producer adds partitions with AddPartitionsToTxn before
+//! writing to them) and 2 (KIP-890 part 2: Produce v12 and TxnOffsetCommit v5 join by
+//! being written, EndTxn v5 moves the epoch at every end), which clients use when the
+//! broker finalizes `transaction.version` 2, the default.
 
 pub mod markers;
 pub mod records;
