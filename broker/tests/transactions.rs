@@ -383,3 +383,57 @@ fn read_uncommitted(c: &mut Conn, topic: &str, partition: i32) -> Vec<(i64, Stri
         }
     }
 }
+
+/// AddPartitionsToTxn v4, the broker form (KIP-890): a batch of transactions, one
+/// added, one only verified (each partition answered by whether the open transaction
+/// includes it), and a stale epoch fenced.
+#[test]
+fn the_batched_broker_form_adds_and_verifies() {
+    use kafka_protocol::messages::add_partitions_to_txn_request::{
+        AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+    };
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "batched", 3);
+    let (a, v) = (init(&mut c, "tx-batch-a", 60_000), init(&mut c, "tx-batch-v", 60_000));
+    assert_eq!(add_partitions(&mut c, "tx-batch-v", v, "batched", &[0]), 0);
+    let txn = |id: &str, (pid, epoch): (i64, i16), verify_only: bool, partitions: &[i32]| {
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(txn_id(id))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_verify_only(verify_only)
+            .with_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(name("batched"))
+                .with_partitions(partitions.to_vec())])
+    };
+    let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        txn("tx-batch-a", a, false, &[1, 2]),
+        txn("tx-batch-v", v, true, &[0, 1]),
+        txn("tx-batch-v", (v.0, v.1 - 1), true, &[0]),
+        txn("tx-batch-none", (99, 0), true, &[0]),
+    ]);
+    let r: AddPartitionsToTxnResponse = c.call(ApiKey::AddPartitionsToTxn, 4, &req);
+    let codes: Vec<Vec<i16>> = r
+        .results_by_transaction
+        .iter()
+        .map(|t| {
+            t.topic_results
+                .iter()
+                .flat_map(|tr| tr.results_by_partition.iter().map(|p| p.partition_error_code))
+                .collect()
+        })
+        .collect();
+    assert_eq!(r.error_code, 0);
+    assert_eq!(codes, vec![vec![0, 0], vec![0, 120], vec![90], vec![49]], "added; verified; fenced; unknown id");
+    // The added partitions are in tx-batch-a's transaction now; verification changed nothing.
+    let d: DescribeTransactionsResponse = c.call(
+        ApiKey::DescribeTransactions,
+        0,
+        &DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![txn_id("tx-batch-a"), txn_id("tx-batch-v")]),
+    );
+    let parts =
+        |i: usize| -> Vec<i32> { d.transaction_states[i].topics.iter().flat_map(|t| t.partitions.clone()).collect() };
+    assert_eq!((parts(0), parts(1)), (vec![1, 2], vec![0]));
+}

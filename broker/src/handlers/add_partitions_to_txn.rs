@@ -1,14 +1,19 @@
-//! AddPartitionsToTxn (versions 0–3, the client form): the transaction coordinator
+//! AddPartitionsToTxn. Versions 0–3 are the client form: the transaction coordinator
 //! records the partitions a producer is about to write in its open transaction, so
-//! they get markers when it ends. Every partition of the request gets the same
-//! answer; a partition that does not exist fails the request
-//! (UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED for the rest), as in
-//! Kafka.
+//! they get markers when it ends. Versions 4–5 are the broker form (KIP-890): a batch
+//! of transactions, each either added as in the client form or, with `verify_only`,
+//! only checked (does the open transaction of this producer and epoch include each
+//! partition? TRANSACTION_ABORTABLE for one it does not), which is what a partition
+//! leader asks before a transactional batch may begin a transaction there. Every
+//! partition of one transaction gets the same answer; a partition that does not exist
+//! fails its transaction (UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED
+//! for the rest), as in Kafka.
 
 use std::rc::Rc;
 
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 
@@ -16,47 +21,84 @@ use crate::errors;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 use crate::txn::shell as txn_shell;
-use crate::txn::state::TxnPartition;
+use crate::txn::state::{TxnMeta, TxnPartition};
 
-pub const VERSIONS: (i16, i16) = (0, 3);
+pub const VERSIONS: (i16, i16) = (0, 5);
 /// The first version that may answer PRODUCER_FENCED ([`super::fenced_as_understood`]).
 const VERSION_FENCED: i16 = 2;
+/// The first version of the broker form.
+const VERSION_BATCHED: i16 = 4;
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse {
-    let txn_id = req.v3_and_below_transactional_id.0.to_string();
-    let (producer_id, epoch) = (req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch);
-    let wanted: Vec<TxnPartition> = req
-        .v3_and_below_topics
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), *p)))
-        .collect();
+    if version < VERSION_BATCHED {
+        let txn_id = req.v3_and_below_transactional_id.0.to_string();
+        let (producer_id, epoch) = (req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch);
+        let codes = one(shard, version, txn_id, producer_id, epoch, &req.v3_and_below_topics, false).await;
+        return AddPartitionsToTxnResponse::default()
+            .with_results_by_topic_v3_and_below(results(req.v3_and_below_topics, codes));
+    }
+    let mut answers = Vec::with_capacity(req.transactions.len());
+    for t in req.transactions {
+        let id = t.transactional_id.0.to_string();
+        let codes = one(shard, version, id, t.producer_id.0, t.producer_epoch, &t.topics, t.verify_only).await;
+        answers.push(
+            AddPartitionsToTxnResult::default()
+                .with_transactional_id(t.transactional_id)
+                .with_topic_results(results(t.topics, codes)),
+        );
+    }
+    AddPartitionsToTxnResponse::default().with_results_by_transaction(answers)
+}
+
+/// The code of each partition of one transaction, in request order.
+async fn one(
+    shard: &Rc<Shard>,
+    version: i16,
+    txn_id: String,
+    producer_id: i64,
+    epoch: i16,
+    topics: &[AddPartitionsToTxnTopic],
+    verify_only: bool,
+) -> Vec<i16> {
+    let wanted: Vec<TxnPartition> =
+        topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), *p))).collect();
     let meta = shard.meta();
     let unknown: Vec<bool> = wanted.iter().map(|(t, p)| meta.owner(t, *p).is_none()).collect();
-    let codes: Vec<i16> = if unknown.iter().any(|u| *u) {
-        unknown
+    if unknown.iter().any(|u| *u) {
+        return unknown
             .iter()
             .map(|u| if *u { errors::UNKNOWN_TOPIC_OR_PARTITION } else { errors::OPERATION_NOT_ATTEMPTED })
-            .collect()
-    } else {
-        let partitions = wanted.clone();
-        let added = txn_shell::on_coordinator(shard, &txn_id.clone(), move |s, partition| async move {
-            let now = now_ms();
-            let decide = |m: Option<&crate::txn::state::TxnMeta>| match m {
-                None => Err(errors::INVALID_PRODUCER_ID_MAPPING),
-                Some(m) => m.add_partitions(producer_id, epoch, &partitions, now),
-            };
-            txn_shell::transition(&s, partition, &txn_id, decide).await.map(|_| ())
-        })
-        .await;
-        let code = match added {
-            Ok(Ok(())) => errors::NONE,
-            Ok(Err(code)) | Err(code) => super::fenced_as_understood(code, version, VERSION_FENCED),
+            .collect();
+    }
+    let count = wanted.len();
+    let answered = txn_shell::on_coordinator(shard, &txn_id.clone(), move |s, partition| async move {
+        if verify_only {
+            txn_shell::check(&s, partition)?;
+            let c = s.txn.borrow();
+            let m = c.txns.get(&txn_id).ok_or(errors::INVALID_PRODUCER_ID_MAPPING)?;
+            let included = m.verify_partitions(producer_id, epoch, &wanted)?;
+            return Ok(included
+                .into_iter()
+                .map(|i| if i { errors::NONE } else { errors::TRANSACTION_ABORTABLE })
+                .collect());
+        }
+        let now = now_ms();
+        let decide = |m: Option<&TxnMeta>| match m {
+            None => Err(errors::INVALID_PRODUCER_ID_MAPPING),
+            Some(m) => m.add_partitions(producer_id, epoch, &wanted, now),
         };
-        vec![code; wanted.len()]
-    };
+        txn_shell::transition(&s, partition, &txn_id, decide).await.map(|_| vec![errors::NONE; wanted.len()])
+    })
+    .await;
+    match answered {
+        Ok(Ok(codes)) => codes,
+        Ok(Err(code)) | Err(code) => vec![super::fenced_as_understood(code, version, VERSION_FENCED); count],
+    }
+}
+
+fn results(topics: Vec<AddPartitionsToTxnTopic>, codes: Vec<i16>) -> Vec<AddPartitionsToTxnTopicResult> {
     let mut codes = codes.into_iter();
-    let results = req
-        .v3_and_below_topics
+    topics
         .into_iter()
         .map(|t| {
             let partitions = t
@@ -70,6 +112,5 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: AddPartitionsToTxnRequ
                 .collect();
             AddPartitionsToTxnTopicResult::default().with_name(t.name).with_results_by_partition(partitions)
         })
-        .collect();
-    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
+        .collect()
 }

@@ -218,6 +218,28 @@ impl TxnMeta {
         Ok(Step::answer(Some(next)))
     }
 
+    /// KIP-890 verification asked by a partition leader (AddPartitionsToTxn v4+ with
+    /// `verify_only`): for each partition, whether this producer's open transaction
+    /// includes it. Nothing changes.
+    pub fn verify_partitions(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &[TxnPartition],
+    ) -> Result<Vec<bool>, i16> {
+        if producer_id != self.producer_id {
+            return Err(errors::INVALID_PRODUCER_ID_MAPPING);
+        }
+        if epoch != self.producer_epoch {
+            return Err(errors::PRODUCER_FENCED);
+        }
+        if self.status.preparing() {
+            return Err(errors::CONCURRENT_TRANSACTIONS);
+        }
+        let open = self.status == TxnStatus::Ongoing;
+        Ok(partitions.iter().map(|p| open && self.partitions.contains(p)).collect())
+    }
+
     /// EndTxn. A retried EndTxn whose outcome is already decided answers as the first
     /// one did. With `bump` (transaction protocol version 2, KIP-890) every commit or
     /// abort moves the producer to a new epoch, which its markers carry: a request of
