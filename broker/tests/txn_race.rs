@@ -370,6 +370,29 @@ fn a_late_write_arriving_after_the_next_transaction_committed_is_fenced_by_the_e
     a_late_write_is_fenced_by_the_epoch_bump(false);
 }
 
+/// Transaction 1 in version 1 requests: partition 0 added, "aborted-1" written to it
+/// through a proxy that holds the Produce v11, then aborted (EndTxn v4, the epoch
+/// stays). Returns the proxy, the delayed connection and the held request's
+/// correlation id.
+fn abort_with_a_held_v1_write(
+    b: &Broker,
+    c: &mut Conn,
+    id: &str,
+    producer: (i64, i16),
+    topic: &str,
+) -> (Proxy, Conn, i32) {
+    assert_eq!(add_partition(c, id, producer, topic, 0), 0);
+    let proxy = Proxy::start(b.port);
+    let mut delayed = Broker::connect_port(proxy.port);
+    proxy.hold_next();
+    let (correlation, frame) =
+        delayed.frame(ApiKey::Produce, 11, &produce_request(id, producer, topic, 0, 0, "aborted-1"));
+    delayed.send_raw(&frame);
+    assert_eq!(proxy.wait_held(), (ApiKey::Produce as i16, 11));
+    assert_eq!(end(c, 4, id, producer, false).0, 0, "EndTxn v4 abort; the epoch stays");
+    (proxy, delayed, correlation)
+}
+
 /// Scenario B, version 1 requests (AddPartitionsToTxn v3, Produce v11, EndTxn v4):
 /// the epoch does not move at the abort, so the late batch carries the epoch of
 /// transaction 2. It arrives after transaction 2 began with partition 1 only, before
@@ -387,16 +410,7 @@ fn a_late_version_1_write_to_a_partition_outside_the_next_transaction_is_refused
     assert_eq!(create_topic(&mut c, topic, 2).topics[0].error_code, 0);
     let producer = init(&mut c, id);
 
-    assert_eq!(add_partition(&mut c, id, producer, topic, 0), 0);
-    let proxy = Proxy::start(b.port);
-    let mut delayed = Broker::connect_port(proxy.port);
-    proxy.hold_next();
-    let (correlation, frame) =
-        delayed.frame(ApiKey::Produce, 11, &produce_request(id, producer, topic, 0, 0, "aborted-1"));
-    delayed.send_raw(&frame);
-    assert_eq!(proxy.wait_held(), (ApiKey::Produce as i16, 11));
-
-    assert_eq!(end(&mut c, 4, id, producer, false).0, 0, "EndTxn v4 abort; the epoch stays");
+    let (proxy, mut delayed, correlation) = abort_with_a_held_v1_write(&b, &mut c, id, producer, topic);
     assert_eq!(add_partition(&mut c, id, producer, topic, 1), 0, "transaction 2 begins with partition 1");
 
     proxy.release();
@@ -429,16 +443,7 @@ fn version_1_cannot_tell_a_late_write_from_the_next_transaction_once_it_added_th
     assert_eq!(create_topic(&mut c, topic, 1).topics[0].error_code, 0);
     let producer = init(&mut c, id);
 
-    assert_eq!(add_partition(&mut c, id, producer, topic, 0), 0);
-    let proxy = Proxy::start(b.port);
-    let mut delayed = Broker::connect_port(proxy.port);
-    proxy.hold_next();
-    let (correlation, frame) =
-        delayed.frame(ApiKey::Produce, 11, &produce_request(id, producer, topic, 0, 0, "aborted-1"));
-    delayed.send_raw(&frame);
-    assert_eq!(proxy.wait_held(), (ApiKey::Produce as i16, 11));
-
-    assert_eq!(end(&mut c, 4, id, producer, false).0, 0, "EndTxn v4 abort; the epoch stays");
+    let (proxy, mut delayed, correlation) = abort_with_a_held_v1_write(&b, &mut c, id, producer, topic);
     assert_eq!(add_partition(&mut c, id, producer, topic, 0), 0, "transaction 2 adds the same partition");
 
     proxy.release();
