@@ -60,7 +60,11 @@ pub const METADATA_GROUP: GroupId = GroupId { topic: 0, partition: 0 };
 
 /// Called for every batch a replica writes (idempotent-producer state follows the log
 /// on every replica, so a new leader has it).
-pub type OnAppend = Box<dyn Fn(&BatchHeader, &[u8])>;
+/// Returns state-store changes (full key, value or removal) the batch calls for: they
+/// are written durably with the pass's Raft records, before its entries are
+/// acknowledged, so what the partition derived from a batch is never behind its log.
+pub type OnAppend = Box<dyn Fn(&BatchHeader, &[u8]) -> Vec<StateChange>>;
+pub type StateChange = (String, Option<Bytes>);
 /// Called with the data batches of committed entries, in order, once each.
 pub type OnCommit = Box<dyn Fn(Vec<Bytes>)>;
 /// Called with the offset a replica's log was cut back to (a deposed leader's
@@ -781,14 +785,20 @@ impl Replication {
         }
         let addrs = &self.kafka_addrs;
         let leader_addr = || addrs.borrow().as_ref().and_then(|f| r.leader.get().and_then(f));
+        let state: RefCell<Vec<StateChange>> = RefCell::new(Vec::new());
         let on_batch = |h: &BatchHeader, b: &[u8]| {
             if let Some(f) = &r.on_append {
-                f(h, b);
+                state.borrow_mut().extend(f(h, b));
             }
         };
         let offset = install.offset as i64;
         let log_start = super::install::copy_below(&r.log, r.group, offset, &leader_addr, &on_batch).await?;
         self.flush.appended(&r.log);
+        let state = state.into_inner();
+        if !state.is_empty() {
+            let changes: Vec<(&str, Option<Bytes>)> = state.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            self.kv.write(&changes).await.map_err(|e| e.to_string())?;
+        }
         wait_durable(&r.log).await?;
         {
             let mut l = r.log.borrow_mut();
@@ -826,12 +836,12 @@ impl Replication {
     /// `persist` for the writes that go ahead now.
     async fn write(&self, requests: &[PersistRequest]) -> Vec<(GroupId, u64)> {
         let mut written = Vec::new();
-        let mut records: Vec<(String, Bytes)> = Vec::new();
+        let mut records: Vec<StateChange> = Vec::new();
         // Snapshot points now on disk: retention and compaction may work below them.
         let mut recorded_bases: Vec<(Rc<Replica>, i64)> = Vec::new();
         for req in requests {
             let Some(r) = self.replica(req.group) else { continue };
-            let own_changed = match self.write_entries(&r, &req.entries).await {
+            let own_changed = match self.write_entries(&r, &req.entries, &mut records).await {
                 Ok(changed) => changed,
                 Err(e) => {
                     tracing::error!(group = %req.group, error = %e, "cannot write Raft entries");
@@ -856,7 +866,7 @@ impl Replication {
                 let record = r.record.borrow();
                 r.recorded_base.set(record.base.0);
                 let value = serde_json::to_vec(&*record).expect("a group record serializes");
-                records.push((record_key(req.group), value.into()));
+                records.push((record_key(req.group), Some(value.into())));
                 if r.on_commit.is_none() {
                     recorded_bases.push((r.clone(), record.base.2 as i64));
                 }
@@ -864,8 +874,7 @@ impl Replication {
             written.push((r, req.ready));
         }
         if !records.is_empty() {
-            let changes: Vec<(&str, Option<Bytes>)> =
-                records.iter().map(|(k, v)| (k.as_str(), Some(v.clone()))).collect();
+            let changes: Vec<(&str, Option<Bytes>)> = records.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
             if let Err(e) = self.kv.write(&changes).await {
                 tracing::error!(error = %e, "cannot write Raft state; nothing of this pass is acknowledged");
                 return Vec::new();
@@ -885,7 +894,14 @@ impl Replication {
 
     /// Writes `entries` to the replica's log (data) or record (Raft's own), first
     /// truncating a conflicting tail. True when the record's own entries changed.
-    async fn write_entries(&self, r: &Replica, entries: &[Entry]) -> Result<bool, StorageError> {
+    /// Appends `entries` to `r`'s log (data) or record (Raft's own); adds to `state`
+    /// the state-store changes the data batches call for.
+    async fn write_entries(
+        &self,
+        r: &Replica,
+        entries: &[Entry],
+        state: &mut Vec<StateChange>,
+    ) -> Result<bool, StorageError> {
         let Some(first) = entries.first() else { return Ok(false) };
         let mut own_changed = false;
         if first.index <= r.written_index.get() {
@@ -916,7 +932,7 @@ impl Replication {
                     });
                 }
                 if let Some(f) = &r.on_append {
-                    f(&header, &e.data);
+                    state.extend(f(&header, &e.data));
                 }
             } else {
                 let offset = r.log.borrow().log_end_offset();

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::producer_state::{ProducerStates, SeqBatch, SeqCheck};
 use super::txn_log::{AbortedTxn, PartitionTxns, TxnChange};
-use super::txn_store::{aborted_key, load_txns, persist_txn, rewrite_txns};
+use super::txn_store::{aborted_key, load_txns, persist_txn, rewrite_txns, txn_changes};
 use super::Shard;
 use crate::cluster::configs::TopicSettings;
 use crate::cluster::metadata::{Metadata, TopicMeta};
@@ -341,10 +341,9 @@ impl Partition {
                         if h.is_control() {
                             producers.borrow_mut().end_epoch(h.producer_id, h.producer_epoch, h.max_timestamp);
                         }
-                        if let Some(change) = txns.borrow_mut().on_batch(h, b) {
-                            let keys = keys.clone();
-                            glommio::spawn_local(async move { persist_txn(&keys, change).await }).detach();
-                        }
+                        // Written with the Raft records of this pass, before the batch
+                        // is acknowledged: a follower elected after a crash knows it.
+                        txns.borrow_mut().on_batch(h, b).map(|change| txn_changes(&keys, change)).unwrap_or_default()
                     }) as _
                 };
                 let on_truncate = {

@@ -52,22 +52,28 @@ pub(crate) fn load_txns(keys: &StateKeys, log_end: i64) -> PartitionTxns {
     PartitionTxns::restore(open, aborted)
 }
 
-/// Records one change of a partition's transactions durably.
-pub(crate) async fn persist_txn(keys: &StateKeys, change: TxnChange) {
-    let written = match change {
+/// The state-store changes (full key, value or removal) that record one change of a
+/// partition's transactions.
+pub(crate) fn txn_changes(keys: &StateKeys, change: TxnChange) -> Vec<(String, Option<Bytes>)> {
+    match change {
         TxnChange::Begun { producer_id, first_offset } => {
-            keys.kv.put(&keys.key(&open_key(producer_id)), Bytes::copy_from_slice(&first_offset.to_be_bytes())).await
+            vec![(keys.key(&open_key(producer_id)), Some(Bytes::copy_from_slice(&first_offset.to_be_bytes())))]
         }
         TxnChange::Ended { producer_id, aborted } => {
-            let open = keys.key(&open_key(producer_id));
-            let mut changes: Vec<(String, Option<Bytes>)> = vec![(open, None)];
+            let mut changes = vec![(keys.key(&open_key(producer_id)), None)];
             if let Some(a) = aborted {
                 changes.push((keys.key(&aborted_key(a.last_offset)), Some(aborted_value(&a))));
             }
-            let refs: Vec<(&str, Option<Bytes>)> = changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-            keys.kv.write(&refs).await
+            changes
         }
-    };
+    }
+}
+
+/// Records one change of a partition's transactions durably.
+pub(crate) async fn persist_txn(keys: &StateKeys, change: TxnChange) {
+    let changes = txn_changes(keys, change);
+    let refs: Vec<(&str, Option<Bytes>)> = changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let written = keys.kv.write(&refs).await;
     if let Err(e) = written {
         tracing::error!(prefix = %keys.prefix, error = %e, "cannot record a transaction's state");
     }
