@@ -180,3 +180,70 @@ fn a_single_node_leads_every_partition_already() {
     let v0: ElectLeadersResponse = k.call(ApiKey::ElectLeaders, 0, &req.clone().with_topic_partitions(None));
     assert!(v0.replica_election_results.iter().all(|t| t.partition_result.is_empty()), "{v0:?}");
 }
+
+/// KIP-951 and KIP-320 on a cluster: a follower refusing a Produce or a Fetch names
+/// the partition's leader, its epoch and its endpoint, so a client can go there
+/// without a metadata refresh; the leader checks a Fetch's CurrentLeaderEpoch as
+/// Kafka does.
+#[test]
+fn a_follower_names_the_leader_and_fetch_checks_the_leader_epoch() {
+    use common::cluster::produce_request;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProduceResponse};
+    use keel_protocol::batch::build_batch;
+
+    const TOPIC: &str = "kip951";
+    const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    const FENCED_LEADER_EPOCH: i16 = 74;
+    const UNKNOWN_LEADER_EPOCH: i16 = 75;
+    let mut c = Cluster::start(3);
+    assert_eq!(c.create_topic(TOPIC, 1, 3), 0, "{}", c.logs());
+    let (leader, epoch) = c.wait_for_leader(&[1, 2, 3], TOPIC, 0, None);
+    let follower = [1, 2, 3].into_iter().find(|n| *n != leader).expect("a follower");
+    let leader_port = i32::from(c.node(leader).port);
+    let topic_id = c.metadata(leader, Some(&[TOPIC])).expect("metadata").topics[0].topic_id;
+
+    let batch = build_batch(0, 0, &[(None, Some(b"v".as_slice()))]);
+    let mut k = c.try_connect(follower).expect("the follower answers");
+    let r: ProduceResponse = k.call(ApiKey::Produce, 11, &produce_request(TOPIC, 0, batch));
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, NOT_LEADER_OR_FOLLOWER);
+    assert_eq!((p.current_leader.leader_id.0, p.current_leader.leader_epoch), (leader, epoch));
+    let endpoints: Vec<(i32, i32)> = r.node_endpoints.iter().map(|e| (e.node_id.0, e.port)).collect();
+    assert_eq!(endpoints, vec![(leader, leader_port)]);
+
+    // Version 16 names the topic by id and carries the leader's endpoint.
+    let fetch = |k: &mut common::Conn, current_leader_epoch: i32| -> FetchResponse {
+        let partition = FetchPartition::default()
+            .with_partition(0)
+            .with_fetch_offset(0)
+            .with_partition_max_bytes(1 << 20)
+            .with_current_leader_epoch(current_leader_epoch);
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default().with_topic_id(topic_id).with_partitions(vec![partition])]);
+        k.call(ApiKey::Fetch, 16, &req)
+    };
+    let r = fetch(&mut k, epoch);
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(p.error_code, NOT_LEADER_OR_FOLLOWER);
+    assert_eq!((p.current_leader.leader_id.0, p.current_leader.leader_epoch), (leader, epoch));
+    let endpoints: Vec<(i32, i32)> = r.node_endpoints.iter().map(|e| (e.node_id.0, e.port)).collect();
+    assert_eq!(endpoints, vec![(leader, leader_port)]);
+
+    let mut k = c.try_connect(leader).expect("the leader answers");
+    let code = |r: &FetchResponse| r.responses[0].partitions[0].error_code;
+    assert_eq!(code(&fetch(&mut k, epoch)), 0);
+    assert_eq!(code(&fetch(&mut k, -1)), 0, "-1 skips the check");
+    assert_eq!(code(&fetch(&mut k, epoch + 1)), UNKNOWN_LEADER_EPOCH);
+    if epoch > 0 {
+        let r = fetch(&mut k, epoch - 1);
+        assert_eq!(code(&r), FENCED_LEADER_EPOCH);
+        let p = &r.responses[0].partitions[0];
+        assert_eq!((p.current_leader.leader_id.0, p.current_leader.leader_epoch), (leader, epoch));
+    }
+}

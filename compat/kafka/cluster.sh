@@ -7,6 +7,8 @@
 #   compat/kafka/cluster.sh start <n> <dir> <base-port>   format (first time), start, wait
 #   compat/kafka/cluster.sh stop <dir>                    stop every node (TERM, then KILL)
 #   compat/kafka/cluster.sh pids <dir>                    print the live broker pids
+#   compat/kafka/cluster.sh kill|pause|resume <node> <dir>  kill -9, SIGSTOP, SIGCONT one node
+#   compat/kafka/cluster.sh restart <node> <dir>          start a killed node again
 #
 # Node i (1..n) listens for Kafka on base-port + i - 1 and for the controller quorum on
 # that + 300, with its config, log and data in <dir>/node-i. All nodes are formatted with
@@ -26,7 +28,7 @@ START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
 STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"
 TOOL_OPTS=(-Xmx256m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn)
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 die() { echo "kafka/cluster.sh: $*" >&2; exit 1; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -76,6 +78,17 @@ registered_brokers() { # cp bootstrap
     --bootstrap-server "$2" 2>/dev/null | awk 'NR > 1 && $1 ~ /^[0-9]+$/ && $5 == "unfenced" { n++ } END { print n + 0 }'
 }
 
+# Starts the broker of <node-dir> from its server.properties, in the background.
+launch_node() { # node-dir classpath
+  local d="$1" cp="$2"
+  # shellcheck disable=SC2086
+  ( cd "$d"; exec setsid java $HEAP_OPTS -XX:+UseG1GC -Djava.awt.headless=true \
+      -Dorg.slf4j.simpleLogger.showDateTime=true \
+      -Dorg.slf4j.simpleLogger.dateTimeFormat="yyyy-MM-dd HH:mm:ss.SSS" \
+      -cp "$cp" kafka.Kafka "$d/server.properties" ) >> "$d/kafka.log" 2>&1 < /dev/null &
+  echo $! > "$d/kafka.pid"
+}
+
 cmd_start() {
   [[ $# -eq 3 ]] || usage
   local n="$1" dir base cp voters="" cluster_id i d port pid
@@ -105,12 +118,7 @@ cmd_start() {
         -c "$d/server.properties" --ignore-formatted > "$d/format.log" 2>&1 \
         || { cat "$d/format.log" >&2; die "StorageTool format failed for node $i"; }
     fi
-    # shellcheck disable=SC2086
-    ( cd "$d"; exec setsid java $HEAP_OPTS -XX:+UseG1GC -Djava.awt.headless=true \
-        -Dorg.slf4j.simpleLogger.showDateTime=true \
-        -Dorg.slf4j.simpleLogger.dateTimeFormat="yyyy-MM-dd HH:mm:ss.SSS" \
-        -cp "$cp" kafka.Kafka "$d/server.properties" ) >> "$d/kafka.log" 2>&1 < /dev/null &
-    echo $! > "$d/kafka.pid"
+    launch_node "$d" "$cp"
   done
 
   local bootstrap deadline=$((SECONDS + START_TIMEOUT)) got=0
@@ -166,11 +174,46 @@ cmd_pids() {
   for d in "$dir"/node-*; do node_pid "$d" || true; done
 }
 
+# kill -9 of one node (a crash), SIGSTOP/SIGCONT (a stall), and its restart, which
+# returns once its Kafka port accepts connections: the faults of compat/ledger.
+cmd_signal() { # KILL|STOP|CONT node dir
+  [[ $# -eq 3 ]] || usage
+  local d pid
+  d="$(cd "$3" && pwd)/node-$2"
+  pid="$(node_pid "$d")" || die "node $2 is not running"
+  kill "-$1" "$pid"
+  if [[ "$1" == KILL ]]; then
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+    rm -f "$d/kafka.pid"
+  fi
+}
+
+cmd_restart() { # node dir
+  [[ $# -eq 2 ]] || usage
+  local dir d n base port deadline
+  dir="$(cd "$2" && pwd)"; d="$dir/node-$1"
+  read -r n base < "$dir/cluster.conf"
+  [[ -f "$d/server.properties" ]] || die "node $1 of $n was never started"
+  node_pid "$d" >/dev/null && die "node $1 is running"
+  port=$((base + $1 - 1))
+  launch_node "$d" "$("$HERE/classpath.sh")"
+  deadline=$((SECONDS + START_TIMEOUT))
+  until port_open "$port"; do
+    node_pid "$d" >/dev/null || { tail -n 40 "$d/kafka.log" >&2; die "node $1 exited during startup"; }
+    (( SECONDS < deadline )) || die "node $1 did not listen on $port within ${START_TIMEOUT}s"
+    sleep 0.2
+  done
+}
+
 [[ $# -ge 1 ]] || usage
 action="$1"; shift
 case "$action" in
   start) cmd_start "$@" ;;
   stop) cmd_stop "$@" ;;
   pids) cmd_pids "$@" ;;
+  kill) cmd_signal KILL "$@" ;;
+  pause) cmd_signal STOP "$@" ;;
+  resume) cmd_signal CONT "$@" ;;
+  restart) cmd_restart "$@" ;;
   *) usage ;;
 esac

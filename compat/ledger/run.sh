@@ -3,7 +3,11 @@
 # producer writing ids at a fixed rate, and kill -9 of partition 0's leader again and
 # again; then every partition is read back and checked (see compat/go/cmd/ledger).
 #
-#   compat/ledger/run.sh [--kills N] [--rate R] [--keep] [-- extra ledger flags...]
+#   compat/ledger/run.sh [--kafka] [--kills N] [--rate R] [--keep] [-- extra ledger flags...]
+#
+# --kafka runs the same ledger against a 3-node Apache Kafka 4.4.0 cluster
+# (compat/kafka/cluster.sh, KRaft, min.insync.replicas=2) instead of Keel, for
+# side-by-side figures (benches/leader-kill.sh).
 #
 # Builds target/release/keel if it is missing (KEEL_BIN overrides it), starts its own
 # cluster in a temporary directory on Kafka ports LEDGER_BASE_PORT..+2 (default
@@ -18,19 +22,24 @@ base=${LEDGER_BASE_PORT:-29092}
 kills=20
 rate=1000
 keep=0
+kafka=0
 extra=()
 while (($#)); do
   case "$1" in
     --kills) kills=${2:?}; shift 2 ;;
     --rate) rate=${2:?}; shift 2 ;;
     --keep) keep=1; shift ;;
+    --kafka) kafka=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    *) echo "usage: $0 [--kills N] [--rate R] [--keep] [-- extra ledger flags]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--kafka] [--kills N] [--rate R] [--keep] [-- extra ledger flags]" >&2; exit 2 ;;
   esac
 done
 
 bin="${KEEL_BIN:-$root/target/release/keel}"
-if [[ ! -x "$bin" ]]; then
+cluster_sh="$root/compat/cluster.sh" logs=keel.log offsets=(0 100 200)
+if ((kafka)); then
+  cluster_sh="$root/compat/kafka/cluster.sh" logs=kafka.log offsets=(0 300)
+elif [[ ! -x "$bin" ]]; then
   echo "run.sh: building keel" >&2
   (cd "$root" && nice -n 10 cargo build --release -p keel-broker)
 fi
@@ -38,7 +47,8 @@ ledger="$root/compat/go/.bin/ledger"
 (cd "$root/compat/go" && nice -n 10 go build -o "$ledger" ./cmd/ledger)
 
 for port in "$base" "$((base + 1))" "$((base + 2))"; do
-  for p in "$port" "$((port + 100))" "$((port + 200))"; do
+  for off in "${offsets[@]}"; do
+    p=$((port + off))
     if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "run.sh: port $p is in use; set LEDGER_BASE_PORT" >&2
       exit 2
@@ -49,11 +59,11 @@ done
 dir=$(mktemp -d "${TMPDIR:-/tmp}/keel-ledger.XXXXXX")
 rc=2
 cleanup() {
-  "$root/compat/cluster.sh" stop "$dir" || true
+  "$cluster_sh" stop "$dir" || true
   if ((rc == 0 && keep == 0)); then
     rm -rf "$dir"
   else
-    echo "run.sh: node logs in $dir/node-*/keel.log, client log in $dir/client.log" >&2
+    echo "run.sh: node logs in $dir/node-*/$logs, client log in $dir/client.log" >&2
   fi
 }
 trap cleanup EXIT
@@ -61,13 +71,17 @@ trap 'exit 130' INT TERM
 
 # `--smp 1` (what cluster.sh runs anyway) so that `cluster.sh restart` has a flag to
 # replay: started with none, it replays one empty argument, which `keel serve` refuses.
-nice -n 10 "$root/compat/cluster.sh" start 3 "$dir" "$base" --smp 1 >&2
+if ((kafka)); then
+  nice -n 10 "$cluster_sh" start 3 "$dir" "$base" >&2
+else
+  nice -n 10 "$cluster_sh" start 3 "$dir" "$base" --smp 1 >&2
+fi
 brokers="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
 # Each kill takes about down + settle + election + restart (~7 s); the bound leaves
 # room for every wait inside the ledger to run to its own timeout once.
 bound=$((180 + kills * 45))
 set +e
-nice -n 10 timeout --kill-after=10 "$bound" "$ledger" -cluster-dir "$dir" -cluster-sh "$root/compat/cluster.sh" \
+nice -n 10 timeout --kill-after=10 "$bound" "$ledger" -cluster-dir "$dir" -cluster-sh "$cluster_sh" \
   -brokers "$brokers" -kills "$kills" -rate "$rate" -client-log "$dir/client.log" "${extra[@]}"
 rc=$?
 set -e

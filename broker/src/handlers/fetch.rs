@@ -10,13 +10,16 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use keel_storage::log;
 use uuid::Uuid;
 
-use super::scatter;
+use super::{scatter, str_bytes};
 use crate::errors;
+use crate::replication::cluster;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (4, 17);
@@ -30,6 +33,10 @@ struct Want {
     partition: i32,
     offset: i64,
     max_bytes: usize,
+    /// The leader epoch the client believes current (-1: unchecked), checked as Kafka
+    /// does: FENCED_LEADER_EPOCH when older than the partition's, UNKNOWN_LEADER_EPOCH
+    /// when newer.
+    current_leader_epoch: i32,
     /// Asked by a replica (replica id >= 0): a new replica copying a leader's log
     /// (`replication::install`) learns the log start from an OFFSET_OUT_OF_RANGE
     /// answer, which consumers get without watermarks, as from Kafka.
@@ -65,7 +72,9 @@ impl Got {
     }
 }
 
-type TopicLayout = (TopicName, Uuid, Vec<(i32, Option<i16>)>);
+/// Per topic of the request: its name as asked, its id, its name as resolved, and
+/// per partition its index and the error already known for it.
+type TopicLayout = (TopicName, Uuid, Option<String>, Vec<(i32, Option<i16>)>);
 
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> FetchResponse {
     if req.session_epoch > 0 || req.session_id != 0 {
@@ -101,6 +110,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
                             partition: p.partition,
                             offset: p.fetch_offset,
                             max_bytes,
+                            current_leader_epoch: p.current_leader_epoch,
                             replica,
                             committed,
                         },
@@ -110,7 +120,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
             };
             parts.push((p.partition, early));
         }
-        layout.push((t.topic.clone(), t.topic_id, parts));
+        layout.push((t.topic.clone(), t.topic_id, name, parts));
     }
     let min_bytes = req.min_bytes.max(0) as usize;
     let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, shard.config.fetch_wait_ms_max as i32) as u64);
@@ -129,10 +139,11 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
     trim_to_max_bytes(&mut got, response_bytes_max);
     let mut got = got.into_iter();
     let mut slots = want_slots.into_iter().peekable();
+    let mut leaders = Vec::new();
     let responses = layout
         .into_iter()
         .enumerate()
-        .map(|(ti, (topic, topic_id, parts))| {
+        .map(|(ti, (topic, topic_id, name, parts))| {
             let partitions = parts
                 .into_iter()
                 .enumerate()
@@ -144,7 +155,21 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
                             got.next().expect("a result for every partition read")
                         }
                     };
-                    partition_data(partition, g)
+                    let mut data = partition_data(partition, g);
+                    // Where the partition's leader is now (KIP-951), so the consumer
+                    // need not wait for a metadata refresh to go there.
+                    let moved =
+                        [errors::NOT_LEADER_OR_FOLLOWER, errors::FENCED_LEADER_EPOCH].contains(&data.error_code);
+                    if let Some((node, epoch)) = name
+                        .as_deref()
+                        .filter(|_| moved && version >= 12)
+                        .and_then(|n| cluster::known_leader(shard, n, partition))
+                    {
+                        data.current_leader =
+                            LeaderIdAndEpoch::default().with_leader_id(BrokerId(node)).with_leader_epoch(epoch);
+                        leaders.push(node);
+                    }
+                    data
                 })
                 .collect();
             let mut r = FetchableTopicResponse::default().with_partitions(partitions);
@@ -156,7 +181,16 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
             r
         })
         .collect();
-    FetchResponse::default().with_responses(responses)
+    let mut response = FetchResponse::default().with_responses(responses);
+    if version >= 16 {
+        response.node_endpoints = cluster::endpoints_of(shard, &leaders)
+            .into_iter()
+            .map(|(id, host, port)| {
+                NodeEndpoint::default().with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port)
+            })
+            .collect();
+    }
+    response
 }
 
 fn partition_data(partition: i32, g: Got) -> PartitionData {
@@ -264,7 +298,7 @@ async fn read_one(shard: &Shard, w: &Want, max_bytes: usize, min_one: bool) -> G
     if p.unavailable(shard).is_some() {
         return Got::failed(errors::KAFKA_STORAGE_ERROR);
     }
-    if let Some(error) = p.not_leader(shard) {
+    if let Some(error) = p.not_leader(shard).or_else(|| p.check_leader_epoch(w.current_leader_epoch)) {
         return Got::failed(error);
     }
     let (hw, start, end) = {

@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, TopicName};
 use uuid::Uuid;
 
 use super::{scatter, str_bytes};
 use crate::errors;
+use crate::replication::cluster;
 use crate::shard::partition::{ProduceOutcome, TxnWrite};
 use crate::shard::Shard;
 
@@ -110,6 +111,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
         return if failed { Answer::Close } else { Answer::Silent };
     }
     let mut responses: Vec<TopicProduceResponse> = Vec::new();
+    let mut leaders = Vec::new();
     for (name, id, partition, outcome) in slots {
         let mut o = outcome.expect("every partition answered");
         if o.error == errors::INVALID_TXN_STATE && version >= 11 {
@@ -120,8 +122,22 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
         if o.error != errors::NONE {
             tracing::debug!(topic = %name.0, partition, code = o.error, message = ?o.message, "produce refused");
         }
+        // Where the partition's leader is now (KIP-951), so the producer need not
+        // wait for a metadata refresh to go there.
+        let leader = (o.error == errors::NOT_LEADER_OR_FOLLOWER && version >= 10)
+            .then(|| {
+                let topic = if version >= 13 { meta.topic_name(&id).unwrap_or_default() } else { name.0.as_str() };
+                cluster::known_leader(shard, topic, partition)
+            })
+            .flatten();
+        let mut current_leader = LeaderIdAndEpoch::default();
+        if let Some((node, epoch)) = leader {
+            current_leader = current_leader.with_leader_id(BrokerId(node)).with_leader_epoch(epoch);
+            leaders.push(node);
+        }
         let part = PartitionProduceResponse::default()
             .with_index(partition)
+            .with_current_leader(current_leader)
             .with_error_code(o.error)
             .with_base_offset(o.base_offset)
             .with_log_append_time_ms(o.log_append_time)
@@ -144,5 +160,11 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
             ),
         }
     }
-    Answer::Respond(ProduceResponse::default().with_responses(responses))
+    let node_endpoints = cluster::endpoints_of(shard, &leaders)
+        .into_iter()
+        .map(|(id, host, port)| {
+            NodeEndpoint::default().with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port)
+        })
+        .collect();
+    Answer::Respond(ProduceResponse::default().with_responses(responses).with_node_endpoints(node_endpoints))
 }

@@ -539,6 +539,25 @@ pub fn partition_view(shard: &Shard, topic: &TopicMeta, partition: i32) -> Optio
     })
 }
 
+/// Where clients should go for a partition this node refused with
+/// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (KIP-951): its leader and leader
+/// epoch as last told, so the client can go there without asking for metadata first.
+/// None on a single node and while no leader is known.
+pub fn known_leader(shard: &Shard, topic: &str, partition: i32) -> Option<(i32, i32)> {
+    shard.replication.as_ref()?;
+    let meta = shard.meta();
+    let view = partition_view(shard, meta.topics.get(topic)?, partition)?;
+    (view.leader >= 0).then_some((view.leader, view.epoch))
+}
+
+/// The endpoints (id, host, port) of `nodes` among the brokers clients are told of,
+/// in id order: KIP-951's node endpoints of the leaders an answer names.
+pub fn endpoints_of(shard: &Shard, nodes: &[i32]) -> Vec<(i32, String, i32)> {
+    let mut out: Vec<_> = brokers(shard).into_iter().filter(|(id, _, _)| nodes.contains(id)).collect();
+    out.sort_unstable_by_key(|(id, _, _)| *id);
+    out
+}
+
 /// The controller's node, if known.
 pub fn controller_node(shard: &Shard) -> Option<i32> {
     shard.leaders.borrow().get(&METADATA_GROUP).map(|k| k.leader).filter(|l| *l >= 0)

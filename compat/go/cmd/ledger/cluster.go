@@ -275,9 +275,21 @@ func (c *cluster) run(ctx context.Context, timeout time.Duration, verb string, i
 	return nil
 }
 
+// nodeFile is the path of node id's pid or log file ("pid", "log"): keel.<ext> as
+// compat/cluster.sh writes it, or kafka.<ext> for an Apache Kafka cluster started by
+// compat/kafka/cluster.sh, the harness's reference broker.
+func (c *cluster) nodeFile(id int, ext string) string {
+	dir := filepath.Join(c.dir, fmt.Sprintf("node-%d", id))
+	kafka := filepath.Join(dir, "kafka."+ext)
+	if _, err := os.Stat(filepath.Join(dir, "server.properties")); err == nil {
+		return kafka
+	}
+	return filepath.Join(dir, "keel."+ext)
+}
+
 // running reports whether node id's process is alive, from its pid file.
 func (c *cluster) running(id int) bool {
-	b, err := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("node-%d", id), "keel.pid"))
+	b, err := os.ReadFile(c.nodeFile(id, "pid"))
 	if err != nil {
 		return false
 	}
@@ -290,7 +302,7 @@ func (c *cluster) running(id int) bool {
 func (c *cluster) logTails(n int) string {
 	var b strings.Builder
 	for _, id := range c.nodes() {
-		path := filepath.Join(c.dir, fmt.Sprintf("node-%d", id), "keel.log")
+		path := c.nodeFile(id, "log")
 		data, err := os.ReadFile(path)
 		fmt.Fprintf(&b, "--- node %d (%s)\n", id, path)
 		if err != nil {
