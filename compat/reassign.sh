@@ -5,7 +5,9 @@
 # partition to a new pair of replicas (the node it lacked comes in as the preferred
 # replica, its second replica leaves), waits until `--verify` reports every move
 # complete, and checks that the new replicas are the ones asked for and that a consumer
-# reads back every record.
+# reads back every record. Then `kafka-metadata-quorum describe --status` and
+# `--replication` (MetadataQuorumCommand) must describe the controller quorum: a
+# leader among the three voters, each voter caught up.
 #
 # Usage: compat/reassign.sh BOOTSTRAP [RECORDS]
 # Prints "reassign: N passed, M failed" last; exits non-zero on a failure.
@@ -92,6 +94,16 @@ tool org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server "$bootst
   --from-beginning --max-messages "$records" --timeout-ms 30000 >"$work/consumed.txt" 2>"$work/consume.log"
 consumed=$(wc -l <"$work/consumed.txt")
 check "a consumer reads back all $records records (read $consumed)" test "$consumed" -eq "$records"
+
+quorum() { tool org.apache.kafka.tools.MetadataQuorumCommand --bootstrap-server "$bootstrap" describe "$@" 2>/dev/null; }
+quorum --status >"$work/status.txt"
+leader=$(sed -nE 's/^LeaderId: +([0-9]+)$/\1/p' "$work/status.txt")
+voters=$(grep -E '^CurrentVoters:' "$work/status.txt" | grep -oE '"id": [0-9]+' | grep -oE '[0-9]+' | sort -n | tr '\n' ' ')
+check "kafka-metadata-quorum --status: leader $leader among voters $voters" \
+  test "$voters" = "1 2 3 " -a -n "$leader" -a "${leader:-0}" -ge 1 -a "${leader:-0}" -le 3
+quorum --replication >"$work/replication.txt"
+check "kafka-metadata-quorum --replication: one leader and two followers" \
+  test "$(awk '$NF == "Leader" { l++ } $NF == "Follower" { f++ } END { print l + 0, f + 0 }' "$work/replication.txt")" = "1 2"
 
 echo "reassign: $passed passed, $failed failed"
 ((failed == 0))
