@@ -20,6 +20,7 @@ a seek plus one record takes far less than the one-second back-off.
 """
 
 import logging
+import os
 import statistics
 import time
 
@@ -32,6 +33,10 @@ GOLDEN = 357
 SEEK_TIMEOUT_S = 5.0
 # librdkafka's default fetch.queue.backoff.ms: the wait the tests tell apart.
 QUEUE_BACKOFF_MS = 1000
+# Seeks of the loop test; benches/seek-bsearch.sh asks for more.
+SEEKS = int(os.environ.get("KEEL_SEEKS", "50"))
+# Seeks of the 0059 test: one search (10 steps) as 0059 does, unless asked.
+BSEARCH_SEEKS = int(os.environ.get("KEEL_SEEKS", "1"))
 
 
 class Collect(logging.Handler):
@@ -136,8 +141,19 @@ def backoffs(handler):
 
 
 def summary(steps):
+    """Median, p99 and max of the per-seek times, and how many seeks paid a
+    back-off (over half of it)."""
     ms = sorted(s * 1000 for s in steps)
-    return "median %.1f ms, max %.1f ms over %d seeks" % (statistics.median(ms), ms[-1], len(ms))
+    p99 = ms[min(len(ms) - 1, (len(ms) * 99) // 100)]
+    slow = sum(1 for m in ms if m > QUEUE_BACKOFF_MS / 2)
+    return "median %.1f ms, p99 %.1f ms, max %.1f ms over %d seeks, %d over %d ms" % (
+        statistics.median(ms),
+        p99,
+        ms[-1],
+        len(ms),
+        slow,
+        QUEUE_BACKOFF_MS // 2,
+    )
 
 
 def test_bsearch_as_0059(bootstrap, topics):
@@ -145,7 +161,9 @@ def test_bsearch_as_0059(bootstrap, topics):
     golden_ts = produce_0059(bootstrap, topic)
     consumer, handler = consumer_0059(bootstrap, topic)
     try:
-        steps = bsearch(consumer, topic, golden_ts, first_step=0)
+        steps = []
+        while len(steps) < BSEARCH_SEEKS:
+            steps += bsearch(consumer, topic, golden_ts, first_step=len(steps))
         consumer.poll(0.1)  # serves the last log lines
     finally:
         consumer.close()
@@ -158,14 +176,14 @@ def test_bsearch_as_0059(bootstrap, topics):
 
 
 def test_seek_consume_loop(bootstrap, topics):
-    """50 seeks (five binary searches) with fetch.queue.backoff.ms=1: nothing
+    """SEEKS seeks (binary searches of 10 steps) with fetch.queue.backoff.ms=1: nothing
     left for a seek to wait on but the broker's answers."""
     topic = topics.create("seekloop")
     golden_ts = produce_0059(bootstrap, topic)
     consumer, handler = consumer_0059(bootstrap, topic, {"fetch.queue.backoff.ms": 1})
     try:
         steps = []
-        while len(steps) < 50:
+        while len(steps) < SEEKS:
             steps += bsearch(consumer, topic, golden_ts, first_step=len(steps))
         consumer.poll(0.1)
     finally:
