@@ -80,3 +80,28 @@ fn long_poll_fetch_is_woken_by_an_append_on_another_shard() {
     assert!(start.elapsed() >= Duration::from_millis(250));
     assert_eq!(records_of(f.responses[0].partitions[0].records.as_ref().unwrap()).len(), 0);
 }
+
+/// A port another program served until a moment ago, whose side of its closed
+/// connections still waits out TIME_WAIT: every shard binds it all the same
+/// (SO_REUSEADDR as well as SO_REUSEPORT), so Keel can take over a port from a Kafka
+/// broker, or from an earlier test's broker, at once rather than a minute later.
+#[test]
+fn shards_bind_a_port_whose_last_owner_left_connections_in_time_wait() {
+    use std::io::Read;
+    let port = common::free_port();
+    {
+        // std's listener sets SO_REUSEADDR and not SO_REUSEPORT, as Java's does.
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        let mut client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (served, _) = listener.accept().unwrap();
+        // The server closes first, so its side of the connection is left in TIME_WAIT.
+        drop(served);
+        assert_eq!(client.read(&mut [0u8; 1]).unwrap(), 0);
+    }
+    let mut b = Broker::start_on_port(2, port);
+    let mut c = b.connect();
+    create_topic(&mut c, "taken-over", 2);
+    let r = produce(&mut c, -1, &[("taken-over", 0, build_batch(0, 0, &[(None, Some(b"v".as_slice()))]))]);
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    assert!(b.is_running());
+}

@@ -9,7 +9,7 @@ use crate::shard::Shard;
 
 pub async fn serve(shard: Rc<Shard>) -> Result<(), String> {
     let addr = shard.config.kafka_addr.clone();
-    let listener = TcpListener::bind(&addr).map_err(|e| format!("shard {} cannot listen on {addr}: {e}", shard.id))?;
+    let listener = bind(&addr).map_err(|e| format!("shard {} cannot listen on {addr}: {e}", shard.id))?;
     let connections_max = (shard.config.connections_max / shard.count).max(1);
     tracing::info!(shard = shard.id, %addr, "accepting Kafka connections");
     loop {
@@ -35,6 +35,27 @@ pub async fn serve(shard: Rc<Shard>) -> Result<(), String> {
         })
         .detach();
     }
+}
+
+/// Binds the Kafka port as glommio does, with SO_REUSEPORT so every shard listens on
+/// it, and also with SO_REUSEADDR, which glommio leaves off: without it the port
+/// cannot be bound while connections that another program listening there closed
+/// (a Kafka broker Keel replaces, an earlier broker in a test run) wait out TIME_WAIT,
+/// up to a minute after it stopped.
+fn bind(addr: &str) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(addr)?
+        .next()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address"))?;
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    // SAFETY: the descriptor is a bound, listening TCP socket that `socket` gives up
+    // and the listener owns from here on.
+    Ok(unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) })
 }
 
 /// Caps the kernel's receive buffer of a connection (Kafka's

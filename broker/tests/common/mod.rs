@@ -63,7 +63,16 @@ impl Broker {
         Broker::start_full(smp, memory, extra_args, &[], yaml)
     }
 
+    /// A broker on the given Kafka port.
+    pub fn start_on_port(smp: usize, port: u16) -> Broker {
+        Broker::start_on(port, smp, "256M", &[], &[], "")
+    }
+
     fn start_full(smp: usize, memory: &str, extra_args: &[&str], extra_dirs: &[&str], yaml: &str) -> Broker {
+        Broker::start_on(free_port(), smp, memory, extra_args, extra_dirs, yaml)
+    }
+
+    fn start_on(port: u16, smp: usize, memory: &str, extra_args: &[&str], extra_dirs: &[&str], yaml: &str) -> Broker {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
         let mut extra_args: Vec<String> = extra_args.iter().map(|a| a.to_string()).collect();
@@ -73,7 +82,7 @@ impl Broker {
         }
         let mut b = Broker {
             child: None,
-            port: free_port(),
+            port,
             admin_port: free_port(),
             dir,
             _tmp: Some(tmp),
