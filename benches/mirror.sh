@@ -61,9 +61,10 @@ measure() { # target round
   if [[ $target == keel ]]; then compat/keel.sh stop "$work/keel"; else compat/kafka/kafka.sh stop "$work/target-kafka" >/dev/null; fi
 }
 
-results=$(for r in $(seq 1 "$rounds"); do
+for r in $(seq 1 "$rounds"); do
   if ((r % 2)); then measure keel "$r"; measure kafka "$r"; else measure kafka "$r"; measure keel "$r"; fi
-done | tee /dev/stderr)
+done | tee "$work/results.txt"
+results=$(cat "$work/results.txt")
 # Same-round ratios, Keel / Kafka.
 echo "$results" | awk '
   { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
