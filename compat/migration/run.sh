@@ -12,7 +12,8 @@
 #                                      .. + 102, admin + 200 .., peers + 300 ..; Keel's
 #                                      topics, MirrorMaker 2's and Connect's with
 #                                      replication factor 3)
-# Prints pytest's summary last; exits with its status.
+# Then runs docs/migration.md's check commands (compare.py, kafka-consumer-groups) on
+# what the tests left. Exits non-zero if pytest or a check failed.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -45,4 +46,14 @@ else
 fi
 KAFKA_SOURCE="127.0.0.1:$kafka_port" MM2_CLASSPATH="$classpath" MIGRATION_KEEL_RF=$nodes \
   MIGRATION_CONNECT_PORT=$((base + 400)) \
-  "$root/compat/python/run.sh" "$bootstrap" migration_mirror.py migration_connect.py -s
+  "$root/compat/python/run.sh" "$bootstrap" migration_mirror.py migration_connect.py -s || status=$?
+# docs/migration.md's commands, on what the tests left: compare.py (step 2) and Kafka's
+# kafka-consumer-groups (step 3) against Keel.
+echo "compare.py 127.0.0.1:$kafka_port $bootstrap mm-trades:"
+"$root/compat/python/.venv/bin/python" "$here/compare.py" "127.0.0.1:$kafka_port" "$bootstrap" mm-trades || status=${status:-1}
+echo "kafka-consumer-groups --describe --group mm-group on Keel:"
+java -Xmx256m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$("$root/compat/kafka/classpath.sh")" \
+  org.apache.kafka.tools.consumer.group.ConsumerGroupCommand --bootstrap-server "$bootstrap" --describe --group mm-group |
+  tee "$dir/groups.txt"
+[[ $(grep -c "^mm-group *mm-orders" "$dir/groups.txt") == 4 ]] || { echo "migration: mm-group's offsets not described" >&2; status=${status:-1}; }
+exit "${status:-0}"

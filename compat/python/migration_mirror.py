@@ -252,6 +252,24 @@ def test_mirror_maker_2_moves_topics_and_group_offsets_into_keel(bootstrap):
     for p in range(PARTITIONS):
         assert first.get(p) == on_keel[p], "partition %d resumed at %s, committed %d" % (p, first.get(p), on_keel[p])
 
+    # Producers move: an idempotent producer writes to the mirrored topic on Keel (the
+    # mirror stopped); its records follow the mirrored ones and the group reads them.
+    before = _ends(bootstrap, "mm-orders")
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    for i in range(200):
+        _produce(producer, "mm-orders", b"moved-%d" % i, b"moved-%d" % i)
+    assert producer.flush(60) == 0, "records left unsent to Keel"
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    c.assign([TopicPartition("mm-orders", p, o) for p, o in before.items()])
+    moved = []
+    deadline = time.time() + 30
+    while len(moved) < 200 and time.time() < deadline:
+        m = c.poll(1)
+        if m is not None and not m.error():
+            moved.append(m.value())
+    c.close()
+    assert sorted(moved) == sorted(b"moved-%d" % i for i in range(200))
+
 
 def test_mirror_maker_2_takes_a_topic_back_to_kafka(bootstrap):
     """The way back: a topic written on Keel mirrored into Kafka, whole."""
