@@ -8,7 +8,7 @@
 # (method in its docstring and in docs/benchmarks.md). Prints one `mirror ...` line per
 # target and round, then the Keel / Kafka ratios.
 #
-#   benches/mirror.sh       RECORDS=1000000 RECORD_BYTES=1024 ROUNDS=2  (about 8 minutes)
+#   benches/mirror.sh       RECORDS=1000000 RECORD_BYTES=1024 ROUNDS=2  (about 9 minutes)
 #
 # Ports (MIRROR_BASE_PORT, default 52400): the source Kafka on it (controller + 1), the
 # target Kafka on it + 10 (controller + 11), Keel on it + 20 (admin API + 120).
