@@ -272,7 +272,8 @@ def test_mirror_maker_2_moves_topics_and_group_offsets_into_keel(bootstrap):
 
 
 def test_mirror_maker_2_takes_a_topic_back_to_kafka(bootstrap):
-    """The way back: a topic written on Keel mirrored into Kafka, whole."""
+    """The way back: a topic written on Keel mirrored into Kafka, whole, and a group's
+    offsets on Keel translated into Kafka, never past where it stopped."""
     source, classpath = os.environ.get("KAFKA_SOURCE"), os.environ.get("MM2_CLASSPATH")
     if not source or not classpath:
         pytest.skip("KAFKA_SOURCE and MM2_CLASSPATH are not set (run compat/migration/run.sh)")
@@ -284,6 +285,11 @@ def test_mirror_maker_2_takes_a_topic_back_to_kafka(bootstrap):
         _produce(producer, topic, b"k%d" % i, b"back-%d" % i)
     assert producer.flush(120) == 0, "records left unsent to Keel"
     ends = _ends(bootstrap, topic)
+    # A group on Keel that read half of each partition, to be moved back.
+    half = {p: e // 2 for p, e in ends.items()}
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "mm-back", "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, p, o) for p, o in half.items()], asynchronous=False)
+    c.close()
     workdir = tempfile.mkdtemp(prefix="keel-mm2-back-")
     started = time.time()
     mm2 = _start_mirror(classpath, _mirror_config(workdir, source, bootstrap, flow="keel->kafka", topics="back-.*"))
@@ -297,11 +303,24 @@ def test_mirror_maker_2_takes_a_topic_back_to_kafka(bootstrap):
             assert mm2.poll() is None, "MirrorMaker 2 exited; see %s/mm2.log" % workdir
             assert time.time() - started < MIRROR_DEADLINE_S, "the topic did not reach Kafka"
             time.sleep(0.5)
+        print("figure: MirrorMaker 2 mirrored %d records from Keel back into Kafka in %.1f s from its start"
+              % (sum(ends.values()), time.time() - started))
+        # The group's offsets arrive on Kafka translated: at or before where it stopped.
+        deadline = time.time() + OFFSETS_DEADLINE_S
+        while True:
+            c = Consumer({"bootstrap.servers": source, "group.id": "mm-back"})
+            back = {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in half], timeout=10)}
+            c.close()
+            if all(back.get(p, -1) >= 0 for p in half):
+                break
+            assert time.time() < deadline, "group offsets on Kafka: %s (on Keel: %s)" % (back, half)
+            time.sleep(0.5)
     finally:
         _stop_mirror(mm2)
-    print("figure: MirrorMaker 2 mirrored %d records from Keel back into Kafka in %.1f s from its start"
-          % (sum(ends.values()), time.time() - started))
     assert partition_digests(source, topic) == partition_digests(bootstrap, topic)
+    for p, offset in half.items():
+        assert back[p] <= offset, "partition %d: translated %d past Keel's %d" % (p, back[p], offset)
+    print("figure: the way back, group offsets on Keel %s, translated on Kafka %s" % (half, back))
 
 
 LAT_PARTITIONS = 2
