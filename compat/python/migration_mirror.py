@@ -318,6 +318,9 @@ def test_mirror_maker_2_takes_a_topic_back_to_kafka(bootstrap):
     finally:
         _stop_mirror(mm2)
     assert partition_digests(source, topic) == partition_digests(bootstrap, topic)
+    # The way back keeps its offset syncs on its source, Keel: KEEL_RF replicas.
+    syncs = admin.list_topics(timeout=10).topics["mm2-offset-syncs.kafka.internal"]
+    assert {len(p.replicas) for p in syncs.partitions.values()} == {KEEL_RF}
     for p, offset in half.items():
         assert back[p] <= offset, "partition %d: translated %d past Keel's %d" % (p, back[p], offset)
     print("figure: the way back, group offsets on Keel %s, translated on Kafka %s" % (half, back))
