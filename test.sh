@@ -134,7 +134,7 @@ grep -E "^(PASS|FAIL|txn-tools:)" "$logs/txn-tools.log"
 record_or_fail "txn kafka-transactions.sh" "$(sed -nE 's/^txn-tools: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2 0/p' "$logs/txn-tools.log")"
 
 note "migration: MirrorMaker 2 from Apache Kafka into Keel; a Kafka Connect worker on Keel"
-migration() { # label [--cluster]
+migration() { # label port-offset [--cluster]
   MIGRATION_BASE_PORT=$((port + $2)) compat/migration/run.sh ${3:-} >"$logs/$1.log" 2>&1
   local rc=$?
   grep -E "figure:|^=+ .*(passed|failed)|^DIFFERENT|^migration:" "$logs/$1.log" | tail -n 12
