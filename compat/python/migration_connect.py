@@ -7,7 +7,8 @@ in Keel's compacted topics and its sink's progress in a consumer group (Connect'
 rebalance protocol over JoinGroup/SyncGroup). Lines written to the source file must
 all reach the sink file, in order; after the worker is stopped and started again,
 nothing is lost, and lines read again are only those Connect's at-least-once delivery
-allows (at most one commit interval's worth).
+allows (at most one commit interval's worth). The worker's topics and the pipeline's
+topic have MIGRATION_KEEL_RF replicas (3 with compat/migration/run.sh --cluster).
 """
 
 import json

@@ -11,8 +11,12 @@ topic. MirrorMaker 2 with the IdentityReplicationPolicy mirrors them into Keel. 
 every partition holds the same records on both sides (count, and a checksum of keys,
 values and timestamps, in offset order), the topic configs and partition counts came
 along, the group's offsets arrive translated, and a consumer of that group started on
-Keel resumes at or before where it stopped on Kafka, skipping nothing. And the way
-back: a topic written on Keel is mirrored into Kafka whole.
+Keel resumes at or before where it stopped on Kafka, skipping nothing, and reads what a
+producer moved to Keel writes next. The way back: a topic written on Keel is mirrored
+into Kafka whole, with a group's offsets. LogAppendTime: a LogAppendTime topic mirrored
+into Keel and into Kafka by one MirrorMaker 2 comes out the same on both. With
+MIGRATION_KEEL_RF=3 (compat/migration/run.sh --cluster) every topic made on Keel has 3
+replicas.
 """
 
 import os
