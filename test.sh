@@ -6,7 +6,8 @@
 #   ./test.sh            the default run (well under 30 minutes)
 #   ./test.sh --full     also franz-go's whole suite (not only the allowlist), the differential
 #                        tester's long profile (2,000 sequences, about 10 minutes), the
-#                        transactional copier with 50,000 messages, 3 kills and copier kills
+#                        transactional copier with 50,000 messages, 3 kills and copier kills,
+#                        MirrorMaker 2 and Connect against a 3-node Keel (about 3.5 minutes)
 #   ./test.sh --oracle   also run the client suites against Apache Kafka 4.x
 #   ./test.sh --stress   run the consumer-group stress rounds (3 -> 4 members under CPU
 #                        load, librdkafka and Java) 10 times per protocol, not 2
@@ -133,9 +134,19 @@ grep -E "^(PASS|FAIL|txn-tools:)" "$logs/txn-tools.log"
 record_or_fail "txn kafka-transactions.sh" "$(sed -nE 's/^txn-tools: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2 0/p' "$logs/txn-tools.log")"
 
 note "migration: MirrorMaker 2 from Apache Kafka into Keel; a Kafka Connect worker on Keel"
-MIGRATION_BASE_PORT=$((port + 6000)) compat/migration/run.sh >"$logs/migration.log" 2>&1
-grep -E "figure:|^=+ .*(passed|failed)" "$logs/migration.log" | tail -n 6
-record_or_fail "migration (MM2, Connect)" "$(pytest_counts "$logs/migration.log")"
+migration() { # label port-offset [--cluster]
+  MIGRATION_BASE_PORT=$((port + $2)) compat/migration/run.sh ${3:-} >"$logs/$1.log" 2>&1
+  local rc=$?
+  grep -E "figure:|^=+ .*(passed|failed)|^DIFFERENT|^migration:" "$logs/$1.log" | tail -n 12
+  # pytest's summary, then the guide's commands (compare.py, kafka-consumer-groups).
+  record_or_fail "$1 (MM2, Connect)" "$(pytest_counts <(grep -E "^=+ .*(passed|failed)" "$logs/$1.log"))"
+  if ((rc == 0)); then record "$1 guide commands" 1 0 0; else record "$1 guide commands" 0 1 0; fi
+}
+migration migration 6000
+if ((full)); then
+  note "migration into a 3-node Keel, replication factor 3 (compat/migration/run.sh --cluster)"
+  migration migration-cluster 6500 --cluster
+fi
 
 diff_args=(--seed "${DIFF_SEED:-7}"); ((full)) && diff_args+=(--long)
 note "differential tester against Apache Kafka (compat/diff, ${diff_args[*]})"

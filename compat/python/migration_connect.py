@@ -7,7 +7,8 @@ in Keel's compacted topics and its sink's progress in a consumer group (Connect'
 rebalance protocol over JoinGroup/SyncGroup). Lines written to the source file must
 all reach the sink file, in order; after the worker is stopped and started again,
 nothing is lost, and lines read again are only those Connect's at-least-once delivery
-allows (at most one commit interval's worth).
+allows (at most one commit interval's worth). The worker's topics and the pipeline's
+topic have MIGRATION_KEEL_RF replicas (3 with compat/migration/run.sh --cluster).
 """
 
 import json
@@ -20,12 +21,20 @@ import time
 import urllib.request
 
 import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 LINES = 5000
 DEADLINE_S = 120
+# The replication factor of the worker's topics and the pipeline's topic: 3 against a
+# 3-node Keel (compat/migration/run.sh --cluster).
+KEEL_RF = int(os.environ.get("MIGRATION_KEEL_RF", "1"))
 
 
-def _free_port():
+def _rest_port():
+    """The worker's REST port: MIGRATION_CONNECT_PORT (compat/migration/run.sh sets
+    it), else any free one."""
+    if os.environ.get("MIGRATION_CONNECT_PORT"):
+        return int(os.environ["MIGRATION_CONNECT_PORT"])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -48,9 +57,11 @@ def _start_worker(workdir, classpath, bootstrap, port, run):
             "config.storage.topic = keel-connect-%s-configs" % run,
             "offset.storage.topic = keel-connect-%s-offsets" % run,
             "status.storage.topic = keel-connect-%s-status" % run,
-            "config.storage.replication.factor = 1",
-            "offset.storage.replication.factor = 1",
-            "status.storage.replication.factor = 1",
+            "config.storage.replication.factor = %d" % KEEL_RF,
+            "offset.storage.replication.factor = %d" % KEEL_RF,
+            "status.storage.replication.factor = %d" % KEEL_RF,
+            # Topics the connectors create (the source's topic): KEEL_RF replicas too.
+            "topic.creation.enable = true",
             "key.converter = org.apache.kafka.connect.storage.StringConverter",
             "value.converter = org.apache.kafka.connect.storage.StringConverter",
             "offset.flush.interval.ms = 500",
@@ -114,13 +125,14 @@ def test_file_stream_pipeline_survives_a_worker_restart(bootstrap):
     second = ["line-%06d" % i for i in range(LINES, 2 * LINES)]
     with open(source, "w") as f:
         f.write("\n".join(first) + "\n")
-    port = _free_port()
+    port = _rest_port()
     worker = _start_worker(workdir, classpath, bootstrap, port, run)
     try:
         started = time.time()
         _rest(port, "PUT", "/connectors/source/config", {
             "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
-            "tasks.max": "1", "file": source, "topic": topic})
+            "tasks.max": "1", "file": source, "topic": topic,
+            "topic.creation.default.replication.factor": str(KEEL_RF), "topic.creation.default.partitions": "1"})
         _rest(port, "PUT", "/connectors/sink/config", {
             "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
             "tasks.max": "1", "file": sink, "topics": topic})
@@ -144,3 +156,13 @@ def test_file_stream_pipeline_survives_a_worker_restart(bootstrap):
     duplicates = len(lines) - len(set(lines))
     print("figure: after the restart %d lines were written to the sink again (at-least-once)" % duplicates)
     assert duplicates <= LINES, "%d lines written twice" % duplicates
+    # The worker's topics compacted, and they and the pipeline's topic with KEEL_RF replicas.
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    meta = admin.list_topics(timeout=10)
+    internal = ["keel-connect-%s-%s" % (run, t) for t in ("configs", "offsets", "status")]
+    for t in internal + [topic]:
+        replicas = {len(p.replicas) for p in meta.topics[t].partitions.values()}
+        assert replicas == {KEEL_RF}, "%s: %s replicas, want %d" % (t, replicas, KEEL_RF)
+    for t in internal:
+        r = ConfigResource(ConfigResource.Type.TOPIC, t)
+        assert admin.describe_configs([r])[r].result(30)["cleanup.policy"].value == "compact", t
