@@ -71,6 +71,22 @@ def _produce(producer, topic, key, value, **kwargs):
             producer.poll(0.1)
 
 
+def _until_eof(consumer, partitions, timeout_s=60):
+    """The records `consumer` (with enable.partition.eof) polls until it reached the end
+    of `partitions` partitions, or `timeout_s` passed."""
+    eof = set()
+    deadline = time.time() + timeout_s
+    while len(eof) < partitions and time.time() < deadline:
+        m = consumer.poll(1)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == KafkaError._PARTITION_EOF:
+                eof.add(m.partition())
+            continue
+        yield m
+
+
 def _fill_source(source):
     admin = AdminClient({"bootstrap.servers": source})
     fs = admin.create_topics([NewTopic(t, PARTITIONS, 1, config=cfg) for t, cfg in TOPICS.items()])
@@ -241,16 +257,8 @@ def test_mirror_maker_2_moves_topics_and_group_offsets_into_keel(bootstrap):
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "enable.partition.eof": True})
     c.subscribe(["mm-orders"])
-    first, eof = {}, set()
-    deadline = time.time() + 60
-    while len(eof) < PARTITIONS and time.time() < deadline:
-        m = c.poll(1)
-        if m is None:
-            continue
-        if m.error():
-            if m.error().code() == KafkaError._PARTITION_EOF:
-                eof.add(m.partition())
-            continue
+    first = {}
+    for m in _until_eof(c, PARTITIONS):
         first.setdefault(m.partition(), m.offset())
     c.close()
     for p in range(PARTITIONS):
@@ -341,18 +349,7 @@ def _stamps(bootstrap, topic):
                   "enable.partition.eof": True})
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(LAT_PARTITIONS)])
-        out, eof = [], set()
-        deadline = time.time() + 60
-        while len(eof) < LAT_PARTITIONS and time.time() < deadline:
-            m = c.poll(1)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                continue
-            out.append((m.partition(), m.offset()) + m.timestamp())
-        return sorted(out)
+        return sorted((m.partition(), m.offset()) + m.timestamp() for m in _until_eof(c, LAT_PARTITIONS))
     finally:
         c.close()
 
