@@ -57,6 +57,7 @@ impl Normalizer {
 
     fn normalize_object(&mut self, fields: Map<String, Value>) -> Map<String, Value> {
         let is_broker_resource = fields.get("resource_type").and_then(Value::as_i64) == Some(BROKER_RESOURCE);
+        let is_log_append_time_batch = fields.get("timestamp_type").and_then(Value::as_str) == Some("LogAppendTime");
         let mut out = Map::new();
         for (key, value) in fields {
             let value = match key.as_str() {
@@ -93,6 +94,14 @@ impl Normalizer {
                 // The append time is the broker's clock; only whether one is given (not -1)
                 // is compared.
                 "log_append_time_ms" => set_or_unset(value),
+                // A LogAppendTime batch's max timestamp is the broker's clock when it
+                // appended the batch; compared by its form: milliseconds of a plausible
+                // clock (a time in seconds, microseconds or the producer's own stays as
+                // it is and differs).
+                "max_timestamp" if is_log_append_time_batch => append_time_ms(value),
+                // ListOffsets' timestamp of a record: the tester's, or the append time of a
+                // LogAppendTime topic.
+                "timestamp" => client_or_broker_clock(value),
                 // A producer's last timestamp (DescribeProducers) is its last batch's, which
                 // the tester stamps, or its last marker's, which is the broker's clock.
                 "last_timestamp" => client_or_broker_clock(value),
@@ -130,6 +139,16 @@ const TESTER_CLOCK_BEFORE: i64 = 1_704_067_200_000;
 fn client_or_broker_clock(value: Value) -> Value {
     match value.as_i64() {
         Some(t) if t >= TESTER_CLOCK_BEFORE => Value::String("<broker clock>".into()),
+        _ => value,
+    }
+}
+
+/// 2100-01-01 in milliseconds: a later "append time" is not in milliseconds.
+const BROKER_CLOCK_BEFORE: i64 = 4_102_444_800_000;
+
+fn append_time_ms(value: Value) -> Value {
+    match value.as_i64() {
+        Some(t) if (TESTER_CLOCK_BEFORE..BROKER_CLOCK_BEFORE).contains(&t) => Value::String("<append time, ms>".into()),
         _ => value,
     }
 }

@@ -543,8 +543,14 @@ fn project_transactions(response: &ResponseKind, prefix: &str) -> Value {
                         .partitions
                         .iter()
                         .map(|p| {
-                            let producers: Vec<Value> = p
-                                .active_producers
+                            // The order is the broker's own (Kafka's is a hash map's) and
+                            // the ids are each broker's, so producers are sorted by what
+                            // they did.
+                            let mut active = p.active_producers.clone();
+                            active.sort_by_key(|a| {
+                                (a.last_sequence, a.producer_epoch, a.last_timestamp, a.current_txn_start_offset)
+                            });
+                            let producers: Vec<Value> = active
                                 .iter()
                                 .map(|a| {
                                     json!({

@@ -27,7 +27,7 @@ use crate::diff::{diff, FieldDiff};
 use crate::normalize::Normalizer;
 use crate::project::project;
 use crate::steps::{BrokerContext, Names, Request, Step};
-use crate::txn_steps::TxnRequest;
+use crate::txn_steps::{is_idempotent, TxnRequest};
 use crate::versions::Versions;
 
 /// Longest wait for a topic change to show in a broker's Metadata.
@@ -173,7 +173,9 @@ impl Side {
             eprintln!("trace: {api:?} v{} {} ms {answer:?}", step.version, started.elapsed().as_millis());
         }
         let mut projected = project(&answer, &names.prefix);
-        if let Request::Produce { acks: 0 | 1, .. } = step.request {
+        if let Request::Produce { acks: 0 | 1, .. } | Request::Txn(TxnRequest::Produce { acks: 0 | 1, .. }) =
+            step.request
+        {
             // A record acknowledged before it is durable (acks 0 or 1) is visible to
             // consumers on Kafka at once and on Keel once its flush pass has made it
             // durable (Keel's high watermark on a single node), about a millisecond
@@ -190,7 +192,9 @@ impl Side {
             if let Request::Txn(request @ (TxnRequest::End { .. } | TxnRequest::InitProducerId { .. })) = &step.request
             {
                 let txn = request.txn().expect("EndTxn and InitProducerId name their transactional id");
-                settle_transaction(broker, &names.transactional_id(txn));
+                if !is_idempotent(txn) {
+                    settle_transaction(broker, &names.transactional_id(txn));
+                }
             }
             let started = Instant::now();
             for polled in settle(broker, &step.request, response, names) {

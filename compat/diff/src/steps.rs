@@ -58,7 +58,10 @@ pub struct NewTopic {
 pub struct Batch {
     /// Key and value of each record; `None` is a null key or value.
     pub records: Vec<(Option<String>, Option<String>)>,
-    pub gzip: bool,
+    /// The producer's codec.
+    pub codec: Compression,
+    /// Each record carries two headers, one with a null value.
+    pub headers: bool,
     /// One batch per record instead of one batch in all; Kafka takes exactly one v2
     /// batch per partition in a produce request.
     pub batch_per_record: bool,
@@ -218,7 +221,7 @@ impl Request {
 
     /// Produce with acks=0 is the one request a broker does not answer.
     pub fn expects_response(&self) -> bool {
-        !matches!(self, Request::Produce { acks: 0, .. })
+        !matches!(self, Request::Produce { acks: 0, .. } | Request::Txn(TxnRequest::Produce { acks: 0, .. }))
     }
 
     /// A one-line account of the request for a divergence report.
@@ -256,9 +259,13 @@ impl Request {
                                 format!("{}={}", k.as_deref().unwrap_or("null"), v.as_deref().unwrap_or("null"))
                             })
                             .collect();
-                        let gzip = if batch.gzip { " gzip" } else { "" };
+                        let codec = match batch.codec {
+                            Compression::None => String::new(),
+                            codec => format!(" {codec:?}").to_lowercase(),
+                        };
+                        let headers = if batch.headers { " with headers" } else { "" };
                         let split = if batch.batch_per_record { " one batch per record" } else { "" };
-                        format!("{} records [{}]{gzip}{split}", records.len(), records.join(" "))
+                        format!("{} records [{}]{codec}{headers}{split}", records.len(), records.join(" "))
                     }
                 };
                 format!("acks={acks} {}/{partition} {records}", short(&names.topic(topic)))
@@ -542,14 +549,21 @@ fn encode_batch(batch: &Batch) -> Bytes {
             timestamp: RECORD_TIMESTAMP_BASE_MS + i as i64 * 1000,
             key: key.clone().map(Bytes::from),
             value: value.clone().map(Bytes::from),
-            headers: IndexMap::new(),
+            headers: if batch.headers { record_headers(i) } else { IndexMap::new() },
         })
         .collect();
-    let options =
-        RecordEncodeOptions { version: 2, compression: if batch.gzip { Compression::Gzip } else { Compression::None } };
+    let options = RecordEncodeOptions { version: 2, compression: batch.codec };
     let mut buf = BytesMut::new();
     RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding an in-memory v2 batch cannot fail");
     buf.freeze()
+}
+
+/// The headers of record `index` in a batch with headers: one with a value, one null.
+fn record_headers(index: usize) -> IndexMap<StrBytes, Option<Bytes>> {
+    let mut headers = IndexMap::new();
+    headers.insert(StrBytes::from_static_str("trace"), Some(Bytes::from(format!("h{index}"))));
+    headers.insert(StrBytes::from_static_str("empty"), None);
+    headers
 }
 
 /// How a report shows an isolation level: nothing for read_uncommitted, the default.
