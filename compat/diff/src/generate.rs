@@ -16,6 +16,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
+use crate::group_steps::{Generation, GroupRequest, Member};
 use crate::steps::{
     Batch, BrokerContext, ConfigResource, Names, NewTopic, Request, Step, Topic, RECORD_TIMESTAMP_BASE_MS,
 };
@@ -48,7 +49,7 @@ impl<'a> Generator<'a> {
     }
 
     pub fn next_sequence(&mut self) -> Vec<Step> {
-        let scenarios: [fn(&mut Sequence); 12] = [
+        let scenarios: [fn(&mut Sequence); 13] = [
             metadata_names,
             create_topics,
             produce_fetch,
@@ -61,6 +62,7 @@ impl<'a> Generator<'a> {
             transactions,
             transactions,
             idempotent_produce,
+            group_membership,
         ];
         let scenario = *scenarios.choose(&mut self.rng).expect("non-empty");
         let mut sequence = Sequence { rng: &mut self.rng, versions: self.versions, steps: Vec::new() };
@@ -582,6 +584,62 @@ fn idempotent_produce(s: &mut Sequence) {
 fn idempotent_batch(s: &mut Sequence, producer: Producer, acks: i16, base_sequence: i32, records: i32) {
     let topic = Topic::Slot("t0");
     s.push(Request::Txn(TxnRequest::Produce { producer, acks, topic, partition: 0, base_sequence, records }));
+}
+
+/// The group and the static member's instance id of the group scenario.
+const GROUP: &str = "g0";
+const INSTANCE: &str = "i0";
+
+/// A consumer group with one member: JoinGroup (which from v4 first answers a dynamic
+/// member MEMBER_ID_REQUIRED with the id to join with), SyncGroup, Heartbeat, an offset
+/// committed as the member, then the member's mistakes (an id no broker gave, a
+/// generation never given, in Heartbeat, SyncGroup and OffsetCommit) or a rejoin; then
+/// OffsetFetch, DescribeGroups and ListGroups of the live group, LeaveGroup (as the
+/// member or as an unknown one) and DescribeGroups again. One time in three the member
+/// is static (group.instance.id, JoinGroup v5+).
+fn group_membership(s: &mut Sequence) {
+    let t0 = Topic::Slot("t0");
+    s.create(t0.clone(), 1, vec![]);
+    s.push(Request::FindCoordinator { group: GROUP });
+    let instance = s.chance(0.33).then_some(INSTANCE);
+    let group = |request| Request::Group(request);
+    s.push(group(GroupRequest::Join { group: GROUP, member: Member::New, instance }));
+    s.push(group(GroupRequest::Join { group: GROUP, member: Member::Given, instance }));
+    let sync = |member, generation| GroupRequest::Sync { group: GROUP, member, generation, instance };
+    let heartbeat = |member, generation| GroupRequest::Heartbeat { group: GROUP, member, generation, instance };
+    let commit = |member, generation, offset| GroupRequest::Commit {
+        group: GROUP,
+        member,
+        generation,
+        topic: Topic::Slot("t0"),
+        partition: 0,
+        offset,
+    };
+    s.push(group(sync(Member::Given, Generation::Current)));
+    s.push(group(heartbeat(Member::Given, Generation::Current)));
+    let offset = s.rng.gen_range(0..10);
+    s.push(group(commit(Member::Given, Generation::Current, offset)));
+    for _ in 0..s.rng.gen_range(1..=3) {
+        let offset = s.rng.gen_range(0..10);
+        let request = match s.rng.gen_range(0..6) {
+            0 => heartbeat(Member::Unknown, Generation::Current),
+            1 => heartbeat(Member::Given, Generation::Ahead),
+            2 => sync(Member::Given, Generation::Ahead),
+            3 => commit(Member::Given, Generation::Ahead, offset),
+            4 => commit(Member::Unknown, Generation::Current, offset),
+            _ => {
+                s.push(group(GroupRequest::Join { group: GROUP, member: Member::Given, instance }));
+                sync(Member::Given, Generation::Current)
+            }
+        };
+        s.push(group(request));
+    }
+    s.push(Request::OffsetFetch { group: GROUP, topics: Some(vec![(t0, vec![0])]) });
+    s.push(Request::DescribeGroups { groups: vec![GROUP] });
+    s.push(Request::ListGroups);
+    let member = if s.chance(0.3) { Member::Unknown } else { Member::Given };
+    s.push(group(GroupRequest::Leave { group: GROUP, member, instance }));
+    s.push(Request::DescribeGroups { groups: vec![GROUP] });
 }
 
 impl Sequence<'_, '_> {

@@ -44,6 +44,7 @@ const BROKER_RESOURCE: i64 = 4;
 pub struct Normalizer {
     topic_id_symbols: HashMap<String, String>,
     producer_id_symbols: HashMap<i64, String>,
+    member_id_symbols: HashMap<String, String>,
 }
 
 impl Normalizer {
@@ -82,6 +83,9 @@ impl Normalizer {
                 "replica_nodes" | "isr_nodes" => node_list(value),
                 // Topic ids are random UUIDs; compared as symbols by order of appearance.
                 "topic_id" => self.topic_id(value),
+                // Each broker hands out its own member ids (a group's leader is one);
+                // compared as symbols by order of appearance.
+                "member_id" | "leader" => self.member_id(value),
                 // Each broker hands out its own producer ids; compared as symbols by order
                 // of appearance, so "the same producer" is still compared.
                 "producer_id" => self.producer_id(value),
@@ -120,6 +124,15 @@ impl Normalizer {
         let Some(id) = value.as_i64().filter(|id| *id >= 0) else { return value };
         let next = format!("<producer id #{}>", self.producer_id_symbols.len() + 1);
         Value::String(self.producer_id_symbols.entry(id).or_insert(next).clone())
+    }
+
+    fn member_id(&mut self, value: Value) -> Value {
+        let Value::String(id) = value else { return value };
+        if id.is_empty() {
+            return Value::String(id);
+        }
+        let next = format!("<member id #{}>", self.member_id_symbols.len() + 1);
+        Value::String(self.member_id_symbols.entry(id).or_insert(next).clone())
     }
 
     fn topic_id(&mut self, value: Value) -> Value {

@@ -317,6 +317,52 @@ fn project_response(response: &ResponseKind, prefix: &str) -> Value {
                 .collect();
             json!({ "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code, "topics": topics, "groups": groups })
         }
+        ResponseKind::JoinGroup(r) => {
+            let members: Vec<Value> = r
+                .members
+                .iter()
+                .map(|m| {
+                    json!({
+                        "member_id": m.member_id.as_str(),
+                        "group_instance_id": m.group_instance_id.as_ref().map(|i| i.as_str()),
+                        "metadata": hex(&m.metadata),
+                    })
+                })
+                .collect();
+            json!({
+                "throttle_time_ms": r.throttle_time_ms,
+                "error_code": r.error_code,
+                "generation_id": r.generation_id,
+                "protocol_type": r.protocol_type.as_ref().map(|p| p.as_str()),
+                "protocol_name": r.protocol_name.as_ref().map(|p| p.as_str()),
+                "leader": r.leader.as_str(),
+                "skip_assignment": r.skip_assignment,
+                "member_id": r.member_id.as_str(),
+                "members": members,
+            })
+        }
+        ResponseKind::SyncGroup(r) => json!({
+            "throttle_time_ms": r.throttle_time_ms,
+            "error_code": r.error_code,
+            "protocol_type": r.protocol_type.as_ref().map(|p| p.as_str()),
+            "protocol_name": r.protocol_name.as_ref().map(|p| p.as_str()),
+            "assignment": hex(&r.assignment),
+        }),
+        ResponseKind::Heartbeat(r) => json!({ "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code }),
+        ResponseKind::LeaveGroup(r) => {
+            let members: Vec<Value> = r
+                .members
+                .iter()
+                .map(|m| {
+                    json!({
+                        "member_id": m.member_id.as_str(),
+                        "group_instance_id": m.group_instance_id.as_ref().map(|i| i.as_str()),
+                        "error_code": m.error_code,
+                    })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code, "members": members })
+        }
         ResponseKind::FindCoordinator(r) => {
             let coordinators: Vec<Value> = r
                 .coordinators
@@ -404,7 +450,13 @@ fn project_response(response: &ResponseKind, prefix: &str) -> Value {
                         "error_message": g.error_message.as_ref().map(|m| m.as_str()),
                         "group_state": g.group_state.as_str(),
                         "protocol_type": g.protocol_type.as_str(),
-                        "members": g.members.len(),
+                        "protocol_data": g.protocol_data.as_str(),
+                        "members": g.members.iter().map(|m| json!({
+                            "member_id": m.member_id.as_str(),
+                            "group_instance_id": m.group_instance_id.as_ref().map(|i| i.as_str()),
+                            "member_metadata": hex(&m.member_metadata),
+                            "member_assignment": hex(&m.member_assignment),
+                        })).collect::<Vec<Value>>(),
                     })
                 })
                 .collect();
@@ -579,6 +631,10 @@ fn project_transactions(response: &ResponseKind, prefix: &str) -> Value {
         }
         other => json!({ "unprojected_response": format!("{:?}", std::mem::discriminant(other)) }),
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn uuid(id: &Uuid) -> String {

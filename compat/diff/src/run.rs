@@ -189,6 +189,7 @@ impl Side {
         if let Answer::Response(response) = &answer {
             self.learn(response);
             self.learn_producer(&step.request, response, names);
+            self.learn_member(&step.request, response, names);
             if let Request::Txn(request @ (TxnRequest::End { .. } | TxnRequest::InitProducerId { .. })) = &step.request
             {
                 let txn = request.txn().expect("EndTxn and InitProducerId name their transactional id");
@@ -250,6 +251,22 @@ impl Side {
         let seen = self.context.producers.entry(names.transactional_id(txn)).or_default();
         if seen.last() != Some(&(id, epoch)) {
             seen.push((id, epoch));
+        }
+    }
+}
+
+impl Side {
+    /// Remembers the member id a broker gave the sequence's member of a group (also
+    /// with MEMBER_ID_REQUIRED) and the generation it joined, which later steps send.
+    fn learn_member(&mut self, request: &Request, response: &ResponseKind, names: &Names) {
+        let (Request::Group(request), ResponseKind::JoinGroup(r)) = (request, response) else { return };
+        let Some(group) = request.joins() else { return };
+        let entry = self.context.members.entry(names.group(group)).or_default();
+        if !r.member_id.is_empty() {
+            entry.0 = r.member_id.to_string();
+        }
+        if r.error_code == 0 {
+            entry.1 = r.generation_id;
         }
     }
 }

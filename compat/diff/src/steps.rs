@@ -28,6 +28,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 use uuid::Uuid;
 
+use crate::group_steps::GroupRequest;
 use crate::txn_steps::TxnRequest;
 
 /// Timestamp of the first record the tester produces; the rest follow one second apart.
@@ -143,6 +144,8 @@ pub enum Request {
     ListGroups,
     /// A transactional producer's request or a transaction admin request (`txn_steps.rs`).
     Txn(TxnRequest),
+    /// A consumer group member's request (`group_steps.rs`).
+    Group(GroupRequest),
 }
 
 #[derive(Clone, Debug)]
@@ -160,6 +163,9 @@ pub struct BrokerContext {
     pub node_id: i32,
     /// Per transactional id, every (producer id, epoch) the broker gave it, oldest first.
     pub producers: HashMap<String, Vec<(i64, i16)>>,
+    /// Per group, the member id the broker last gave the sequence's member and the
+    /// generation of its last successful JoinGroup.
+    pub members: HashMap<String, (String, i32)>,
 }
 
 /// Turns slots into full names for one sequence.
@@ -216,6 +222,7 @@ impl Request {
             Request::DescribeGroups { .. } => ApiKey::DescribeGroups,
             Request::ListGroups => ApiKey::ListGroups,
             Request::Txn(request) => request.api_key(),
+            Request::Group(request) => request.api_key(),
         }
     }
 
@@ -316,6 +323,7 @@ impl Request {
             }
             Request::ListGroups => "all groups (answer filtered to this sequence's groups)".into(),
             Request::Txn(request) => request.summary(names),
+            Request::Group(request) => request.summary(names),
         }
     }
 
@@ -520,6 +528,7 @@ impl Request {
             ),
             Request::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
             Request::Txn(request) => request.build(version, names, context),
+            Request::Group(request) => request.build(version, names, context),
         }
     }
 }
