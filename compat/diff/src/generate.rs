@@ -395,6 +395,50 @@ fn configs(s: &mut Sequence) {
     if s.chance(0.5) {
         s.push(Request::DescribeConfigs { resource: ConfigResource::Broker, keys: None });
     }
+    alter_configs(s);
+}
+
+/// Configs the alter steps set, with valid and invalid values.
+const ALTERED_CONFIGS: &[(&str, &str)] = &[
+    ("retention.ms", "7200000"),
+    ("retention.ms", "not-a-number"),
+    ("cleanup.policy", "compact"),
+    ("cleanup.policy", "bogus"),
+    ("compression.type", "zstd"),
+    ("message.timestamp.type", "LogAppendTime"),
+    ("segment.bytes", "1048576"),
+    ("no.such.config", "1"),
+];
+
+/// AlterConfigs (which replaces a topic's whole set) and IncrementalAlterConfigs
+/// (SET, DELETE, APPEND and SUBTRACT of list configs), valid and invalid, validate
+/// only or not, on t0 and on an unknown topic; then DescribeConfigs of what changed.
+fn alter_configs(s: &mut Sequence) {
+    let t0 = Topic::Slot("t0");
+    for _ in 0..s.rng.gen_range(1..=3) {
+        let topic = if s.chance(0.15) { UNKNOWN } else { t0.clone() };
+        let validate_only = s.chance(0.25);
+        if s.chance(0.4) {
+            let count = s.rng.gen_range(1..=2);
+            let configs = ALTERED_CONFIGS.choose_multiple(s.rng, count).copied().collect();
+            s.push(Request::AlterConfigs { topic, configs, validate_only });
+        } else {
+            let ops = (0..s.rng.gen_range(1..=2))
+                .map(|_| match s.rng.gen_range(0..5) {
+                    0 => ("retention.ms", 1, None),
+                    1 => ("cleanup.policy", 2, Some("compact")),
+                    2 => ("cleanup.policy", 3, Some("delete")),
+                    _ => {
+                        let (name, value) = *ALTERED_CONFIGS.choose(s.rng).expect("non-empty");
+                        (name, 0, Some(value))
+                    }
+                })
+                .collect();
+            s.push(Request::IncrementalAlterConfigs { topic, ops, validate_only });
+        }
+    }
+    let keys = vec!["retention.ms", "cleanup.policy", "compression.type", "message.timestamp.type", "segment.bytes"];
+    s.push(Request::DescribeConfigs { resource: ConfigResource::Topic(t0), keys: Some(keys) });
 }
 
 /// CreatePartitions up, down and on a missing topic; ApiVersions, FindCoordinator,

@@ -114,6 +114,26 @@ fn project_response(response: &ResponseKind, prefix: &str) -> Value {
                         "error_message": t.error_message.as_ref().map(|m| m.as_str()),
                         "num_partitions": t.num_partitions,
                         "replication_factor": t.replication_factor,
+                        // From v5 (KIP-525) the created topic's configs.
+                        "configs": t.configs.as_ref().map(|configs| {
+                            configs
+                                .iter()
+                                .filter(|c| COMPARED_TOPIC_CONFIGS.contains(&c.name.as_str()))
+                                .map(|c| {
+                                    let value = json!({
+                                        "value": c.value.as_ref().map(|v| v.as_str()),
+                                        "config_source": c.config_source,
+                                        "read_only": c.read_only,
+                                    });
+                                    (c.name.as_str().to_string(), value)
+                                })
+                                .collect::<Map<String, Value>>()
+                        }),
+                        "config_names": t.configs.as_ref().map(|configs| {
+                            let mut names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+                            names.sort_unstable();
+                            names
+                        }),
                     })
                 })
                 .collect();
@@ -423,6 +443,36 @@ fn project_response(response: &ResponseKind, prefix: &str) -> Value {
                 })
                 .collect();
             json!({ "throttle_time_ms": r.throttle_time_ms, "results": results })
+        }
+        ResponseKind::AlterConfigs(r) => {
+            let responses: Vec<Value> = r
+                .responses
+                .iter()
+                .map(|a| {
+                    json!({
+                        "error_code": a.error_code,
+                        "error_message": a.error_message.as_ref().map(|m| m.as_str()),
+                        "resource_type": a.resource_type,
+                        "resource_name": a.resource_name.as_str(),
+                    })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "responses": responses })
+        }
+        ResponseKind::IncrementalAlterConfigs(r) => {
+            let responses: Vec<Value> = r
+                .responses
+                .iter()
+                .map(|a| {
+                    json!({
+                        "error_code": a.error_code,
+                        "error_message": a.error_message.as_ref().map(|m| m.as_str()),
+                        "resource_type": a.resource_type,
+                        "resource_name": a.resource_name.as_str(),
+                    })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "responses": responses })
         }
         ResponseKind::CreatePartitions(r) => {
             let mut results: Vec<Value> = r

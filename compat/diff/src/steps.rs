@@ -35,6 +35,9 @@ use crate::txn_steps::TxnRequest;
 /// Fixed so that ListOffsets by timestamp asks the same question of both brokers.
 pub const RECORD_TIMESTAMP_BASE_MS: i64 = 1_700_000_000_000;
 
+/// A config resource's type: a topic (DescribeConfigs, AlterConfigs).
+const TOPIC_RESOURCE: i8 = 2;
+
 /// A topic named by the sequence (a slot resolved under the sequence prefix) or a literal
 /// name used as is (illegal or over-long names).
 #[derive(Clone, Debug)]
@@ -142,6 +145,19 @@ pub enum Request {
         groups: Vec<&'static str>,
     },
     ListGroups,
+    /// AlterConfigs of a topic: the whole set of its configs becomes `configs`.
+    AlterConfigs {
+        topic: Topic,
+        configs: Vec<(&'static str, &'static str)>,
+        validate_only: bool,
+    },
+    /// IncrementalAlterConfigs of a topic: (name, operation, value); operations 0 SET,
+    /// 1 DELETE, 2 APPEND, 3 SUBTRACT.
+    IncrementalAlterConfigs {
+        topic: Topic,
+        ops: Vec<(&'static str, i8, Option<&'static str>)>,
+        validate_only: bool,
+    },
     /// A transactional producer's request or a transaction admin request (`txn_steps.rs`).
     Txn(TxnRequest),
     /// A consumer group member's request (`group_steps.rs`).
@@ -221,6 +237,8 @@ impl Request {
             Request::CreatePartitions { .. } => ApiKey::CreatePartitions,
             Request::DescribeGroups { .. } => ApiKey::DescribeGroups,
             Request::ListGroups => ApiKey::ListGroups,
+            Request::AlterConfigs { .. } => ApiKey::AlterConfigs,
+            Request::IncrementalAlterConfigs { .. } => ApiKey::IncrementalAlterConfigs,
             Request::Txn(request) => request.api_key(),
             Request::Group(request) => request.api_key(),
         }
@@ -322,6 +340,20 @@ impl Request {
                 format!("[{}]", groups.join(", "))
             }
             Request::ListGroups => "all groups (answer filtered to this sequence's groups)".into(),
+            Request::AlterConfigs { topic, configs, validate_only } => {
+                let configs: Vec<String> = configs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("topic {} {{{}}} validate_only={validate_only}", short(&names.topic(topic)), configs.join(","))
+            }
+            Request::IncrementalAlterConfigs { topic, ops, validate_only } => {
+                let ops: Vec<String> = ops
+                    .iter()
+                    .map(|(k, op, v)| {
+                        let op = ["SET", "DELETE", "APPEND", "SUBTRACT"].get(*op as usize).copied().unwrap_or("?");
+                        format!("{op} {k}={}", v.unwrap_or("null"))
+                    })
+                    .collect();
+                format!("topic {} [{}] validate_only={validate_only}", short(&names.topic(topic)), ops.join(", "))
+            }
             Request::Txn(request) => request.summary(names),
             Request::Group(request) => request.summary(names),
         }
@@ -527,6 +559,47 @@ impl Request {
                 DescribeGroupsRequest::default().with_groups(groups.iter().map(|g| group_id(g)).collect()),
             ),
             Request::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
+            Request::AlterConfigs { topic, configs, validate_only } => {
+                use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+                let configs = configs
+                    .iter()
+                    .map(|(k, v)| {
+                        AlterableConfig::default()
+                            .with_name(StrBytes::from_static_str(k))
+                            .with_value(Some(StrBytes::from_static_str(v)))
+                    })
+                    .collect();
+                RequestKind::AlterConfigs(
+                    AlterConfigsRequest::default().with_validate_only(*validate_only).with_resources(vec![
+                        AlterConfigsResource::default()
+                            .with_resource_type(TOPIC_RESOURCE)
+                            .with_resource_name(StrBytes::from_string(names.topic(topic)))
+                            .with_configs(configs),
+                    ]),
+                )
+            }
+            Request::IncrementalAlterConfigs { topic, ops, validate_only } => {
+                use kafka_protocol::messages::incremental_alter_configs_request::{
+                    AlterConfigsResource, AlterableConfig,
+                };
+                let configs = ops
+                    .iter()
+                    .map(|(k, op, v)| {
+                        AlterableConfig::default()
+                            .with_name(StrBytes::from_static_str(k))
+                            .with_config_operation(*op)
+                            .with_value(v.map(StrBytes::from_static_str))
+                    })
+                    .collect();
+                RequestKind::IncrementalAlterConfigs(
+                    IncrementalAlterConfigsRequest::default().with_validate_only(*validate_only).with_resources(vec![
+                        AlterConfigsResource::default()
+                            .with_resource_type(TOPIC_RESOURCE)
+                            .with_resource_name(StrBytes::from_string(names.topic(topic)))
+                            .with_configs(configs),
+                    ]),
+                )
+            }
             Request::Txn(request) => request.build(version, names, context),
             Request::Group(request) => request.build(version, names, context),
         }
