@@ -1,7 +1,8 @@
-//! Divergences from Apache Kafka 4.4 that the differential tester (`compat/diff`) found
-//! in produce, each kept as its minimal sequence: zstd in a Produce request older than
-//! v7, the log start offset of a sequence or epoch refusal, the append time of a retried
-//! batch, and a topic's own `compression.type`.
+//! Divergences from Apache Kafka 4.4 that the differential tester (`compat/diff`) found,
+//! each kept as its minimal sequence: in Produce, zstd in a request older than v7, the
+//! log start offset of a sequence or epoch refusal, the append time of a retried batch
+//! and a topic's own `compression.type`; in IncrementalAlterConfigs and AlterConfigs, a
+//! config named twice and a bad value for a missing topic.
 
 mod common;
 
@@ -17,6 +18,12 @@ use keel_protocol::batch::BatchHeader;
 const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
+const INVALID_CONFIG: i16 = 40;
+const INVALID_REQUEST: i16 = 42;
+const TOPIC_RESOURCE: i8 = 2;
+const OP_SET: i8 = 0;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
 /// The timestamp of a batch's first record; the others follow one second apart.
 const FIRST_TIMESTAMP_MS: i64 = 1_700_000_000_000;
 
@@ -134,4 +141,87 @@ fn a_topic_codec_recompresses_batches() {
         );
         assert_eq!(records_of(&records), records_of(&sent), "{topic}: the same records");
     }
+}
+
+/// IncrementalAlterConfigs v1 of one topic: (name, operation, value) -> error code.
+fn incremental_alter(c: &mut Conn, topic: &str, ops: &[(&str, i8, &str)]) -> i16 {
+    use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let configs = ops
+        .iter()
+        .map(|(n, op, v)| {
+            AlterableConfig::default()
+                .with_name(n.to_string().into())
+                .with_config_operation(*op)
+                .with_value(Some(v.to_string().into()))
+        })
+        .collect();
+    let resource = AlterConfigsResource::default()
+        .with_resource_type(TOPIC_RESOURCE)
+        .with_resource_name(topic.to_string().into())
+        .with_configs(configs);
+    let r: IncrementalAlterConfigsResponse = c.call(
+        ApiKey::IncrementalAlterConfigs,
+        1,
+        &IncrementalAlterConfigsRequest::default().with_resources(vec![resource]),
+    );
+    r.responses[0].error_code
+}
+
+/// DescribeConfigs v4 of one topic config's value.
+fn topic_config(c: &mut Conn, topic: &str, config: &str) -> Option<String> {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let resource = DescribeConfigsResource::default()
+        .with_resource_type(TOPIC_RESOURCE)
+        .with_resource_name(topic.to_string().into())
+        .with_configuration_keys(Some(vec![config.to_string().into()]));
+    let r: DescribeConfigsResponse =
+        c.call(ApiKey::DescribeConfigs, 4, &DescribeConfigsRequest::default().with_resources(vec![resource]));
+    r.results[0].configs.first().and_then(|e| e.value.as_ref().map(|v| v.to_string()))
+}
+
+/// Kafka: IncrementalAlterConfigs naming cleanup.policy twice (SUBTRACT delete, APPEND
+/// compact) -> INVALID_REQUEST, nothing changed; on a missing topic too; and AlterConfigs
+/// naming it twice.
+#[test]
+fn a_config_named_twice_is_refused() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "twice", 1);
+    let ops = [("cleanup.policy", OP_SUBTRACT, "delete"), ("cleanup.policy", OP_APPEND, "compact")];
+    assert_eq!(incremental_alter(&mut c, "twice", &ops), INVALID_REQUEST);
+    assert_eq!(topic_config(&mut c, "twice", "cleanup.policy").as_deref(), Some("delete"));
+    assert_eq!(incremental_alter(&mut c, "missing", &ops), INVALID_REQUEST);
+    // AlterConfigs v1 {cleanup.policy=compact, cleanup.policy=bogus}: the same.
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let configs = ["compact", "bogus"].map(|v| {
+        AlterableConfig::default().with_name("cleanup.policy".to_string().into()).with_value(Some(v.to_string().into()))
+    });
+    let resource = AlterConfigsResource::default()
+        .with_resource_type(TOPIC_RESOURCE)
+        .with_resource_name("twice".to_string().into())
+        .with_configs(configs.to_vec());
+    let r: AlterConfigsResponse =
+        c.call(ApiKey::AlterConfigs, 1, &AlterConfigsRequest::default().with_resources(vec![resource]));
+    assert_eq!(r.responses[0].error_code, INVALID_REQUEST);
+    assert_eq!(topic_config(&mut c, "twice", "cleanup.policy").as_deref(), Some("delete"));
+}
+
+/// Kafka: a bad value for a missing topic is INVALID_CONFIG (values are checked
+/// before the topic is looked up), in IncrementalAlterConfigs and AlterConfigs.
+#[test]
+fn a_bad_value_for_a_missing_topic_is_invalid_config() {
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    assert_eq!(incremental_alter(&mut c, "missing", &[("retention.ms", OP_SET, "not-a-number")]), INVALID_CONFIG);
+    let resource = AlterConfigsResource::default()
+        .with_resource_type(TOPIC_RESOURCE)
+        .with_resource_name("missing".to_string().into())
+        .with_configs(vec![AlterableConfig::default()
+            .with_name("retention.ms".to_string().into())
+            .with_value(Some("not-a-number".to_string().into()))]);
+    let r: AlterConfigsResponse =
+        c.call(ApiKey::AlterConfigs, 2, &AlterConfigsRequest::default().with_resources(vec![resource]));
+    assert_eq!(r.responses[0].error_code, INVALID_CONFIG);
+    assert_eq!(incremental_alter(&mut c, "missing", &[("retention.ms", OP_SET, "60000")]), 3, "then unknown");
 }

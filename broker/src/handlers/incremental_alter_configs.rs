@@ -5,7 +5,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
-use super::alter_configs::{apply, resource_target};
+use super::alter_configs::{apply, refuse_duplicates, resource_target};
 use super::str_bytes;
 use crate::cluster::configs;
 use crate::cluster::controller::{ConfigChange, Failure};
@@ -28,12 +28,7 @@ pub async fn handle(shard: &Rc<Shard>, req: IncrementalAlterConfigsRequest) -> I
                 Some(t) => meta.topics.get(t).map(|t| t.configs.clone()).unwrap_or_default(),
                 None => meta.broker_configs.clone(),
             };
-            // A config named twice is refused before anything else, as Kafka does.
-            let mut names: Vec<&str> = r.configs.iter().map(|c| c.name.as_str()).collect();
-            names.sort_unstable();
-            if names.windows(2).any(|pair| pair[0] == pair[1]) {
-                return Err((errors::INVALID_REQUEST, "Error due to duplicate config keys".to_string()));
-            }
+            refuse_duplicates(r.configs.iter().map(|c| c.name.as_str()))?;
             let mut ops = Vec::new();
             for c in &r.configs {
                 let name = c.name.to_string();
