@@ -370,6 +370,44 @@ mod tests {
     }
 
     #[test]
+    fn a_compressed_data_batch_is_compared_record_by_record() {
+        use kafka_protocol::indexmap::IndexMap;
+        use kafka_protocol::protocol::StrBytes;
+        use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+        let mut headers = IndexMap::new();
+        headers.insert(StrBytes::from_static_str("h"), None);
+        let records: Vec<Record> = (0..2)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i,
+                sequence: i as i32 - 1,
+                timestamp: 1_000 + i * 10,
+                key: Some(Bytes::from(format!("k{i}"))),
+                value: None,
+                headers: headers.clone(),
+            })
+            .collect();
+        let mut buf = bytes::BytesMut::new();
+        let options = RecordEncodeOptions { version: 2, compression: Compression::Lz4 };
+        RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
+        let batch = &fetched_records(Some(&buf.freeze()))[0];
+        assert_eq!(batch["codec"], "lz4");
+        assert_eq!(batch["batch_length"], Value::Null, "a compressed batch's length is not compared");
+        assert_eq!((batch["crc_valid"].clone(), batch["record_count"].clone()), (json!(true), json!(2)));
+        assert_eq!((batch["base_timestamp"].clone(), batch["max_timestamp"].clone()), (json!(1_000), json!(1_010)));
+        let second = &batch["records"][1];
+        assert_eq!((second["offset_delta"].clone(), second["timestamp_delta"].clone()), (json!(1), json!(10)));
+        assert_eq!((second["key"].clone(), second["value"].clone()), (json!("k1"), Value::Null));
+        assert_eq!(second["headers"], json!([["h", null]]));
+    }
+
+    #[test]
     fn a_corrupted_control_batch_fails_its_crc() {
         let mut batch = commit_marker(5);
         let last = batch.len() - 1;
