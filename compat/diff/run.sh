@@ -6,7 +6,8 @@
 # `cargo build --release -p keel-broker`) on port 39192, runs the short profile (about 100
 # sequences) or the long one (--long, 2,000), stops both and exits with the tester's
 # status: 0 no open divergence, 1 open divergences, 2 the run itself failed. Keel is
-# started with transaction_version: 2, which Kafka 4.4 finalizes.
+# started with transaction_version: 2, which Kafka 4.4 finalizes, and both with a group
+# initial rebalance delay of 0.
 # The seed defaults to a random one, printed so that the run can be repeated.
 # Environment: DIFF_KAFKA_PORT, DIFF_KEEL_PORT to move the ports; DIFF_KEEP=1 keeps the
 # brokers' data directories for a look after the run.
@@ -23,7 +24,7 @@ while (($#)); do
     --seed) seed=$2; shift 2 ;;
     --sequences) extra+=(--sequences "$2"); shift 2 ;;
     --only) extra+=(--only "$2"); shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -48,7 +49,7 @@ trap stop EXIT
 mkdir -p "$work/keel"
 printf 'transaction_version: 2\n' > "$work/keel/keel.yaml"
 KEEL_BIN="${KEEL_BIN:-$target/release/keel}" "$root/compat/keel.sh" start "$work/keel" "$keel_port" \
-  --config "$work/keel/keel.yaml"
+  --config "$work/keel/keel.yaml" --group-initial-rebalance-delay-ms 0
 
 status=0
 "$target/release/keel-diff" --kafka "127.0.0.1:$kafka_port" --keel "127.0.0.1:$keel_port" \

@@ -119,6 +119,24 @@ pub fn rebuild(header: &BatchHeader, batch: &Bytes, kept: &[RawRecord<'_>]) -> R
     Ok(out.freeze())
 }
 
+/// The same batch with its records compressed by `codec` (0: none) instead of the
+/// producer's codec, as Kafka stores a batch whose codec is not the topic's
+/// `compression.type`. The records' bytes, offsets, timestamps and every other header
+/// field stay; the codec bits, the length and the CRC change.
+pub fn recompressed(header: &BatchHeader, batch: &Bytes, codec: i16) -> Result<Bytes, String> {
+    let raw = decompressed_body(header, batch)?;
+    let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + raw.len());
+    out.extend_from_slice(&batch[..BATCH_HEADER_LEN]);
+    let attrs = (header.attributes & !ATTR_COMPRESSION_MASK) | (codec & ATTR_COMPRESSION_MASK);
+    out[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+    compress(codec, &raw, &mut out)?;
+    let batch_length = i32::try_from(out.len() - 12).map_err(|_| "recompressed batch too large".to_string())?;
+    out[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4].copy_from_slice(&batch_length.to_be_bytes());
+    let crc = crc32c::crc32c(&out[ATTRIBUTES_OFFSET..]);
+    out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(out.freeze())
+}
+
 /// A zigzag varint (Kafka's varint and varlong share the encoding).
 fn varint(buf: &mut &[u8]) -> Result<i64, String> {
     let mut value: u64 = 0;
@@ -185,6 +203,22 @@ mod tests {
         let mut buf = BytesMut::new();
         RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression }).unwrap();
         buf.freeze()
+    }
+
+    #[test]
+    fn a_recompressed_batch_keeps_its_records_and_header() {
+        let batch = encoded(Compression::Lz4);
+        let h = keel_protocol::batch::validate(&batch).unwrap();
+        for codec in 0..=4 {
+            let again = recompressed(&h, &batch, codec).unwrap();
+            let h2 = keel_protocol::batch::validate(&again).unwrap();
+            assert_eq!(h2.compression(), codec);
+            assert_eq!(
+                (h2.base_timestamp, h2.max_timestamp, h2.records_count),
+                (h.base_timestamp, h.max_timestamp, h.records_count)
+            );
+            assert_eq!(decompressed_body(&h2, &again).unwrap(), decompressed_body(&h, &batch).unwrap());
+        }
     }
 
     #[test]

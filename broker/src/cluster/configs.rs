@@ -276,6 +276,9 @@ pub struct TopicSettings {
     /// it). Consumers are unaffected: the high watermark still moves only after the
     /// fsync, so no consumer ever reads a record a crash takes back.
     pub write_caching: bool,
+    /// `compression.type`: the codec batches are stored with (0 none, 1 gzip, 2 snappy,
+    /// 3 lz4, 4 zstd), or None ("producer") to keep the producer's.
+    pub compression: Option<i16>,
 }
 
 impl TopicSettings {
@@ -295,6 +298,14 @@ impl TopicSettings {
             min_cleanable_dirty_ratio: get("min.cleanable.dirty.ratio").parse().unwrap_or(0.5),
             min_insync_replicas: get("min.insync.replicas").parse::<usize>().unwrap_or(1).max(1),
             write_caching: get("write.caching") == "true",
+            compression: match get("compression.type").as_str() {
+                "uncompressed" => Some(0),
+                "gzip" => Some(1),
+                "snappy" => Some(2),
+                "lz4" => Some(3),
+                "zstd" => Some(4),
+                _ => None,
+            },
         }
     }
 }

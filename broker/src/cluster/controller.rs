@@ -286,7 +286,19 @@ pub async fn alter_configs(
     results
 }
 
+/// Values are checked before the resource's existence, as Kafka's controller does: a
+/// bad value for a missing topic is INVALID_CONFIG, not UNKNOWN_TOPIC_OR_PARTITION.
 fn apply_config_change(meta: &mut Metadata, change: &ConfigChange) -> Result<(), Failure> {
+    for (name, value) in &change.ops {
+        let Some(v) = value else { continue };
+        if change.topic.is_some() {
+            configs::validate_topic_config(name, v).map_err(|m| (errors::INVALID_CONFIG, m))?;
+        } else if let Some(d) = configs::broker_def(name) {
+            configs::validate_topic_config(d.name, v).map_err(|m| (errors::INVALID_CONFIG, m))?;
+        } else {
+            return Err((errors::INVALID_CONFIG, format!("Cannot update broker config {name} dynamically")));
+        }
+    }
     let target = match &change.topic {
         Some(name) => {
             &mut meta
@@ -301,13 +313,6 @@ fn apply_config_change(meta: &mut Metadata, change: &ConfigChange) -> Result<(),
     for (name, value) in &change.ops {
         match value {
             Some(v) => {
-                if change.topic.is_some() {
-                    configs::validate_topic_config(name, v).map_err(|m| (errors::INVALID_CONFIG, m))?;
-                } else if let Some(d) = configs::broker_def(name) {
-                    configs::validate_topic_config(d.name, v).map_err(|m| (errors::INVALID_CONFIG, m))?;
-                } else {
-                    return Err((errors::INVALID_CONFIG, format!("Cannot update broker config {name} dynamically")));
-                }
                 next.insert(name.clone(), v.clone());
             }
             None => {

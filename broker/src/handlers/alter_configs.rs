@@ -22,6 +22,17 @@ pub fn resource_target(shard: &Shard, resource_type: i8, name: &str) -> Result<O
     }
 }
 
+/// Refuses a resource that names one config twice (INVALID_REQUEST, before anything
+/// else), as Kafka does in AlterConfigs and IncrementalAlterConfigs.
+pub fn refuse_duplicates<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), Failure> {
+    let mut names: Vec<&str> = names.collect();
+    names.sort_unstable();
+    if names.windows(2).any(|pair| pair[0] == pair[1]) {
+        return Err((errors::INVALID_REQUEST, "Error due to duplicate config keys".to_string()));
+    }
+    Ok(())
+}
+
 /// Sends the valid changes to the controller and answers every resource in request
 /// order, the refused ones with their reason.
 pub async fn apply(
@@ -42,6 +53,7 @@ pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigs
         .resources
         .iter()
         .map(|r| {
+            refuse_duplicates(r.configs.iter().map(|c| c.name.as_str()))?;
             resource_target(shard, r.resource_type, &r.resource_name).map(|topic| {
                 let ops =
                     r.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))).collect();

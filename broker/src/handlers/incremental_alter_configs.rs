@@ -5,7 +5,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
-use super::alter_configs::{apply, resource_target};
+use super::alter_configs::{apply, refuse_duplicates, resource_target};
 use super::str_bytes;
 use crate::cluster::configs;
 use crate::cluster::controller::{ConfigChange, Failure};
@@ -28,6 +28,7 @@ pub async fn handle(shard: &Rc<Shard>, req: IncrementalAlterConfigsRequest) -> I
                 Some(t) => meta.topics.get(t).map(|t| t.configs.clone()).unwrap_or_default(),
                 None => meta.broker_configs.clone(),
             };
+            refuse_duplicates(r.configs.iter().map(|c| c.name.as_str()))?;
             let mut ops = Vec::new();
             for c in &r.configs {
                 let name = c.name.to_string();

@@ -20,6 +20,17 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (3, 13);
 
+/// zstd batches came with Produce v7 (KIP-110): Kafka refuses them in older requests
+/// with UNSUPPORTED_COMPRESSION_TYPE, since a client that old could not read them back.
+const ZSTD_VERSION_MIN: i16 = 7;
+const CODEC_ZSTD: i16 = 4;
+
+/// The codec of the first batch in `records`, if it holds a whole batch header.
+fn first_codec(records: Option<&Bytes>) -> Option<i16> {
+    let header = keel_protocol::batch::BatchHeader::parse(records?).ok()?;
+    Some(header.compression())
+}
+
 struct Part {
     topic: String,
     partition: i32,
@@ -68,6 +79,11 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
             let outcome = match (early, owner) {
                 (Some(code), _) => Some(ProduceOutcome::refused(code)),
                 (None, None) => Some(ProduceOutcome::refused(errors::UNKNOWN_TOPIC_OR_PARTITION)),
+                (None, Some(_))
+                    if version < ZSTD_VERSION_MIN && first_codec(p.records.as_ref()) == Some(CODEC_ZSTD) =>
+                {
+                    Some(ProduceOutcome::refused(errors::UNSUPPORTED_COMPRESSION_TYPE))
+                }
                 (None, Some(owner)) => {
                     work_slots.push(slots.len());
                     work.push((

@@ -87,6 +87,23 @@ pub struct ProduceOutcome {
     pub record_errors: Vec<(i32, String)>,
 }
 
+/// Produce errors of a producer's sequence or epoch, answered with the log start offset
+/// (Kafka answers its other refusals without one).
+const SEQUENCE_ERRORS: [i16; 3] =
+    [errors::OUT_OF_ORDER_SEQUENCE_NUMBER, errors::INVALID_PRODUCER_EPOCH, errors::INVALID_TXN_STATE];
+
+/// What `append_batches` did: the first batch's offset (an original offset for a
+/// retried duplicate), the last offset appended (-1 when every batch was a duplicate),
+/// the Raft term it was proposed in, a transaction it began, and for a request that was
+/// only a retry, the max timestamp of the batch first written.
+struct Appended {
+    base_offset: i64,
+    last_offset: i64,
+    term: u64,
+    begun: Option<TxnChange>,
+    retried_batch_time: Option<i64>,
+}
+
 impl ProduceOutcome {
     /// A refusal with no message.
     pub fn refused(code: i16) -> ProduceOutcome {
@@ -552,6 +569,10 @@ impl Partition {
                 Ok(b) => b,
                 Err(e) => return ProduceOutcome::error(batch_error_code(&e), e.to_string()),
             };
+        let batches = match recompress_for_topic(batches, settings.compression) {
+            Ok(b) => b,
+            Err(e) => return ProduceOutcome::error(errors::CORRUPT_MESSAGE, e),
+        };
         if let Some((_, b)) = batches.iter().find(|(_, b)| b.len() > settings.max_message_bytes) {
             return ProduceOutcome::error(
                 errors::MESSAGE_TOO_LARGE,
@@ -604,9 +625,13 @@ impl Partition {
             return refused;
         }
         let append_time = settings.log_append_time.then(now_ms);
-        let (base_offset, last_offset, term, begun) =
+        let Appended { base_offset, last_offset, term, begun, retried_batch_time } =
             match self.append_batches(shard, &batches, append_time, transactional_id.is_some()) {
                 Ok(appended) => appended,
+                // A producer's sequence or epoch refused: Kafka reports the log start.
+                Err(refused) if SEQUENCE_ERRORS.contains(&refused.error) => {
+                    return ProduceOutcome { log_start_offset: self.log.borrow().log_start_offset, ..refused };
+                }
                 Err(refused) => return refused,
             };
         drop(turn);
@@ -641,7 +666,8 @@ impl Partition {
             error: errors::NONE,
             message: None,
             base_offset,
-            log_append_time: append_time.unwrap_or(-1),
+            // A retried batch is answered with its first write's time, as Kafka does.
+            log_append_time: retried_batch_time.or(append_time).unwrap_or(-1),
             log_start_offset: self.log.borrow().log_start_offset,
             record_errors: Vec::new(),
         }
@@ -651,16 +677,14 @@ impl Partition {
     /// against the idempotent-producer state first and refuses the whole request if
     /// one is out of order or fenced, then appends the new batches. It is not `async`:
     /// nothing can run on this shard between the checks and the appends, so two
-    /// requests can never interleave their checks and appends. Returns the first
-    /// batch's offset (an original offset for a retried duplicate) and the last
-    /// offset appended (-1 when every batch was a duplicate).
+    /// requests can never interleave their checks and appends.
     fn append_batches(
         &self,
         shard: &Shard,
         batches: &[(BatchHeader, Bytes)],
         append_time: Option<i64>,
         verify: bool,
-    ) -> Result<(i64, i64, u64, Option<TxnChange>), ProduceOutcome> {
+    ) -> Result<Appended, ProduceOutcome> {
         let mut decisions = Vec::with_capacity(batches.len());
         let mut previous: Option<&BatchHeader> = None;
         for (h, _) in batches {
@@ -710,14 +734,16 @@ impl Partition {
             }
         }
         let mut first: Option<i64> = None;
+        let mut retried_batch_time = None;
         let mut last_offset = -1;
         let mut term = 0;
         let mut begun = None;
         let mut log = self.log.borrow_mut();
         let mut producers = self.producers.borrow_mut();
         for ((_, b), check) in batches.iter().zip(decisions) {
-            if let SeqCheck::Duplicate { base_offset } = check {
+            if let SeqCheck::Duplicate { base_offset, max_timestamp } = check {
                 first.get_or_insert(base_offset);
+                retried_batch_time.get_or_insert(max_timestamp);
                 continue;
             }
             // A replicated partition's batches go to its Raft log, which the shard's
@@ -742,7 +768,10 @@ impl Partition {
             first.get_or_insert(appended.base_offset);
             last_offset = appended.last_offset();
         }
-        Ok((first.expect("at least one batch"), last_offset, term, begun))
+        let base_offset = first.expect("at least one batch");
+        // Kafka answers a retry's time only when the whole request was a retry.
+        let retried_batch_time = retried_batch_time.filter(|_| last_offset < 0);
+        Ok(Appended { base_offset, last_offset, term, begun, retried_batch_time })
     }
 
     /// Waits until an append of `len` bytes may go ahead (backpressure, a segment
@@ -1012,6 +1041,26 @@ fn remember_producer(producers: &mut ProducerStates, h: &BatchHeader) {
         };
         producers.record(h.producer_id, h.producer_epoch, batch);
     }
+}
+
+/// Batches whose codec is not the topic's `compression.type` (when it is not
+/// "producer"), recompressed with it, as Kafka stores them; the others as they came.
+fn recompress_for_topic(
+    batches: Vec<(BatchHeader, Bytes)>,
+    codec: Option<i16>,
+) -> Result<Vec<(BatchHeader, Bytes)>, String> {
+    let Some(codec) = codec else { return Ok(batches) };
+    batches
+        .into_iter()
+        .map(|(h, b)| {
+            if h.compression() == codec {
+                return Ok((h, b));
+            }
+            let again = keel_storage::batch_filter::recompressed(&h, &b, codec)?;
+            let header = batch::validate(&again).map_err(|e| e.to_string())?;
+            Ok((header, again))
+        })
+        .collect()
 }
 
 /// A compacted topic keeps the last record per key, so a record without one could never

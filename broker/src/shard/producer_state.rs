@@ -46,9 +46,18 @@ pub struct SeqBatch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SeqCheck {
     Append,
-    Duplicate { base_offset: i64 },
-    OutOfOrder { expected: i32 },
-    FencedEpoch { current: i16 },
+    /// A retry of a batch already appended: its first offset and its max timestamp,
+    /// which Kafka answers as the log append time of a retried batch.
+    Duplicate {
+        base_offset: i64,
+        max_timestamp: i64,
+    },
+    OutOfOrder {
+        expected: i32,
+    },
+    FencedEpoch {
+        current: i16,
+    },
 }
 
 /// The caps of a shard's producer table and the idle time after which a producer goes.
@@ -254,7 +263,7 @@ impl ProducerStates {
             return if first_seq == 0 { SeqCheck::Append } else { SeqCheck::OutOfOrder { expected: 0 } };
         }
         if let Some(b) = entry.window.iter().find(|b| b.first_seq == first_seq && b.last_seq == last_seq) {
-            return SeqCheck::Duplicate { base_offset: b.base_offset };
+            return SeqCheck::Duplicate { base_offset: b.base_offset, max_timestamp: b.max_timestamp };
         }
         let expected = match entry.window.back() {
             Some(b) if b.last_seq == i32::MAX => 0,
@@ -394,8 +403,8 @@ mod tests {
         s.record(7, 0, b(0, 4, 100));
         assert_eq!(s.check(7, 0, 5, 9), SeqCheck::Append);
         s.record(7, 0, b(5, 9, 105));
-        assert_eq!(s.check(7, 0, 0, 4), SeqCheck::Duplicate { base_offset: 100 });
-        assert_eq!(s.check(7, 0, 5, 9), SeqCheck::Duplicate { base_offset: 105 });
+        assert!(matches!(s.check(7, 0, 0, 4), SeqCheck::Duplicate { base_offset: 100, .. }));
+        assert!(matches!(s.check(7, 0, 5, 9), SeqCheck::Duplicate { base_offset: 105, .. }));
         assert_eq!(s.check(7, 0, 12, 13), SeqCheck::OutOfOrder { expected: 10 });
     }
 
@@ -406,8 +415,8 @@ mod tests {
             s.record(1, 0, b(i, i, i as i64));
         }
         assert_eq!(s.check(1, 0, 0, 0), SeqCheck::OutOfOrder { expected: 6 });
-        assert_eq!(s.check(1, 0, 1, 1), SeqCheck::Duplicate { base_offset: 1 });
-        assert_eq!(s.check(1, 0, 5, 5), SeqCheck::Duplicate { base_offset: 5 });
+        assert!(matches!(s.check(1, 0, 1, 1), SeqCheck::Duplicate { base_offset: 1, .. }));
+        assert!(matches!(s.check(1, 0, 5, 5), SeqCheck::Duplicate { base_offset: 5, .. }));
     }
 
     #[test]
@@ -438,12 +447,12 @@ mod tests {
         s.record(4, 0, b(0, 0, 11));
         assert_eq!(s.len(), 3);
         assert_eq!(shard.evicted_total(), 1);
-        assert_eq!(s.check(1, 0, 1, 1), SeqCheck::Duplicate { base_offset: 10 });
+        assert!(matches!(s.check(1, 0, 1, 1), SeqCheck::Duplicate { base_offset: 10, .. }));
         // Producer 2 is unknown now: a retry of its old batch is accepted again, and
         // so is any later sequence, as Kafka does for a producer whose state is gone.
         assert_eq!(s.check(2, 0, 0, 0), SeqCheck::Append);
         assert_eq!(s.check(2, 0, 7, 7), SeqCheck::Append);
-        assert_eq!(s.check(3, 0, 0, 0), SeqCheck::Duplicate { base_offset: 3 });
+        assert!(matches!(s.check(3, 0, 0, 0), SeqCheck::Duplicate { base_offset: 3, .. }));
     }
 
     #[test]
@@ -459,7 +468,7 @@ mod tests {
         assert_eq!(shard.in_use(), 4);
         assert_eq!(a.len(), 2, "the shard's oldest producer was partition a's first");
         assert_eq!(a.check(0, 0, 0, 0), SeqCheck::Append);
-        assert_eq!(a.check(1, 0, 0, 0), SeqCheck::Duplicate { base_offset: 1 });
+        assert!(matches!(a.check(1, 0, 0, 0), SeqCheck::Duplicate { base_offset: 1, .. }));
         assert_eq!(shard.evicted_total(), 1);
         drop(a);
         assert_eq!(shard.in_use(), 2, "a dropped partition takes its producers with it");
@@ -487,7 +496,7 @@ mod tests {
         now.set(now.get() + 30_000);
         assert_eq!(shard.expire(), 1);
         assert_eq!(s.check(1, 0, 5, 5), SeqCheck::Append, "expired: unknown again");
-        assert_eq!(s.check(2, 0, 0, 0), SeqCheck::Duplicate { base_offset: 1 });
+        assert!(matches!(s.check(2, 0, 0, 0), SeqCheck::Duplicate { base_offset: 1, .. }));
         now.set(now.get() + 30_000);
         assert_eq!(shard.expire(), 1);
         assert_eq!((shard.in_use(), shard.expired_total()), (0, 2));
@@ -503,7 +512,7 @@ mod tests {
         // The batch cut from the log is appended again when retried, not acknowledged
         // as a duplicate of something the log no longer has.
         assert_eq!(s.check(7, 0, 5, 9), SeqCheck::Append);
-        assert_eq!(s.check(7, 0, 0, 4), SeqCheck::Duplicate { base_offset: 100 });
+        assert!(matches!(s.check(7, 0, 0, 4), SeqCheck::Duplicate { base_offset: 100, .. }));
         assert_eq!(s.len(), 1, "a producer whose batches were all cut is unknown");
         assert_eq!(s.check(8, 0, 0, 0), SeqCheck::Append);
     }

@@ -29,12 +29,21 @@ pub struct Broker {
 }
 
 /// A free port below the kernel's ephemeral range, so no client socket of the tests
-/// can sit on it when a killed broker is restarted.
+/// can sit on it when a killed broker is restarted. `KEEL_TEST_PORTS=FIRST-LAST`
+/// narrows the range (to share a machine).
 pub fn free_port() -> u16 {
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
         ^ (std::process::id() as u64) << 16;
+    let (first, count) = std::env::var("KEEL_TEST_PORTS")
+        .ok()
+        .and_then(|r| {
+            let (a, b) = r.split_once('-')?;
+            let (a, b): (u16, u16) = (a.parse().ok()?, b.parse().ok()?);
+            (b > a).then_some((a, u64::from(b - a) + 1))
+        })
+        .unwrap_or((20_000, 12_000));
     for i in 0..1000u64 {
-        let port = 20_000 + ((seed.wrapping_mul(6364136223846793005).wrapping_add(i * 7919)) % 12_000) as u16;
+        let port = first + ((seed.wrapping_mul(6364136223846793005).wrapping_add(i * 7919)) % count) as u16;
         if TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }

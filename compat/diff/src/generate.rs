@@ -11,10 +11,12 @@
 
 use bytes::BytesMut;
 use kafka_protocol::messages::ApiKey;
+use kafka_protocol::records::Compression;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
+use crate::group_steps::{Generation, GroupRequest, Member};
 use crate::steps::{
     Batch, BrokerContext, ConfigResource, Names, NewTopic, Request, Step, Topic, RECORD_TIMESTAMP_BASE_MS,
 };
@@ -47,7 +49,7 @@ impl<'a> Generator<'a> {
     }
 
     pub fn next_sequence(&mut self) -> Vec<Step> {
-        let scenarios: [fn(&mut Sequence); 11] = [
+        let scenarios: [fn(&mut Sequence); 13] = [
             metadata_names,
             create_topics,
             produce_fetch,
@@ -59,6 +61,8 @@ impl<'a> Generator<'a> {
             partitions_and_groups,
             transactions,
             transactions,
+            idempotent_produce,
+            group_membership,
         ];
         let scenario = *scenarios.choose(&mut self.rng).expect("non-empty");
         let mut sequence = Sequence { rng: &mut self.rng, versions: self.versions, steps: Vec::new() };
@@ -120,12 +124,21 @@ impl Sequence<'_, '_> {
         self.push(Request::CreateTopics { topics: vec![new], validate_only: false });
     }
 
-    /// Creates slot t0 with 1 to 3 partitions, compacted one time in four; returns the
-    /// partition count and whether it is compacted.
+    /// Creates slot t0 with 1 to 3 partitions, compacted one time in four, stamped with
+    /// the broker's append time (LogAppendTime) one time in four, with a codec of its own
+    /// (`compression.type`) one time in five; returns the partition count and whether it
+    /// is compacted.
     fn create_t0(&mut self) -> (i32, bool) {
         let partitions = self.rng.gen_range(1..=3);
         let compacted = self.chance(0.25);
-        let configs = if compacted { vec![("cleanup.policy", "compact")] } else { vec![] };
+        let mut configs = if compacted { vec![("cleanup.policy", "compact")] } else { vec![] };
+        if self.chance(0.25) {
+            configs.push(("message.timestamp.type", "LogAppendTime"));
+        }
+        if self.chance(0.2) {
+            let codec = ["uncompressed", "gzip", "snappy", "lz4", "zstd"].choose(self.rng).expect("non-empty");
+            configs.push(("compression.type", codec));
+        }
         self.create(Topic::Slot("t0"), partitions, configs);
         (partitions, compacted)
     }
@@ -138,7 +151,14 @@ impl Sequence<'_, '_> {
                 (key, Some(format!("v{i}")))
             })
             .collect();
-        Batch { records, gzip: self.chance(0.3), batch_per_record: false }
+        let codec = if self.chance(0.5) {
+            Compression::None
+        } else {
+            *[Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
+                .choose(self.rng)
+                .expect("non-empty")
+        };
+        Batch { records, codec, headers: self.chance(0.3), batch_per_record: false }
     }
 
     /// A produce to `topic`, acks drawn from 0, 1 and -1.
@@ -375,6 +395,50 @@ fn configs(s: &mut Sequence) {
     if s.chance(0.5) {
         s.push(Request::DescribeConfigs { resource: ConfigResource::Broker, keys: None });
     }
+    alter_configs(s);
+}
+
+/// Configs the alter steps set, with valid and invalid values.
+const ALTERED_CONFIGS: &[(&str, &str)] = &[
+    ("retention.ms", "7200000"),
+    ("retention.ms", "not-a-number"),
+    ("cleanup.policy", "compact"),
+    ("cleanup.policy", "bogus"),
+    ("compression.type", "zstd"),
+    ("message.timestamp.type", "LogAppendTime"),
+    ("segment.bytes", "1048576"),
+    ("no.such.config", "1"),
+];
+
+/// AlterConfigs (which replaces a topic's whole set) and IncrementalAlterConfigs
+/// (SET, DELETE, APPEND and SUBTRACT of list configs), valid and invalid, validate
+/// only or not, on t0 and on an unknown topic; then DescribeConfigs of what changed.
+fn alter_configs(s: &mut Sequence) {
+    let t0 = Topic::Slot("t0");
+    for _ in 0..s.rng.gen_range(1..=3) {
+        let topic = if s.chance(0.15) { UNKNOWN } else { t0.clone() };
+        let validate_only = s.chance(0.25);
+        if s.chance(0.4) {
+            let count = s.rng.gen_range(1..=2);
+            let configs = ALTERED_CONFIGS.choose_multiple(s.rng, count).copied().collect();
+            s.push(Request::AlterConfigs { topic, configs, validate_only });
+        } else {
+            let ops = (0..s.rng.gen_range(1..=2))
+                .map(|_| match s.rng.gen_range(0..5) {
+                    0 => ("retention.ms", 1, None),
+                    1 => ("cleanup.policy", 2, Some("compact")),
+                    2 => ("cleanup.policy", 3, Some("delete")),
+                    _ => {
+                        let (name, value) = *ALTERED_CONFIGS.choose(s.rng).expect("non-empty");
+                        (name, 0, Some(value))
+                    }
+                })
+                .collect();
+            s.push(Request::IncrementalAlterConfigs { topic, ops, validate_only });
+        }
+    }
+    let keys = vec!["retention.ms", "cleanup.policy", "compression.type", "message.timestamp.type", "segment.bytes"];
+    s.push(Request::DescribeConfigs { resource: ConfigResource::Topic(t0), keys: Some(keys) });
 }
 
 /// CreatePartitions up, down and on a missing topic; ApiVersions, FindCoordinator,
@@ -499,6 +563,129 @@ fn transactions(s: &mut Sequence) {
     s.push(Request::Txn(TxnRequest::Describe { txns: vec![TXN] }));
 }
 
+/// The producer slot of the idempotent scenario (see `IDEMPOTENT_SLOT_PREFIX`).
+const IDEMPOTENT: &str = "p0";
+/// How many of a producer's last batches a broker remembers to answer a retry.
+const RETRIED_BATCHES_REMEMBERED: usize = 5;
+
+/// An idempotent producer (InitProducerId without a transactional id) writing batches
+/// in order with acks 0, 1 or -1, then its mistakes: a retry of one of its last five
+/// batches (answered with the first write's offset), a sequence overlapping the last
+/// batch or past a gap, a new epoch the coordinator never gave followed by the old
+/// one, a producer id no broker gave (at sequence 0 and past it); then a batch in
+/// order, and what clients see: Fetch, ListOffsets and DescribeProducers.
+fn idempotent_produce(s: &mut Sequence) {
+    let t0 = Topic::Slot("t0");
+    s.create(t0.clone(), 1, vec![]);
+    s.push(Request::Txn(TxnRequest::InitProducerId { txn: IDEMPOTENT }));
+    let current = Producer { txn: IDEMPOTENT, epoch: Epoch::Current };
+    let mut written: Vec<(i32, i32)> = Vec::new();
+    let mut next = 0;
+    for _ in 0..s.rng.gen_range(2..=6) {
+        let records = s.rng.gen_range(1..=3);
+        let acks = *[0i16, 1, -1, -1].choose(s.rng).expect("non-empty");
+        idempotent_batch(s, current, acks, next, records);
+        written.push((next, records));
+        next += records;
+    }
+    for _ in 0..s.rng.gen_range(1..=3) {
+        let acks = *[1i16, -1].choose(s.rng).expect("non-empty");
+        match s.rng.gen_range(0..5) {
+            0 => {
+                let recent = &written[written.len().saturating_sub(RETRIED_BATCHES_REMEMBERED)..];
+                let (base_sequence, records) = *recent.choose(s.rng).expect("at least two batches written");
+                idempotent_batch(s, current, acks, base_sequence, records);
+            }
+            1 => idempotent_batch(s, current, acks, next - 1, 2),
+            2 => {
+                let gap = s.rng.gen_range(1..=3);
+                idempotent_batch(s, current, acks, next + gap, 1);
+            }
+            3 => {
+                idempotent_batch(s, Producer { txn: IDEMPOTENT, epoch: Epoch::Ahead }, acks, 0, 1);
+                idempotent_batch(s, current, acks, next, 1);
+            }
+            _ => {
+                let base_sequence = if s.chance(0.5) { 0 } else { 5 };
+                idempotent_batch(s, Producer { txn: IDEMPOTENT, epoch: Epoch::UnknownId }, acks, base_sequence, 1);
+            }
+        }
+    }
+    idempotent_batch(s, current, -1, next, 1);
+    let (max_bytes, partition_max_bytes) = (1 << 20, 1 << 20);
+    s.push(Request::Fetch {
+        topic: t0.clone(),
+        partition: 0,
+        offset: 0,
+        max_bytes,
+        partition_max_bytes,
+        isolation_level: 0,
+    });
+    s.push(Request::ListOffsets { topic: t0.clone(), partition: 0, timestamp: -1, isolation_level: 0 });
+    s.push(Request::Txn(TxnRequest::DescribeProducers { topic: t0, partitions: vec![0] }));
+}
+
+fn idempotent_batch(s: &mut Sequence, producer: Producer, acks: i16, base_sequence: i32, records: i32) {
+    let topic = Topic::Slot("t0");
+    s.push(Request::Txn(TxnRequest::Produce { producer, acks, topic, partition: 0, base_sequence, records }));
+}
+
+/// The group and the static member's instance id of the group scenario.
+const GROUP: &str = "g0";
+const INSTANCE: &str = "i0";
+
+/// A consumer group with one member: JoinGroup (which from v4 first answers a dynamic
+/// member MEMBER_ID_REQUIRED with the id to join with), SyncGroup, Heartbeat, an offset
+/// committed as the member, then the member's mistakes (an id no broker gave, a
+/// generation never given, in Heartbeat, SyncGroup and OffsetCommit) or a rejoin; then
+/// OffsetFetch, DescribeGroups and ListGroups of the live group, LeaveGroup (as the
+/// member or as an unknown one) and DescribeGroups again. One time in three the member
+/// is static (group.instance.id, JoinGroup v5+).
+fn group_membership(s: &mut Sequence) {
+    let t0 = Topic::Slot("t0");
+    s.create(t0.clone(), 1, vec![]);
+    s.push(Request::FindCoordinator { group: GROUP });
+    let instance = s.chance(0.33).then_some(INSTANCE);
+    let group = |request| Request::Group(request);
+    s.push(group(GroupRequest::Join { group: GROUP, member: Member::New, instance }));
+    s.push(group(GroupRequest::Join { group: GROUP, member: Member::Given, instance }));
+    let sync = |member, generation| GroupRequest::Sync { group: GROUP, member, generation, instance };
+    let heartbeat = |member, generation| GroupRequest::Heartbeat { group: GROUP, member, generation, instance };
+    let commit = |member, generation, offset| GroupRequest::Commit {
+        group: GROUP,
+        member,
+        generation,
+        topic: Topic::Slot("t0"),
+        partition: 0,
+        offset,
+    };
+    s.push(group(sync(Member::Given, Generation::Current)));
+    s.push(group(heartbeat(Member::Given, Generation::Current)));
+    let offset = s.rng.gen_range(0..10);
+    s.push(group(commit(Member::Given, Generation::Current, offset)));
+    for _ in 0..s.rng.gen_range(1..=3) {
+        let offset = s.rng.gen_range(0..10);
+        let request = match s.rng.gen_range(0..6) {
+            0 => heartbeat(Member::Unknown, Generation::Current),
+            1 => heartbeat(Member::Given, Generation::Ahead),
+            2 => sync(Member::Given, Generation::Ahead),
+            3 => commit(Member::Given, Generation::Ahead, offset),
+            4 => commit(Member::Unknown, Generation::Current, offset),
+            _ => {
+                s.push(group(GroupRequest::Join { group: GROUP, member: Member::Given, instance }));
+                sync(Member::Given, Generation::Current)
+            }
+        };
+        s.push(group(request));
+    }
+    s.push(Request::OffsetFetch { group: GROUP, topics: Some(vec![(t0, vec![0])]) });
+    s.push(Request::DescribeGroups { groups: vec![GROUP] });
+    s.push(Request::ListGroups);
+    let member = if s.chance(0.3) { Member::Unknown } else { Member::Given };
+    s.push(group(GroupRequest::Leave { group: GROUP, member, instance }));
+    s.push(Request::DescribeGroups { groups: vec![GROUP] });
+}
+
 impl Sequence<'_, '_> {
     /// Whether both brokers serve `api` at `version` or later.
     fn serves(&self, api: ApiKey, version: i16) -> bool {
@@ -519,7 +706,8 @@ fn txn_produce(s: &mut Sequence, version_2: bool, producer: Producer, partition:
     let records = s.rng.gen_range(1..=3);
     let base_sequence = sequences[partition as usize];
     sequences[partition as usize] += records;
-    let request = TxnRequest::Produce { producer, topic: Topic::Slot("t0"), partition, base_sequence, records };
+    let request =
+        TxnRequest::Produce { producer, acks: -1, topic: Topic::Slot("t0"), partition, base_sequence, records };
     push_for(s, version_2, PRODUCE_VERSION_TRANSACTION_V2, request);
 }
 

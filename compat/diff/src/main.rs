@@ -16,6 +16,7 @@ mod batches;
 mod client;
 mod diff;
 mod generate;
+mod group_steps;
 mod normalize;
 mod project;
 mod report;

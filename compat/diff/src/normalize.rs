@@ -44,6 +44,7 @@ const BROKER_RESOURCE: i64 = 4;
 pub struct Normalizer {
     topic_id_symbols: HashMap<String, String>,
     producer_id_symbols: HashMap<i64, String>,
+    member_id_symbols: HashMap<String, String>,
 }
 
 impl Normalizer {
@@ -57,6 +58,7 @@ impl Normalizer {
 
     fn normalize_object(&mut self, fields: Map<String, Value>) -> Map<String, Value> {
         let is_broker_resource = fields.get("resource_type").and_then(Value::as_i64) == Some(BROKER_RESOURCE);
+        let is_log_append_time_batch = fields.get("timestamp_type").and_then(Value::as_str) == Some("LogAppendTime");
         let mut out = Map::new();
         for (key, value) in fields {
             let value = match key.as_str() {
@@ -81,6 +83,9 @@ impl Normalizer {
                 "replica_nodes" | "isr_nodes" => node_list(value),
                 // Topic ids are random UUIDs; compared as symbols by order of appearance.
                 "topic_id" => self.topic_id(value),
+                // Each broker hands out its own member ids (a group's leader is one);
+                // compared as symbols by order of appearance.
+                "member_id" | "leader" => self.member_id(value),
                 // Each broker hands out its own producer ids; compared as symbols by order
                 // of appearance, so "the same producer" is still compared.
                 "producer_id" => self.producer_id(value),
@@ -93,11 +98,23 @@ impl Normalizer {
                 // The append time is the broker's clock; only whether one is given (not -1)
                 // is compared.
                 "log_append_time_ms" => set_or_unset(value),
+                // A LogAppendTime batch's max timestamp is the broker's clock when it
+                // appended the batch; compared by its form: milliseconds of a plausible
+                // clock (a time in seconds, microseconds or the producer's own stays as
+                // it is and differs).
+                "max_timestamp" if is_log_append_time_batch => append_time_ms(value),
+                // ListOffsets' timestamp of a record: the tester's, or the append time of a
+                // LogAppendTime topic.
+                "timestamp" => client_or_broker_clock(value),
                 // A producer's last timestamp (DescribeProducers) is its last batch's, which
                 // the tester stamps, or its last marker's, which is the broker's clock.
                 "last_timestamp" => client_or_broker_clock(value),
                 // A broker resource is named by its node id (see node ids above).
                 "resource_name" if is_broker_resource => Value::String("<node>".into()),
+                // DescribeProducers' producers come sorted by what they did (project.rs);
+                // two that did the same are told apart only by their ids' symbols, so
+                // they are sorted again once those are set.
+                "active_producers" => sorted(self.normalize(value)),
                 "configs" => broker_specific_defaults(without_keel_only_configs(value)),
                 "config_names" => without_keel_only_configs(value),
                 _ => self.normalize(value),
@@ -111,6 +128,15 @@ impl Normalizer {
         let Some(id) = value.as_i64().filter(|id| *id >= 0) else { return value };
         let next = format!("<producer id #{}>", self.producer_id_symbols.len() + 1);
         Value::String(self.producer_id_symbols.entry(id).or_insert(next).clone())
+    }
+
+    fn member_id(&mut self, value: Value) -> Value {
+        let Value::String(id) = value else { return value };
+        if id.is_empty() {
+            return Value::String(id);
+        }
+        let next = format!("<member id #{}>", self.member_id_symbols.len() + 1);
+        Value::String(self.member_id_symbols.entry(id).or_insert(next).clone())
     }
 
     fn topic_id(&mut self, value: Value) -> Value {
@@ -131,6 +157,26 @@ fn client_or_broker_clock(value: Value) -> Value {
     match value.as_i64() {
         Some(t) if t >= TESTER_CLOCK_BEFORE => Value::String("<broker clock>".into()),
         _ => value,
+    }
+}
+
+/// 2100-01-01 in milliseconds: a later "append time" is not in milliseconds.
+const BROKER_CLOCK_BEFORE: i64 = 4_102_444_800_000;
+
+fn append_time_ms(value: Value) -> Value {
+    match value.as_i64() {
+        Some(t) if (TESTER_CLOCK_BEFORE..BROKER_CLOCK_BEFORE).contains(&t) => Value::String("<append time, ms>".into()),
+        _ => value,
+    }
+}
+
+fn sorted(value: Value) -> Value {
+    match value {
+        Value::Array(mut items) => {
+            items.sort_by_cached_key(|item| item.to_string());
+            Value::Array(items)
+        }
+        other => other,
     }
 }
 

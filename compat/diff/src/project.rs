@@ -114,6 +114,26 @@ fn project_response(response: &ResponseKind, prefix: &str) -> Value {
                         "error_message": t.error_message.as_ref().map(|m| m.as_str()),
                         "num_partitions": t.num_partitions,
                         "replication_factor": t.replication_factor,
+                        // From v5 (KIP-525) the created topic's configs.
+                        "configs": t.configs.as_ref().map(|configs| {
+                            configs
+                                .iter()
+                                .filter(|c| COMPARED_TOPIC_CONFIGS.contains(&c.name.as_str()))
+                                .map(|c| {
+                                    let value = json!({
+                                        "value": c.value.as_ref().map(|v| v.as_str()),
+                                        "config_source": c.config_source,
+                                        "read_only": c.read_only,
+                                    });
+                                    (c.name.as_str().to_string(), value)
+                                })
+                                .collect::<Map<String, Value>>()
+                        }),
+                        "config_names": t.configs.as_ref().map(|configs| {
+                            let mut names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+                            names.sort_unstable();
+                            names
+                        }),
                     })
                 })
                 .collect();
@@ -317,6 +337,52 @@ fn project_response(response: &ResponseKind, prefix: &str) -> Value {
                 .collect();
             json!({ "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code, "topics": topics, "groups": groups })
         }
+        ResponseKind::JoinGroup(r) => {
+            let members: Vec<Value> = r
+                .members
+                .iter()
+                .map(|m| {
+                    json!({
+                        "member_id": m.member_id.as_str(),
+                        "group_instance_id": m.group_instance_id.as_ref().map(|i| i.as_str()),
+                        "metadata": hex(&m.metadata),
+                    })
+                })
+                .collect();
+            json!({
+                "throttle_time_ms": r.throttle_time_ms,
+                "error_code": r.error_code,
+                "generation_id": r.generation_id,
+                "protocol_type": r.protocol_type.as_ref().map(|p| p.as_str()),
+                "protocol_name": r.protocol_name.as_ref().map(|p| p.as_str()),
+                "leader": r.leader.as_str(),
+                "skip_assignment": r.skip_assignment,
+                "member_id": r.member_id.as_str(),
+                "members": members,
+            })
+        }
+        ResponseKind::SyncGroup(r) => json!({
+            "throttle_time_ms": r.throttle_time_ms,
+            "error_code": r.error_code,
+            "protocol_type": r.protocol_type.as_ref().map(|p| p.as_str()),
+            "protocol_name": r.protocol_name.as_ref().map(|p| p.as_str()),
+            "assignment": hex(&r.assignment),
+        }),
+        ResponseKind::Heartbeat(r) => json!({ "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code }),
+        ResponseKind::LeaveGroup(r) => {
+            let members: Vec<Value> = r
+                .members
+                .iter()
+                .map(|m| {
+                    json!({
+                        "member_id": m.member_id.as_str(),
+                        "group_instance_id": m.group_instance_id.as_ref().map(|i| i.as_str()),
+                        "error_code": m.error_code,
+                    })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code, "members": members })
+        }
         ResponseKind::FindCoordinator(r) => {
             let coordinators: Vec<Value> = r
                 .coordinators
@@ -378,6 +444,36 @@ fn project_response(response: &ResponseKind, prefix: &str) -> Value {
                 .collect();
             json!({ "throttle_time_ms": r.throttle_time_ms, "results": results })
         }
+        ResponseKind::AlterConfigs(r) => {
+            let responses: Vec<Value> = r
+                .responses
+                .iter()
+                .map(|a| {
+                    json!({
+                        "error_code": a.error_code,
+                        "error_message": a.error_message.as_ref().map(|m| m.as_str()),
+                        "resource_type": a.resource_type,
+                        "resource_name": a.resource_name.as_str(),
+                    })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "responses": responses })
+        }
+        ResponseKind::IncrementalAlterConfigs(r) => {
+            let responses: Vec<Value> = r
+                .responses
+                .iter()
+                .map(|a| {
+                    json!({
+                        "error_code": a.error_code,
+                        "error_message": a.error_message.as_ref().map(|m| m.as_str()),
+                        "resource_type": a.resource_type,
+                        "resource_name": a.resource_name.as_str(),
+                    })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "responses": responses })
+        }
         ResponseKind::CreatePartitions(r) => {
             let mut results: Vec<Value> = r
                 .results
@@ -404,7 +500,13 @@ fn project_response(response: &ResponseKind, prefix: &str) -> Value {
                         "error_message": g.error_message.as_ref().map(|m| m.as_str()),
                         "group_state": g.group_state.as_str(),
                         "protocol_type": g.protocol_type.as_str(),
-                        "members": g.members.len(),
+                        "protocol_data": g.protocol_data.as_str(),
+                        "members": g.members.iter().map(|m| json!({
+                            "member_id": m.member_id.as_str(),
+                            "group_instance_id": m.group_instance_id.as_ref().map(|i| i.as_str()),
+                            "member_metadata": hex(&m.member_metadata),
+                            "member_assignment": hex(&m.member_assignment),
+                        })).collect::<Vec<Value>>(),
                     })
                 })
                 .collect();
@@ -543,8 +645,14 @@ fn project_transactions(response: &ResponseKind, prefix: &str) -> Value {
                         .partitions
                         .iter()
                         .map(|p| {
-                            let producers: Vec<Value> = p
-                                .active_producers
+                            // The order is the broker's own (Kafka's is a hash map's) and
+                            // the ids are each broker's, so producers are sorted by what
+                            // they did.
+                            let mut active = p.active_producers.clone();
+                            active.sort_by_key(|a| {
+                                (a.last_sequence, a.producer_epoch, a.last_timestamp, a.current_txn_start_offset)
+                            });
+                            let producers: Vec<Value> = active
                                 .iter()
                                 .map(|a| {
                                     json!({
@@ -573,6 +681,10 @@ fn project_transactions(response: &ResponseKind, prefix: &str) -> Value {
         }
         other => json!({ "unprojected_response": format!("{:?}", std::mem::discriminant(other)) }),
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn uuid(id: &Uuid) -> String {

@@ -27,7 +27,7 @@ use crate::diff::{diff, FieldDiff};
 use crate::normalize::Normalizer;
 use crate::project::project;
 use crate::steps::{BrokerContext, Names, Request, Step};
-use crate::txn_steps::TxnRequest;
+use crate::txn_steps::{is_idempotent, TxnRequest};
 use crate::versions::Versions;
 
 /// Longest wait for a topic change to show in a broker's Metadata.
@@ -173,7 +173,9 @@ impl Side {
             eprintln!("trace: {api:?} v{} {} ms {answer:?}", step.version, started.elapsed().as_millis());
         }
         let mut projected = project(&answer, &names.prefix);
-        if let Request::Produce { acks: 0 | 1, .. } = step.request {
+        if let Request::Produce { acks: 0 | 1, .. } | Request::Txn(TxnRequest::Produce { acks: 0 | 1, .. }) =
+            step.request
+        {
             // A record acknowledged before it is durable (acks 0 or 1) is visible to
             // consumers on Kafka at once and on Keel once its flush pass has made it
             // durable (Keel's high watermark on a single node), about a millisecond
@@ -187,10 +189,13 @@ impl Side {
         if let Answer::Response(response) = &answer {
             self.learn(response);
             self.learn_producer(&step.request, response, names);
+            self.learn_member(&step.request, response, names);
             if let Request::Txn(request @ (TxnRequest::End { .. } | TxnRequest::InitProducerId { .. })) = &step.request
             {
                 let txn = request.txn().expect("EndTxn and InitProducerId name their transactional id");
-                settle_transaction(broker, &names.transactional_id(txn));
+                if !is_idempotent(txn) {
+                    settle_transaction(broker, &names.transactional_id(txn));
+                }
             }
             let started = Instant::now();
             for polled in settle(broker, &step.request, response, names) {
@@ -246,6 +251,22 @@ impl Side {
         let seen = self.context.producers.entry(names.transactional_id(txn)).or_default();
         if seen.last() != Some(&(id, epoch)) {
             seen.push((id, epoch));
+        }
+    }
+}
+
+impl Side {
+    /// Remembers the member id a broker gave the sequence's member of a group (also
+    /// with MEMBER_ID_REQUIRED) and the generation it joined, which later steps send.
+    fn learn_member(&mut self, request: &Request, response: &ResponseKind, names: &Names) {
+        let (Request::Group(request), ResponseKind::JoinGroup(r)) = (request, response) else { return };
+        let Some(group) = request.joins() else { return };
+        let entry = self.context.members.entry(names.group(group)).or_default();
+        if !r.member_id.is_empty() {
+            entry.0 = r.member_id.to_string();
+        }
+        if r.error_code == 0 {
+            entry.1 = r.generation_id;
         }
     }
 }

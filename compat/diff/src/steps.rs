@@ -28,11 +28,15 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 use uuid::Uuid;
 
+use crate::group_steps::GroupRequest;
 use crate::txn_steps::TxnRequest;
 
 /// Timestamp of the first record the tester produces; the rest follow one second apart.
 /// Fixed so that ListOffsets by timestamp asks the same question of both brokers.
 pub const RECORD_TIMESTAMP_BASE_MS: i64 = 1_700_000_000_000;
+
+/// A config resource's type: a topic (DescribeConfigs, AlterConfigs).
+const TOPIC_RESOURCE: i8 = 2;
 
 /// A topic named by the sequence (a slot resolved under the sequence prefix) or a literal
 /// name used as is (illegal or over-long names).
@@ -58,7 +62,10 @@ pub struct NewTopic {
 pub struct Batch {
     /// Key and value of each record; `None` is a null key or value.
     pub records: Vec<(Option<String>, Option<String>)>,
-    pub gzip: bool,
+    /// The producer's codec.
+    pub codec: Compression,
+    /// Each record carries two headers, one with a null value.
+    pub headers: bool,
     /// One batch per record instead of one batch in all; Kafka takes exactly one v2
     /// batch per partition in a produce request.
     pub batch_per_record: bool,
@@ -138,8 +145,23 @@ pub enum Request {
         groups: Vec<&'static str>,
     },
     ListGroups,
+    /// AlterConfigs of a topic: the whole set of its configs becomes `configs`.
+    AlterConfigs {
+        topic: Topic,
+        configs: Vec<(&'static str, &'static str)>,
+        validate_only: bool,
+    },
+    /// IncrementalAlterConfigs of a topic: (name, operation, value); operations 0 SET,
+    /// 1 DELETE, 2 APPEND, 3 SUBTRACT.
+    IncrementalAlterConfigs {
+        topic: Topic,
+        ops: Vec<(&'static str, i8, Option<&'static str>)>,
+        validate_only: bool,
+    },
     /// A transactional producer's request or a transaction admin request (`txn_steps.rs`).
     Txn(TxnRequest),
+    /// A consumer group member's request (`group_steps.rs`).
+    Group(GroupRequest),
 }
 
 #[derive(Clone, Debug)]
@@ -157,6 +179,9 @@ pub struct BrokerContext {
     pub node_id: i32,
     /// Per transactional id, every (producer id, epoch) the broker gave it, oldest first.
     pub producers: HashMap<String, Vec<(i64, i16)>>,
+    /// Per group, the member id the broker last gave the sequence's member and the
+    /// generation of its last successful JoinGroup.
+    pub members: HashMap<String, (String, i32)>,
 }
 
 /// Turns slots into full names for one sequence.
@@ -212,13 +237,16 @@ impl Request {
             Request::CreatePartitions { .. } => ApiKey::CreatePartitions,
             Request::DescribeGroups { .. } => ApiKey::DescribeGroups,
             Request::ListGroups => ApiKey::ListGroups,
+            Request::AlterConfigs { .. } => ApiKey::AlterConfigs,
+            Request::IncrementalAlterConfigs { .. } => ApiKey::IncrementalAlterConfigs,
             Request::Txn(request) => request.api_key(),
+            Request::Group(request) => request.api_key(),
         }
     }
 
     /// Produce with acks=0 is the one request a broker does not answer.
     pub fn expects_response(&self) -> bool {
-        !matches!(self, Request::Produce { acks: 0, .. })
+        !matches!(self, Request::Produce { acks: 0, .. } | Request::Txn(TxnRequest::Produce { acks: 0, .. }))
     }
 
     /// A one-line account of the request for a divergence report.
@@ -256,9 +284,13 @@ impl Request {
                                 format!("{}={}", k.as_deref().unwrap_or("null"), v.as_deref().unwrap_or("null"))
                             })
                             .collect();
-                        let gzip = if batch.gzip { " gzip" } else { "" };
+                        let codec = match batch.codec {
+                            Compression::None => String::new(),
+                            codec => format!(" {codec:?}").to_lowercase(),
+                        };
+                        let headers = if batch.headers { " with headers" } else { "" };
                         let split = if batch.batch_per_record { " one batch per record" } else { "" };
-                        format!("{} records [{}]{gzip}{split}", records.len(), records.join(" "))
+                        format!("{} records [{}]{codec}{headers}{split}", records.len(), records.join(" "))
                     }
                 };
                 format!("acks={acks} {}/{partition} {records}", short(&names.topic(topic)))
@@ -308,7 +340,22 @@ impl Request {
                 format!("[{}]", groups.join(", "))
             }
             Request::ListGroups => "all groups (answer filtered to this sequence's groups)".into(),
+            Request::AlterConfigs { topic, configs, validate_only } => {
+                let configs: Vec<String> = configs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("topic {} {{{}}} validate_only={validate_only}", short(&names.topic(topic)), configs.join(","))
+            }
+            Request::IncrementalAlterConfigs { topic, ops, validate_only } => {
+                let ops: Vec<String> = ops
+                    .iter()
+                    .map(|(k, op, v)| {
+                        let op = ["SET", "DELETE", "APPEND", "SUBTRACT"].get(*op as usize).copied().unwrap_or("?");
+                        format!("{op} {k}={}", v.unwrap_or("null"))
+                    })
+                    .collect();
+                format!("topic {} [{}] validate_only={validate_only}", short(&names.topic(topic)), ops.join(", "))
+            }
             Request::Txn(request) => request.summary(names),
+            Request::Group(request) => request.summary(names),
         }
     }
 
@@ -512,7 +559,49 @@ impl Request {
                 DescribeGroupsRequest::default().with_groups(groups.iter().map(|g| group_id(g)).collect()),
             ),
             Request::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
+            Request::AlterConfigs { topic, configs, validate_only } => {
+                use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+                let configs = configs
+                    .iter()
+                    .map(|(k, v)| {
+                        AlterableConfig::default()
+                            .with_name(StrBytes::from_static_str(k))
+                            .with_value(Some(StrBytes::from_static_str(v)))
+                    })
+                    .collect();
+                RequestKind::AlterConfigs(
+                    AlterConfigsRequest::default().with_validate_only(*validate_only).with_resources(vec![
+                        AlterConfigsResource::default()
+                            .with_resource_type(TOPIC_RESOURCE)
+                            .with_resource_name(StrBytes::from_string(names.topic(topic)))
+                            .with_configs(configs),
+                    ]),
+                )
+            }
+            Request::IncrementalAlterConfigs { topic, ops, validate_only } => {
+                use kafka_protocol::messages::incremental_alter_configs_request::{
+                    AlterConfigsResource, AlterableConfig,
+                };
+                let configs = ops
+                    .iter()
+                    .map(|(k, op, v)| {
+                        AlterableConfig::default()
+                            .with_name(StrBytes::from_static_str(k))
+                            .with_config_operation(*op)
+                            .with_value(v.map(StrBytes::from_static_str))
+                    })
+                    .collect();
+                RequestKind::IncrementalAlterConfigs(
+                    IncrementalAlterConfigsRequest::default().with_validate_only(*validate_only).with_resources(vec![
+                        AlterConfigsResource::default()
+                            .with_resource_type(TOPIC_RESOURCE)
+                            .with_resource_name(StrBytes::from_string(names.topic(topic)))
+                            .with_configs(configs),
+                    ]),
+                )
+            }
             Request::Txn(request) => request.build(version, names, context),
+            Request::Group(request) => request.build(version, names, context),
         }
     }
 }
@@ -542,14 +631,21 @@ fn encode_batch(batch: &Batch) -> Bytes {
             timestamp: RECORD_TIMESTAMP_BASE_MS + i as i64 * 1000,
             key: key.clone().map(Bytes::from),
             value: value.clone().map(Bytes::from),
-            headers: IndexMap::new(),
+            headers: if batch.headers { record_headers(i) } else { IndexMap::new() },
         })
         .collect();
-    let options =
-        RecordEncodeOptions { version: 2, compression: if batch.gzip { Compression::Gzip } else { Compression::None } };
+    let options = RecordEncodeOptions { version: 2, compression: batch.codec };
     let mut buf = BytesMut::new();
     RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding an in-memory v2 batch cannot fail");
     buf.freeze()
+}
+
+/// The headers of record `index` in a batch with headers: one with a value, one null.
+fn record_headers(index: usize) -> IndexMap<StrBytes, Option<Bytes>> {
+    let mut headers = IndexMap::new();
+    headers.insert(StrBytes::from_static_str("trace"), Some(Bytes::from(format!("h{index}"))));
+    headers.insert(StrBytes::from_static_str("empty"), None);
+    headers
 }
 
 /// How a report shows an isolation level: nothing for read_uncommitted, the default.

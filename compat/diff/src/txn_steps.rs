@@ -5,6 +5,10 @@
 //! hands out its own producer ids, so the ids and epochs are looked up in what that
 //! broker answered (`BrokerContext::producers`) when the step is sent, as topic ids
 //! are. A wrong or stale epoch is then the same mistake on both brokers.
+//!
+//! An idempotent producer (one without a transactional id) is named the same way, by a
+//! slot that starts with [`IDEMPOTENT_SLOT_PREFIX`]: its InitProducerId sends no
+//! transactional id and its batches are not transactional.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
@@ -23,6 +27,16 @@ use crate::steps::{short, BrokerContext, Names, Topic, RECORD_TIMESTAMP_BASE_MS}
 /// Long enough that no transaction of a sequence times out while it runs.
 const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
 
+/// A producer slot starting with this names an idempotent producer, not a transactional one.
+pub const IDEMPOTENT_SLOT_PREFIX: char = 'p';
+
+/// A producer id no broker gave (Kafka hands them out in blocks from 0, Keel from 1).
+const PRODUCER_ID_NEVER_GIVEN: i64 = 4_000_000_000_000;
+
+pub fn is_idempotent(slot: &str) -> bool {
+    slot.starts_with(IDEMPOTENT_SLOT_PREFIX)
+}
+
 /// Which of the (producer id, epoch) pairs a broker gave a transactional id a step uses.
 #[derive(Clone, Copy, Debug)]
 pub enum Epoch {
@@ -34,6 +48,8 @@ pub enum Epoch {
     First,
     /// One past the latest: an epoch the coordinator never gave.
     Ahead,
+    /// A producer id no broker gave, with epoch 0.
+    UnknownId,
 }
 
 /// A transactional producer: its transactional id's slot and the epoch it sends.
@@ -53,9 +69,11 @@ pub enum TxnRequest {
         producer: Producer,
         topics: Vec<(Topic, Vec<i32>)>,
     },
-    /// acks=-1; `records` records from sequence `base_sequence` on.
+    /// `records` records from sequence `base_sequence` on; a transactional producer
+    /// sends acks=-1.
     Produce {
         producer: Producer,
+        acks: i16,
         topic: Topic,
         partition: i32,
         base_sequence: i32,
@@ -101,6 +119,7 @@ impl BrokerContext {
             Epoch::Previous => seen.len().checked_sub(2).map_or(latest, |i| seen[i]),
             Epoch::First => seen[0],
             Epoch::Ahead => (latest.0, latest.1.saturating_add(1)),
+            Epoch::UnknownId => (PRODUCER_ID_NEVER_GIVEN, 0),
         }
     }
 }
@@ -137,6 +156,9 @@ impl TxnRequest {
         let producer = |p: &Producer| format!("{} epoch={:?}", names.transactional_id(p.txn), p.epoch);
         let topic = |t: &Topic| short(&names.topic(t));
         match self {
+            TxnRequest::InitProducerId { txn } if is_idempotent(txn) => {
+                format!("transactional_id=null (idempotent producer {})", names.transactional_id(txn))
+            }
             TxnRequest::InitProducerId { txn } => {
                 format!("transactional_id={} timeout_ms={TRANSACTION_TIMEOUT_MS}", names.transactional_id(txn))
             }
@@ -145,8 +167,9 @@ impl TxnRequest {
                     topics.iter().map(|(t, partitions)| format!("{}{partitions:?}", topic(t))).collect();
                 format!("{} [{}]", producer(p), topics.join(", "))
             }
-            TxnRequest::Produce { producer: p, topic: t, partition, base_sequence, records } => format!(
-                "transactional {} acks=-1 {}/{partition} {records} records from sequence {base_sequence}",
+            TxnRequest::Produce { producer: p, acks, topic: t, partition, base_sequence, records } => format!(
+                "{} {} acks={acks} {}/{partition} {records} records from sequence {base_sequence}",
+                if is_idempotent(p.txn) { "idempotent" } else { "transactional" },
                 producer(p),
                 topic(t)
             ),
@@ -178,7 +201,7 @@ impl TxnRequest {
         match self {
             TxnRequest::InitProducerId { txn } => RequestKind::InitProducerId(
                 InitProducerIdRequest::default()
-                    .with_transactional_id(Some(transactional_id(txn)))
+                    .with_transactional_id((!is_idempotent(txn)).then(|| transactional_id(txn)))
                     .with_transaction_timeout_ms(TRANSACTION_TIMEOUT_MS),
             ),
             TxnRequest::AddPartitions { producer, topics } => {
@@ -197,9 +220,10 @@ impl TxnRequest {
                         .with_v3_and_below_topics(topics),
                 )
             }
-            TxnRequest::Produce { producer, topic, partition, base_sequence, records } => {
+            TxnRequest::Produce { producer, acks, topic, partition, base_sequence, records } => {
                 let (id, epoch) = context.producer(names, *producer);
-                let batch = encode_transactional_batch(id, epoch, *base_sequence, *records);
+                let transactional = !is_idempotent(producer.txn);
+                let batch = encode_producer_batch(id, epoch, transactional, *base_sequence, *records);
                 let mut data = TopicProduceData::default().with_partition_data(vec![PartitionProduceData::default()
                     .with_index(*partition)
                     .with_records(Some(batch))]);
@@ -211,8 +235,8 @@ impl TxnRequest {
                 }
                 RequestKind::Produce(
                     ProduceRequest::default()
-                        .with_transactional_id(Some(transactional_id(producer.txn)))
-                        .with_acks(-1)
+                        .with_transactional_id(transactional.then(|| transactional_id(producer.txn)))
+                        .with_acks(*acks)
                         .with_timeout_ms(10_000)
                         .with_topic_data(vec![data]),
                 )
@@ -271,12 +295,13 @@ impl TxnRequest {
     }
 }
 
-/// One transactional v2 batch of `count` records from `base_sequence` on, with keys and
-/// values that name their sequence and the tester's fixed timestamps.
-fn encode_transactional_batch(producer_id: i64, epoch: i16, base_sequence: i32, count: i32) -> Bytes {
+/// One v2 batch of a producer (transactional or idempotent) of `count` records from
+/// `base_sequence` on, with keys and values that name their sequence and the tester's
+/// fixed timestamps.
+fn encode_producer_batch(producer_id: i64, epoch: i16, transactional: bool, base_sequence: i32, count: i32) -> Bytes {
     let records: Vec<Record> = (0..count)
         .map(|i| Record {
-            transactional: true,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,

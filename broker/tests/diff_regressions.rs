@@ -1,0 +1,227 @@
+//! Divergences from Apache Kafka 4.4 that the differential tester (`compat/diff`) found,
+//! each kept as its minimal sequence: in Produce, zstd in a request older than v7, the
+//! log start offset of a sequence or epoch refusal, the append time of a retried batch
+//! and a topic's own `compression.type`; in IncrementalAlterConfigs and AlterConfigs, a
+//! config named twice and a bad value for a missing topic.
+
+mod common;
+
+use bytes::{Bytes, BytesMut};
+use common::kafka::*;
+use common::{Broker, Conn};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use keel_protocol::batch::BatchHeader;
+
+const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+const INVALID_PRODUCER_EPOCH: i16 = 47;
+const INVALID_CONFIG: i16 = 40;
+const INVALID_REQUEST: i16 = 42;
+const TOPIC_RESOURCE: i8 = 2;
+const OP_SET: i8 = 0;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+/// The timestamp of a batch's first record; the others follow one second apart.
+const FIRST_TIMESTAMP_MS: i64 = 1_700_000_000_000;
+
+/// A batch of `count` records with `codec`, from producer `producer` (id, epoch, first
+/// sequence) or none.
+fn batch(codec: Compression, count: i32, producer: Option<(i64, i16, i32)>) -> Bytes {
+    let (id, epoch, first) = producer.unwrap_or((-1, -1, -1));
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: id,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // The encoder starts a batch where offset minus sequence changes.
+            sequence: if first < 0 { i - 1 } else { first + i },
+            timestamp: FIRST_TIMESTAMP_MS + i as i64 * 1000,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(format!("v{i}"))),
+            headers: IndexMap::new(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression: codec }).unwrap();
+    buf.freeze()
+}
+
+/// One partition's answer to a produce at `version` with acks=-1.
+fn produce_at(c: &mut Conn, version: i16, topic: &str, records: Bytes) -> produce_response::PartitionProduceResponse {
+    let data = TopicProduceData::default()
+        .with_name(name(topic))
+        .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(records))]);
+    let req = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![data]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, version, &req);
+    r.responses[0].partition_responses[0].clone()
+}
+
+fn init_idempotent_producer(c: &mut Conn) -> (i64, i16) {
+    let init: InitProducerIdResponse = c.call(
+        ApiKey::InitProducerId,
+        4,
+        &InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60_000),
+    );
+    assert_eq!(init.error_code, 0);
+    (init.producer_id.0, init.producer_epoch)
+}
+
+/// Kafka: CreateTopics; Produce v6 of a zstd batch -> UNSUPPORTED_COMPRESSION_TYPE,
+/// base offset -1, log start offset -1, nothing appended; the same at v7 is appended.
+#[test]
+fn zstd_before_produce_v7_is_refused() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "zstd", 1);
+    let p = produce_at(&mut c, 6, "zstd", batch(Compression::Zstd, 2, None));
+    assert_eq!((p.error_code, p.base_offset, p.log_start_offset), (UNSUPPORTED_COMPRESSION_TYPE, -1, -1));
+    let p = produce_at(&mut c, 7, "zstd", batch(Compression::Zstd, 2, None));
+    assert_eq!((p.error_code, p.base_offset), (0, 0), "zstd from Produce v7 on");
+}
+
+/// Kafka: an idempotent producer's sequence gap (OUT_OF_ORDER_SEQUENCE_NUMBER) and old
+/// epoch (INVALID_PRODUCER_EPOCH) are answered with the partition's log start offset,
+/// not -1.
+#[test]
+fn sequence_and_epoch_refusals_carry_the_log_start_offset() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "seq", 1);
+    let (id, epoch) = init_idempotent_producer(&mut c);
+    assert_eq!(produce_at(&mut c, 9, "seq", batch(Compression::None, 2, Some((id, epoch, 0)))).error_code, 0);
+    let gap = produce_at(&mut c, 9, "seq", batch(Compression::None, 1, Some((id, epoch, 5))));
+    assert_eq!((gap.error_code, gap.log_start_offset), (OUT_OF_ORDER_SEQUENCE_NUMBER, 0));
+    assert_eq!(produce_at(&mut c, 9, "seq", batch(Compression::None, 1, Some((id, epoch + 1, 0)))).error_code, 0);
+    let fenced = produce_at(&mut c, 9, "seq", batch(Compression::None, 1, Some((id, epoch, 2))));
+    assert_eq!((fenced.error_code, fenced.log_start_offset), (INVALID_PRODUCER_EPOCH, 0));
+}
+
+/// Kafka: a retry of an idempotent batch still in the producer's window is answered
+/// with its first offset and, as log append time, the max timestamp of the batch first
+/// written (a CreateTime topic answers -1 otherwise).
+#[test]
+fn a_retried_batch_is_answered_with_its_timestamp() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "retry", 1);
+    let (id, epoch) = init_idempotent_producer(&mut c);
+    let first = produce_at(&mut c, 9, "retry", batch(Compression::None, 2, Some((id, epoch, 0))));
+    assert_eq!((first.error_code, first.base_offset, first.log_append_time_ms), (0, 0, -1));
+    let retry = produce_at(&mut c, 9, "retry", batch(Compression::None, 2, Some((id, epoch, 0))));
+    assert_eq!((retry.error_code, retry.base_offset, retry.log_append_time_ms), (0, 0, FIRST_TIMESTAMP_MS + 1000));
+}
+
+/// Kafka: a topic with `compression.type=gzip` stores an lz4 batch as gzip (same
+/// records, header fields and timestamps); `compression.type=producer` keeps lz4.
+#[test]
+fn a_topic_codec_recompresses_batches() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    for (topic, codec, stored) in [("gz", "gzip", 1), ("as-sent", "producer", 3), ("plain", "uncompressed", 0)] {
+        assert_eq!(create_topic_with_configs(&mut c, topic, 1, &[("compression.type", codec)]).topics[0].error_code, 0);
+        let sent = batch(Compression::Lz4, 3, None);
+        assert_eq!(produce_at(&mut c, 9, topic, sent.clone()).error_code, 0);
+        let f = fetch(&mut c, &[(topic, 0, 0)], 5000, 1);
+        let records = f.responses[0].partitions[0].records.clone().unwrap();
+        let h = BatchHeader::parse(&records).unwrap();
+        keel_protocol::batch::validate(&records).expect("a valid batch");
+        assert_eq!(h.compression(), stored, "{topic}: codec");
+        let sent_header = BatchHeader::parse(&sent).unwrap();
+        assert_eq!(
+            (h.base_timestamp, h.max_timestamp, h.records_count),
+            (sent_header.base_timestamp, sent_header.max_timestamp, 3)
+        );
+        assert_eq!(records_of(&records), records_of(&sent), "{topic}: the same records");
+    }
+}
+
+/// IncrementalAlterConfigs v1 of one topic: (name, operation, value) -> error code.
+fn incremental_alter(c: &mut Conn, topic: &str, ops: &[(&str, i8, &str)]) -> i16 {
+    use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let configs = ops
+        .iter()
+        .map(|(n, op, v)| {
+            AlterableConfig::default()
+                .with_name(n.to_string().into())
+                .with_config_operation(*op)
+                .with_value(Some(v.to_string().into()))
+        })
+        .collect();
+    let resource = AlterConfigsResource::default()
+        .with_resource_type(TOPIC_RESOURCE)
+        .with_resource_name(topic.to_string().into())
+        .with_configs(configs);
+    let r: IncrementalAlterConfigsResponse = c.call(
+        ApiKey::IncrementalAlterConfigs,
+        1,
+        &IncrementalAlterConfigsRequest::default().with_resources(vec![resource]),
+    );
+    r.responses[0].error_code
+}
+
+/// DescribeConfigs v4 of one topic config's value.
+fn topic_config(c: &mut Conn, topic: &str, config: &str) -> Option<String> {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let resource = DescribeConfigsResource::default()
+        .with_resource_type(TOPIC_RESOURCE)
+        .with_resource_name(topic.to_string().into())
+        .with_configuration_keys(Some(vec![config.to_string().into()]));
+    let r: DescribeConfigsResponse =
+        c.call(ApiKey::DescribeConfigs, 4, &DescribeConfigsRequest::default().with_resources(vec![resource]));
+    r.results[0].configs.first().and_then(|e| e.value.as_ref().map(|v| v.to_string()))
+}
+
+/// Kafka: IncrementalAlterConfigs naming cleanup.policy twice (SUBTRACT delete, APPEND
+/// compact) -> INVALID_REQUEST, nothing changed; on a missing topic too; and AlterConfigs
+/// naming it twice.
+#[test]
+fn a_config_named_twice_is_refused() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "twice", 1);
+    let ops = [("cleanup.policy", OP_SUBTRACT, "delete"), ("cleanup.policy", OP_APPEND, "compact")];
+    assert_eq!(incremental_alter(&mut c, "twice", &ops), INVALID_REQUEST);
+    assert_eq!(topic_config(&mut c, "twice", "cleanup.policy").as_deref(), Some("delete"));
+    assert_eq!(incremental_alter(&mut c, "missing", &ops), INVALID_REQUEST);
+    // AlterConfigs v1 {cleanup.policy=compact, cleanup.policy=bogus}: the same.
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let configs = ["compact", "bogus"].map(|v| {
+        AlterableConfig::default().with_name("cleanup.policy".to_string().into()).with_value(Some(v.to_string().into()))
+    });
+    let resource = AlterConfigsResource::default()
+        .with_resource_type(TOPIC_RESOURCE)
+        .with_resource_name("twice".to_string().into())
+        .with_configs(configs.to_vec());
+    let r: AlterConfigsResponse =
+        c.call(ApiKey::AlterConfigs, 1, &AlterConfigsRequest::default().with_resources(vec![resource]));
+    assert_eq!(r.responses[0].error_code, INVALID_REQUEST);
+    assert_eq!(topic_config(&mut c, "twice", "cleanup.policy").as_deref(), Some("delete"));
+}
+
+/// Kafka: a bad value for a missing topic is INVALID_CONFIG (values are checked
+/// before the topic is looked up), in IncrementalAlterConfigs and AlterConfigs.
+#[test]
+fn a_bad_value_for_a_missing_topic_is_invalid_config() {
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    assert_eq!(incremental_alter(&mut c, "missing", &[("retention.ms", OP_SET, "not-a-number")]), INVALID_CONFIG);
+    let resource = AlterConfigsResource::default()
+        .with_resource_type(TOPIC_RESOURCE)
+        .with_resource_name("missing".to_string().into())
+        .with_configs(vec![AlterableConfig::default()
+            .with_name("retention.ms".to_string().into())
+            .with_value(Some("not-a-number".to_string().into()))]);
+    let r: AlterConfigsResponse =
+        c.call(ApiKey::AlterConfigs, 2, &AlterConfigsRequest::default().with_resources(vec![resource]));
+    assert_eq!(r.responses[0].error_code, INVALID_CONFIG);
+    assert_eq!(incremental_alter(&mut c, "missing", &[("retention.ms", OP_SET, "60000")]), 3, "then unknown");
+}
