@@ -121,7 +121,7 @@ fi
 # TransactionalMessageCopier copying exactly once while Keel is kill -9ed and restarted,
 # then kafka-transactions.sh (list, describe, describe-producers, find-hanging, abort).
 # A failed run keeps its directory (broker and tool logs) under $run_dir.
-copier_args=(--port $((port + 8000)) --messages 10000 --kills 2 --txn-size 100)
+copier_args=(--port $((port + 8000)) --messages 30000 --kills 2 --txn-size 100)
 ((full)) && copier_args=(--port $((port + 8000)) --messages 50000 --kills 3 --kill-copiers)
 note "transactions: TransactionalMessageCopier across Keel kill -9 (${copier_args[*]:2})"
 TMPDIR="$run_dir" compat/txn/copier.sh "${copier_args[@]}" >"$logs/txn-copier.log" 2>&1
