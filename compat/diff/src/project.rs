@@ -31,6 +31,26 @@ pub const COMPARED_TOPIC_CONFIGS: &[&str] = &[
     "segment.ms",
 ];
 
+/// AlterConfigs and IncrementalAlterConfigs answer with the same fields in two
+/// generated types.
+macro_rules! alter_configs_response {
+    ($r:expr) => {{
+        let responses: Vec<Value> = $r
+            .responses
+            .iter()
+            .map(|a| {
+                json!({
+                    "error_code": a.error_code,
+                    "error_message": a.error_message.as_ref().map(|m| m.as_str()),
+                    "resource_type": a.resource_type,
+                    "resource_name": a.resource_name.as_str(),
+                })
+            })
+            .collect();
+        json!({ "throttle_time_ms": $r.throttle_time_ms, "responses": responses })
+    }};
+}
+
 /// `prefix` keeps only this sequence's groups in ListGroups and transactional ids in
 /// ListTransactions, which list every one on the broker.
 pub fn project(answer: &Answer, prefix: &str) -> Value {
@@ -444,36 +464,8 @@ fn project_response(response: &ResponseKind, prefix: &str) -> Value {
                 .collect();
             json!({ "throttle_time_ms": r.throttle_time_ms, "results": results })
         }
-        ResponseKind::AlterConfigs(r) => {
-            let responses: Vec<Value> = r
-                .responses
-                .iter()
-                .map(|a| {
-                    json!({
-                        "error_code": a.error_code,
-                        "error_message": a.error_message.as_ref().map(|m| m.as_str()),
-                        "resource_type": a.resource_type,
-                        "resource_name": a.resource_name.as_str(),
-                    })
-                })
-                .collect();
-            json!({ "throttle_time_ms": r.throttle_time_ms, "responses": responses })
-        }
-        ResponseKind::IncrementalAlterConfigs(r) => {
-            let responses: Vec<Value> = r
-                .responses
-                .iter()
-                .map(|a| {
-                    json!({
-                        "error_code": a.error_code,
-                        "error_message": a.error_message.as_ref().map(|m| m.as_str()),
-                        "resource_type": a.resource_type,
-                        "resource_name": a.resource_name.as_str(),
-                    })
-                })
-                .collect();
-            json!({ "throttle_time_ms": r.throttle_time_ms, "responses": responses })
-        }
+        ResponseKind::AlterConfigs(r) => alter_configs_response!(r),
+        ResponseKind::IncrementalAlterConfigs(r) => alter_configs_response!(r),
         ResponseKind::CreatePartitions(r) => {
             let mut results: Vec<Value> = r
                 .results
