@@ -158,13 +158,13 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
                     let mut data = partition_data(partition, g);
                     // Where the partition's leader is now (KIP-951), so the consumer
                     // need not wait for a metadata refresh to go there.
-                    let moved =
-                        [errors::NOT_LEADER_OR_FOLLOWER, errors::FENCED_LEADER_EPOCH].contains(&data.error_code);
-                    if let Some((node, epoch)) = name
-                        .as_deref()
-                        .filter(|_| moved && version >= 12)
-                        .and_then(|n| cluster::known_leader(shard, n, partition))
-                    {
+                    let moved = version >= 12
+                        && [errors::NOT_LEADER_OR_FOLLOWER, errors::FENCED_LEADER_EPOCH].contains(&data.error_code);
+                    let leader = match &name {
+                        Some(n) if moved => cluster::known_leader(shard, n, partition),
+                        _ => None,
+                    };
+                    if let Some((node, epoch)) = leader {
                         data.current_leader =
                             LeaderIdAndEpoch::default().with_leader_id(BrokerId(node)).with_leader_epoch(epoch);
                         leaders.push(node);

@@ -140,12 +140,12 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
         }
         // Where the partition's leader is now (KIP-951), so the producer need not
         // wait for a metadata refresh to go there.
-        let leader = (o.error == errors::NOT_LEADER_OR_FOLLOWER && version >= 10)
-            .then(|| {
-                let topic = if version >= 13 { meta.topic_name(&id).unwrap_or_default() } else { name.0.as_str() };
-                cluster::known_leader(shard, topic, partition)
-            })
-            .flatten();
+        let leader = if o.error == errors::NOT_LEADER_OR_FOLLOWER && version >= 10 {
+            let topic = if version >= 13 { meta.topic_name(&id).unwrap_or_default() } else { name.0.as_str() };
+            cluster::known_leader(shard, topic, partition)
+        } else {
+            None
+        };
         let mut current_leader = LeaderIdAndEpoch::default();
         if let Some((node, epoch)) = leader {
             current_leader = current_leader.with_leader_id(BrokerId(node)).with_leader_epoch(epoch);
