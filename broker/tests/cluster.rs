@@ -333,12 +333,11 @@ fn a_rolling_restart_with_sigterm_hands_leadership_over_and_loses_nothing() {
 
 /// A replica whose segment file was damaged while it was down (one bit flipped in a
 /// batch every replica has) is never served and never elected: its node finds the bad
-/// CRC when it reads the log back at start and leaves the partition's group out, so it
-/// neither votes nor leads. The two healthy replicas keep serving every acknowledged
+/// CRC when it reads the log back at start (the Raft restore, or the scrub that reads
+/// the rest) and leaves the partition's group, so it neither votes nor leads. The two healthy replicas keep serving every acknowledged
 /// record; with one of them down too, the partition waits instead of electing the
 /// damaged one, and it is whole again once the healthy one returns.
 #[test]
-#[ignore = "timing-dependent: a restarted replica reads only what lies past its group's last recorded base, so the damage is not always found (about 1 run in 4 with the other cluster tests running); run by hand with --ignored"]
 fn a_damaged_replica_is_neither_served_nor_elected() {
     let mut c = Cluster::start(3);
     let all = [1, 2, 3];

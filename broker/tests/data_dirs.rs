@@ -10,27 +10,14 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use common::kafka::*;
-use common::{Broker, Conn};
+use common::{partition_dirs, Broker, Conn};
 use kafka_protocol::messages::{ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse};
-use keel_protocol::batch::{build_batch, split_and_validate};
+use keel_protocol::batch::build_batch;
 
 const PARTITIONS: i32 = 6;
 
 fn two_dir_broker() -> Broker {
     Broker::start_with_dirs(2, "256M", &[], &["data2"])
-}
-
-/// Directories `<topic>-<n>` per data directory.
-fn partition_dirs(dir: &Path, topic: &str) -> Vec<i32> {
-    let mut out: Vec<i32> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().to_string_lossy().strip_prefix(&format!("{topic}-"))?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
 }
 
 /// (topic, partition, size, is future) of one replica.
@@ -63,25 +50,6 @@ fn produce_n(c: &mut Conn, topic: &str, partition: i32, n: usize, tag: &str) {
         let r = produce(c, -1, &[(topic, partition, build_batch(0, 0, &[(None, Some(value.as_bytes()))]))]);
         assert_eq!(r.responses[0].partition_responses[0].error_code, 0, "produce to {topic}-{partition}");
     }
-}
-
-fn read_all(c: &mut Conn, topic: &str, partition: i32) -> Vec<Bytes> {
-    let mut out = Vec::new();
-    let mut offset = 0;
-    loop {
-        let r = fetch(c, &[(topic, partition, offset)], 0, 1);
-        let p = &r.responses[0].partitions[0];
-        assert_eq!(p.error_code, 0, "fetch {topic}-{partition} at {offset}");
-        let records = p.records.clone().unwrap_or_default();
-        let batches = split_and_validate(&records).unwrap();
-        let Some((last, _)) = batches.last() else { break };
-        out.extend(records_of(&records).into_iter().filter(|(o, _, _)| *o >= offset).filter_map(|(_, _, v)| v));
-        offset = last.last_offset() + 1;
-        if offset >= p.high_watermark {
-            break;
-        }
-    }
-    out
 }
 
 fn canonical(p: PathBuf) -> String {

@@ -10,12 +10,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::kafka::*;
-use common::{Broker, Conn};
+use common::loopfs::LoopFs;
+use common::{partition_dirs, Broker, Conn};
 use kafka_protocol::messages::{
     ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse, MetadataRequest, MetadataResponse,
 };
@@ -23,66 +22,6 @@ use keel_protocol::batch::build_batch;
 
 const KAFKA_STORAGE_ERROR: i16 = 56;
 const LEADER_NOT_AVAILABLE: i16 = 5;
-/// `_IOR('X', 125, __u32)`: ext4's (and xfs's) "going down" ioctl.
-const EXT4_IOC_SHUTDOWN: u64 = 0x8004_587D;
-/// Shut down without flushing the journal: as if the drive vanished.
-const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
-
-/// An ext4 file system on a loop device, unmounted (and the device freed) on drop.
-struct LoopFs {
-    mount: PathBuf,
-    _tmp: tempfile::TempDir,
-}
-
-impl LoopFs {
-    fn create() -> Result<LoopFs, String> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return Err("needs root to mount a loop file system".into());
-        }
-        let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let image = tmp.path().join("disk.img");
-        let mount = tmp.path().join("mnt");
-        std::fs::create_dir(&mount).map_err(|e| e.to_string())?;
-        std::fs::File::create(&image).and_then(|f| f.set_len(256 << 20)).map_err(|e| e.to_string())?;
-        run("mkfs.ext4", &["-q", "-F", image.to_str().unwrap()])?;
-        run("mount", &["-o", "loop", image.to_str().unwrap(), mount.to_str().unwrap()])?;
-        Ok(LoopFs { mount, _tmp: tmp })
-    }
-
-    /// Every later I/O on the file system fails with EIO.
-    fn fail(&self) {
-        let dir = std::fs::File::open(&self.mount).unwrap();
-        let flags = EXT4_GOING_FLAGS_NOLOGFLUSH;
-        // SAFETY: the ioctl reads one u32 through the pointer, which outlives the call.
-        let rc = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&dir), EXT4_IOC_SHUTDOWN as _, &flags) };
-        assert_eq!(rc, 0, "EXT4_IOC_SHUTDOWN: {}", std::io::Error::last_os_error());
-    }
-}
-
-impl Drop for LoopFs {
-    fn drop(&mut self) {
-        let _ = run("umount", &["-l", self.mount.to_str().unwrap()]);
-    }
-}
-
-fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(cmd).args(args).output().map_err(|e| format!("{cmd}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    Ok(())
-}
-
-fn partitions_in(dir: &Path, topic: &str) -> Vec<i32> {
-    let mut out: Vec<i32> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_string_lossy().strip_prefix(&format!("{topic}-"))?.parse().ok())
-        .collect();
-    out.sort();
-    out
-}
 
 fn produce_code(c: &mut Conn, topic: &str, p: i32, value: &str) -> i16 {
     let r = produce(c, -1, &[(topic, p, build_batch(0, 0, &[(None, Some(value.as_bytes()))]))]);
@@ -91,7 +30,7 @@ fn produce_code(c: &mut Conn, topic: &str, p: i32, value: &str) -> i16 {
 
 #[test]
 fn a_failed_dir_takes_only_its_partitions_offline() {
-    let fs = match LoopFs::create() {
+    let fs = match LoopFs::create(256 << 20) {
         Ok(fs) => fs,
         Err(why) => {
             println!("SKIPPED: a_failed_dir_takes_only_its_partitions_offline: {why}");
@@ -106,7 +45,7 @@ fn a_failed_dir_takes_only_its_partitions_offline() {
     for p in 0..6 {
         assert_eq!(produce_code(&mut c, "fail", p, "before"), 0);
     }
-    let (up, down) = (partitions_in(&healthy, "fail"), partitions_in(&failing, "fail"));
+    let (up, down) = (partition_dirs(&healthy, "fail"), partition_dirs(&failing, "fail"));
     assert!(!up.is_empty() && !down.is_empty(), "partitions in both dirs: {up:?} {down:?}");
 
     fs.fail();

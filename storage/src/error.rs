@@ -17,8 +17,10 @@ impl StorageError {
         StorageError::Io { op, path: path.to_path_buf(), source }
     }
 
-    /// True when the device is out of space: retriable once space returns.
+    /// True when the device is out of space: retriable once space returns. glommio's
+    /// I/O errors reach us rebuilt with their kind but without the OS error number.
     pub fn is_disk_full(&self) -> bool {
-        matches!(self, StorageError::Io { source, .. } if source.raw_os_error() == Some(28))
+        matches!(self, StorageError::Io { source, .. }
+            if source.raw_os_error() == Some(crate::log::libc_enospc()) || source.kind() == std::io::ErrorKind::StorageFull)
     }
 }

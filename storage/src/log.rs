@@ -45,7 +45,7 @@ use crate::segment::Segment;
 use crate::signal::Signal;
 use crate::PAGE;
 
-pub use crate::read::{offset_for_timestamp, offset_of_max_timestamp, read, read_kept, ReadResult};
+pub use crate::read::{offset_for_timestamp, offset_of_max_timestamp, read, read_kept, verify, ReadResult};
 pub use crate::truncate::{reset, truncate};
 
 #[derive(Debug, Clone)]

@@ -33,7 +33,8 @@
 //! checkpoint (at most `journal_file_bytes`, 64 MiB, per shard), not the log's size.
 //! A restore reads no batch, so damage inside a sealed segment is not found at open:
 //! it is found when read, where every batch's CRC is checked and a failing one is
-//! answered with an error, never served, exactly as after a scan that found it.
+//! answered with an error, never served, exactly as after a scan that found it
+//! ([`crate::log::verify`] reads a whole log so, for a broker's replica scrub).
 //!
 //! A log opened without state keys (the state store's own log) always scans.
 

@@ -437,12 +437,21 @@ impl Replication {
         Ok(replica)
     }
 
-    /// Stops serving `group` here (its topic was deleted); its record goes too.
-    pub async fn remove_group(&self, group: GroupId) {
+    /// Stops `group` here, keeping its record: the node neither votes nor leads in it
+    /// until it starts again. False if it was not running.
+    pub fn stop_group(&self, group: GroupId) -> bool {
         if self.replicas.borrow_mut().remove(&group).is_none() {
-            return;
+            return false;
         }
         let _ = self.multi.borrow_mut().remove_group(group);
+        true
+    }
+
+    /// Stops serving `group` here (its topic was deleted); its record goes too.
+    pub async fn remove_group(&self, group: GroupId) {
+        if !self.stop_group(group) {
+            return;
+        }
         if let Err(e) = self.kv.delete(&record_key(group)).await {
             tracing::warn!(%group, error = %e, "cannot remove a deleted group's record");
         }

@@ -9,6 +9,7 @@ pub mod mesh;
 pub mod partition;
 pub mod producer_state;
 pub mod producer_turns;
+pub mod scrub;
 pub mod shutdown;
 pub mod txn_log;
 pub mod txn_store;
@@ -184,6 +185,7 @@ impl Shard {
             }
         }
         let node = self.config.node_id;
+        let mut opened_replicas = Vec::new();
         for (name, topic) in &meta.topics {
             for (index, &owner) in topic.partitions.iter().enumerate() {
                 let key = (name.clone(), index as i32);
@@ -198,7 +200,11 @@ impl Shard {
                     Some(p) => p.update_settings(&topic.configs, &meta.broker_configs),
                     None => match Partition::open(self, name, topic, index as i32, &meta).await {
                         Ok(p) => {
-                            self.partitions.borrow_mut().insert(key, Rc::new(p));
+                            let p = Rc::new(p);
+                            if p.replica.is_some() {
+                                opened_replicas.push(p.clone());
+                            }
+                            self.partitions.borrow_mut().insert(key, p);
                         }
                         Err(e) => {
                             tracing::error!(topic = %name, partition = index, error = %e, "cannot open partition")
@@ -207,6 +213,7 @@ impl Shard {
                 }
             }
         }
+        scrub::spawn(self, opened_replicas);
     }
 }
 

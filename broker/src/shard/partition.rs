@@ -58,6 +58,9 @@ pub struct Partition {
     pub replica: Option<Rc<crate::replication::shell::Replica>>,
     /// A replicated partition: the highest log start offset committed (DeleteRecords).
     committed_log_start: Rc<std::cell::Cell<i64>>,
+    /// Why this replica's log cannot be trusted (a batch failed its CRC): it then
+    /// serves nothing and has left its Raft group here (see [`super::scrub`]).
+    damaged: RefCell<Option<String>>,
 }
 
 /// A move of a partition to another data directory.
@@ -411,6 +414,7 @@ impl Partition {
             settings: RefCell::new(settings),
             replica,
             committed_log_start,
+            damaged: RefCell::new(None),
         })
     }
 
@@ -426,12 +430,31 @@ impl Partition {
     /// Why the partition cannot serve (its data directory, or its shard's journal
     /// directory, failed), if it cannot.
     pub fn unavailable(&self, shard: &Shard) -> Option<String> {
-        shard.dirs.unavailable(self.dir_index.get())
+        self.damaged.borrow().clone().or_else(|| shard.dirs.unavailable(self.dir_index.get()))
     }
 
-    /// Reports a storage error met while serving: a failed directory goes offline.
+    /// Reports a storage error met while serving: a failed directory goes offline, and
+    /// a corrupt batch in a replica's log takes that replica out.
     pub fn report(&self, shard: &Shard, e: &StorageError) {
+        if matches!(e, StorageError::Corrupt { .. }) && self.replica.is_some() {
+            self.set_damaged(shard, e.to_string());
+        }
         shard.storage_error(self.dir_index.get(), e);
+    }
+
+    /// Takes a replica whose log failed a CRC check out of service on this node: it
+    /// answers KAFKA_STORAGE_ERROR and its Raft group stops here, so it neither votes
+    /// nor leads. Its group's record stays: the replica is damaged, not removed.
+    pub fn set_damaged(&self, shard: &Shard, why: String) {
+        if self.damaged.borrow().is_some() {
+            return;
+        }
+        tracing::error!(topic = %self.topic, partition = self.index, %why,
+            "damaged replica: it leaves its Raft group on this node and serves nothing");
+        *self.damaged.borrow_mut() = Some(format!("damaged replica: {why}"));
+        if let (Some(r), Some(replication)) = (&self.replica, &shard.replication) {
+            replication.stop_group(r.group);
+        }
     }
 
     /// A move to another data directory in progress: its target and the bytes copied.

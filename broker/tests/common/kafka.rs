@@ -7,6 +7,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use keel_protocol::batch::split_and_validate;
 
 use super::Conn;
 
@@ -131,4 +132,24 @@ pub fn offset_commit_request(group: &str, topic: &str, offsets: &[(i32, i64)]) -
         .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
         .with_generation_id_or_member_epoch(-1)
         .with_topics(vec![OffsetCommitRequestTopic::default().with_name(name(topic)).with_partitions(parts)])
+}
+
+/// Every record value of a partition, read from offset 0 to its high watermark.
+pub fn read_all(c: &mut Conn, topic: &str, partition: i32) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let r = fetch(c, &[(topic, partition, offset)], 0, 1);
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "fetch {topic}-{partition} at {offset}");
+        let records = p.records.clone().unwrap_or_default();
+        let batches = split_and_validate(&records).unwrap();
+        let Some((last, _)) = batches.last() else { break };
+        out.extend(records_of(&records).into_iter().filter(|(o, _, _)| *o >= offset).filter_map(|(_, _, v)| v));
+        offset = last.last_offset() + 1;
+        if offset >= p.high_watermark {
+            break;
+        }
+    }
+    out
 }

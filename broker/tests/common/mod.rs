@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use kafka_protocol::protocol::{encode_request_header_into_buffer, Decodable, Enc
 
 pub mod cluster;
 pub mod kafka;
+pub mod loopfs;
 
 pub struct Broker {
     pub child: Option<Child>,
@@ -300,4 +301,17 @@ pub fn rss_bytes_of(pid: u32) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .unwrap_or(0);
     kib * 1024
+}
+
+/// Directories `<topic>-<n>` per data directory.
+pub fn partition_dirs(dir: &Path, topic: &str) -> Vec<i32> {
+    let mut out: Vec<i32> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().to_string_lossy().strip_prefix(&format!("{topic}-"))?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
 }
