@@ -19,8 +19,13 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 /// KRaft's metadata topic, the only one DescribeQuorum describes.
 const METADATA_TOPIC: &str = "__cluster_metadata";
 
+/// As Kafka's `KafkaRaftClient`: a request that is not exactly one topic with one
+/// partition, `__cluster_metadata`/0, is answered UNKNOWN_TOPIC_OR_PARTITION for every
+/// partition it names, and with no nodes.
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: DescribeQuorumRequest) -> DescribeQuorumResponse {
-    let quorum = shard.submit_to(0, |s| async move { quorum(&s) }).await;
+    let valid = matches!(req.topics.as_slice(), [t] if t.topic_name.0.as_str() == METADATA_TOPIC
+        && matches!(t.partitions.as_slice(), [p] if p.partition_index == 0));
+    let quorum = if valid { shard.submit_to(0, |s| async move { quorum(&s) }).await } else { None };
     let topics = req
         .topics
         .into_iter()
@@ -29,8 +34,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: DescribeQuorumRequest)
                 .partitions
                 .iter()
                 .map(|p| {
-                    let ours = t.topic_name.0.as_str() == METADATA_TOPIC && p.partition_index == 0;
-                    match (&quorum, ours) {
+                    match (&quorum, valid) {
                         (_, false) => PartitionData::default()
                             .with_partition_index(p.partition_index)
                             .with_error_code(errors::UNKNOWN_TOPIC_OR_PARTITION),
