@@ -362,7 +362,10 @@ fn elect_leaders_answers_each_topic_entry() {
         .collect();
     assert_eq!(
         answered,
-        [("t0".to_string(), vec![(0, UNKNOWN_TOPIC_OR_PARTITION)]), ("t0".to_string(), vec![(1, UNKNOWN_TOPIC_OR_PARTITION)])]
+        [
+            ("t0".to_string(), vec![(0, UNKNOWN_TOPIC_OR_PARTITION)]),
+            ("t0".to_string(), vec![(1, UNKNOWN_TOPIC_OR_PARTITION)])
+        ]
     );
 }
 

@@ -33,16 +33,14 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: DescribeQuorumRequest)
             let partitions = t
                 .partitions
                 .iter()
-                .map(|p| {
-                    match (&quorum, valid) {
-                        (_, false) => PartitionData::default()
-                            .with_partition_index(p.partition_index)
-                            .with_error_code(errors::UNKNOWN_TOPIC_OR_PARTITION),
-                        (None, true) => PartitionData::default()
-                            .with_partition_index(p.partition_index)
-                            .with_error_code(errors::NOT_LEADER_OR_FOLLOWER),
-                        (Some(q), true) => q.partition.clone().with_partition_index(p.partition_index),
-                    }
+                .map(|p| match (&quorum, valid) {
+                    (_, false) => PartitionData::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(errors::UNKNOWN_TOPIC_OR_PARTITION),
+                    (None, true) => PartitionData::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(errors::NOT_LEADER_OR_FOLLOWER),
+                    (Some(q), true) => q.partition.clone().with_partition_index(p.partition_index),
                 })
                 .collect();
             TopicData::default().with_topic_name(t.topic_name).with_partitions(partitions)

@@ -120,7 +120,8 @@ pub fn handle(shard: &Rc<Shard>, req: DescribeTopicPartitionsRequest) -> Describ
                 .with_topic_authorized_operations(TOPIC_OPERATIONS_ALL),
         );
         if end < count {
-            next_cursor = Some(Cursor::default().with_topic_name(TopicName(str_bytes(&name))).with_partition_index(end));
+            next_cursor =
+                Some(Cursor::default().with_topic_name(TopicName(str_bytes(&name))).with_partition_index(end));
             break;
         }
         budget -= (end - first).max(0) as usize;

@@ -53,7 +53,9 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetDeleteRequest) -> OffsetDelete
                     } else {
                         errors::UNKNOWN_TOPIC_OR_PARTITION
                     };
-                    OffsetDeleteResponsePartition::default().with_partition_index(p.partition_index).with_error_code(code)
+                    OffsetDeleteResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
                 })
                 .collect();
             OffsetDeleteResponseTopic::default().with_name(t.name).with_partitions(partitions)

@@ -232,7 +232,9 @@ impl AdminRequest {
                     let name = topic_name(topic);
                     match topics.iter_mut().find(|t| t.topic == name) {
                         Some(t) => t.partitions.push(entry),
-                        None => topics.push(OffsetForLeaderTopic::default().with_topic(name).with_partitions(vec![entry])),
+                        None => {
+                            topics.push(OffsetForLeaderTopic::default().with_topic(name).with_partitions(vec![entry]))
+                        }
                     }
                 }
                 // -1: a consumer's request; a follower would send its broker id.
@@ -240,16 +242,16 @@ impl AdminRequest {
                     OffsetForLeaderEpochRequest::default().with_replica_id(BrokerId(-1)).with_topics(topics),
                 )
             }
-            AdminRequest::DescribeTopicPartitions { topics, limit, cursor } => {
-                RequestKind::DescribeTopicPartitions(
-                    DescribeTopicPartitionsRequest::default()
-                        .with_topics(topics.iter().map(|t| TopicRequest::default().with_name(topic_name(t))).collect())
-                        .with_response_partition_limit(*limit)
-                        .with_cursor(cursor.as_ref().map(|(t, p)| {
-                            Cursor::default().with_topic_name(topic_name(t)).with_partition_index(*p)
-                        })),
-                )
-            }
+            AdminRequest::DescribeTopicPartitions { topics, limit, cursor } => RequestKind::DescribeTopicPartitions(
+                DescribeTopicPartitionsRequest::default()
+                    .with_topics(topics.iter().map(|t| TopicRequest::default().with_name(topic_name(t))).collect())
+                    .with_response_partition_limit(*limit)
+                    .with_cursor(
+                        cursor
+                            .as_ref()
+                            .map(|(t, p)| Cursor::default().with_topic_name(topic_name(t)).with_partition_index(*p)),
+                    ),
+            ),
             AdminRequest::DescribeCluster { include_operations } => RequestKind::DescribeCluster(
                 DescribeClusterRequest::default()
                     .with_include_cluster_authorized_operations(*include_operations)
@@ -308,7 +310,9 @@ impl AdminRequest {
                 DescribeLogDirsRequest::default().with_topics(topics.as_ref().map(|topics| {
                     topics
                         .iter()
-                        .map(|(t, ps)| DescribableLogDirTopic::default().with_topic(topic_name(t)).with_partitions(ps.clone()))
+                        .map(|(t, ps)| {
+                            DescribableLogDirTopic::default().with_topic(topic_name(t)).with_partitions(ps.clone())
+                        })
                         .collect()
                 })),
             ),
@@ -319,7 +323,9 @@ impl AdminRequest {
                 };
                 let topics = topics
                     .iter()
-                    .map(|(t, ps)| AlterReplicaLogDirTopic::default().with_name(topic_name(t)).with_partitions(ps.clone()))
+                    .map(|(t, ps)| {
+                        AlterReplicaLogDirTopic::default().with_name(topic_name(t)).with_partitions(ps.clone())
+                    })
                     .collect();
                 RequestKind::AlterReplicaLogDirs(AlterReplicaLogDirsRequest::default().with_dirs(vec![
                     AlterReplicaLogDir::default().with_path(StrBytes::from_string(path)).with_topics(topics),
@@ -341,22 +347,26 @@ impl AdminRequest {
                     .with_groups_names(groups.iter().map(|g| GroupId(StrBytes::from_string(names.group(g)))).collect()),
             ),
             AdminRequest::OffsetDelete { group, topics } => RequestKind::OffsetDelete(
-                OffsetDeleteRequest::default().with_group_id(GroupId(StrBytes::from_string(names.group(group)))).with_topics(
-                    topics
-                        .iter()
-                        .map(|(t, ps)| {
-                            OffsetDeleteRequestTopic::default().with_name(topic_name(t)).with_partitions(
-                                ps.iter().map(|p| OffsetDeleteRequestPartition::default().with_partition_index(*p)).collect(),
-                            )
-                        })
-                        .collect(),
-                ),
+                OffsetDeleteRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(names.group(group))))
+                    .with_topics(
+                        topics
+                            .iter()
+                            .map(|(t, ps)| {
+                                OffsetDeleteRequestTopic::default().with_name(topic_name(t)).with_partitions(
+                                    ps.iter()
+                                        .map(|p| OffsetDeleteRequestPartition::default().with_partition_index(*p))
+                                        .collect(),
+                                )
+                            })
+                            .collect(),
+                    ),
             ),
-            AdminRequest::DescribeQuorum { topic, partition } => RequestKind::DescribeQuorum(
-                DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            AdminRequest::DescribeQuorum { topic, partition } => {
+                RequestKind::DescribeQuorum(DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
                     .with_topic_name(TopicName(StrBytes::from_static_str(topic)))
-                    .with_partitions(vec![PartitionData::default().with_partition_index(*partition)])]),
-            ),
+                    .with_partitions(vec![PartitionData::default().with_partition_index(*partition)])]))
+            }
             AdminRequest::WriteTxnMarkers { producer, commit, topics } => {
                 let (id, epoch) = context.producer(names, *producer);
                 let topics = topics

@@ -54,14 +54,35 @@ pub enum MemberEpoch {
 #[derive(Clone, Debug)]
 pub enum MemberRequest {
     /// JoinGroup as `slot`; `defer` sends it and leaves its answer to `Collect`.
-    Join { group: &'static str, slot: &'static str, member: Member, defer: bool },
+    Join {
+        group: &'static str,
+        slot: &'static str,
+        member: Member,
+        defer: bool,
+    },
     /// SyncGroup as `slot`; a leader gives each slot of `assign` an assignment.
-    Sync { group: &'static str, slot: &'static str, generation: Generation, assign: Vec<&'static str>, defer: bool },
-    Heartbeat { group: &'static str, slot: &'static str, generation: Generation },
+    Sync {
+        group: &'static str,
+        slot: &'static str,
+        generation: Generation,
+        assign: Vec<&'static str>,
+        defer: bool,
+    },
+    Heartbeat {
+        group: &'static str,
+        slot: &'static str,
+        generation: Generation,
+    },
     /// LeaveGroup of these members in one request (one per request before v3).
-    Leave { group: &'static str, slots: Vec<&'static str> },
+    Leave {
+        group: &'static str,
+        slots: Vec<&'static str>,
+    },
     /// Reads the answer to `slot`'s deferred request.
-    Collect { slot: &'static str, api: ApiKey },
+    Collect {
+        slot: &'static str,
+        api: ApiKey,
+    },
     /// A KIP-848 heartbeat. `subscribe`: the topics (on joining); `owned`: whether it
     /// reports the assignment it last got (a member that reconciles at once) or, when
     /// joining, none.
@@ -73,7 +94,10 @@ pub enum MemberRequest {
         subscribe: Option<Vec<Topic>>,
         owned: bool,
     },
-    ConsumerDescribe { groups: Vec<&'static str>, include_operations: bool },
+    ConsumerDescribe {
+        groups: Vec<&'static str>,
+        include_operations: bool,
+    },
 }
 
 /// The key of a member slot's state in `BrokerContext::slots`.
@@ -174,9 +198,9 @@ impl MemberRequest {
             MemberRequest::Leave { group, slots } => format!("group={} members {slots:?}", names.group(group)),
             MemberRequest::Collect { slot, api } => format!("the answer to {slot}'s deferred {api:?}"),
             MemberRequest::ConsumerHeartbeat { group, slot, member, epoch, subscribe, owned } => {
-                let subscribe = subscribe.as_ref().map(|topics| {
-                    topics.iter().map(|t| short(&names.topic(t))).collect::<Vec<_>>().join(",")
-                });
+                let subscribe = subscribe
+                    .as_ref()
+                    .map(|topics| topics.iter().map(|t| short(&names.topic(t))).collect::<Vec<_>>().join(","));
                 format!(
                     "group={} as {slot} member={member:?} epoch={epoch:?} subscribe={} owned={}",
                     names.group(group),
@@ -316,7 +340,8 @@ pub fn learn(state: &mut SlotState, response: &ResponseKind) {
             }
             state.epoch = r.member_epoch;
             if let Some(assignment) = &r.assignment {
-                state.assignment = assignment.topic_partitions.iter().map(|t| (t.topic_id, t.partitions.clone())).collect();
+                state.assignment =
+                    assignment.topic_partitions.iter().map(|t| (t.topic_id, t.partitions.clone())).collect();
             }
         }
         _ => {}

@@ -81,8 +81,13 @@ impl Normalizer {
                 "leader_epoch" => continue,
                 // Node ids are configuration; only "a node" versus "no node" (-1) matters.
                 "node_id" | "leader_id" | "controller_id" => node(value),
-                "replica_nodes" | "isr_nodes" | "adding_replicas" | "removing_replicas" | "eligible_leader_replicas"
-                | "last_known_elr" | "offline_replicas" => node_list(value),
+                "replica_nodes"
+                | "isr_nodes"
+                | "adding_replicas"
+                | "removing_replicas"
+                | "eligible_leader_replicas"
+                | "last_known_elr"
+                | "offline_replicas" => node_list(value),
                 // KIP-848 epochs are each coordinator's counters, which clients only echo
                 // back: Kafka 4.4's first join of a group answers epoch 2, Keel's 1, and
                 // both count up by one per change from there. Compared as symbols in

@@ -69,7 +69,10 @@ pub fn project_admin(response: &ResponseKind, prefix: &str) -> Option<Value> {
                     })
                 })
                 .collect();
-            let cursor = r.next_cursor.as_ref().map(|c| json!({ "topic_name": c.topic_name.0.as_str(), "partition_index": c.partition_index }));
+            let cursor = r
+                .next_cursor
+                .as_ref()
+                .map(|c| json!({ "topic_name": c.topic_name.0.as_str(), "partition_index": c.partition_index }));
             // Kafka answers topics in name order; the order is part of paging.
             json!({ "throttle_time_ms": r.throttle_time_ms, "topics": topics, "next_cursor": cursor })
         }

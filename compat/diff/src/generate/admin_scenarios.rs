@@ -84,9 +84,8 @@ pub(super) fn cluster(s: &mut Sequence) {
     s.produce_acked(t0.clone(), 0);
     let include_operations = s.chance(0.5);
     admin(s, AdminRequest::DescribeCluster { include_operations });
-    let (topic, partition) = *[(METADATA_TOPIC, 0), (METADATA_TOPIC, 1), ("no-such-quorum", 0)]
-        .choose(s.rng)
-        .expect("non-empty");
+    let (topic, partition) =
+        *[(METADATA_TOPIC, 0), (METADATA_TOPIC, 1), ("no-such-quorum", 0)].choose(s.rng).expect("non-empty");
     admin(s, AdminRequest::DescribeQuorum { topic, partition });
     // resource type ANY (1) or TOPIC (2); pattern ANY (1), LITERAL (3), MATCH (4), PREFIXED (5).
     let (resource_type, resource_name, pattern_type) =
@@ -200,7 +199,8 @@ pub(super) fn txn_markers(s: &mut Sequence) {
     s.push(Request::Txn(TxnRequest::InitProducerId { txn: "p0" }));
     let current = Producer { txn: "p0", epoch: Epoch::Current };
     let records = s.rng.gen_range(1..=3);
-    let produce = TxnRequest::Produce { producer: current, acks: -1, topic: t0.clone(), partition: 0, base_sequence: 0, records };
+    let produce =
+        TxnRequest::Produce { producer: current, acks: -1, topic: t0.clone(), partition: 0, base_sequence: 0, records };
     s.push(Request::Txn(produce));
     for _ in 0..s.rng.gen_range(1..=3) {
         let epoch = *[Epoch::Current, Epoch::Current, Epoch::Ahead, Epoch::UnknownId].choose(s.rng).expect("non-empty");
@@ -216,7 +216,14 @@ pub(super) fn txn_markers(s: &mut Sequence) {
     }
     for isolation_level in [0, 1] {
         let (max_bytes, partition_max_bytes) = (1 << 20, 1 << 20);
-        s.push(Request::Fetch { topic: t0.clone(), partition: 0, offset: 0, max_bytes, partition_max_bytes, isolation_level });
+        s.push(Request::Fetch {
+            topic: t0.clone(),
+            partition: 0,
+            offset: 0,
+            max_bytes,
+            partition_max_bytes,
+            isolation_level,
+        });
     }
     s.push(Request::ListOffsets { topic: t0, partition: 0, timestamp: -1, isolation_level: 1 });
 }
