@@ -343,7 +343,8 @@ fn offset_delete_of_unknown_partitions() {
 }
 
 /// Kafka: ElectLeaders v2 (preferred) of [t0[0], t0[1]], t0 unknown -> two topic
-/// entries, each with its partition UNKNOWN_TOPIC_OR_PARTITION.
+/// entries, each with its partition UNKNOWN_TOPIC_OR_PARTITION; of every partition
+/// (null) -> each topic, with an empty list.
 #[test]
 fn elect_leaders_answers_each_topic_entry() {
     use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
@@ -367,6 +368,13 @@ fn elect_leaders_answers_each_topic_entry() {
             ("t0".to_string(), vec![(1, UNKNOWN_TOPIC_OR_PARTITION)])
         ]
     );
+    // Kafka: ElectLeaders v1 (unclean) of every partition (null) -> every topic, each
+    // with no partitions (a single node's are all ELECTION_NOT_NEEDED, left out).
+    create_topic(&mut c, "t1", 2);
+    let req = ElectLeadersRequest::default().with_election_type(1).with_topic_partitions(None).with_timeout_ms(5_000);
+    let r: ElectLeadersResponse = c.call(ApiKey::ElectLeaders, 1, &req);
+    let t1 = r.replica_election_results.iter().find(|t| t.topic.0.as_str() == "t1").expect("t1 answered");
+    assert!(t1.partition_result.is_empty());
 }
 
 /// Kafka: DeleteGroups v0 of [g0, g0], g0 unknown -> one answer, GROUP_ID_NOT_FOUND.
@@ -425,4 +433,75 @@ fn consumer_group_describe_operations_and_regex() {
     let g = &r.groups[0];
     assert_eq!((g.error_code, g.authorized_operations), (0, GROUP_OPERATIONS_ALL));
     assert_eq!(g.members[0].subscribed_topic_regex.as_deref(), Some(""));
+}
+
+/// JoinGroup v5 of `member` ("" to join) in group g0 on `c`, sent without waiting.
+fn join_group(member: &str, metadata: &[u8]) -> JoinGroupRequest {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    JoinGroupRequest::default()
+        .with_group_id(GroupId("g0".to_string().into()))
+        .with_session_timeout_ms(30_000)
+        .with_rebalance_timeout_ms(30_000)
+        .with_member_id(member.to_string().into())
+        .with_protocol_type("consumer".to_string().into())
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name("range".to_string().into())
+            .with_metadata(Bytes::copy_from_slice(metadata))])
+}
+
+/// Kafka: m0 joins g0 and syncs its assignment; m1 joins (MEMBER_ID_REQUIRED, then with
+/// its id, its answer waiting for m0) and m0 rejoins; m0 syncs assignments for both;
+/// LeaveGroup of m1 starts a rebalance; DescribeGroups v5 -> PreparingRebalance, m0
+/// with no metadata but still its last assignment.
+#[test]
+fn a_rebalancing_group_describes_the_last_assignments() {
+    use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+    let b = Broker::start(1);
+    let (mut c0, mut c1) = (b.connect(), b.connect());
+    let r: JoinGroupResponse = c0.call(ApiKey::JoinGroup, 5, &join_group("", b"m0"));
+    let m0 = r.member_id.to_string();
+    let r: JoinGroupResponse = c0.call(ApiKey::JoinGroup, 5, &join_group(&m0, b"m0"));
+    assert_eq!(r.error_code, 0);
+    let sync = |generation: i32, assignments: Vec<(&str, &[u8])>| {
+        SyncGroupRequest::default()
+            .with_group_id(GroupId("g0".to_string().into()))
+            .with_generation_id(generation)
+            .with_member_id(m0.clone().into())
+            .with_assignments(
+                assignments
+                    .into_iter()
+                    .map(|(m, a)| {
+                        SyncGroupRequestAssignment::default()
+                            .with_member_id(m.to_string().into())
+                            .with_assignment(Bytes::copy_from_slice(a))
+                    })
+                    .collect(),
+            )
+    };
+    let s: SyncGroupResponse = c0.call(ApiKey::SyncGroup, 3, &sync(r.generation_id, vec![(&m0, b"first")]));
+    assert_eq!(s.error_code, 0);
+    let r: JoinGroupResponse = c1.call(ApiKey::JoinGroup, 5, &join_group("", b"m1"));
+    let m1 = r.member_id.to_string();
+    let (_, frame) = c1.frame(ApiKey::JoinGroup, 5, &join_group(&m1, b"m1"));
+    c1.send_raw(&frame);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let r: JoinGroupResponse = c0.call(ApiKey::JoinGroup, 5, &join_group(&m0, b"m0"));
+    assert_eq!(r.error_code, 0);
+    assert!(c1.read_frame().is_some(), "m1's JoinGroup answered once m0 rejoined");
+    let s: SyncGroupResponse =
+        c0.call(ApiKey::SyncGroup, 3, &sync(r.generation_id, vec![(&m0, b"second"), (&m1, b"other")]));
+    assert_eq!(s.error_code, 0);
+    let leave = LeaveGroupRequest::default().with_group_id(GroupId("g0".to_string().into())).with_member_id(m1.into());
+    let l: LeaveGroupResponse = c1.call(ApiKey::LeaveGroup, 2, &leave);
+    assert_eq!(l.error_code, 0);
+    let d: DescribeGroupsResponse = c0.call(
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId("g0".to_string().into())]),
+    );
+    let g = &d.groups[0];
+    assert_eq!(g.group_state.as_str(), "PreparingRebalance");
+    assert_eq!(g.members.len(), 1);
+    assert!(g.members[0].member_metadata.is_empty());
+    assert_eq!(&g.members[0].member_assignment[..], b"second");
 }

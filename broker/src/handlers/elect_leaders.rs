@@ -14,7 +14,8 @@
 //!   a leader, ELIGIBLE_LEADERS_NOT_AVAILABLE while it has none.
 //!
 //! A null topic list means every partition; then, as Kafka's controller does, the
-//! partitions answered ELECTION_NOT_NEEDED are left out of the response. A partition
+//! partitions answered ELECTION_NOT_NEEDED are left out of the response (each topic is
+//! still answered, with an empty list when none is left). A partition
 //! of a single node (or of a topic that is not replicated) is led by its one replica:
 //! ELECTION_NOT_NEEDED.
 
@@ -76,9 +77,9 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ElectLeadersRequest) -
                     .with_error_message(message.map(|m| str_bytes(&m))),
             );
         }
-        if !(every && result.partition_result.is_empty()) {
-            results.push(result);
-        }
+        // Kafka's controller answers every topic of a null list, its entry empty
+        // when every partition already has the leader it wants.
+        results.push(result);
     }
     ElectLeadersResponse::default().with_error_code(errors::NONE).with_replica_election_results(results)
 }

@@ -95,9 +95,12 @@ pub fn project_admin(response: &ResponseKind, prefix: &str) -> Option<Value> {
         }
         ResponseKind::ElectLeaders(r) => {
             // Kafka answers one entry per topic entry of the request, in its order.
+            // A null request answers every topic of the broker; this sequence's are
+            // compared.
             let results: Vec<Value> = r
                 .replica_election_results
                 .iter()
+                .filter(|t| t.topic.0.as_str().starts_with(prefix))
                 .map(|t| {
                     let mut partitions: Vec<Value> = t
                         .partition_result
