@@ -505,3 +505,31 @@ fn a_rebalancing_group_describes_the_last_assignments() {
     assert!(g.members[0].member_metadata.is_empty());
     assert_eq!(&g.members[0].member_assignment[..], b"second");
 }
+
+/// WriteTxnMarkers v1 of producer (`id`, `epoch`) committing partitions 0 and 1 of `topic`.
+fn write_markers(c: &mut Conn, topic: &str, id: i64, epoch: i16) -> Vec<i16> {
+    use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
+    let marker = WritableTxnMarker::default()
+        .with_producer_id(ProducerId(id))
+        .with_producer_epoch(epoch)
+        .with_transaction_result(true)
+        .with_coordinator_epoch(0)
+        .with_topics(vec![WritableTxnMarkerTopic::default().with_name(name(topic)).with_partition_indexes(vec![0, 1])]);
+    let r: WriteTxnMarkersResponse =
+        c.call(ApiKey::WriteTxnMarkers, 1, &WriteTxnMarkersRequest::default().with_markers(vec![marker]));
+    r.markers[0].topics[0].partitions.iter().map(|p| p.error_code).collect()
+}
+
+/// Kafka: CreateTopics (2 partitions); InitProducerId of an idempotent producer;
+/// WriteTxnMarkers with the epoch after its own, on partitions it never wrote to ->
+/// NONE (the marker starts the producer's state there); then with its own, older,
+/// epoch -> INVALID_PRODUCER_EPOCH on both.
+#[test]
+fn a_marker_fences_older_epochs_of_a_producer_new_to_the_partition() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "markers", 2);
+    let (id, epoch) = init_idempotent_producer(&mut c);
+    assert_eq!(write_markers(&mut c, "markers", id, epoch + 1), [0, 0]);
+    assert_eq!(write_markers(&mut c, "markers", id, epoch), [INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_EPOCH]);
+}
