@@ -2,7 +2,11 @@
 //! each kept as its minimal sequence: in Produce, zstd in a request older than v7, the
 //! log start offset of a sequence or epoch refusal, the append time of a retried batch
 //! and a topic's own `compression.type`; in IncrementalAlterConfigs and AlterConfigs, a
-//! config named twice and a bad value for a missing topic.
+//! config named twice and a bad value for a missing topic; in OffsetForLeaderEpoch, an
+//! epoch past the latest; in DescribeTopicPartitions, paging and an unknown topic's
+//! operations; in OffsetDelete, unknown topics and partitions; in ElectLeaders, a topic
+//! named twice; in DeleteGroups, a group named twice; in DescribeQuorum, a partition
+//! that is not the metadata log's; in ConsumerGroupDescribe, the regex and operations.
 
 mod common;
 
@@ -20,6 +24,12 @@ const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const INVALID_CONFIG: i16 = 40;
 const INVALID_REQUEST: i16 = 42;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const GROUP_ID_NOT_FOUND: i16 = 69;
+/// What Kafka 4.4 without an authorizer answers as a topic's authorized operations.
+const TOPIC_OPERATIONS_ALL: i32 = 3576;
+/// ... and as a group's.
+const GROUP_OPERATIONS_ALL: i32 = 3400;
 const TOPIC_RESOURCE: i8 = 2;
 const OP_SET: i8 = 0;
 const OP_APPEND: i8 = 2;
@@ -224,4 +234,302 @@ fn a_bad_value_for_a_missing_topic_is_invalid_config() {
         c.call(ApiKey::AlterConfigs, 2, &AlterConfigsRequest::default().with_resources(vec![resource]));
     assert_eq!(r.responses[0].error_code, INVALID_CONFIG);
     assert_eq!(incremental_alter(&mut c, "missing", &[("retention.ms", OP_SET, "60000")]), 3, "then unknown");
+}
+
+fn offset_for_leader_epoch(c: &mut Conn, topic: &str, partition: i32, epoch: i32) -> (i16, i32, i64) {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic};
+    let entry = OffsetForLeaderPartition::default()
+        .with_partition(partition)
+        .with_current_leader_epoch(-1)
+        .with_leader_epoch(epoch);
+    let req = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![OffsetForLeaderTopic::default().with_topic(name(topic)).with_partitions(vec![entry])]);
+    let r: OffsetForLeaderEpochResponse = c.call(ApiKey::OffsetForLeaderEpoch, 3, &req);
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.leader_epoch, p.end_offset)
+}
+
+/// Kafka: CreateTopics; Produce of 2 records; OffsetForLeaderEpoch v3 of epoch 2 (the
+/// partition's latest is 0) -> end offset -1 and leader epoch -1 (UNDEFINED), no
+/// error; epoch 0 ends at the log end; a partition out of range is unknown.
+#[test]
+fn an_epoch_past_the_latest_has_no_end() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "epochs", 2);
+    assert_eq!(produce_at(&mut c, 8, "epochs", batch(Compression::Gzip, 2, None)).error_code, 0);
+    assert_eq!(offset_for_leader_epoch(&mut c, "epochs", 0, 2), (0, -1, -1));
+    assert_eq!(offset_for_leader_epoch(&mut c, "epochs", 0, 0), (0, 0, 2));
+    assert_eq!(offset_for_leader_epoch(&mut c, "epochs", 0, -1), (0, -1, -1));
+    assert_eq!(offset_for_leader_epoch(&mut c, "epochs", 7, 0), (UNKNOWN_TOPIC_OR_PARTITION, -1, -1));
+}
+
+fn describe_topic_partitions(
+    c: &mut Conn,
+    topics: &[&str],
+    limit: i32,
+    cursor: Option<(&str, i32)>,
+) -> DescribeTopicPartitionsResponse {
+    use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
+    let req = DescribeTopicPartitionsRequest::default()
+        .with_topics(topics.iter().map(|t| TopicRequest::default().with_name(name(t))).collect())
+        .with_response_partition_limit(limit)
+        .with_cursor(cursor.map(|(t, p)| Cursor::default().with_topic_name(name(t)).with_partition_index(p)));
+    c.call(ApiKey::DescribeTopicPartitions, 0, &req)
+}
+
+/// Kafka: CreateTopics t1 (2 partitions); DescribeTopicPartitions [t1, t9] with limit
+/// 2 -> t1 with both partitions and the cursor at t9/0 (t9 unknown, not answered: the
+/// limit is spent); from cursor t9/0 over [t1, t9, t0] -> only t9,
+/// UNKNOWN_TOPIC_OR_PARTITION with the operations of a broker without an authorizer
+/// (3576); a cursor naming a topic the list lacks -> INVALID_REQUEST for each topic.
+#[test]
+fn describe_topic_partitions_pages_as_kafka() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "t1", 2);
+    let r = describe_topic_partitions(&mut c, &["t1", "t9"], 2, None);
+    assert_eq!(r.topics.len(), 1);
+    assert_eq!((r.topics[0].name.as_ref().unwrap().0.as_str(), r.topics[0].partitions.len()), ("t1", 2));
+    let cursor = r.next_cursor.expect("a cursor at the topic the limit did not reach");
+    assert_eq!((cursor.topic_name.0.as_str(), cursor.partition_index), ("t9", 0));
+
+    let r = describe_topic_partitions(&mut c, &["t1", "t9", "t0"], 2, Some(("t9", 0)));
+    assert_eq!(r.topics.len(), 1);
+    let t9 = &r.topics[0];
+    assert_eq!((t9.name.as_ref().unwrap().0.as_str(), t9.error_code), ("t9", UNKNOWN_TOPIC_OR_PARTITION));
+    assert_eq!(t9.topic_authorized_operations, TOPIC_OPERATIONS_ALL);
+    assert!(r.next_cursor.is_none());
+
+    let r = describe_topic_partitions(&mut c, &["t1"], 2, Some(("t0", 0)));
+    assert_eq!(r.topics.len(), 1);
+    assert_eq!(r.topics[0].error_code, INVALID_REQUEST);
+
+    // A cut inside a topic points at its next partition.
+    let r = describe_topic_partitions(&mut c, &["t1"], 1, None);
+    assert_eq!(r.topics[0].partitions.len(), 1);
+    let cursor = r.next_cursor.expect("a cursor inside t1");
+    assert_eq!((cursor.topic_name.0.as_str(), cursor.partition_index), ("t1", 1));
+}
+
+fn offset_delete(c: &mut Conn, group: &str, topic: &str, partitions: &[i32]) -> OffsetDeleteResponse {
+    use kafka_protocol::messages::offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
+    let topic = OffsetDeleteRequestTopic::default().with_name(name(topic)).with_partitions(
+        partitions.iter().map(|p| OffsetDeleteRequestPartition::default().with_partition_index(*p)).collect(),
+    );
+    let req = OffsetDeleteRequest::default().with_group_id(GroupId(group.to_string().into())).with_topics(vec![topic]);
+    c.call(ApiKey::OffsetDelete, 0, &req)
+}
+
+/// Kafka: CreateTopics t0 (2 partitions); OffsetCommit of g0 for t0/0; OffsetDelete of
+/// g0 for t9/0 and t9/1 (no such topic) -> UNKNOWN_TOPIC_OR_PARTITION for each; for
+/// t0/0 and t0/7 -> NONE and UNKNOWN_TOPIC_OR_PARTITION.
+#[test]
+fn offset_delete_of_unknown_partitions() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "t0", 2);
+    let commit: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 5, &offset_commit_request("g0", "t0", &[(0, 9)]));
+    assert_eq!(commit.topics[0].partitions[0].error_code, 0);
+    let r = offset_delete(&mut c, "g0", "t9", &[0, 1]);
+    assert_eq!(r.error_code, 0);
+    let codes: Vec<i16> = r.topics[0].partitions.iter().map(|p| p.error_code).collect();
+    assert_eq!(codes, [UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION]);
+    let r = offset_delete(&mut c, "g0", "t0", &[0, 7]);
+    let mut codes: Vec<(i32, i16)> = r.topics[0].partitions.iter().map(|p| (p.partition_index, p.error_code)).collect();
+    codes.sort_unstable();
+    assert_eq!(codes, [(0, 0), (7, UNKNOWN_TOPIC_OR_PARTITION)]);
+}
+
+/// Kafka: ElectLeaders v2 (preferred) of [t0[0], t0[1]], t0 unknown -> two topic
+/// entries, each with its partition UNKNOWN_TOPIC_OR_PARTITION; of every partition
+/// (null) -> each topic, with an empty list.
+#[test]
+fn elect_leaders_answers_each_topic_entry() {
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    let entry = |p: i32| TopicPartitions::default().with_topic(name("t0")).with_partitions(vec![p]);
+    let req = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_topic_partitions(Some(vec![entry(0), entry(1)]))
+        .with_timeout_ms(5_000);
+    let r: ElectLeadersResponse = c.call(ApiKey::ElectLeaders, 2, &req);
+    let answered: Vec<(String, Vec<(i32, i16)>)> = r
+        .replica_election_results
+        .iter()
+        .map(|t| (t.topic.0.to_string(), t.partition_result.iter().map(|p| (p.partition_id, p.error_code)).collect()))
+        .collect();
+    assert_eq!(
+        answered,
+        [
+            ("t0".to_string(), vec![(0, UNKNOWN_TOPIC_OR_PARTITION)]),
+            ("t0".to_string(), vec![(1, UNKNOWN_TOPIC_OR_PARTITION)])
+        ]
+    );
+    // Kafka: ElectLeaders v1 (unclean) of every partition (null) -> every topic, each
+    // with no partitions (a single node's are all ELECTION_NOT_NEEDED, left out).
+    create_topic(&mut c, "t1", 2);
+    let req = ElectLeadersRequest::default().with_election_type(1).with_topic_partitions(None).with_timeout_ms(5_000);
+    let r: ElectLeadersResponse = c.call(ApiKey::ElectLeaders, 1, &req);
+    let t1 = r.replica_election_results.iter().find(|t| t.topic.0.as_str() == "t1").expect("t1 answered");
+    assert!(t1.partition_result.is_empty());
+}
+
+/// Kafka: DeleteGroups v0 of [g0, g0], g0 unknown -> one answer, GROUP_ID_NOT_FOUND.
+#[test]
+fn delete_groups_answers_a_group_once() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    let g0 = GroupId("g0".to_string().into());
+    let r: DeleteGroupsResponse =
+        c.call(ApiKey::DeleteGroups, 0, &DeleteGroupsRequest::default().with_groups_names(vec![g0.clone(), g0]));
+    let answered: Vec<(&str, i16)> = r.results.iter().map(|g| (g.group_id.0.as_str(), g.error_code)).collect();
+    assert_eq!(answered, [("g0", GROUP_ID_NOT_FOUND)]);
+}
+
+/// Kafka: DescribeQuorum v2 of no-such-quorum/0 -> UNKNOWN_TOPIC_OR_PARTITION and no
+/// nodes; of __cluster_metadata/0 -> its leader and one node.
+#[test]
+fn describe_quorum_of_another_partition() {
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    let mut ask = |topic: &str| -> DescribeQuorumResponse {
+        let req = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(name(topic))
+            .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+        c.call(ApiKey::DescribeQuorum, 2, &req)
+    };
+    let r = ask("no-such-quorum");
+    assert_eq!(r.topics[0].partitions[0].error_code, UNKNOWN_TOPIC_OR_PARTITION);
+    assert!(r.nodes.is_empty(), "no nodes with a partition error");
+    let r = ask("__cluster_metadata");
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    assert_eq!(r.nodes.len(), 1);
+}
+
+/// Kafka: ConsumerGroupHeartbeat v0 joining g0 (subscribed to t0); ConsumerGroupDescribe
+/// v0 of g0 with authorized operations -> 3400 (a broker without an authorizer) and the
+/// member's `subscribed_topic_regex` "" (not null).
+#[test]
+fn consumer_group_describe_operations_and_regex() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "t0", 2);
+    let join = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId("g0".to_string().into()))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![name("t0")]))
+        .with_topic_partitions(Some(vec![]));
+    let r: ConsumerGroupHeartbeatResponse = c.call(ApiKey::ConsumerGroupHeartbeat, 0, &join);
+    assert_eq!(r.error_code, 0);
+    let req = ConsumerGroupDescribeRequest::default()
+        .with_group_ids(vec![GroupId("g0".to_string().into())])
+        .with_include_authorized_operations(true);
+    let r: ConsumerGroupDescribeResponse = c.call(ApiKey::ConsumerGroupDescribe, 0, &req);
+    let g = &r.groups[0];
+    assert_eq!((g.error_code, g.authorized_operations), (0, GROUP_OPERATIONS_ALL));
+    assert_eq!(g.members[0].subscribed_topic_regex.as_deref(), Some(""));
+}
+
+/// JoinGroup v5 of `member` ("" to join) in group g0 on `c`, sent without waiting.
+fn join_group(member: &str, metadata: &[u8]) -> JoinGroupRequest {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    JoinGroupRequest::default()
+        .with_group_id(GroupId("g0".to_string().into()))
+        .with_session_timeout_ms(30_000)
+        .with_rebalance_timeout_ms(30_000)
+        .with_member_id(member.to_string().into())
+        .with_protocol_type("consumer".to_string().into())
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name("range".to_string().into())
+            .with_metadata(Bytes::copy_from_slice(metadata))])
+}
+
+/// Kafka: m0 joins g0 and syncs its assignment; m1 joins (MEMBER_ID_REQUIRED, then with
+/// its id, its answer waiting for m0) and m0 rejoins; m0 syncs assignments for both;
+/// LeaveGroup of m1 starts a rebalance; DescribeGroups v5 -> PreparingRebalance, m0
+/// with no metadata but still its last assignment.
+#[test]
+fn a_rebalancing_group_describes_the_last_assignments() {
+    use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+    let b = Broker::start(1);
+    let (mut c0, mut c1) = (b.connect(), b.connect());
+    let r: JoinGroupResponse = c0.call(ApiKey::JoinGroup, 5, &join_group("", b"m0"));
+    let m0 = r.member_id.to_string();
+    let r: JoinGroupResponse = c0.call(ApiKey::JoinGroup, 5, &join_group(&m0, b"m0"));
+    assert_eq!(r.error_code, 0);
+    let sync = |generation: i32, assignments: Vec<(&str, &[u8])>| {
+        SyncGroupRequest::default()
+            .with_group_id(GroupId("g0".to_string().into()))
+            .with_generation_id(generation)
+            .with_member_id(m0.clone().into())
+            .with_assignments(
+                assignments
+                    .into_iter()
+                    .map(|(m, a)| {
+                        SyncGroupRequestAssignment::default()
+                            .with_member_id(m.to_string().into())
+                            .with_assignment(Bytes::copy_from_slice(a))
+                    })
+                    .collect(),
+            )
+    };
+    let s: SyncGroupResponse = c0.call(ApiKey::SyncGroup, 3, &sync(r.generation_id, vec![(&m0, b"first")]));
+    assert_eq!(s.error_code, 0);
+    let r: JoinGroupResponse = c1.call(ApiKey::JoinGroup, 5, &join_group("", b"m1"));
+    let m1 = r.member_id.to_string();
+    let (_, frame) = c1.frame(ApiKey::JoinGroup, 5, &join_group(&m1, b"m1"));
+    c1.send_raw(&frame);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let r: JoinGroupResponse = c0.call(ApiKey::JoinGroup, 5, &join_group(&m0, b"m0"));
+    assert_eq!(r.error_code, 0);
+    assert!(c1.read_frame().is_some(), "m1's JoinGroup answered once m0 rejoined");
+    let s: SyncGroupResponse =
+        c0.call(ApiKey::SyncGroup, 3, &sync(r.generation_id, vec![(&m0, b"second"), (&m1, b"other")]));
+    assert_eq!(s.error_code, 0);
+    let leave = LeaveGroupRequest::default().with_group_id(GroupId("g0".to_string().into())).with_member_id(m1.into());
+    let l: LeaveGroupResponse = c1.call(ApiKey::LeaveGroup, 2, &leave);
+    assert_eq!(l.error_code, 0);
+    let d: DescribeGroupsResponse = c0.call(
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId("g0".to_string().into())]),
+    );
+    let g = &d.groups[0];
+    assert_eq!(g.group_state.as_str(), "PreparingRebalance");
+    assert_eq!(g.members.len(), 1);
+    assert!(g.members[0].member_metadata.is_empty());
+    assert_eq!(&g.members[0].member_assignment[..], b"second");
+}
+
+/// WriteTxnMarkers v1 of producer (`id`, `epoch`) committing partitions 0 and 1 of `topic`.
+fn write_markers(c: &mut Conn, topic: &str, id: i64, epoch: i16) -> Vec<i16> {
+    use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
+    let marker = WritableTxnMarker::default()
+        .with_producer_id(ProducerId(id))
+        .with_producer_epoch(epoch)
+        .with_transaction_result(true)
+        .with_coordinator_epoch(0)
+        .with_topics(vec![WritableTxnMarkerTopic::default().with_name(name(topic)).with_partition_indexes(vec![0, 1])]);
+    let r: WriteTxnMarkersResponse =
+        c.call(ApiKey::WriteTxnMarkers, 1, &WriteTxnMarkersRequest::default().with_markers(vec![marker]));
+    r.markers[0].topics[0].partitions.iter().map(|p| p.error_code).collect()
+}
+
+/// Kafka: CreateTopics (2 partitions); InitProducerId of an idempotent producer;
+/// WriteTxnMarkers with the epoch after its own, on partitions it never wrote to ->
+/// NONE (the marker starts the producer's state there); then with its own, older,
+/// epoch -> INVALID_PRODUCER_EPOCH on both.
+#[test]
+fn a_marker_fences_older_epochs_of_a_producer_new_to_the_partition() {
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "markers", 2);
+    let (id, epoch) = init_idempotent_producer(&mut c);
+    assert_eq!(write_markers(&mut c, "markers", id, epoch + 1), [0, 0]);
+    assert_eq!(write_markers(&mut c, "markers", id, epoch), [INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_EPOCH]);
 }

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::consumer_group_describe_response::{Assignment, DescribedGroup, Member, TopicPartitions};
 use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName};
 
+use super::metadata::OPERATIONS_NOT_REQUESTED;
 use super::str_bytes;
 use crate::cluster::metadata::Metadata;
 use crate::coordinator::consumer::Assignment as Partitions;
@@ -17,6 +18,10 @@ pub const VERSIONS: (i16, i16) = (0, 1);
 
 /// A consumer-protocol member (`memberType` 1 in v1).
 const MEMBER_TYPE_CONSUMER: i8 = 1;
+
+/// Authorized-operations bitfield for a group with no ACLs, as Kafka 4.4 answers
+/// without an authorizer: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
+const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
 
 fn assignment(meta: &Metadata, a: &Partitions) -> Assignment {
     Assignment::default().with_topic_partitions(
@@ -36,6 +41,7 @@ pub async fn handle(
     version: i16,
     req: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
+    let operations = if req.include_authorized_operations { GROUP_OPERATIONS_ALL } else { OPERATIONS_NOT_REQUESTED };
     let calls = req.group_ids.into_iter().map(|group_id| async move {
         let id = group_id.0.to_string();
         let lookup = id.clone();
@@ -60,6 +66,7 @@ pub async fn handle(
                     .with_group_epoch(d.epoch)
                     .with_assignment_epoch(d.assignment_epoch)
                     .with_assignor_name(str_bytes(&d.assignor))
+                    .with_authorized_operations(operations)
                     .with_members(
                         d.members
                             .into_iter()
@@ -74,6 +81,8 @@ pub async fn handle(
                                     .with_subscribed_topic_names(
                                         m.subscribed_topic_names.iter().map(|t| TopicName(str_bytes(t))).collect(),
                                     )
+                                    // Kafka answers "" for a member without a regex.
+                                    .with_subscribed_topic_regex(Some(str_bytes("")))
                                     .with_assignment(assignment(&meta, &m.assignment))
                                     .with_target_assignment(assignment(&meta, &m.target_assignment));
                                 if version >= 1 {

@@ -11,8 +11,12 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
+/// A group named twice is answered once, as Kafka's keyed result collection does.
 pub async fn handle(shard: &Rc<Shard>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
-    let calls = req.groups_names.into_iter().map(|group_id| async move {
+    let mut groups = req.groups_names;
+    let mut seen = std::collections::HashSet::new();
+    groups.retain(|g| seen.insert(g.clone()));
+    let calls = groups.into_iter().map(|group_id| async move {
         let id = group_id.0.to_string();
         let code = routing::on_coordinator(shard, &id.clone(), move |s, p| admin_ops::delete_group(s, p, id))
             .await

@@ -19,8 +19,13 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 /// KRaft's metadata topic, the only one DescribeQuorum describes.
 const METADATA_TOPIC: &str = "__cluster_metadata";
 
+/// As Kafka's `KafkaRaftClient`: a request that is not exactly one topic with one
+/// partition, `__cluster_metadata`/0, is answered UNKNOWN_TOPIC_OR_PARTITION for every
+/// partition it names, and with no nodes.
 pub async fn handle(shard: &Rc<Shard>, version: i16, req: DescribeQuorumRequest) -> DescribeQuorumResponse {
-    let quorum = shard.submit_to(0, |s| async move { quorum(&s) }).await;
+    let valid = matches!(req.topics.as_slice(), [t] if t.topic_name.0.as_str() == METADATA_TOPIC
+        && matches!(t.partitions.as_slice(), [p] if p.partition_index == 0));
+    let quorum = if valid { shard.submit_to(0, |s| async move { quorum(&s) }).await } else { None };
     let topics = req
         .topics
         .into_iter()
@@ -28,17 +33,14 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: DescribeQuorumRequest)
             let partitions = t
                 .partitions
                 .iter()
-                .map(|p| {
-                    let ours = t.topic_name.0.as_str() == METADATA_TOPIC && p.partition_index == 0;
-                    match (&quorum, ours) {
-                        (_, false) => PartitionData::default()
-                            .with_partition_index(p.partition_index)
-                            .with_error_code(errors::UNKNOWN_TOPIC_OR_PARTITION),
-                        (None, true) => PartitionData::default()
-                            .with_partition_index(p.partition_index)
-                            .with_error_code(errors::NOT_LEADER_OR_FOLLOWER),
-                        (Some(q), true) => q.partition.clone().with_partition_index(p.partition_index),
-                    }
+                .map(|p| match (&quorum, valid) {
+                    (_, false) => PartitionData::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(errors::UNKNOWN_TOPIC_OR_PARTITION),
+                    (None, true) => PartitionData::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(errors::NOT_LEADER_OR_FOLLOWER),
+                    (Some(q), true) => q.partition.clone().with_partition_index(p.partition_index),
                 })
                 .collect();
             TopicData::default().with_topic_name(t.topic_name).with_partitions(partitions)

@@ -14,7 +14,8 @@
 //!   a leader, ELIGIBLE_LEADERS_NOT_AVAILABLE while it has none.
 //!
 //! A null topic list means every partition; then, as Kafka's controller does, the
-//! partitions answered ELECTION_NOT_NEEDED are left out of the response. A partition
+//! partitions answered ELECTION_NOT_NEEDED are left out of the response (each topic is
+//! still answered, with an empty list when none is left). A partition
 //! of a single node (or of a topic that is not replicated) is led by its one replica:
 //! ELECTION_NOT_NEEDED.
 
@@ -51,7 +52,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ElectLeadersRequest) -
         return ElectLeadersResponse::default().with_error_code(errors::INVALID_REQUEST);
     }
     let every = req.topic_partitions.is_none();
-    let asked = asked_partitions(shard, req.topic_partitions);
+    let (entries, asked) = asked_partitions(shard, req.topic_partitions);
     let answers = match election_type {
         PREFERRED => {
             let wait = Duration::from_millis(req.timeout_ms.clamp(0, WAIT_MS_MAX) as u64);
@@ -59,48 +60,48 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ElectLeadersRequest) -
         }
         _ => asked.iter().map(|(topic, partition)| unclean(shard, topic, *partition)).collect(),
     };
-    let mut results: Vec<ReplicaElectionResult> = Vec::new();
-    for ((topic, partition), (code, message)) in asked.into_iter().zip(answers) {
-        if every && code == ELECTION_NOT_NEEDED {
-            continue;
+    // One result per topic entry of the request, in its order, as Kafka's controller
+    // answers (a topic named twice is answered twice).
+    let mut answers = asked.into_iter().zip(answers);
+    let mut results: Vec<ReplicaElectionResult> = Vec::with_capacity(entries.len());
+    for (topic, count) in entries {
+        let mut result = ReplicaElectionResult::default().with_topic(TopicName(str_bytes(&topic)));
+        for ((_, partition), (code, message)) in answers.by_ref().take(count) {
+            if every && code == ELECTION_NOT_NEEDED {
+                continue;
+            }
+            result.partition_result.push(
+                PartitionResult::default()
+                    .with_partition_id(partition)
+                    .with_error_code(code)
+                    .with_error_message(message.map(|m| str_bytes(&m))),
+            );
         }
-        let result = PartitionResult::default()
-            .with_partition_id(partition)
-            .with_error_code(code)
-            .with_error_message(message.map(|m| str_bytes(&m)));
-        match results.last_mut() {
-            Some(last) if last.topic.0.as_str() == topic => last.partition_result.push(result),
-            _ => results.push(
-                ReplicaElectionResult::default()
-                    .with_topic(TopicName(str_bytes(&topic)))
-                    .with_partition_result(vec![result]),
-            ),
-        }
+        // Kafka's controller answers every topic of a null list, its entry empty
+        // when every partition already has the leader it wants.
+        results.push(result);
     }
     ElectLeadersResponse::default().with_error_code(errors::NONE).with_replica_election_results(results)
 }
 
-/// The partitions a request names, in its order, or every partition of every topic.
+/// The topic entries a request names (each topic with its number of partitions), in
+/// its order, or every topic; and the partitions they name, in the same order.
+type Asked = (Vec<(String, usize)>, Vec<(String, i32)>);
+
 fn asked_partitions(
     shard: &Shard,
     named: Option<Vec<kafka_protocol::messages::elect_leaders_request::TopicPartitions>>,
-) -> Vec<(String, i32)> {
-    match named {
-        Some(topics) => topics
-            .into_iter()
-            .flat_map(|t| {
-                let topic = t.topic.0.to_string();
-                t.partitions.into_iter().map(move |p| (topic.clone(), p))
-            })
-            .collect(),
+) -> Asked {
+    let topics: Vec<(String, Vec<i32>)> = match named {
+        Some(topics) => topics.into_iter().map(|t| (t.topic.0.to_string(), t.partitions)).collect(),
         None => {
             let meta = shard.meta();
-            meta.topics
-                .iter()
-                .flat_map(|(name, t)| (0..t.partitions.len() as i32).map(move |p| (name.clone(), p)))
-                .collect()
+            meta.topics.iter().map(|(name, t)| (name.clone(), (0..t.partitions.len() as i32).collect())).collect()
         }
-    }
+    };
+    let entries = topics.iter().map(|(topic, partitions)| (topic.clone(), partitions.len())).collect();
+    let asked = topics.into_iter().flat_map(|(topic, ps)| ps.into_iter().map(move |p| (topic.clone(), p))).collect();
+    (entries, asked)
 }
 
 async fn elect_preferred(shard: &Rc<Shard>, asked: &[(String, i32)], wait: Duration) -> Vec<Answer> {

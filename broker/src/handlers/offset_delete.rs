@@ -1,5 +1,10 @@
 //! OffsetDelete: removes a group's committed offsets for partitions its active members
 //! do not subscribe to (GROUP_SUBSCRIBED_TO_TOPIC otherwise), with tombstones.
+//!
+//! As Kafka's `KafkaApis` does, partitions of unknown topics and partitions a topic
+//! does not have are answered UNKNOWN_TOPIC_OR_PARTITION here and never reach the
+//! coordinator; a group-level error (GROUP_ID_NOT_FOUND, ...) answers the whole
+//! request with no partitions.
 
 use std::rc::Rc;
 
@@ -14,10 +19,17 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 
 pub async fn handle(shard: &Rc<Shard>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let group_id = req.group_id.0.to_string();
+    let exists = {
+        let meta = shard.meta();
+        move |topic: &str, partition: i32| {
+            meta.topics.get(topic).is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
+        }
+    };
     let partitions: Vec<(String, i32)> = req
         .topics
         .iter()
         .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), p.partition_index)))
+        .filter(|(topic, partition)| exists(topic, *partition))
         .collect();
     let gid = group_id.clone();
     let result = routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::delete(s, p, gid, partitions))
@@ -36,9 +48,14 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetDeleteRequest) -> OffsetDelete
                 .partitions
                 .iter()
                 .map(|p| {
+                    let code = if exists(t.name.0.as_str(), p.partition_index) {
+                        codes.next().expect("a code per existing partition")
+                    } else {
+                        errors::UNKNOWN_TOPIC_OR_PARTITION
+                    };
                     OffsetDeleteResponsePartition::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(codes.next().unwrap_or(errors::NONE))
+                        .with_error_code(code)
                 })
                 .collect();
             OffsetDeleteResponseTopic::default().with_name(t.name).with_partitions(partitions)

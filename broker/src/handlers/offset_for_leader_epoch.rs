@@ -33,11 +33,12 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetForLeaderEpochRequest) -> Offs
                     return (code, -1, -1);
                 }
                 // A leader's epoch starts at its log end when it is elected, as in
-                // Kafka's leader-epoch cache, even before it appended anything.
+                // Kafka's leader-epoch cache, even before it appended anything (a new
+                // partition's first leader too).
                 let l = p.log.borrow();
                 let mut epochs = l.epochs().to_vec();
                 let leader_epoch = p.leader_epoch();
-                if epochs.last().is_none_or(|(e, _)| *e < leader_epoch) && leader_epoch > LEADER_EPOCH {
+                if epochs.last().is_none_or(|(e, _)| *e < leader_epoch) && leader_epoch >= LEADER_EPOCH {
                     epochs.push((leader_epoch, l.log_end_offset()));
                 }
                 let (e, end) = epoch_end(&epochs, epoch, l.log_end_offset());
@@ -69,17 +70,27 @@ pub async fn handle(shard: &Rc<Shard>, req: OffsetForLeaderEpochRequest) -> Offs
     OffsetForLeaderEpochResponse::default().with_topics(topics)
 }
 
-/// The largest epoch not above `requested` and the first offset after it.
+/// Kafka's answer for an epoch no entry answers: UNDEFINED epoch and offset.
+const UNDEFINED: (i32, i64) = (-1, -1);
+
+/// The end of epoch `requested` as Kafka's leader-epoch cache answers it
+/// (`LeaderEpochFileCache.endOffsetFor`): the latest epoch ends at the log end; an
+/// older one at the start of the next epoch after it, answered with the largest epoch
+/// not above it (or itself, when it is older than every epoch known); the undefined
+/// epoch and an epoch past the latest have no end: UNDEFINED (-1, -1).
 pub fn epoch_end(epochs: &[(i32, i64)], requested: i32, log_end: i64) -> (i32, i64) {
-    if epochs.is_empty() {
-        return if requested == LEADER_EPOCH { (LEADER_EPOCH, log_end) } else { (-1, -1) };
+    if requested < 0 {
+        return UNDEFINED;
     }
-    let i = epochs.partition_point(|(e, _)| *e <= requested);
-    if i == 0 {
-        return (-1, -1);
+    if epochs.last().is_some_and(|(latest, _)| *latest == requested) {
+        return (requested, log_end);
     }
-    let end = epochs.get(i).map(|(_, start)| *start).unwrap_or(log_end);
-    (epochs[i - 1].0, end)
+    let higher = epochs.partition_point(|(e, _)| *e <= requested);
+    let Some(&(_, next_start)) = epochs.get(higher) else { return UNDEFINED };
+    match higher.checked_sub(1) {
+        None => (requested, next_start),
+        Some(floor) => (epochs[floor].0, next_start),
+    }
 }
 
 #[cfg(test)]
@@ -91,7 +102,11 @@ mod tests {
         assert_eq!(epoch_end(&epochs, 0, 100), (0, 50));
         assert_eq!(epoch_end(&epochs, 1, 100), (0, 50));
         assert_eq!(epoch_end(&epochs, 5, 100), (5, 100));
-        assert_eq!(epoch_end(&epochs, 9, 100), (5, 100));
-        assert_eq!(epoch_end(&[(3, 10)], 1, 100), (-1, -1));
+        // Past the latest epoch, and the undefined epoch: no end (Kafka's UNDEFINED).
+        assert_eq!(epoch_end(&epochs, 9, 100), (-1, -1));
+        assert_eq!(epoch_end(&epochs, -1, 100), (-1, -1));
+        assert_eq!(epoch_end(&[], 0, 100), (-1, -1));
+        // Older than every epoch known: the epoch asked, ending where the first starts.
+        assert_eq!(epoch_end(&[(3, 10)], 1, 100), (1, 10));
     }
 }

@@ -285,24 +285,7 @@ impl ProducerStates {
         let mut t = self.shard.tables.borrow_mut();
         let key = (self.table, producer_id);
         if !t.entries.contains_key(&key) {
-            let mut evicted = 0;
-            if t.per_table.get(&self.table).map_or(0, |o| o.len()) >= limits.per_partition_max {
-                let oldest = t.per_table[&self.table].first_key_value().map(|(_, &pid)| pid);
-                if let Some(pid) = oldest {
-                    t.remove((self.table, pid));
-                    evicted += 1;
-                }
-            }
-            if t.entries.len() >= limits.per_shard_max {
-                if let Some((_, &oldest)) = t.by_use.first_key_value() {
-                    t.remove(oldest);
-                    evicted += 1;
-                }
-            }
-            self.shard.evicted.set(self.shard.evicted.get() + evicted);
-            let entry =
-                Entry { epoch, window: Window::default(), last_timestamp: -1, last_used_ms: now, stamp: u64::MAX };
-            t.entries.insert(key, entry);
+            self.admit(&mut t, key, epoch, now);
         }
         let entry = t.entries.get_mut(&key).expect("inserted above");
         if epoch != entry.epoch {
@@ -313,6 +296,29 @@ impl ProducerStates {
         entry.window.push(batch);
         t.touch(key, now);
         assert!(t.entries.len() <= limits.per_shard_max, "producer states exceed the shard cap");
+    }
+
+    /// Starts the state of a producer new to the table, evicting the least recently
+    /// used one of this partition or of the shard when a cap is reached.
+    fn admit(&self, t: &mut Tables, key: Key, epoch: i16, now: i64) {
+        let limits = self.shard.limits;
+        let mut evicted = 0;
+        if t.per_table.get(&self.table).map_or(0, |o| o.len()) >= limits.per_partition_max {
+            let oldest = t.per_table[&self.table].first_key_value().map(|(_, &pid)| pid);
+            if let Some(pid) = oldest {
+                t.remove((self.table, pid));
+                evicted += 1;
+            }
+        }
+        if t.entries.len() >= limits.per_shard_max {
+            if let Some((_, &oldest)) = t.by_use.first_key_value() {
+                t.remove(oldest);
+                evicted += 1;
+            }
+        }
+        self.shard.evicted.set(self.shard.evicted.get() + evicted);
+        let entry = Entry { epoch, window: Window::default(), last_timestamp: -1, last_used_ms: now, stamp: u64::MAX };
+        t.entries.insert(key, entry);
     }
 }
 
@@ -334,14 +340,23 @@ impl ProducerStates {
     /// A transaction marker of `epoch`, stamped `timestamp`, was appended: a newer
     /// epoch becomes the producer's, so batches of older ones are fenced, and its
     /// sequences start again.
+    ///
+    /// A marker of a producer the partition has no state for (it never wrote here, or
+    /// its state went) starts one, as Kafka's producer state manager does: a marker
+    /// or batch of an older epoch is then fenced.
     pub fn end_epoch(&mut self, producer_id: i64, epoch: i16, timestamp: i64) {
+        let now = (self.shard.clock)();
         let mut t = self.shard.tables.borrow_mut();
-        if let Some(entry) = t.entries.get_mut(&(self.table, producer_id)) {
-            entry.last_timestamp = timestamp;
-            if epoch > entry.epoch {
-                entry.epoch = epoch;
-                entry.window.clear();
-            }
+        let key = (self.table, producer_id);
+        if !t.entries.contains_key(&key) {
+            self.admit(&mut t, key, epoch, now);
+            t.touch(key, now);
+        }
+        let entry = t.entries.get_mut(&key).expect("admitted above");
+        entry.last_timestamp = timestamp;
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.window.clear();
         }
     }
 

@@ -74,6 +74,34 @@ impl Client {
         }
     }
 
+    /// Another connection to the same broker: a second group member has its own, as a
+    /// second consumer process would.
+    pub fn another(&self) -> Result<Client, String> {
+        Client::connect(&self.address)
+    }
+
+    /// Sends `request` without reading its answer, which `receive` reads later: a
+    /// JoinGroup that waits for the rest of its group to rejoin, while another member's
+    /// requests go out on their own connections.
+    pub fn send_only(&mut self, api_key: ApiKey, version: i16, request: &RequestKind) -> Result<(), String> {
+        let sent = self.write(api_key, version, request);
+        if sent.is_err() {
+            self.stream = None;
+        }
+        sent
+    }
+
+    /// Reads the answer to the request `send_only` sent last.
+    pub fn receive(&mut self, api_key: ApiKey, version: i16) -> Answer {
+        match self.read(api_key, version) {
+            Ok(answer) => answer,
+            Err(error) => {
+                self.stream = None;
+                Answer::Transport(error)
+            }
+        }
+    }
+
     /// Whether the connection still works: the broker may close it after a request it
     /// did not answer (Kafka does so after a failed acks=0 produce).
     pub fn is_open(&mut self) -> bool {
@@ -92,16 +120,25 @@ impl Client {
         request: &RequestKind,
         expect_response: bool,
     ) -> Result<Answer, String> {
+        self.write(api_key, version, request)?;
+        if !expect_response {
+            return Ok(Answer::NoResponse);
+        }
+        self.read(api_key, version)
+    }
+
+    fn write(&mut self, api_key: ApiKey, version: i16, request: &RequestKind) -> Result<(), String> {
         if self.stream.is_none() {
             self.reconnect()?;
         }
         self.correlation_id += 1;
         let frame = encode_frame(api_key, version, self.correlation_id, request)?;
         let stream = self.stream.as_mut().expect("connected above");
-        stream.write_all(&frame).map_err(|e| format!("write: {e}"))?;
-        if !expect_response {
-            return Ok(Answer::NoResponse);
-        }
+        stream.write_all(&frame).map_err(|e| format!("write: {e}"))
+    }
+
+    fn read(&mut self, api_key: ApiKey, version: i16) -> Result<Answer, String> {
+        let stream = self.stream.as_mut().ok_or("not connected")?;
         let mut body = read_frame(stream)?;
         let header = ResponseHeader::decode(&mut body, api_key.response_header_version(version))
             .map_err(|e| format!("decode response header: {e}"))?;

@@ -17,11 +17,15 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 
 use crate::group_steps::{Generation, GroupRequest, Member};
+use crate::member_steps::MemberRequest;
 use crate::steps::{
     Batch, BrokerContext, ConfigResource, Names, NewTopic, Request, Step, Topic, RECORD_TIMESTAMP_BASE_MS,
 };
 use crate::txn_steps::{Epoch, Producer, TxnRequest};
 use crate::versions::Versions;
+
+mod admin_scenarios;
+mod member_scenarios;
 
 /// Longest legal topic name is 249 characters; one more must be refused.
 const TOPIC_NAME_LENGTH_ILLEGAL: usize = 250;
@@ -49,7 +53,7 @@ impl<'a> Generator<'a> {
     }
 
     pub fn next_sequence(&mut self) -> Vec<Step> {
-        let scenarios: [fn(&mut Sequence); 13] = [
+        let scenarios: [fn(&mut Sequence); 21] = [
             metadata_names,
             create_topics,
             produce_fetch,
@@ -63,6 +67,14 @@ impl<'a> Generator<'a> {
             transactions,
             idempotent_produce,
             group_membership,
+            admin_scenarios::leader_epochs,
+            admin_scenarios::describe_topic_partitions,
+            admin_scenarios::cluster,
+            admin_scenarios::elections_and_reassignments,
+            admin_scenarios::delete_groups,
+            admin_scenarios::txn_markers,
+            member_scenarios::group_rebalance,
+            member_scenarios::consumer_group,
         ];
         let scenario = *scenarios.choose(&mut self.rng).expect("non-empty");
         let mut sequence = Sequence { rng: &mut self.rng, versions: self.versions, steps: Vec::new() };
@@ -189,6 +201,9 @@ impl Sequence<'_, '_> {
 }
 
 fn encodable(request: &Request, version: i16) -> bool {
+    if let Request::Member(MemberRequest::Collect { .. }) = request {
+        return true;
+    }
     let names = Names { prefix: String::new() };
     let built = request.build(version, &names, &BrokerContext::default());
     built.encode(&mut BytesMut::new(), version).is_ok()

@@ -12,13 +12,16 @@
 //! offsets and edge cases clients do not look at until one day they do.
 
 mod accepted;
+mod admin_steps;
 mod batches;
 mod client;
 mod diff;
 mod generate;
 mod group_steps;
+mod member_steps;
 mod normalize;
 mod project;
+mod project_admin;
 mod report;
 mod run;
 mod steps;

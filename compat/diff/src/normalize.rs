@@ -45,6 +45,7 @@ pub struct Normalizer {
     topic_id_symbols: HashMap<String, String>,
     producer_id_symbols: HashMap<i64, String>,
     member_id_symbols: HashMap<String, String>,
+    group_epoch_symbols: HashMap<i64, String>,
 }
 
 impl Normalizer {
@@ -80,7 +81,21 @@ impl Normalizer {
                 "leader_epoch" => continue,
                 // Node ids are configuration; only "a node" versus "no node" (-1) matters.
                 "node_id" | "leader_id" | "controller_id" => node(value),
-                "replica_nodes" | "isr_nodes" => node_list(value),
+                "replica_nodes"
+                | "isr_nodes"
+                | "adding_replicas"
+                | "removing_replicas"
+                | "eligible_leader_replicas"
+                | "last_known_elr"
+                | "offline_replicas" => node_list(value),
+                // KIP-848 epochs are each coordinator's counters, which clients only echo
+                // back: Kafka 4.4's first join of a group answers epoch 2, Keel's 1, and
+                // both count up by one per change from there. Compared as symbols in
+                // order of appearance, so "the same epoch", "a new epoch" and the special
+                // values (0 joining, -1 left, -2 static leave) still compare.
+                "member_epoch" | "group_epoch" | "assignment_epoch" => self.group_epoch(value),
+                // A quorum voter is a node (DescribeQuorum).
+                "replica_id" => node(value),
                 // Topic ids are random UUIDs; compared as symbols by order of appearance.
                 "topic_id" => self.topic_id(value),
                 // Each broker hands out its own member ids (a group's leader is one);
@@ -115,6 +130,9 @@ impl Normalizer {
                 // two that did the same are told apart only by their ids' symbols, so
                 // they are sorted again once those are set.
                 "active_producers" => sorted(self.normalize(value)),
+                // A group's members come in each broker's order (a hash map's on Kafka);
+                // sorted once their ids are symbols, set in order of first appearance.
+                "members" => sorted(self.normalize(value)),
                 "configs" => broker_specific_defaults(without_keel_only_configs(value)),
                 "config_names" => without_keel_only_configs(value),
                 _ => self.normalize(value),
@@ -137,6 +155,12 @@ impl Normalizer {
         }
         let next = format!("<member id #{}>", self.member_id_symbols.len() + 1);
         Value::String(self.member_id_symbols.entry(id).or_insert(next).clone())
+    }
+
+    fn group_epoch(&mut self, value: Value) -> Value {
+        let Some(epoch) = value.as_i64().filter(|epoch| *epoch > 0) else { return value };
+        let next = format!("<group epoch #{}>", self.group_epoch_symbols.len() + 1);
+        Value::String(self.group_epoch_symbols.entry(epoch).or_insert(next).clone())
     }
 
     fn topic_id(&mut self, value: Value) -> Value {

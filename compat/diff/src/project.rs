@@ -671,7 +671,8 @@ fn project_transactions(response: &ResponseKind, prefix: &str) -> Value {
                 .collect();
             json!({ "throttle_time_ms": r.throttle_time_ms, "topics": topics })
         }
-        other => json!({ "unprojected_response": format!("{:?}", std::mem::discriminant(other)) }),
+        other => crate::project_admin::project_admin(other, prefix)
+            .unwrap_or_else(|| json!({ "unprojected_response": format!("{:?}", std::mem::discriminant(other)) })),
     }
 }
 
@@ -683,6 +684,6 @@ fn uuid(id: &Uuid) -> String {
     id.to_string()
 }
 
-fn sort_by(entries: &mut [Value], key: &str) {
+pub fn sort_by(entries: &mut [Value], key: &str) {
     entries.sort_by(|a, b| a[key].to_string().cmp(&b[key].to_string()));
 }

@@ -10,6 +10,8 @@
 //! outcome is decided and writes the markers afterwards. These waits are not compared
 //! and not counted as requests.
 
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -24,6 +26,7 @@ use serde_json::Value;
 
 use crate::client::{Answer, Client};
 use crate::diff::{diff, FieldDiff};
+use crate::member_steps::{self, MemberRequest};
 use crate::normalize::Normalizer;
 use crate::project::project;
 use crate::steps::{BrokerContext, Names, Request, Step};
@@ -151,15 +154,79 @@ pub fn run_sequence(kafka: &mut Broker, keel: &mut Broker, steps: &[Step], names
     outcomes
 }
 
-/// Per-broker state for one sequence: topic ids learned and topic id symbols.
+/// Per-broker state for one sequence: topic ids learned and topic id symbols, and the
+/// connections of the group members the sequence plays.
 struct Side {
     context: BrokerContext,
     normalizer: Normalizer,
+    member_clients: HashMap<&'static str, Client>,
+    /// Per member slot, its deferred request whose answer is still to be read: the API,
+    /// the version and the group.
+    pending: HashMap<&'static str, (ApiKey, i16, Option<&'static str>)>,
 }
+
+/// Pause after a deferred request, so that the broker has taken it before the next
+/// step arrives on another connection.
+const DEFERRED_PAUSE_MS: u64 = 100;
 
 impl Side {
     fn new(node_id: i32) -> Side {
-        Side { context: BrokerContext { node_id, ..Default::default() }, normalizer: Normalizer::default() }
+        Side {
+            context: BrokerContext { node_id, ..Default::default() },
+            normalizer: Normalizer::default(),
+            member_clients: HashMap::new(),
+            pending: HashMap::new(),
+        }
+    }
+
+    /// Sends a member's step on the member's own connection; a deferred one only
+    /// goes out, and `Collect` reads its answer.
+    fn send_as_member(
+        &mut self,
+        broker: &mut Broker,
+        request: &MemberRequest,
+        version: i16,
+        built: &RequestKind,
+        names: &Names,
+    ) -> Answer {
+        let api = request.api_key();
+        let Some(slot) = request.slot() else { return broker.client.send(api, version, built, true) };
+        let client = match self.member_clients.entry(slot) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => match broker.client.another() {
+                Ok(client) => entry.insert(client),
+                Err(error) => return Answer::Transport(error),
+            },
+        };
+        if let MemberRequest::Collect { .. } = request {
+            let Some((api, version, group)) = self.pending.remove(slot) else { return Answer::NoResponse };
+            let answer = client.receive(api, version);
+            self.learn_slot(names, group, slot, &answer);
+            return answer;
+        }
+        if let Some((api, version, _)) = self.pending.remove(slot) {
+            // A deferred answer no step collected (a shrunk sequence left it out).
+            let _ = client.receive(api, version);
+        }
+        if request.deferred() {
+            return match client.send_only(api, version, built) {
+                Ok(()) => {
+                    self.pending.insert(slot, (api, version, request.group()));
+                    thread::sleep(Duration::from_millis(DEFERRED_PAUSE_MS));
+                    Answer::NoResponse
+                }
+                Err(error) => Answer::Transport(error),
+            };
+        }
+        let answer = client.send(api, version, built, true);
+        self.learn_slot(names, request.group(), slot, &answer);
+        answer
+    }
+
+    fn learn_slot(&mut self, names: &Names, group: Option<&'static str>, slot: &'static str, answer: &Answer) {
+        let (Some(group), Answer::Response(response)) = (group, answer) else { return };
+        let state = self.context.slots.entry(member_steps::slot_key(names, group, slot)).or_default();
+        member_steps::learn(state, response);
     }
 
     /// Sends one step and returns its raw projection.
@@ -168,7 +235,10 @@ impl Side {
         let api = step.request.api_key();
         let expect_response = step.request.expects_response();
         let started = Instant::now();
-        let answer = broker.client.send(api, step.version, &request, expect_response);
+        let answer = match &step.request {
+            Request::Member(member) => self.send_as_member(broker, member, step.version, &request, names),
+            _ => broker.client.send(api, step.version, &request, expect_response),
+        };
         if std::env::var_os("KEEL_DIFF_TRACE").is_some() {
             eprintln!("trace: {api:?} v{} {} ms {answer:?}", step.version, started.elapsed().as_millis());
         }
@@ -218,11 +288,18 @@ impl Side {
                 }
             }
             ResponseKind::Metadata(r) => {
-                for t in r.topics.iter().filter(|t| t.error_code == 0 && !t.topic_id.is_nil()) {
-                    if let Some(name) = &t.name {
+                for t in r.topics.iter().filter(|t| t.error_code == 0) {
+                    let Some(name) = &t.name else { continue };
+                    if !t.topic_id.is_nil() {
                         ids.insert(name.0.to_string(), t.topic_id);
                     }
+                    for p in &t.partitions {
+                        self.context.leader_epochs.insert((name.0.to_string(), p.partition_index), p.leader_epoch);
+                    }
                 }
+            }
+            ResponseKind::DescribeLogDirs(r) => {
+                self.context.log_dirs = r.results.iter().map(|d| d.log_dir.to_string()).collect();
             }
             _ => {}
         }

@@ -28,7 +28,9 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 use uuid::Uuid;
 
+use crate::admin_steps::AdminRequest;
 use crate::group_steps::GroupRequest;
+use crate::member_steps::{MemberRequest, SlotState};
 use crate::txn_steps::TxnRequest;
 
 /// Timestamp of the first record the tester produces; the rest follow one second apart.
@@ -162,6 +164,10 @@ pub enum Request {
     Txn(TxnRequest),
     /// A consumer group member's request (`group_steps.rs`).
     Group(GroupRequest),
+    /// An admin or cluster request (`admin_steps.rs`).
+    Admin(AdminRequest),
+    /// A request of one of a group's several members (`member_steps.rs`).
+    Member(MemberRequest),
 }
 
 #[derive(Clone, Debug)]
@@ -182,6 +188,12 @@ pub struct BrokerContext {
     /// Per group, the member id the broker last gave the sequence's member and the
     /// generation of its last successful JoinGroup.
     pub members: HashMap<String, (String, i32)>,
+    /// Per (topic, partition), the leader epoch the broker's Metadata last showed.
+    pub leader_epochs: HashMap<(String, i32), i32>,
+    /// The log directories the broker described (DescribeLogDirs).
+    pub log_dirs: Vec<String>,
+    /// Per group member slot (`member_steps::slot_key`), what the broker told it.
+    pub slots: HashMap<String, SlotState>,
 }
 
 /// Turns slots into full names for one sequence.
@@ -241,6 +253,8 @@ impl Request {
             Request::IncrementalAlterConfigs { .. } => ApiKey::IncrementalAlterConfigs,
             Request::Txn(request) => request.api_key(),
             Request::Group(request) => request.api_key(),
+            Request::Admin(request) => request.api_key(),
+            Request::Member(request) => request.api_key(),
         }
     }
 
@@ -356,6 +370,8 @@ impl Request {
             }
             Request::Txn(request) => request.summary(names),
             Request::Group(request) => request.summary(names),
+            Request::Admin(request) => request.summary(names),
+            Request::Member(request) => request.summary(names),
         }
     }
 
@@ -602,6 +618,11 @@ impl Request {
             }
             Request::Txn(request) => request.build(version, names, context),
             Request::Group(request) => request.build(version, names, context),
+            Request::Admin(request) => request.build(version, names, context),
+            // A Collect step sends nothing; what it stands for is never encoded.
+            Request::Member(request) => request
+                .build(version, names, context)
+                .unwrap_or_else(|| RequestKind::ApiVersions(ApiVersionsRequest::default())),
         }
     }
 }

@@ -22,7 +22,9 @@ pub struct DescribedMember {
 }
 
 impl ClassicGroup {
-    /// Only a stable group shows its protocol, member metadata and assignments, as Kafka.
+    /// Only a stable group shows its protocol and member metadata, as Kafka; each
+    /// member's assignment is shown in every state (Kafka's `describeNoMetadata` keeps
+    /// it): the last one given until a rebalance hands out the next.
     pub fn describe(&self) -> (String, Vec<DescribedMember>) {
         let stable = self.state == ClassicState::Stable;
         let protocol = if stable { self.protocol.clone().unwrap_or_default() } else { String::new() };
@@ -35,7 +37,7 @@ impl ClassicGroup {
                 client_id: m.client_id.clone(),
                 client_host: m.client_host.clone(),
                 metadata: if stable { m.metadata(&protocol) } else { Bytes::new() },
-                assignment: if stable { m.assignment.clone() } else { Bytes::new() },
+                assignment: m.assignment.clone(),
             })
             .collect();
         (protocol, members)
