@@ -7,11 +7,12 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
 use crate::coordinator::{admin_ops, routing};
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
-pub async fn handle(shard: &Rc<Shard>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let calls = req.groups_names.into_iter().map(|group_id| async move {
         let id = group_id.0.to_string();
         let code = routing::on_coordinator(shard, &id.clone(), move |s, p| admin_ops::delete_group(s, p, id))

@@ -12,6 +12,7 @@ use super::str_bytes;
 use crate::errors;
 use crate::replication::shell::METADATA_GROUP;
 use crate::shard::partition::now_ms;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
@@ -19,8 +20,9 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 /// KRaft's metadata topic, the only one DescribeQuorum describes.
 const METADATA_TOPIC: &str = "__cluster_metadata";
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: DescribeQuorumRequest) -> DescribeQuorumResponse {
-    let quorum = shard.submit_to(0, |s| async move { quorum(&s) }).await;
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: DescribeQuorumRequest) -> DescribeQuorumResponse {
+    let listener = ctx.listener_name().to_string();
+    let quorum = shard.submit_to(0, move |s| async move { quorum(&s, &listener) }).await;
     let topics = req
         .topics
         .into_iter()
@@ -58,7 +60,7 @@ struct Quorum {
 }
 
 /// The quorum as shard 0 of this node knows it; `None` unless this node leads it.
-fn quorum(shard: &Shard) -> Option<Quorum> {
+fn quorum(shard: &Shard, listener: &str) -> Option<Quorum> {
     let now = now_ms();
     let (leader, epoch, high_watermark, voters) = match &shard.replication {
         None => (shard.config.node_id, 0, 0, vec![(shard.config.node_id, 0)]),
@@ -86,13 +88,13 @@ fn quorum(shard: &Shard) -> Option<Quorum> {
         .with_leader_epoch(epoch)
         .with_high_watermark(high_watermark)
         .with_current_voters(current_voters);
-    let brokers = crate::replication::cluster::brokers(shard);
+    let brokers = crate::replication::cluster::brokers(shard, listener);
     let nodes = voters
         .iter()
         .filter_map(|(id, _)| brokers.iter().find(|(b, ..)| b == id))
         .map(|(id, host, port)| {
             Node::default().with_node_id(BrokerId(*id)).with_listeners(vec![Listener::default()
-                .with_name(str_bytes("PLAINTEXT"))
+                .with_name(str_bytes(listener))
                 .with_host(str_bytes(host))
                 .with_port(*port as u16)])
         })
