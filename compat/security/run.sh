@@ -3,7 +3,8 @@
 # (mutual TLS) and SASL_SSL listeners, certificates made here by certs.sh (openssl,
 # keytool), SCRAM users created with Kafka's own kafka-configs tool, then:
 #   - kafka-configs --alter --add-config 'SCRAM-SHA-512=[...],SCRAM-SHA-256=[...]'
-#     --entity-type users, and --describe showing both mechanisms
+#     --entity-type users (its --describe also asks DescribeClientQuotas, not served
+#     yet: SecurityTest checks the description with Admin.describeUserScramCredentials)
 #   - franz-go's TestSCRAMAuth and TestSCRAMAuthBadCredentials (KGO_TEST_SCRAM,
 #     KGO_TEST_SCRAM_SEEDS on the SASL_PLAINTEXT listener)
 #   - Java clients (compat/java SecurityTest): produce/consume over mutual TLS and over
@@ -92,7 +93,7 @@ echo "security: $broker with PLAINTEXT :$plain, SASL_PLAINTEXT :$sasl_plain, SSL
 
 configs() {
   local class
-  for class in kafka.admin.ConfigCommand org.apache.kafka.tools.ConfigCommand; do
+  for class in org.apache.kafka.tools.ConfigCommand kafka.admin.ConfigCommand; do
     timeout 120 java -Xmx256m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$cp" "$class" \
       --bootstrap-server "127.0.0.1:$plain" "$@" 2>"$work/configs.err"
     local rc=$?
@@ -104,14 +105,7 @@ scram_users() {
   configs --alter --add-config "SCRAM-SHA-512=[password=$password],SCRAM-SHA-256=[iterations=8192,password=$password]" \
     --entity-type users --entity-name "$user"
 }
-scram_described() {
-  local out
-  out=$(configs --describe --entity-type users --entity-name "$user") || return 1
-  echo "$out"
-  grep -q "SCRAM-SHA-512=iterations=4096" <<<"$out" && grep -q "SCRAM-SHA-256=iterations=8192" <<<"$out"
-}
 check "kafka-configs creates SCRAM-SHA-256/512 credentials" scram_users
-check "kafka-configs describes them" scram_described
 # Credentials reach the listeners once the metadata has them.
 sleep 2
 
@@ -132,7 +126,7 @@ java_out=$("$root/compat/java/run.sh" "127.0.0.1:$plain" -Dtest=SecurityTest -Ds
   -Dsec.sasl_ssl="127.0.0.1:$sasl_ssl" -Dsec.ca="$certs/ca.pem" -Dsec.client_pem="$certs/client.pem" \
   -Dsec.user="$user" -Dsec.password="$password" 2>&1)
 echo "$java_out" >"$work/java.log"
-for t in produceConsumeOverMutualTls produceConsumeOverSaslSslScram512 wrongPasswordIsRefused \
+for t in scramCredentialsAreDescribed produceConsumeOverMutualTls produceConsumeOverSaslSslScram512 wrongPasswordIsRefused \
   noClientCertificateIsRefusedOnTheMutualTlsListener; do
   java_test() { grep -qE "Tests run: [1-9]" "$work/java.log" && ! grep -qE "\[ERROR\].*SecurityTest[.#]$1" "$work/java.log"; }
   check "Java SecurityTest.$t" java_test "$t"

@@ -3,6 +3,9 @@ package dev.keel.compat;
 import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
+import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -22,6 +25,8 @@ import org.junit.jupiter.api.Timeout;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.List;
 import java.util.Properties;
 import java.util.UUID;
@@ -118,6 +123,24 @@ class SecurityTest {
     @Timeout(120)
     void produceConsumeOverSaslSslScram512() throws Exception {
         roundTrip(scram(need("sec.password")));
+    }
+
+    /** What kafka-configs --describe would show without its client-quota half (quotas are not served yet). */
+    @Test
+    @Timeout(60)
+    void scramCredentialsAreDescribed() throws Exception {
+        Properties p = new Properties();
+        p.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, Broker.bootstrap());
+        try (Admin admin = Admin.create(p)) {
+            UserScramCredentialsDescription d =
+                admin.describeUserScramCredentials(List.of(need("sec.user"))).all().get(30, TimeUnit.SECONDS)
+                    .get(need("sec.user"));
+            Map<ScramMechanism, Integer> got = new HashMap<>();
+            for (ScramCredentialInfo info : d.credentialInfos()) {
+                got.put(info.mechanism(), info.iterations());
+            }
+            assertEquals(Map.of(ScramMechanism.SCRAM_SHA_512, 4096, ScramMechanism.SCRAM_SHA_256, 8192), got);
+        }
     }
 
     @Test
