@@ -72,11 +72,19 @@ fn start(certs: &Path) -> (Broker, Ports) {
 }
 
 fn handshake(c: &mut Conn, mechanism: &str) -> SaslHandshakeResponse {
-    c.call(ApiKey::SaslHandshake, 1, &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into())))
+    c.call(
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into())),
+    )
 }
 
 fn authenticate(c: &mut Conn, token: &[u8]) -> Option<SaslAuthenticateResponse> {
-    c.try_call(ApiKey::SaslAuthenticate, 2, &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token)))
+    c.try_call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token)),
+    )
 }
 
 /// A full SCRAM login; the final answer.
@@ -135,7 +143,9 @@ fn sasl_logs_in_with_scram_and_plain_and_refuses_everything_out_of_order() {
     assert_eq!(refused.error_code, SASL_AUTHENTICATION_FAILED);
     assert_eq!(
         refused.error_message.as_deref(),
-        Some("Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512")
+        Some(
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
+        )
     );
     assert_closed(&mut c);
     let mut c = Broker::connect_port(p.sasl);
@@ -181,7 +191,11 @@ fn sasl_logs_in_with_scram_and_plain_and_refuses_everything_out_of_order() {
     // Pipelined: the handshake, the login and a Metadata request in one write; the
     // Metadata request waits for the login and is answered after it.
     let mut c = Broker::connect_port(p.sasl);
-    let (_, f1) = c.frame(ApiKey::SaslHandshake, 1, &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")));
+    let (_, f1) = c.frame(
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    );
     let (_, f2) = c.frame(
         ApiKey::SaslAuthenticate,
         2,
@@ -258,7 +272,10 @@ fn scram_users_are_managed_with_kip_554_and_persist() {
         assert_eq!(r.results[0].error_code, expected);
     }
     let mut c = Broker::connect_port(p.sasl);
-    assert_eq!(scram_login(&mut c, Mechanism::Sha512, "carol", "carol-secret").unwrap().error_code, SASL_AUTHENTICATION_FAILED);
+    assert_eq!(
+        scram_login(&mut c, Mechanism::Sha512, "carol", "carol-secret").unwrap().error_code,
+        SASL_AUTHENTICATION_FAILED
+    );
     let _ = std::fs::remove_dir_all(certs);
 }
 
@@ -272,7 +289,11 @@ fn ten_thousand_failed_logins_leave_other_clients_served() {
     let started = Instant::now();
     for i in 0..attempts {
         let mut c = Broker::connect_port(p.sasl);
-        let (_, f1) = c.frame(ApiKey::SaslHandshake, 1, &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")));
+        let (_, f1) = c.frame(
+            ApiKey::SaslHandshake,
+            1,
+            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+        );
         let (_, f2) = c.frame(
             ApiKey::SaslAuthenticate,
             2,

@@ -22,7 +22,11 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: AlterPartitionReassignmentsRequest,
+) -> AlterPartitionReassignmentsResponse {
     let wanted: Vec<Reassignment> = req
         .topics
         .iter()

@@ -48,13 +48,17 @@ pub async fn handle(
     // for each of their changes, and none of them is applied.
     for (i, key) in keys.iter().enumerate() {
         if keys.iter().filter(|k| *k == key).count() > 1 {
-            changes[i] =
-                Err((errors::DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request".into()));
+            changes[i] = Err((
+                errors::DUPLICATE_RESOURCE,
+                "A user credential cannot be altered twice in the same request".into(),
+            ));
         }
     }
     let valid: Vec<ScramChange> = changes.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
-    let mut applied =
-        shard.submit_to(0, move |s| async move { controller::alter_scram_credentials(s, valid).await }).await.into_iter();
+    let mut applied = shard
+        .submit_to(0, move |s| async move { controller::alter_scram_credentials(s, valid).await })
+        .await
+        .into_iter();
     // One result per user, in request order; the first failure of a user wins.
     let mut results: Vec<AlterUserScramCredentialsResult> = Vec::new();
     for (user, change) in users.into_iter().zip(changes) {
@@ -82,8 +86,8 @@ fn check(user: &str, mechanism: i8, iterations: Option<i32>) -> Result<Mechanism
     if user.is_empty() {
         return Err((errors::UNACCEPTABLE_CREDENTIAL, "Username must not be empty".into()));
     }
-    let mechanism =
-        Mechanism::from_type(mechanism).ok_or((errors::UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism".into()))?;
+    let mechanism = Mechanism::from_type(mechanism)
+        .ok_or((errors::UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism".into()))?;
     match iterations {
         Some(i) if i < ITERATIONS_MIN => Err((errors::UNACCEPTABLE_CREDENTIAL, "Too few iterations".into())),
         Some(i) if i > ITERATIONS_MAX => Err((errors::UNACCEPTABLE_CREDENTIAL, "Too many iterations".into())),

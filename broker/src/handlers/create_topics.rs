@@ -14,7 +14,12 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (2, 7);
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, version: i16, req: CreateTopicsRequest) -> CreateTopicsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
     let mut specs = Vec::new();
     let mut early = Vec::new();
     // A name given twice creates nothing and is answered once, INVALID_REQUEST, as Kafka does.

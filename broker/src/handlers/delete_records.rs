@@ -26,8 +26,8 @@ use keel_storage::retention;
 use super::answer_partitions;
 use crate::errors;
 use crate::replication::shell::Replication;
-use crate::shard::partition::Partition;
 use crate::security::context::RequestContext;
+use crate::shard::partition::Partition;
 use crate::shard::Shard;
 use keel_raft::GroupId;
 

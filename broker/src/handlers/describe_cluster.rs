@@ -16,7 +16,12 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 /// CREATE, DESCRIBE_TOKENS, ALTER... : every cluster operation, as with no ACLs.
 const CLUSTER_OPERATIONS_ALL: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
-pub fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: DescribeClusterRequest) -> DescribeClusterResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    version: i16,
+    req: DescribeClusterRequest,
+) -> DescribeClusterResponse {
     let brokers = crate::replication::cluster::brokers(shard, ctx.listener_name());
     let mut r = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&shard.meta().cluster_id))

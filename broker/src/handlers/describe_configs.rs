@@ -59,7 +59,12 @@ pub fn topic_config_entries(
         .collect()
 }
 
-pub fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, version: i16, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
     let meta = shard.meta();
     let results = req
         .resources

@@ -16,7 +16,11 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 
 type Answer = (i16, Vec<(i64, i16, i32, i64, i64)>);
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: DescribeProducersRequest,
+) -> DescribeProducersResponse {
     let items = req
         .topics
         .iter()

@@ -11,8 +11,8 @@ use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumRe
 use super::str_bytes;
 use crate::errors;
 use crate::replication::shell::METADATA_GROUP;
-use crate::shard::partition::now_ms;
 use crate::security::context::RequestContext;
+use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
@@ -20,7 +20,12 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 /// KRaft's metadata topic, the only one DescribeQuorum describes.
 const METADATA_TOPIC: &str = "__cluster_metadata";
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: DescribeQuorumRequest) -> DescribeQuorumResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    version: i16,
+    req: DescribeQuorumRequest,
+) -> DescribeQuorumResponse {
     let listener = ctx.listener_name().to_string();
     let quorum = shard.submit_to(0, move |s| async move { quorum(&s, &listener) }).await;
     let topics = req

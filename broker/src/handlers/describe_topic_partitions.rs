@@ -11,13 +11,17 @@ use kafka_protocol::messages::{BrokerId, DescribeTopicPartitionsRequest, Describ
 use super::metadata::{OPERATIONS_NOT_REQUESTED, TOPIC_OPERATIONS_ALL};
 use super::str_bytes;
 use crate::errors;
-use crate::shard::partition::LEADER_EPOCH;
 use crate::security::context::RequestContext;
+use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-pub fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: DescribeTopicPartitionsRequest,
+) -> DescribeTopicPartitionsResponse {
     let meta = shard.meta();
     let node = BrokerId(shard.config.node_id);
     let mut names: Vec<String> = if req.topics.is_empty() {

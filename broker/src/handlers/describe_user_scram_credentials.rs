@@ -31,7 +31,9 @@ pub fn handle(
             .with_credential_infos(infos)
     };
     let infos = |m: &BTreeMap<Mechanism, i32>| {
-        m.iter().map(|(mech, i)| CredentialInfo::default().with_mechanism(mech.type_number()).with_iterations(*i)).collect()
+        m.iter()
+            .map(|(mech, i)| CredentialInfo::default().with_mechanism(mech.type_number()).with_iterations(*i))
+            .collect()
     };
     let results = match req.users.filter(|u| !u.is_empty()) {
         None => known.iter().map(|(user, m)| result(user, errors::NONE, None, infos(m))).collect(),
@@ -41,7 +43,9 @@ pub fn handle(
                 .iter()
                 .map(|name| {
                     if names.iter().filter(|n| *n == name).count() > 1 {
-                        let message = format!("Cannot describe SCRAM credentials for the same user twice in a single request: {name}");
+                        let message = format!(
+                            "Cannot describe SCRAM credentials for the same user twice in a single request: {name}"
+                        );
                         return result(name, errors::DUPLICATE_RESOURCE, Some(message), Vec::new());
                     }
                     match known.get(name) {

@@ -46,7 +46,12 @@ const ELECTION_NOT_NEEDED: i16 = 84;
 /// (error, message) of one partition.
 type Answer = (i16, Option<String>);
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, version: i16, req: ElectLeadersRequest) -> ElectLeadersResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: ElectLeadersRequest,
+) -> ElectLeadersResponse {
     let election_type = if version == 0 { PREFERRED } else { req.election_type };
     if election_type != PREFERRED && election_type != UNCLEAN {
         return ElectLeadersResponse::default().with_error_code(errors::INVALID_REQUEST);

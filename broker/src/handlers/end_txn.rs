@@ -8,8 +8,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 
 use crate::errors;
-use crate::shard::partition::now_ms;
 use crate::security::context::RequestContext;
+use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 use crate::txn::shell as txn_shell;
 

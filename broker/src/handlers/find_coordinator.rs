@@ -47,7 +47,12 @@ async fn coordinator(shard: &Rc<Shard>, key_type: i8, key: &str) -> Result<(i32,
     }
 }
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    version: i16,
+    req: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
     let mut resp = FindCoordinatorResponse::default();
     if version < 4 {
         match find(shard, ctx.listener_name(), req.key_type, &req.key).await {

@@ -18,7 +18,11 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-pub fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: ListPartitionReassignmentsRequest,
+) -> ListPartitionReassignmentsResponse {
     let meta = shard.meta();
     let asked: Vec<(String, Option<Vec<i32>>)> = match req.topics {
         Some(topics) => topics.into_iter().map(|t| (t.name.0.to_string(), Some(t.partition_indexes))).collect(),

@@ -13,8 +13,8 @@ use crate::cluster::controller;
 use crate::cluster::metadata::TopicMeta;
 use crate::errors;
 use crate::replication::cluster;
-use crate::shard::partition::LEADER_EPOCH;
 use crate::security::context::RequestContext;
+use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 13);

@@ -223,17 +223,23 @@ pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Optio
         RequestKind::CreateTopics(r) => encode(key, v, corr, &create_topics::handle(shard, ctx, v, r).await),
         RequestKind::DeleteTopics(r) => encode(key, v, corr, &delete_topics::handle(shard, ctx, v, r).await),
         RequestKind::InitProducerId(r) => encode(key, v, corr, &init_producer_id::handle(shard, ctx, v, r).await),
-        RequestKind::OffsetForLeaderEpoch(r) => encode(key, v, corr, &offset_for_leader_epoch::handle(shard, ctx, r).await),
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            encode(key, v, corr, &offset_for_leader_epoch::handle(shard, ctx, r).await)
+        }
         RequestKind::DescribeConfigs(r) => encode(key, v, corr, &describe_configs::handle(shard, ctx, v, r)),
         RequestKind::AlterConfigs(r) => encode(key, v, corr, &alter_configs::handle(shard, ctx, r).await),
         RequestKind::DescribeLogDirs(r) => encode(key, v, corr, &describe_log_dirs::handle(shard, ctx, r).await),
-        RequestKind::AlterReplicaLogDirs(r) => encode(key, v, corr, &alter_replica_log_dirs::handle(shard, ctx, r).await),
+        RequestKind::AlterReplicaLogDirs(r) => {
+            encode(key, v, corr, &alter_replica_log_dirs::handle(shard, ctx, r).await)
+        }
         RequestKind::CreatePartitions(r) => encode(key, v, corr, &create_partitions::handle(shard, ctx, r).await),
         RequestKind::IncrementalAlterConfigs(r) => {
             encode(key, v, corr, &incremental_alter_configs::handle(shard, ctx, r).await)
         }
         RequestKind::DescribeCluster(r) => encode(key, v, corr, &describe_cluster::handle(shard, ctx, v, r)),
-        RequestKind::DescribeTopicPartitions(r) => encode(key, v, corr, &describe_topic_partitions::handle(shard, ctx, r)),
+        RequestKind::DescribeTopicPartitions(r) => {
+            encode(key, v, corr, &describe_topic_partitions::handle(shard, ctx, r))
+        }
         RequestKind::DescribeAcls(r) => encode(key, v, corr, &describe_acls::handle(ctx, r)),
         RequestKind::DescribeQuorum(r) => encode(key, v, corr, &describe_quorum::handle(shard, ctx, v, r).await),
         RequestKind::DeleteRecords(r) => encode(key, v, corr, &delete_records::handle(shard, ctx, r).await),
@@ -261,12 +267,16 @@ pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Optio
         RequestKind::ConsumerGroupDescribe(r) => {
             encode(key, v, corr, &consumer_group_describe::handle(shard, ctx, v, r).await)
         }
-        RequestKind::AddPartitionsToTxn(r) => encode(key, v, corr, &add_partitions_to_txn::handle(shard, ctx, v, r).await),
+        RequestKind::AddPartitionsToTxn(r) => {
+            encode(key, v, corr, &add_partitions_to_txn::handle(shard, ctx, v, r).await)
+        }
         RequestKind::AddOffsetsToTxn(r) => encode(key, v, corr, &add_offsets_to_txn::handle(shard, ctx, v, r).await),
         RequestKind::EndTxn(r) => encode(key, v, corr, &end_txn::handle(shard, ctx, v, r).await),
         RequestKind::TxnOffsetCommit(r) => encode(key, v, corr, &txn_offset_commit::handle(shard, ctx, v, r).await),
         RequestKind::WriteTxnMarkers(r) => encode(key, v, corr, &write_txn_markers::handle(shard, ctx, r).await),
-        RequestKind::DescribeTransactions(r) => encode(key, v, corr, &describe_transactions::handle(shard, ctx, r).await),
+        RequestKind::DescribeTransactions(r) => {
+            encode(key, v, corr, &describe_transactions::handle(shard, ctx, r).await)
+        }
         RequestKind::DescribeProducers(r) => encode(key, v, corr, &describe_producers::handle(shard, ctx, r).await),
         RequestKind::ListTransactions(r) => encode(key, v, corr, &list_transactions::handle(shard, ctx, v, r).await),
         RequestKind::SaslHandshake(r) => encode(key, v, corr, &sasl_handshake::handle(ctx, r)),

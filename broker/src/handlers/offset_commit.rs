@@ -13,7 +13,12 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (2, 9);
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, version: i16, req: OffsetCommitRequest) -> OffsetCommitResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: OffsetCommitRequest,
+) -> OffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
     let partitions: Vec<CommitPartition> = req
         .topics

@@ -54,7 +54,12 @@ fn by_topic(offsets: Vec<FetchedOffset>) -> Vec<(String, Vec<FetchedOffset>)> {
     out
 }
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, version: i16, req: OffsetFetchRequest) -> OffsetFetchResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: OffsetFetchRequest,
+) -> OffsetFetchResponse {
     if version < 8 {
         let topics = req
             .topics

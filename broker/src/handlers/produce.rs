@@ -15,8 +15,8 @@ use uuid::Uuid;
 use super::{scatter, str_bytes};
 use crate::errors;
 use crate::replication::cluster;
-use crate::shard::partition::{ProduceOutcome, TxnWrite};
 use crate::security::context::RequestContext;
+use crate::shard::partition::{ProduceOutcome, TxnWrite};
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (3, 13);

@@ -19,7 +19,12 @@ use crate::shard::Shard;
 /// group's partition to the transaction, without AddOffsetsToTxn.
 pub const VERSIONS: (i16, i16) = (0, 5);
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, version: i16, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
     let partitions: Vec<CommitPartition> = req
         .topics

@@ -20,8 +20,8 @@ pub async fn serve(shard: Rc<Shard>) -> Result<(), String> {
     let mut loops = Vec::new();
     for listener in shard.security.listeners.clone() {
         let addr = listener.addr.clone();
-        let socket = bind(&addr)
-            .map_err(|e| format!("shard {} cannot listen on {addr} ({}): {e}", shard.id, listener.name))?;
+        let socket =
+            bind(&addr).map_err(|e| format!("shard {} cannot listen on {addr} ({}): {e}", shard.id, listener.name))?;
         tracing::info!(shard = shard.id, %addr, listener = %listener.name, "accepting Kafka connections");
         loops.push(accept_loop(shard.clone(), listener, socket));
     }

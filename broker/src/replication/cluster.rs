@@ -667,7 +667,8 @@ pub const HEARTBEAT: Duration = Duration::from_millis(2000);
 async fn register_loop(shard: Rc<Shard>) {
     let node = shard.config.node_id;
     let (host, port) = shard.config.advertised();
-    let me = BrokerMeta { host, port, rpc: shard.config.rpc_addr.clone(), listeners: shard.config.advertised_endpoints() };
+    let me =
+        BrokerMeta { host, port, rpc: shard.config.rpc_addr.clone(), listeners: shard.config.advertised_endpoints() };
     loop {
         let meta = shard.meta();
         let registered = meta.brokers.get(&node) == Some(&me) && !meta.fenced.contains(&node);

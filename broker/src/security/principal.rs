@@ -120,10 +120,8 @@ fn attribute(oid: &[u8], value_der: &[u8]) -> Option<String> {
         // As Java does for attributes it has no keyword for: the OID and the value's
         // DER in hex.
         _ => {
-            let hex: String = value_der[..value_der.len() - element(value_der)?.2.len()]
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
+            let hex: String =
+                value_der[..value_der.len() - element(value_der)?.2.len()].iter().map(|b| format!("{b:02x}")).collect();
             Some(format!("{}=#{hex}", dotted(oid)?))
         }
     }

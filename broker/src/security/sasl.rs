@@ -9,9 +9,7 @@
 //! before the exchange is over, so none of them runs unauthenticated.
 
 use bytes::Bytes;
-use kafka_protocol::messages::{
-    ApiKey, RequestKind, SaslAuthenticateResponse, SaslHandshakeResponse,
-};
+use kafka_protocol::messages::{ApiKey, RequestKind, SaslAuthenticateResponse, SaslHandshakeResponse};
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use keel_protocol::frame;
 

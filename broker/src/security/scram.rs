@@ -142,7 +142,14 @@ pub struct ScramServer {
 
 enum State {
     ClientFirst,
-    ClientFinal { user: String, client_first_bare: String, server_first: String, gs2_header: String, nonce: String, credential: Credential },
+    ClientFinal {
+        user: String,
+        client_first_bare: String,
+        server_first: String,
+        gs2_header: String,
+        nonce: String,
+        credential: Credential,
+    },
     Finished,
 }
 
@@ -332,9 +339,9 @@ mod tests {
             for (password, ok) in [("s3cret", true), ("wrong", false)] {
                 let mut server = ScramServer::new(mech);
                 let bare = "n=alice,r=clientnonce";
-                let Step::Continue(first) = server.step(format!("n,,{bare}").as_bytes(), |u| {
-                    (u == "alice").then(|| cred.clone())
-                }) else {
+                let Step::Continue(first) =
+                    server.step(format!("n,,{bare}").as_bytes(), |u| (u == "alice").then(|| cred.clone()))
+                else {
                     panic!("the first step continues")
                 };
                 let first = String::from_utf8(first).unwrap();
