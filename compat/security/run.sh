@@ -2,8 +2,8 @@
 # Security end to end with real clients: a broker with PLAINTEXT, SASL_PLAINTEXT, SSL
 # (mutual TLS) and SASL_SSL listeners, certificates made here by certs.sh (openssl,
 # keytool), SCRAM users created with Kafka's own kafka-configs tool, then:
-#   - kafka-configs --alter --add-config 'SCRAM-SHA-512=[...],SCRAM-SHA-256=[...]'
-#     --entity-type users (its --describe also asks DescribeClientQuotas, not served
+#   - kafka-configs --alter --add-config 'SCRAM-SHA-512=[...]' --entity-type users, then
+#     the same for SCRAM-SHA-256 (its --describe also asks DescribeClientQuotas, not served
 #     yet: SecurityTest checks the description with Admin.describeUserScramCredentials)
 #   - franz-go's TestSCRAMAuth and TestSCRAMAuthBadCredentials (KGO_TEST_SCRAM,
 #     KGO_TEST_SCRAM_SEEDS on the SASL_PLAINTEXT listener)
@@ -101,9 +101,11 @@ configs() {
   done
   return 1
 }
+# One mechanism per call: Kafka refuses two changes of one user in one request
+# (DUPLICATE_RESOURCE), which kafka-configs sends for two mechanisms at once.
 scram_users() {
-  configs --alter --add-config "SCRAM-SHA-512=[password=$password],SCRAM-SHA-256=[iterations=8192,password=$password]" \
-    --entity-type users --entity-name "$user"
+  configs --alter --add-config "SCRAM-SHA-512=[password=$password]" --entity-type users --entity-name "$user" &&
+    configs --alter --add-config "SCRAM-SHA-256=[iterations=8192,password=$password]" --entity-type users --entity-name "$user"
 }
 check "kafka-configs creates SCRAM-SHA-256/512 credentials" scram_users
 # Credentials reach the listeners once the metadata has them.
