@@ -34,7 +34,10 @@ struct Ports {
 }
 
 fn certs() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("keel-security-test-certs-{}", std::process::id()));
+    // Tests run in parallel in one process: each gets its own directory.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("keel-security-test-certs-{}-{n}", std::process::id()));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../compat/security/certs.sh");
     let out = std::process::Command::new("bash").arg(script).arg(&dir).output().expect("certs.sh runs");
     assert!(out.status.success(), "certs.sh: {}", String::from_utf8_lossy(&out.stderr));
