@@ -133,6 +133,11 @@ TMPDIR="$run_dir" compat/txn/tools.sh --port $((port + 8100)) >"$logs/txn-tools.
 grep -E "^(PASS|FAIL|txn-tools:)" "$logs/txn-tools.log"
 record_or_fail "txn kafka-transactions.sh" "$(sed -nE 's/^txn-tools: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2 0/p' "$logs/txn-tools.log")"
 
+note "security: SSL (mTLS), SASL_PLAINTEXT and SASL_SSL (SCRAM) listeners with Java, librdkafka, franz-go and kafka-configs"
+TMPDIR="$run_dir" compat/security/run.sh $((port + 8200)) >"$logs/security.log" 2>&1
+grep -E "^(PASS|FAIL|security:)" "$logs/security.log"
+record_or_fail "security (TLS, SASL)" "$(sed -nE 's/^security: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2 0/p' "$logs/security.log")"
+
 note "migration: MirrorMaker 2 from Apache Kafka into Keel; a Kafka Connect worker on Keel"
 migration() { # label port-offset [--cluster]
   MIGRATION_BASE_PORT=$((port + $2)) compat/migration/run.sh ${3:-} >"$logs/$1.log" 2>&1

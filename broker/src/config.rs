@@ -5,6 +5,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::security::listeners::{self, Listener};
+use crate::security::SecurityProtocol;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BrokerConfig {
@@ -18,6 +21,32 @@ pub struct BrokerConfig {
     /// Address clients are told to connect to; defaults to `kafka_addr`.
     pub advertised_kafka_addr: Option<String>,
     pub admin_addr: String,
+    /// Listeners in Kafka's form, `PLAINTEXT://HOST:PORT`, `SSL://...`,
+    /// `SASL_PLAINTEXT://...`, `SASL_SSL://...`; empty: one PLAINTEXT listener on
+    /// `kafka_addr`. The first PLAINTEXT listener (else the first) is the one other
+    /// brokers of a cluster use.
+    pub listeners: Vec<String>,
+    /// What clients of each listener are told to connect to, `NAME://HOST:PORT` (by
+    /// default the listener's own address).
+    pub advertised_listeners: Vec<String>,
+    /// PEM server certificate chain and private key of the SSL and SASL_SSL listeners.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates: the SSL listener then requires client certificates signed
+    /// by them (mutual TLS), and the certificate's subject is the principal.
+    pub tls_ca: Option<PathBuf>,
+    /// A TLS handshake not finished in this time closes the connection.
+    pub tls_handshake_timeout_ms: u64,
+    /// Principals allowed everything once an authorizer exists (`User:admin`).
+    pub superusers: Vec<String>,
+    /// SASL mechanisms offered on the SASL listeners.
+    pub sasl_enabled_mechanisms: Vec<String>,
+    /// SASL/PLAIN users, `NAME:PASSWORD` each.
+    pub plain_users: Vec<String>,
+    /// SCRAM users known from the start, `NAME:MECHANISM:PASSWORD` each (as Kafka's
+    /// `kafka-storage format --add-scram`); users created with
+    /// AlterUserScramCredentials are kept in the cluster metadata and take precedence.
+    pub scram_users: Vec<String>,
     /// Number of shards (one pinned executor per core).
     pub smp: usize,
     /// Cores the shards are pinned to, e.g. "2-3": several brokers on one host each
@@ -125,6 +154,16 @@ impl Default for BrokerConfig {
             kafka_addr: "127.0.0.1:9092".into(),
             advertised_kafka_addr: None,
             admin_addr: "127.0.0.1:9644".into(),
+            listeners: Vec::new(),
+            advertised_listeners: Vec::new(),
+            tls_cert: None,
+            tls_key: None,
+            tls_ca: None,
+            tls_handshake_timeout_ms: 10_000,
+            superusers: Vec::new(),
+            sasl_enabled_mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
+            plain_users: Vec::new(),
+            scram_users: Vec::new(),
             smp: 1,
             cpuset: None,
             memory: "1G".into(),
@@ -200,12 +239,42 @@ impl BrokerConfig {
         serde_yaml::from_str(&text).map_err(|e| format!("parsing {}: {e}", path.display()))
     }
 
-    pub fn advertised(&self) -> (String, i32) {
-        let addr = self.advertised_kafka_addr.as_deref().unwrap_or(&self.kafka_addr);
-        match addr.rsplit_once(':') {
-            Some((host, port)) => (host.trim_matches(['[', ']']).to_string(), port.parse().unwrap_or(9092)),
-            None => (addr.to_string(), 9092),
+    /// The listeners with their advertised addresses: `listeners`, or one PLAINTEXT
+    /// listener on `kafka_addr` (advertised as `advertised_kafka_addr`).
+    pub fn listeners(&self) -> Result<Vec<Listener>, String> {
+        if self.listeners.is_empty() {
+            let mut advertised = self.advertised_listeners.clone();
+            if let Some(a) = &self.advertised_kafka_addr {
+                advertised.push(format!("PLAINTEXT://{a}"));
+            }
+            return listeners::resolve(&[format!("PLAINTEXT://{}", self.kafka_addr)], &advertised);
         }
+        listeners::resolve(&self.listeners, &self.advertised_listeners)
+    }
+
+    /// The listener other brokers (and Keel's own node-to-node Kafka calls) use: the
+    /// first PLAINTEXT one, else the first.
+    pub fn inter_broker_listener(&self) -> Result<Listener, String> {
+        let all = self.listeners()?;
+        let first = all.iter().find(|l| l.protocol == SecurityProtocol::Plaintext).unwrap_or(&all[0]);
+        Ok(first.clone())
+    }
+
+    /// The inter-broker listener's advertised host and port.
+    pub fn advertised(&self) -> (String, i32) {
+        match self.inter_broker_listener() {
+            Ok(l) => (l.advertised_host, l.advertised_port),
+            Err(_) => ("127.0.0.1".into(), 9092),
+        }
+    }
+
+    /// Every listener's advertised host and port, by listener name.
+    pub fn advertised_endpoints(&self) -> BTreeMap<String, (String, i32)> {
+        self.listeners()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|l| (l.name, (l.advertised_host, l.advertised_port)))
+            .collect()
     }
 
     /// The cluster's voters by node id with their node-to-node address; empty for a
@@ -285,6 +354,10 @@ impl BrokerConfig {
         let mut seen = std::collections::HashSet::new();
         if let Some(dup) = self.data_dirs.iter().find(|d| !seen.insert(d.components().collect::<PathBuf>())) {
             return Err(format!("data directory {} is given twice", dup.display()));
+        }
+        self.listeners()?;
+        if let Some(s) = self.superusers.iter().find(|s| !s.starts_with("User:")) {
+            return Err(format!("superuser {s:?}: expected User:NAME"));
         }
         if self.producer_id_expiration_ms <= 0 {
             return Err("producer_id_expiration_ms must be positive".into());

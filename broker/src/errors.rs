@@ -82,3 +82,11 @@ pub fn storage_error_code(e: &StorageError) -> i16 {
         StorageError::Corrupt { .. } | StorageError::Io { .. } => KAFKA_STORAGE_ERROR,
     }
 }
+
+// Authentication.
+pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+pub const ILLEGAL_SASL_STATE: i16 = 34;
+pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
+pub const RESOURCE_NOT_FOUND: i16 = 91;
+pub const DUPLICATE_RESOURCE: i16 = 92;
+pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;

@@ -16,6 +16,7 @@ pub mod errors;
 pub mod handlers;
 pub mod net;
 pub mod replication;
+pub mod security;
 pub mod shard;
 pub mod txn;
 pub mod util;

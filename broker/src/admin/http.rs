@@ -22,6 +22,8 @@ pub struct ShardStats {
     pub shard: usize,
     pub partitions: usize,
     pub connections: usize,
+    pub authentication_failures: u64,
+    pub tls_handshake_failures: u64,
     pub flush_passes: u64,
     pub log_flushes: u64,
     pub journal_bytes_written: u64,
@@ -253,6 +255,8 @@ async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
                 shard: s.id,
                 partitions: parts.len(),
                 connections: s.connections.get(),
+                authentication_failures: s.security.stats.authentication_failures.get(),
+                tls_handshake_failures: s.security.stats.tls_handshake_failures.get(),
                 flush_passes: s.flush.passes.get(),
                 log_flushes: s.flush.syncs.get(),
                 journal_bytes_written: s.flush.journal().map_or(0, |j| j.bytes_written.get()),
@@ -338,6 +342,15 @@ fn render_metrics(stats: &[ShardStats]) -> String {
             |s| s.cache_bytes,
         ),
         ("keel_connections", "gauge", "Open Kafka connections on the shard", |s| s.connections as u64),
+        (
+            "keel_authentication_failures_total",
+            "counter",
+            "Failed SASL logins and TLS handshakes on the shard's connections",
+            |s| s.authentication_failures,
+        ),
+        ("keel_tls_handshake_failures_total", "counter", "TLS handshakes that failed or timed out", |s| {
+            s.tls_handshake_failures
+        }),
         ("keel_flush_passes_total", "counter", "Group-commit passes of the shard's flush loop", |s| s.flush_passes),
         (
             "keel_log_flushes_total",

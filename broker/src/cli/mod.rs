@@ -69,6 +69,35 @@ pub struct ServeArgs {
     /// Admin HTTP API, HOST:PORT.
     #[arg(long)]
     pub admin_addr: Option<String>,
+    /// Listeners, NAME://HOST:PORT,... with NAME one of PLAINTEXT, SSL, SASL_PLAINTEXT,
+    /// SASL_SSL (replaces --kafka-addr).
+    #[arg(long, value_delimiter = ',')]
+    pub listeners: Vec<String>,
+    /// Addresses clients are told per listener, NAME://HOST:PORT,...
+    #[arg(long, value_delimiter = ',')]
+    pub advertised_listeners: Vec<String>,
+    /// PEM certificate chain of the TLS listeners.
+    #[arg(long)]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of the TLS listeners.
+    #[arg(long)]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates of client certificates: the SSL listener requires one.
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
+    /// Superusers, User:NAME,...
+    #[arg(long, value_delimiter = ',')]
+    pub superusers: Vec<String>,
+    /// SASL mechanisms offered, e.g. SCRAM-SHA-512,PLAIN.
+    #[arg(long, value_delimiter = ',')]
+    pub sasl_enabled_mechanisms: Vec<String>,
+    /// A SASL/PLAIN user, NAME:PASSWORD (repeatable).
+    #[arg(long)]
+    pub plain_user: Vec<String>,
+    /// A SCRAM user known from the start, NAME:MECHANISM:PASSWORD (repeatable), e.g.
+    /// admin:SCRAM-SHA-512:secret.
+    #[arg(long)]
+    pub scram_user: Vec<String>,
     /// Shards: one pinned executor per core.
     #[arg(long)]
     pub smp: Option<usize>,
@@ -111,6 +140,29 @@ impl ServeArgs {
         if let Some(v) = self.admin_addr {
             c.admin_addr = v;
         }
+        if !self.listeners.is_empty() {
+            c.listeners = self.listeners;
+        }
+        if !self.advertised_listeners.is_empty() {
+            c.advertised_listeners = self.advertised_listeners;
+        }
+        if let Some(v) = self.tls_cert {
+            c.tls_cert = Some(v);
+        }
+        if let Some(v) = self.tls_key {
+            c.tls_key = Some(v);
+        }
+        if let Some(v) = self.tls_ca {
+            c.tls_ca = Some(v);
+        }
+        if !self.superusers.is_empty() {
+            c.superusers = self.superusers;
+        }
+        if !self.sasl_enabled_mechanisms.is_empty() {
+            c.sasl_enabled_mechanisms = self.sasl_enabled_mechanisms;
+        }
+        c.plain_users.extend(self.plain_user);
+        c.scram_users.extend(self.scram_user);
         if let Some(v) = self.smp {
             c.smp = v;
         }
@@ -133,7 +185,8 @@ impl ServeArgs {
         if let Some(v) = self.group_initial_rebalance_delay_ms {
             c.group_initial_rebalance_delay_ms = v;
         }
-        for addr in [&c.kafka_addr, &c.admin_addr] {
+        let listeners = c.listeners()?;
+        for addr in listeners.iter().map(|l| &l.addr).chain([&c.admin_addr]) {
             if std::net::ToSocketAddrs::to_socket_addrs(addr.as_str()).map(|mut a| a.next().is_none()).unwrap_or(true) {
                 return Err(format!("invalid address {addr:?}: expected HOST:PORT"));
             }

@@ -617,3 +617,48 @@ async fn commit_replicated(shard: &Rc<Shard>, replication: &Replication, mut met
     }
     Ok(())
 }
+
+/// One SCRAM credential change of AlterUserScramCredentials: `Some` sets the
+/// mechanism's credential of the user, `None` deletes it.
+#[derive(Debug, Clone)]
+pub struct ScramChange {
+    pub user: String,
+    pub mechanism: crate::security::scram::Mechanism,
+    pub credential: Option<crate::security::scram::Credential>,
+}
+
+/// Applies SCRAM credential changes to the metadata in one commit (replicated with
+/// it in a cluster); a deletion of a credential that does not exist is refused.
+pub async fn alter_scram_credentials(shard: Rc<Shard>, changes: Vec<ScramChange>) -> Vec<Result<(), Failure>> {
+    let _turn = take_turn(&shard).await;
+    let mut meta = (*shard.meta()).clone();
+    let mut results = Vec::new();
+    for change in &changes {
+        let name = change.mechanism.name().to_string();
+        let result = match &change.credential {
+            Some(c) => {
+                meta.scram_users.entry(change.user.clone()).or_default().insert(name, c.clone());
+                Ok(())
+            }
+            None => match meta.scram_users.get_mut(&change.user).and_then(|m| m.remove(&name).map(|_| m.is_empty())) {
+                Some(now_empty) => {
+                    if now_empty {
+                        meta.scram_users.remove(&change.user);
+                    }
+                    Ok(())
+                }
+                None => Err((
+                    errors::RESOURCE_NOT_FOUND,
+                    "Attempt to delete a user credential that does not exist".to_string(),
+                )),
+            },
+        };
+        results.push(result);
+    }
+    if results.iter().any(|r| r.is_ok()) {
+        if let Err(e) = commit(&shard, meta).await {
+            return changes.iter().map(|_| Err(e.clone())).collect();
+        }
+    }
+    results
+}

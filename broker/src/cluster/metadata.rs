@@ -64,6 +64,10 @@ pub struct BrokerMeta {
     /// that joined after it started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpc: Option<String>,
+    /// Advertised host and port of each of its listeners, by listener name; `host`
+    /// and `port` are its inter-broker listener's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub listeners: BTreeMap<String, (String, i32)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -86,6 +90,10 @@ pub struct Metadata {
     /// timeout (KRaft's fenced brokers).
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub fenced: std::collections::BTreeSet<i32>,
+    /// SCRAM credentials by user and mechanism name (AlterUserScramCredentials), as
+    /// KRaft keeps its UserScramCredentialRecords.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scram_users: BTreeMap<String, BTreeMap<String, crate::security::scram::Credential>>,
     #[serde(skip)]
     by_id: HashMap<Uuid, String>,
 }

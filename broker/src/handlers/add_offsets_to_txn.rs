@@ -8,6 +8,7 @@ use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
 use crate::coordinator::{routing, OFFSETS_TOPIC};
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 use crate::txn::shell as txn_shell;
@@ -16,7 +17,12 @@ pub const VERSIONS: (i16, i16) = (0, 4);
 /// The first version that may answer PRODUCER_FENCED ([`super::fenced_as_understood`]).
 const VERSION_FENCED: i16 = 2;
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: AddOffsetsToTxnRequest,
+) -> AddOffsetsToTxnResponse {
     let resp = AddOffsetsToTxnResponse::default();
     let group = req.group_id.0.to_string();
     if group.is_empty() {

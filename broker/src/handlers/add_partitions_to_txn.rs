@@ -18,6 +18,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 use crate::txn::shell as txn_shell;
@@ -29,7 +30,12 @@ const VERSION_FENCED: i16 = 2;
 /// The first version of the broker form.
 const VERSION_BATCHED: i16 = 4;
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
     if version < VERSION_BATCHED {
         let txn_id = req.v3_and_below_transactional_id.0.to_string();
         let (producer_id, epoch) = (req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch);

@@ -9,6 +9,7 @@ use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::str_bytes;
 use crate::cluster::controller::{self, ConfigChange, Failure};
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
@@ -48,7 +49,7 @@ pub async fn apply(
     changes.into_iter().map(|c| c.and_then(|_| results.next().expect("a result per change"))).collect()
 }
 
-pub async fn handle(shard: &Rc<Shard>, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
     let changes = req
         .resources
         .iter()

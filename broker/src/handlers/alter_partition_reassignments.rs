@@ -17,11 +17,16 @@ use kafka_protocol::messages::{AlterPartitionReassignmentsRequest, AlterPartitio
 use super::str_bytes;
 use crate::cluster::controller::{self, Reassignment};
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 
-pub async fn handle(shard: &Rc<Shard>, req: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: AlterPartitionReassignmentsRequest,
+) -> AlterPartitionReassignmentsResponse {
     let wanted: Vec<Reassignment> = req
         .topics
         .iter()

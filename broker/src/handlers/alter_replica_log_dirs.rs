@@ -16,12 +16,17 @@ use kafka_protocol::messages::{AlterReplicaLogDirsRequest, AlterReplicaLogDirsRe
 
 use super::{scatter, str_bytes};
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 /// Kafka 4 removed version 0.
 pub const VERSIONS: (i16, i16) = (1, 2);
 
-pub async fn handle(shard: &Rc<Shard>, req: AlterReplicaLogDirsRequest) -> AlterReplicaLogDirsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: AlterReplicaLogDirsRequest,
+) -> AlterReplicaLogDirsResponse {
     let meta = shard.meta();
     // (topic, partition, answer if known now, owner and target otherwise), in request order.
     let mut slots: Vec<(String, i32, Option<i16>)> = Vec::new();

@@ -4,6 +4,7 @@
 //! transaction protocol (partitions added by the first write, an epoch bump at every
 //! commit or abort); at 1 they add partitions with AddPartitionsToTxn.
 
+use crate::security::context::RequestContext;
 use bytes::Bytes;
 use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
@@ -26,7 +27,12 @@ fn table() -> Vec<ApiVersion> {
 /// The highest `transaction.version` Keel supports.
 pub const TRANSACTION_VERSION_MAX: i16 = 2;
 
-pub fn handle(_version: i16, _req: ApiVersionsRequest, transaction_version: i16) -> ApiVersionsResponse {
+pub fn handle(
+    _ctx: &RequestContext,
+    _version: i16,
+    _req: ApiVersionsRequest,
+    transaction_version: i16,
+) -> ApiVersionsResponse {
     let name = StrBytes::from_static_str("transaction.version");
     ApiVersionsResponse::default()
         .with_error_code(errors::NONE)

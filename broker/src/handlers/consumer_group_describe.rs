@@ -12,6 +12,7 @@ use super::str_bytes;
 use crate::cluster::metadata::Metadata;
 use crate::coordinator::consumer::Assignment as Partitions;
 use crate::coordinator::{consumer_ops, routing};
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
@@ -38,6 +39,7 @@ fn assignment(meta: &Metadata, a: &Partitions) -> Assignment {
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    _ctx: &RequestContext,
     version: i16,
     req: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {

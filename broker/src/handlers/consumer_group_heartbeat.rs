@@ -11,6 +11,7 @@ use super::str_bytes;
 use crate::coordinator::consumer::HeartbeatRequest;
 use crate::coordinator::{consumer_ops, routing};
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
@@ -21,6 +22,7 @@ fn failed(code: i16, message: &str) -> ConsumerGroupHeartbeatResponse {
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    _ctx: &RequestContext,
     version: i16,
     header: &RequestHeader,
     req: ConsumerGroupHeartbeatRequest,

@@ -7,11 +7,16 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 
 use super::str_bytes;
 use crate::cluster::controller;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 3);
 
-pub async fn handle(shard: &Rc<Shard>, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let changes: Vec<(String, i32)> = req.topics.iter().map(|t| (t.name.0.to_string(), t.count)).collect();
     let validate_only = req.validate_only;
     let results = shard

@@ -9,11 +9,17 @@ use super::describe_configs::{source_code, topic_config_entries};
 use super::str_bytes;
 use crate::cluster::controller::{self, TopicSpec};
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (2, 7);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: CreateTopicsRequest) -> CreateTopicsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
     let mut specs = Vec::new();
     let mut early = Vec::new();
     // A name given twice creates nothing and is answered once, INVALID_REQUEST, as Kafka does.

@@ -7,12 +7,13 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
 use crate::coordinator::{admin_ops, routing};
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
 /// A group named twice is answered once, as Kafka's keyed result collection does.
-pub async fn handle(shard: &Rc<Shard>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let mut groups = req.groups_names;
     let mut seen = std::collections::HashSet::new();
     groups.retain(|g| seen.insert(g.clone()));

@@ -26,6 +26,7 @@ use keel_storage::retention;
 use super::answer_partitions;
 use crate::errors;
 use crate::replication::shell::Replication;
+use crate::security::context::RequestContext;
 use crate::shard::partition::Partition;
 use crate::shard::Shard;
 use keel_raft::GroupId;
@@ -38,7 +39,7 @@ const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
 /// (error, low watermark)
 type Answer = (i16, i64);
 
-pub async fn handle(shard: &Rc<Shard>, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let items = req
         .topics
         .iter()

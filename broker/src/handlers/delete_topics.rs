@@ -9,11 +9,17 @@ use uuid::Uuid;
 use super::str_bytes;
 use crate::cluster::controller;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 6);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
     let meta = shard.meta();
     let wanted: Vec<(Option<String>, Uuid)> = if version >= 6 {
         req.topics

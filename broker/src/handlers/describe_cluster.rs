@@ -7,6 +7,7 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 
 use super::metadata::OPERATIONS_NOT_REQUESTED;
 use super::str_bytes;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
@@ -15,8 +16,13 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 /// CREATE, DESCRIBE_TOKENS, ALTER... : every cluster operation, as with no ACLs.
 const CLUSTER_OPERATIONS_ALL: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
-pub fn handle(shard: &Rc<Shard>, version: i16, req: DescribeClusterRequest) -> DescribeClusterResponse {
-    let brokers = crate::replication::cluster::brokers(shard);
+pub fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    version: i16,
+    req: DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let brokers = crate::replication::cluster::brokers(shard, ctx.listener_name());
     let mut r = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&shard.meta().cluster_id))
         .with_controller_id(BrokerId(crate::replication::cluster::controller_id(shard)))

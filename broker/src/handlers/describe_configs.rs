@@ -13,6 +13,7 @@ use super::str_bytes;
 use crate::cluster::configs::{self, Kind, Source};
 use crate::config::BrokerConfig;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 4);
@@ -58,7 +59,12 @@ pub fn topic_config_entries(
         .collect()
 }
 
-pub fn handle(shard: &Rc<Shard>, version: i16, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
     let meta = shard.meta();
     let results = req
         .resources

@@ -11,11 +11,17 @@ use super::str_bytes;
 use crate::coordinator::admin_ops;
 use crate::coordinator::routing;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 6);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
     let calls = req.groups.into_iter().map(|group_id| {
         let id = group_id.0.to_string();
         async move {

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 
 use super::str_bytes;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 4);
@@ -26,7 +27,7 @@ struct Replica {
     future: bool,
 }
 
-pub async fn handle(shard: &Rc<Shard>, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
     let wanted: Option<Vec<(String, i32)>> = req
         .topics
         .as_ref()

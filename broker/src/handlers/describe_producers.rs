@@ -9,13 +9,18 @@ use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersRespon
 
 use super::answer_partitions;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
 type Answer = (i16, Vec<(i64, i16, i32, i64, i64)>);
 
-pub async fn handle(shard: &Rc<Shard>, req: DescribeProducersRequest) -> DescribeProducersResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: DescribeProducersRequest,
+) -> DescribeProducersResponse {
     let items = req
         .topics
         .iter()

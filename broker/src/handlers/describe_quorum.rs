@@ -11,6 +11,7 @@ use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumRe
 use super::str_bytes;
 use crate::errors;
 use crate::replication::shell::METADATA_GROUP;
+use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 
@@ -22,10 +23,16 @@ const METADATA_TOPIC: &str = "__cluster_metadata";
 /// As Kafka's `KafkaRaftClient`: a request that is not exactly one topic with one
 /// partition, `__cluster_metadata`/0, is answered UNKNOWN_TOPIC_OR_PARTITION for every
 /// partition it names, and with no nodes.
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: DescribeQuorumRequest) -> DescribeQuorumResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    version: i16,
+    req: DescribeQuorumRequest,
+) -> DescribeQuorumResponse {
     let valid = matches!(req.topics.as_slice(), [t] if t.topic_name.0.as_str() == METADATA_TOPIC
         && matches!(t.partitions.as_slice(), [p] if p.partition_index == 0));
-    let quorum = if valid { shard.submit_to(0, |s| async move { quorum(&s) }).await } else { None };
+    let listener = ctx.listener_name().to_string();
+    let quorum = if valid { shard.submit_to(0, move |s| async move { quorum(&s, &listener) }).await } else { None };
     let topics = req
         .topics
         .into_iter()
@@ -60,7 +67,7 @@ struct Quorum {
 }
 
 /// The quorum as shard 0 of this node knows it; `None` unless this node leads it.
-fn quorum(shard: &Shard) -> Option<Quorum> {
+fn quorum(shard: &Shard, listener: &str) -> Option<Quorum> {
     let now = now_ms();
     let (leader, epoch, high_watermark, voters) = match &shard.replication {
         None => (shard.config.node_id, 0, 0, vec![(shard.config.node_id, 0)]),
@@ -88,13 +95,13 @@ fn quorum(shard: &Shard) -> Option<Quorum> {
         .with_leader_epoch(epoch)
         .with_high_watermark(high_watermark)
         .with_current_voters(current_voters);
-    let brokers = crate::replication::cluster::brokers(shard);
+    let brokers = crate::replication::cluster::brokers(shard, listener);
     let nodes = voters
         .iter()
         .filter_map(|(id, _)| brokers.iter().find(|(b, ..)| b == id))
         .map(|(id, host, port)| {
             Node::default().with_node_id(BrokerId(*id)).with_listeners(vec![Listener::default()
-                .with_name(str_bytes("PLAINTEXT"))
+                .with_name(str_bytes(listener))
                 .with_host(str_bytes(host))
                 .with_port(*port as u16)])
         })

@@ -12,6 +12,7 @@ use super::metadata::{OPERATIONS_NOT_REQUESTED, TOPIC_OPERATIONS_ALL};
 use super::str_bytes;
 use crate::cluster::controller::validate_topic_name;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
 
@@ -30,7 +31,11 @@ pub const RESPONSE_PARTITIONS_MAX: i32 = 2_000;
 /// known or not, is where the cursor points (partition 0). Unknown topics answer
 /// UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name) and, as
 /// every topic, the operations a broker without an authorizer allows.
-pub fn handle(shard: &Rc<Shard>, req: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: DescribeTopicPartitionsRequest,
+) -> DescribeTopicPartitionsResponse {
     let meta = shard.meta();
     let node = BrokerId(shard.config.node_id);
     let cursor_topic = req.cursor.as_ref().map(|c| c.topic_name.0.to_string()).unwrap_or_default();

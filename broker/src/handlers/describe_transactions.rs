@@ -10,13 +10,18 @@ use kafka_protocol::messages::{
 
 use super::str_bytes;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 use crate::txn::shell as txn_shell;
 use crate::txn::state::TxnMeta;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-pub async fn handle(shard: &Rc<Shard>, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
     let mut states = Vec::with_capacity(req.transactional_ids.len());
     for id in req.transactional_ids {
         let txn_id = id.0.to_string();

@@ -29,6 +29,7 @@ use super::str_bytes;
 use crate::errors;
 use crate::replication::balance::{self, MoveError, Moved, Wanted};
 use crate::replication::cluster::partition_view;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
@@ -46,7 +47,12 @@ const ELECTION_NOT_NEEDED: i16 = 84;
 /// (error, message) of one partition.
 type Answer = (i16, Option<String>);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: ElectLeadersRequest) -> ElectLeadersResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: ElectLeadersRequest,
+) -> ElectLeadersResponse {
     let election_type = if version == 0 { PREFERRED } else { req.election_type };
     if election_type != PREFERRED && election_type != UNCLEAN {
         return ElectLeadersResponse::default().with_error_code(errors::INVALID_REQUEST);

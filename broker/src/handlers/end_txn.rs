@@ -8,6 +8,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 use crate::txn::shell as txn_shell;
@@ -18,7 +19,7 @@ pub const VERSIONS: (i16, i16) = (0, 5);
 /// The first version that may answer PRODUCER_FENCED ([`super::fenced_as_understood`]).
 const VERSION_FENCED: i16 = 2;
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: EndTxnRequest) -> EndTxnResponse {
+pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, version: i16, req: EndTxnRequest) -> EndTxnResponse {
     let txn_id = req.transactional_id.0.to_string();
     let (producer_id, epoch, commit) = (req.producer_id.0, req.producer_epoch, req.committed);
     let bump = version >= 5;

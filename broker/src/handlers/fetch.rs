@@ -20,6 +20,7 @@ use uuid::Uuid;
 use super::{scatter, str_bytes};
 use crate::errors;
 use crate::replication::cluster;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (4, 17);
@@ -76,7 +77,7 @@ impl Got {
 /// per partition its index and the error already known for it.
 type TopicLayout = (TopicName, Uuid, Option<String>, Vec<(i32, Option<i16>)>);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> FetchResponse {
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: FetchRequest) -> FetchResponse {
     if req.session_epoch > 0 || req.session_id != 0 {
         return FetchResponse::default().with_error_code(errors::FETCH_SESSION_ID_NOT_FOUND);
     }
@@ -183,7 +184,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FetchRequest) -> Fetch
         .collect();
     let mut response = FetchResponse::default().with_responses(responses);
     if version >= 16 {
-        response.node_endpoints = cluster::endpoints_of(shard, &leaders)
+        response.node_endpoints = cluster::endpoints_of(shard, ctx.listener_name(), &leaders)
             .into_iter()
             .map(|(id, host, port)| {
                 NodeEndpoint::default().with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port)

@@ -14,6 +14,7 @@ use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
 use super::str_bytes;
 use crate::coordinator::{routing, OFFSETS_TOPIC};
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 use crate::txn::TRANSACTION_TOPIC;
 
@@ -23,7 +24,14 @@ const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// The coordinator (node, host, port) of one key, or (error, message).
-async fn find(shard: &Rc<Shard>, key_type: i8, key: &str) -> Result<(i32, String, i32), (i16, String)> {
+async fn find(shard: &Rc<Shard>, listener: &str, key_type: i8, key: &str) -> Result<(i32, String, i32), (i16, String)> {
+    let (node, host, port) = coordinator(shard, key_type, key).await?;
+    let (host, port) = crate::replication::cluster::endpoint_of(shard, listener, node, (host, port));
+    Ok((node, host, port))
+}
+
+/// The coordinator of one key, with its inter-broker address.
+async fn coordinator(shard: &Rc<Shard>, key_type: i8, key: &str) -> Result<(i32, String, i32), (i16, String)> {
     match key_type {
         KEY_TYPE_GROUP if key.is_empty() => Err((errors::INVALID_REQUEST, "Group id must not be empty.".into())),
         KEY_TYPE_GROUP => routing::coordinator_node(shard, OFFSETS_TOPIC, key)
@@ -39,10 +47,15 @@ async fn find(shard: &Rc<Shard>, key_type: i8, key: &str) -> Result<(i32, String
     }
 }
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    version: i16,
+    req: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
     let mut resp = FindCoordinatorResponse::default();
     if version < 4 {
-        match find(shard, req.key_type, &req.key).await {
+        match find(shard, ctx.listener_name(), req.key_type, &req.key).await {
             Ok((node_id, host, port)) => {
                 resp.node_id = node_id.into();
                 resp.host = str_bytes(&host);
@@ -63,7 +76,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: FindCoordinatorRequest
         return resp;
     }
     for key in req.coordinator_keys {
-        let c = match find(shard, req.key_type, &key).await {
+        let c = match find(shard, ctx.listener_name(), req.key_type, &key).await {
             Ok((node_id, host, port)) => Coordinator::default()
                 .with_key(key)
                 .with_node_id(node_id.into())

@@ -6,11 +6,12 @@ use std::rc::Rc;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use crate::coordinator::{classic_ops, routing};
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 4);
 
-pub async fn handle(shard: &Rc<Shard>, req: HeartbeatRequest) -> HeartbeatResponse {
+pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
     let group_id = req.group_id.0.to_string();
     let (member_id, generation) = (req.member_id.to_string(), req.generation_id);
     let instance_id = req.group_instance_id.as_deref().map(str::to_string);

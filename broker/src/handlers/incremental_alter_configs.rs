@@ -10,6 +10,7 @@ use super::str_bytes;
 use crate::cluster::configs;
 use crate::cluster::controller::{ConfigChange, Failure};
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
@@ -19,7 +20,11 @@ const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
-pub async fn handle(shard: &Rc<Shard>, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
     let meta = shard.meta();
     let mut changes: Vec<Result<ConfigChange, Failure>> = Vec::new();
     for r in &req.resources {

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 
 use crate::cluster::controller;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 use crate::txn::shell as txn_shell;
@@ -19,7 +20,12 @@ pub const VERSIONS: (i16, i16) = (0, 5);
 /// The first version that may answer PRODUCER_FENCED ([`super::fenced_as_understood`]).
 const VERSION_FENCED: i16 = 4;
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
     let resp = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
     if let Some(txn_id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) {
         return match transactional(shard, txn_id, &req).await {

@@ -10,12 +10,14 @@ use uuid::Uuid;
 use super::str_bytes;
 use crate::coordinator::classic::{JoinRequest, JoinResult, Protocol};
 use crate::coordinator::{classic_ops, routing};
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 9);
 
 pub async fn handle(
     shard: &Rc<Shard>,
+    _ctx: &RequestContext,
     version: i16,
     header: &RequestHeader,
     req: JoinGroupRequest,

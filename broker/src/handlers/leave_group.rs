@@ -8,11 +8,17 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use crate::coordinator::{classic_ops, routing};
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 5);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: LeaveGroupRequest) -> LeaveGroupResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: LeaveGroupRequest,
+) -> LeaveGroupResponse {
     let group_id = req.group_id.0.to_string();
     let members: Vec<(String, Option<String>)> = if version >= 3 {
         req.members

@@ -9,11 +9,17 @@ use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use super::str_bytes;
 use crate::coordinator::admin_ops;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 5);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListGroupsRequest) -> ListGroupsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: ListGroupsRequest,
+) -> ListGroupsResponse {
     let per_shard = shard.submit_to_all(|s| async move { admin_ops::list(&s) }).await;
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();

@@ -9,6 +9,7 @@ use keel_storage::log;
 
 use super::answer_partitions;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::partition::{Partition, LEADER_EPOCH};
 use crate::shard::Shard;
 
@@ -23,7 +24,12 @@ pub const LATEST_TIERED: i64 = -5;
 /// (error, timestamp, offset, leader epoch)
 type Answer = (i16, i64, i64, i32);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
     let committed = req.isolation_level == super::fetch::READ_COMMITTED;
     let items = req
         .topics

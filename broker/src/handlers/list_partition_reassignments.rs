@@ -13,11 +13,16 @@ use kafka_protocol::messages::{BrokerId, ListPartitionReassignmentsRequest, List
 use super::str_bytes;
 use crate::cluster::metadata::TopicMeta;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-pub fn handle(shard: &Rc<Shard>, req: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse {
+pub fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: ListPartitionReassignmentsRequest,
+) -> ListPartitionReassignmentsResponse {
     let meta = shard.meta();
     let asked: Vec<(String, Option<Vec<i32>>)> = match req.topics {
         Some(topics) => topics.into_iter().map(|t| (t.name.0.to_string(), Some(t.partition_indexes))).collect(),

@@ -8,13 +8,19 @@ use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId};
 
 use super::str_bytes;
+use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 use crate::txn::state::{TxnMeta, TxnStatus, ALL};
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: ListTransactionsRequest) -> ListTransactionsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: ListTransactionsRequest,
+) -> ListTransactionsResponse {
     let per_shard = shard
         .submit_to_all(|s| async move {
             let c = s.txn.borrow();

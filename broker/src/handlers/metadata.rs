@@ -13,6 +13,7 @@ use crate::cluster::controller;
 use crate::cluster::metadata::TopicMeta;
 use crate::errors;
 use crate::replication::cluster;
+use crate::security::context::RequestContext;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
 
@@ -24,7 +25,7 @@ pub const TOPIC_OPERATIONS_ALL: i32 =
     (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 pub const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> MetadataResponse {
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: MetadataRequest) -> MetadataResponse {
     let meta = shard.meta();
     let node = shard.config.node_id;
     let allow_create = version < 4 || req.allow_auto_topic_creation;
@@ -68,7 +69,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: MetadataRequest) -> Me
             }
         })
         .collect();
-    let brokers = cluster::brokers(shard);
+    let brokers = cluster::brokers(shard, ctx.listener_name());
     MetadataResponse::default()
         .with_brokers(
             brokers

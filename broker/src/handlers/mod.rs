@@ -7,6 +7,7 @@ pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -24,6 +25,7 @@ pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
@@ -43,6 +45,8 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
@@ -54,6 +58,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::Encodable;
 use keel_protocol::frame::{self, FrameError};
 
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 /// Every API Keel serves, with the versions it serves. ApiVersions advertises exactly
@@ -89,6 +94,19 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
         ApiKey::ListPartitionReassignments,
         list_partition_reassignments::VERSIONS.0,
         list_partition_reassignments::VERSIONS.1,
+    ),
+    // Authentication (the exchange runs on the connection: security::sasl) and SCRAM users.
+    (ApiKey::SaslHandshake, sasl_handshake::VERSIONS.0, sasl_handshake::VERSIONS.1),
+    (ApiKey::SaslAuthenticate, sasl_authenticate::VERSIONS.0, sasl_authenticate::VERSIONS.1),
+    (
+        ApiKey::DescribeUserScramCredentials,
+        describe_user_scram_credentials::VERSIONS.0,
+        describe_user_scram_credentials::VERSIONS.1,
+    ),
+    (
+        ApiKey::AlterUserScramCredentials,
+        alter_user_scram_credentials::VERSIONS.0,
+        alter_user_scram_credentials::VERSIONS.1,
     ),
     // Consumer groups and offsets (group coordinator).
     (ApiKey::OffsetCommit, offset_commit::VERSIONS.0, offset_commit::VERSIONS.1),
@@ -181,7 +199,7 @@ pub const CLOSE_CONNECTION: Bytes = Bytes::new();
 
 /// Runs a decoded request; `None` means no response is sent, [`CLOSE_CONNECTION`] that
 /// the connection is closed after the responses before it.
-pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
+pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Option<Bytes> {
     let (key, v, corr) = (req.api_key, req.version, req.header.correlation_id);
     // In a cluster, metadata changes are the controller's: a node that is not it
     // relays the request there and its answer back, as Kafka's brokers do.
@@ -191,66 +209,84 @@ pub async fn run(shard: &Rc<Shard>, req: Request) -> Option<Bytes> {
         }
     }
     match req.body {
-        RequestKind::Produce(r) => match produce::handle(shard, v, r).await {
+        RequestKind::Produce(r) => match produce::handle(shard, ctx, v, r).await {
             produce::Answer::Respond(resp) => encode(key, v, corr, &resp),
             produce::Answer::Silent => None,
             produce::Answer::Close => Some(CLOSE_CONNECTION),
         },
-        RequestKind::Fetch(r) => encode(key, v, corr, &fetch::handle(shard, v, r).await),
-        RequestKind::ListOffsets(r) => encode(key, v, corr, &list_offsets::handle(shard, v, r).await),
-        RequestKind::Metadata(r) => encode(key, v, corr, &metadata::handle(shard, v, r).await),
+        RequestKind::Fetch(r) => encode(key, v, corr, &fetch::handle(shard, ctx, v, r).await),
+        RequestKind::ListOffsets(r) => encode(key, v, corr, &list_offsets::handle(shard, ctx, v, r).await),
+        RequestKind::Metadata(r) => encode(key, v, corr, &metadata::handle(shard, ctx, v, r).await),
         RequestKind::ApiVersions(r) => {
-            encode(key, v, corr, &api_versions::handle(v, r, shard.config.transaction_version))
+            encode(key, v, corr, &api_versions::handle(ctx, v, r, shard.config.transaction_version))
         }
-        RequestKind::CreateTopics(r) => encode(key, v, corr, &create_topics::handle(shard, v, r).await),
-        RequestKind::DeleteTopics(r) => encode(key, v, corr, &delete_topics::handle(shard, v, r).await),
-        RequestKind::InitProducerId(r) => encode(key, v, corr, &init_producer_id::handle(shard, v, r).await),
-        RequestKind::OffsetForLeaderEpoch(r) => encode(key, v, corr, &offset_for_leader_epoch::handle(shard, r).await),
-        RequestKind::DescribeConfigs(r) => encode(key, v, corr, &describe_configs::handle(shard, v, r)),
-        RequestKind::AlterConfigs(r) => encode(key, v, corr, &alter_configs::handle(shard, r).await),
-        RequestKind::DescribeLogDirs(r) => encode(key, v, corr, &describe_log_dirs::handle(shard, r).await),
-        RequestKind::AlterReplicaLogDirs(r) => encode(key, v, corr, &alter_replica_log_dirs::handle(shard, r).await),
-        RequestKind::CreatePartitions(r) => encode(key, v, corr, &create_partitions::handle(shard, r).await),
+        RequestKind::CreateTopics(r) => encode(key, v, corr, &create_topics::handle(shard, ctx, v, r).await),
+        RequestKind::DeleteTopics(r) => encode(key, v, corr, &delete_topics::handle(shard, ctx, v, r).await),
+        RequestKind::InitProducerId(r) => encode(key, v, corr, &init_producer_id::handle(shard, ctx, v, r).await),
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            encode(key, v, corr, &offset_for_leader_epoch::handle(shard, ctx, r).await)
+        }
+        RequestKind::DescribeConfigs(r) => encode(key, v, corr, &describe_configs::handle(shard, ctx, v, r)),
+        RequestKind::AlterConfigs(r) => encode(key, v, corr, &alter_configs::handle(shard, ctx, r).await),
+        RequestKind::DescribeLogDirs(r) => encode(key, v, corr, &describe_log_dirs::handle(shard, ctx, r).await),
+        RequestKind::AlterReplicaLogDirs(r) => {
+            encode(key, v, corr, &alter_replica_log_dirs::handle(shard, ctx, r).await)
+        }
+        RequestKind::CreatePartitions(r) => encode(key, v, corr, &create_partitions::handle(shard, ctx, r).await),
         RequestKind::IncrementalAlterConfigs(r) => {
-            encode(key, v, corr, &incremental_alter_configs::handle(shard, r).await)
+            encode(key, v, corr, &incremental_alter_configs::handle(shard, ctx, r).await)
         }
-        RequestKind::DescribeCluster(r) => encode(key, v, corr, &describe_cluster::handle(shard, v, r)),
-        RequestKind::DescribeTopicPartitions(r) => encode(key, v, corr, &describe_topic_partitions::handle(shard, r)),
-        RequestKind::DescribeAcls(r) => encode(key, v, corr, &describe_acls::handle(r)),
-        RequestKind::DescribeQuorum(r) => encode(key, v, corr, &describe_quorum::handle(shard, v, r).await),
-        RequestKind::DeleteRecords(r) => encode(key, v, corr, &delete_records::handle(shard, r).await),
-        RequestKind::ElectLeaders(r) => encode(key, v, corr, &elect_leaders::handle(shard, v, r).await),
+        RequestKind::DescribeCluster(r) => encode(key, v, corr, &describe_cluster::handle(shard, ctx, v, r)),
+        RequestKind::DescribeTopicPartitions(r) => {
+            encode(key, v, corr, &describe_topic_partitions::handle(shard, ctx, r))
+        }
+        RequestKind::DescribeAcls(r) => encode(key, v, corr, &describe_acls::handle(ctx, r)),
+        RequestKind::DescribeQuorum(r) => encode(key, v, corr, &describe_quorum::handle(shard, ctx, v, r).await),
+        RequestKind::DeleteRecords(r) => encode(key, v, corr, &delete_records::handle(shard, ctx, r).await),
+        RequestKind::ElectLeaders(r) => encode(key, v, corr, &elect_leaders::handle(shard, ctx, v, r).await),
         RequestKind::AlterPartitionReassignments(r) => {
-            encode(key, v, corr, &alter_partition_reassignments::handle(shard, r).await)
+            encode(key, v, corr, &alter_partition_reassignments::handle(shard, ctx, r).await)
         }
         RequestKind::ListPartitionReassignments(r) => {
-            encode(key, v, corr, &list_partition_reassignments::handle(shard, r))
+            encode(key, v, corr, &list_partition_reassignments::handle(shard, ctx, r))
         }
-        RequestKind::FindCoordinator(r) => encode(key, v, corr, &find_coordinator::handle(shard, v, r).await),
-        RequestKind::JoinGroup(r) => encode(key, v, corr, &join_group::handle(shard, v, &req.header, r).await),
-        RequestKind::SyncGroup(r) => encode(key, v, corr, &sync_group::handle(shard, v, r).await),
-        RequestKind::Heartbeat(r) => encode(key, v, corr, &heartbeat::handle(shard, r).await),
-        RequestKind::LeaveGroup(r) => encode(key, v, corr, &leave_group::handle(shard, v, r).await),
-        RequestKind::OffsetCommit(r) => encode(key, v, corr, &offset_commit::handle(shard, v, r).await),
-        RequestKind::OffsetFetch(r) => encode(key, v, corr, &offset_fetch::handle(shard, v, r).await),
-        RequestKind::OffsetDelete(r) => encode(key, v, corr, &offset_delete::handle(shard, r).await),
-        RequestKind::ListGroups(r) => encode(key, v, corr, &list_groups::handle(shard, v, r).await),
-        RequestKind::DescribeGroups(r) => encode(key, v, corr, &describe_groups::handle(shard, v, r).await),
-        RequestKind::DeleteGroups(r) => encode(key, v, corr, &delete_groups::handle(shard, r).await),
+        RequestKind::FindCoordinator(r) => encode(key, v, corr, &find_coordinator::handle(shard, ctx, v, r).await),
+        RequestKind::JoinGroup(r) => encode(key, v, corr, &join_group::handle(shard, ctx, v, &req.header, r).await),
+        RequestKind::SyncGroup(r) => encode(key, v, corr, &sync_group::handle(shard, ctx, v, r).await),
+        RequestKind::Heartbeat(r) => encode(key, v, corr, &heartbeat::handle(shard, ctx, r).await),
+        RequestKind::LeaveGroup(r) => encode(key, v, corr, &leave_group::handle(shard, ctx, v, r).await),
+        RequestKind::OffsetCommit(r) => encode(key, v, corr, &offset_commit::handle(shard, ctx, v, r).await),
+        RequestKind::OffsetFetch(r) => encode(key, v, corr, &offset_fetch::handle(shard, ctx, v, r).await),
+        RequestKind::OffsetDelete(r) => encode(key, v, corr, &offset_delete::handle(shard, ctx, r).await),
+        RequestKind::ListGroups(r) => encode(key, v, corr, &list_groups::handle(shard, ctx, v, r).await),
+        RequestKind::DescribeGroups(r) => encode(key, v, corr, &describe_groups::handle(shard, ctx, v, r).await),
+        RequestKind::DeleteGroups(r) => encode(key, v, corr, &delete_groups::handle(shard, ctx, r).await),
         RequestKind::ConsumerGroupHeartbeat(r) => {
-            encode(key, v, corr, &consumer_group_heartbeat::handle(shard, v, &req.header, r).await)
+            encode(key, v, corr, &consumer_group_heartbeat::handle(shard, ctx, v, &req.header, r).await)
         }
         RequestKind::ConsumerGroupDescribe(r) => {
-            encode(key, v, corr, &consumer_group_describe::handle(shard, v, r).await)
+            encode(key, v, corr, &consumer_group_describe::handle(shard, ctx, v, r).await)
         }
-        RequestKind::AddPartitionsToTxn(r) => encode(key, v, corr, &add_partitions_to_txn::handle(shard, v, r).await),
-        RequestKind::AddOffsetsToTxn(r) => encode(key, v, corr, &add_offsets_to_txn::handle(shard, v, r).await),
-        RequestKind::EndTxn(r) => encode(key, v, corr, &end_txn::handle(shard, v, r).await),
-        RequestKind::TxnOffsetCommit(r) => encode(key, v, corr, &txn_offset_commit::handle(shard, v, r).await),
-        RequestKind::WriteTxnMarkers(r) => encode(key, v, corr, &write_txn_markers::handle(shard, r).await),
-        RequestKind::DescribeTransactions(r) => encode(key, v, corr, &describe_transactions::handle(shard, r).await),
-        RequestKind::DescribeProducers(r) => encode(key, v, corr, &describe_producers::handle(shard, r).await),
-        RequestKind::ListTransactions(r) => encode(key, v, corr, &list_transactions::handle(shard, v, r).await),
+        RequestKind::AddPartitionsToTxn(r) => {
+            encode(key, v, corr, &add_partitions_to_txn::handle(shard, ctx, v, r).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => encode(key, v, corr, &add_offsets_to_txn::handle(shard, ctx, v, r).await),
+        RequestKind::EndTxn(r) => encode(key, v, corr, &end_txn::handle(shard, ctx, v, r).await),
+        RequestKind::TxnOffsetCommit(r) => encode(key, v, corr, &txn_offset_commit::handle(shard, ctx, v, r).await),
+        RequestKind::WriteTxnMarkers(r) => encode(key, v, corr, &write_txn_markers::handle(shard, ctx, r).await),
+        RequestKind::DescribeTransactions(r) => {
+            encode(key, v, corr, &describe_transactions::handle(shard, ctx, r).await)
+        }
+        RequestKind::DescribeProducers(r) => encode(key, v, corr, &describe_producers::handle(shard, ctx, r).await),
+        RequestKind::ListTransactions(r) => encode(key, v, corr, &list_transactions::handle(shard, ctx, v, r).await),
+        RequestKind::SaslHandshake(r) => encode(key, v, corr, &sasl_handshake::handle(ctx, r)),
+        RequestKind::SaslAuthenticate(r) => encode(key, v, corr, &sasl_authenticate::handle(ctx, r)),
+        RequestKind::DescribeUserScramCredentials(r) => {
+            encode(key, v, corr, &describe_user_scram_credentials::handle(shard, ctx, r))
+        }
+        RequestKind::AlterUserScramCredentials(r) => {
+            encode(key, v, corr, &alter_user_scram_credentials::handle(shard, ctx, r).await)
+        }
         other => {
             // `prepare` only lets through what SUPPORTED lists, and each has an arm.
             unreachable!("no handler for a request prepare() accepted: {:?}", std::mem::discriminant(&other))

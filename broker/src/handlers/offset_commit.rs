@@ -8,11 +8,17 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use crate::coordinator::offset_ops::{self, CommitPartition, CommitRequest};
 use crate::coordinator::routing;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (2, 9);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: OffsetCommitRequest) -> OffsetCommitResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: OffsetCommitRequest,
+) -> OffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
     let partitions: Vec<CommitPartition> = req
         .topics

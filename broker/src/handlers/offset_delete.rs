@@ -13,11 +13,12 @@ use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use crate::coordinator::{offset_ops, routing};
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-pub async fn handle(shard: &Rc<Shard>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let group_id = req.group_id.0.to_string();
     let exists = {
         let meta = shard.meta();

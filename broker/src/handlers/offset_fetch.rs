@@ -14,6 +14,7 @@ use super::str_bytes;
 use crate::coordinator::offset_ops::{self, FetchRequest, FetchedOffset};
 use crate::coordinator::routing;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 9);
@@ -53,7 +54,12 @@ fn by_topic(offsets: Vec<FetchedOffset>) -> Vec<(String, Vec<FetchedOffset>)> {
     out
 }
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: OffsetFetchRequest) -> OffsetFetchResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: OffsetFetchRequest,
+) -> OffsetFetchResponse {
     if version < 8 {
         let topics = req
             .topics

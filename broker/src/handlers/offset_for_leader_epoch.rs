@@ -8,12 +8,17 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 
 use super::answer_partitions;
 use crate::errors;
+use crate::security::context::RequestContext;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (2, 4);
 
-pub async fn handle(shard: &Rc<Shard>, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
     let items = req
         .topics
         .iter()

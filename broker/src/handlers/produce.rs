@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::{scatter, str_bytes};
 use crate::errors;
 use crate::replication::cluster;
+use crate::security::context::RequestContext;
 use crate::shard::partition::{ProduceOutcome, TxnWrite};
 use crate::shard::Shard;
 
@@ -46,7 +47,7 @@ pub enum Answer {
     Close,
 }
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Answer {
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: ProduceRequest) -> Answer {
     let acks = req.acks;
     let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
     // A missing topic is UNKNOWN_TOPIC_OR_PARTITION: as in Kafka, only Metadata
@@ -176,7 +177,7 @@ pub async fn handle(shard: &Rc<Shard>, version: i16, req: ProduceRequest) -> Ans
             ),
         }
     }
-    let node_endpoints = cluster::endpoints_of(shard, &leaders)
+    let node_endpoints = cluster::endpoints_of(shard, ctx.listener_name(), &leaders)
         .into_iter()
         .map(|(id, host, port)| {
             NodeEndpoint::default().with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port)

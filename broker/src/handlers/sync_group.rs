@@ -8,11 +8,17 @@ use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use super::str_bytes;
 use crate::coordinator::classic::{SyncRequest, SyncResult};
 use crate::coordinator::{classic_ops, routing};
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 5);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: SyncGroupRequest) -> SyncGroupResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: SyncGroupRequest,
+) -> SyncGroupResponse {
     let group_id = req.group_id.0.to_string();
     let sync = SyncRequest {
         member_id: req.member_id.to_string(),

@@ -12,13 +12,19 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use crate::coordinator::offset_ops::{self, CommitPartition, CommitRequest};
 use crate::coordinator::routing;
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 /// From version 5 (transaction protocol version 2) the commit itself joins the
 /// group's partition to the transaction, without AddOffsetsToTxn.
 pub const VERSIONS: (i16, i16) = (0, 5);
 
-pub async fn handle(shard: &Rc<Shard>, version: i16, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    _ctx: &RequestContext,
+    version: i16,
+    req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
     let partitions: Vec<CommitPartition> = req
         .topics

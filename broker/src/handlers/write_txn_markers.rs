@@ -9,12 +9,13 @@ use kafka_protocol::messages::write_txn_markers_response::{
 };
 use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
+use crate::security::context::RequestContext;
 use crate::shard::Shard;
 use crate::txn::markers::{self, Marker};
 
 pub const VERSIONS: (i16, i16) = (1, 1);
 
-pub async fn handle(shard: &Rc<Shard>, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
+pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
     let mut results = Vec::with_capacity(req.markers.len());
     for m in req.markers {
         let marker = Marker {

@@ -14,6 +14,13 @@
 //!
 //! When the client goes (the socket reads end or a write fails), a long-poll fetch of
 //! the connection still waiting is dropped, which cancels its waits on owner shards.
+//!
+//! The code is generic over the stream: a plain TCP stream is served as it always was
+//! (no copy, no extra layer), a TLS stream through the same reader and writer. On a
+//! SASL listener the reader passes each request of a connection not yet
+//! authenticated through its [`Authenticator`] before starting any handler, and
+//! unauthenticated frames are capped at
+//! [`sasl::UNAUTHENTICATED_FRAME_BYTES_MAX`](crate::security::sasl::UNAUTHENTICATED_FRAME_BYTES_MAX).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -22,7 +29,6 @@ use bytes::{Bytes, BytesMut};
 use futures_lite::io::BufReader;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel;
-use glommio::net::TcpStream;
 use glommio::sync::StaticPermit;
 use glommio::task::JoinHandle;
 use kafka_protocol::messages::ApiKey;
@@ -31,6 +37,8 @@ use keel_storage::Signal;
 
 use super::split;
 use crate::handlers;
+use crate::security::context::{RequestContext, Session};
+use crate::security::sasl::{self, Authenticator, Gate};
 use crate::shard::Shard;
 
 /// Read buffer of each connection: what an idle connection costs (`connections_max`
@@ -55,9 +63,14 @@ struct Queued {
     _budget: StaticPermit,
 }
 
-pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+/// Serves one connection whose TLS handshake (if any) is done; `session` says who it
+/// is so far.
+pub async fn serve<S>(shard: &Rc<Shard>, stream: S, session: Rc<Session>)
+where
+    S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin + 'static,
+{
+    let peer = session.peer.clone();
+    let mut auth = session.protocol().uses_sasl().then(Authenticator::default);
     let (read_half, mut write_half) = split::split(stream);
     let mut reader = BufReader::with_capacity(CONNECTION_READ_BUFFER_BYTES, read_half);
     let (tx, rx) = local_channel::new_bounded::<Queued>(shard.config.in_flight_requests_max);
@@ -99,10 +112,12 @@ pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
         if reader.read_exact(&mut prefix).await.is_err() {
             break;
         }
-        let len = match frame::frame_len(prefix, limit) {
+        let unauthenticated = auth.as_ref().is_some_and(|a| !a.done());
+        let frame_limit = if unauthenticated { limit.min(sasl::UNAUTHENTICATED_FRAME_BYTES_MAX) } else { limit };
+        let len = match frame::frame_len(prefix, frame_limit) {
             Ok(len) => len,
             Err(e) => {
-                tracing::info!(%peer, error = %e, "closing connection");
+                tracing::info!(%peer, error = %e, unauthenticated, "closing connection");
                 break;
             }
         };
@@ -122,15 +137,46 @@ pub async fn serve(shard: &Rc<Shard>, stream: TcpStream) {
         let Ok(body) = read_body(&mut reader, len).await else {
             break;
         };
-        let slot = match handlers::prepare(shard, body) {
-            Ok(handlers::Prepared::Respond(bytes)) => Slot::Ready(bytes),
-            Ok(handlers::Prepared::Run(request)) => Slot::Pending(spawn_handler(shard, *request, &closed)),
+        if let Some(a) = auth.as_mut().filter(|a| a.wants_raw_token()) {
+            // After a v0 SaslHandshake the frames are bare SASL tokens.
+            let answer = a.raw_token(shard, &session, &body);
+            let close = answer.is_none();
+            let slot = Slot::Ready(answer.unwrap_or(handlers::CLOSE_CONNECTION));
+            if tx.send(Queued { slot, _budget: budget }).await.is_err() || close {
+                break;
+            }
+            continue;
+        }
+        let (slot, then_close) = match handlers::prepare(shard, body) {
+            Ok(handlers::Prepared::Respond(bytes)) => (Slot::Ready(bytes), false),
+            Ok(handlers::Prepared::Run(request)) => {
+                let gate = match auth.as_mut().filter(|a| !a.done()) {
+                    Some(a) => a.gate(shard, &session, &request),
+                    None => Gate::Run,
+                };
+                match gate {
+                    Gate::Run => (Slot::Pending(spawn_handler(shard, &session, *request, &closed)), false),
+                    Gate::Respond(bytes) => (Slot::Ready(bytes), false),
+                    Gate::RespondAndClose(bytes) => (Slot::Ready(bytes), true),
+                    Gate::Close(reason) => {
+                        tracing::info!(%peer, reason, "closing an unauthenticated connection");
+                        break;
+                    }
+                }
+            }
             Err(e) => {
                 tracing::info!(%peer, error = %e, "closing connection after a bad request");
                 break;
             }
         };
         if tx.send(Queued { slot, _budget: budget }).await.is_err() {
+            break;
+        }
+        if then_close {
+            // The refusal is written, then the connection closes (as Kafka does after
+            // a failed authentication); nothing more is read.
+            let no_budget = shard.request_budget.acquire(0).await;
+            let _ = tx.send(Queued { slot: Slot::Ready(handlers::CLOSE_CONNECTION), _budget: no_budget }).await;
             break;
         }
     }
@@ -154,16 +200,22 @@ async fn read_body<R: futures_lite::AsyncRead + Unpin>(reader: &mut R, len: usiz
 
 /// Starts a request's handler. A fetch stops (and stops waiting on other shards) when
 /// the connection closes: nobody is left to read its answer.
-fn spawn_handler(shard: &Rc<Shard>, request: handlers::Request, closed: &Rc<Signal>) -> JoinHandle<Option<Bytes>> {
+fn spawn_handler(
+    shard: &Rc<Shard>,
+    session: &Rc<Session>,
+    request: handlers::Request,
+    closed: &Rc<Signal>,
+) -> JoinHandle<Option<Bytes>> {
     let shard = shard.clone();
+    let ctx = RequestContext { session: session.clone(), client_id: request.header.client_id.clone() };
     if request.api_key == ApiKey::Fetch {
         let gone = closed.wait();
-        let run = async move { handlers::run(&shard, request).await };
+        let run = async move { handlers::run(&shard, &ctx, request).await };
         return glommio::spawn_local(futures_lite::future::or(run, async move {
             gone.await;
             None
         }))
         .detach();
     }
-    glommio::spawn_local(async move { handlers::run(&shard, request).await }).detach()
+    glommio::spawn_local(async move { handlers::run(&shard, &ctx, request).await }).detach()
 }

@@ -1,23 +1,42 @@
-//! The accept loop of one shard, with the per-shard share of the connection limit.
+//! The accept loops of one shard, one per listener, with the per-shard share of the
+//! connection limit (all listeners together). A connection of a TLS listener does its
+//! handshake on its own task, bounded by `tls_handshake_timeout_ms`, before it reads
+//! any request; on the SSL listener with client certificates the certificate's
+//! subject becomes the principal.
 
 use std::rc::Rc;
+use std::time::Duration;
 
-use glommio::net::TcpListener;
+use glommio::net::{TcpListener, TcpStream};
 
 use super::conn;
+use crate::security::context::Session;
+use crate::security::listeners::Listener;
+use crate::security::principal::{self, Principal};
+use crate::security::SecurityProtocol;
 use crate::shard::Shard;
 
 pub async fn serve(shard: Rc<Shard>) -> Result<(), String> {
-    let addr = shard.config.kafka_addr.clone();
-    let listener = bind(&addr).map_err(|e| format!("shard {} cannot listen on {addr}: {e}", shard.id))?;
+    let mut loops = Vec::new();
+    for listener in shard.security.listeners.clone() {
+        let addr = listener.addr.clone();
+        let socket =
+            bind(&addr).map_err(|e| format!("shard {} cannot listen on {addr} ({}): {e}", shard.id, listener.name))?;
+        tracing::info!(shard = shard.id, %addr, listener = %listener.name, "accepting Kafka connections");
+        loops.push(accept_loop(shard.clone(), listener, socket));
+    }
+    keel_storage::flush::join_all(loops).await;
+    Ok(())
+}
+
+async fn accept_loop(shard: Rc<Shard>, listener: Rc<Listener>, socket: TcpListener) {
     let connections_max = (shard.config.connections_max / shard.count).max(1);
-    tracing::info!(shard = shard.id, %addr, "accepting Kafka connections");
     loop {
-        let stream = match listener.accept().await {
+        let stream = match socket.accept().await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
-                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                glommio::timer::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
@@ -27,16 +46,62 @@ pub async fn serve(shard: Rc<Shard>) -> Result<(), String> {
             continue;
         }
         limit_receive_buffer(&stream, shard.config.socket_receive_buffer_bytes);
+        let _ = stream.set_nodelay(true);
         let shard = shard.clone();
+        let listener = listener.clone();
         glommio::spawn_local(async move {
             shard.connections.set(shard.connections.get() + 1);
-            conn::serve(&shard, stream).await;
+            serve_connection(&shard, listener, stream).await;
             shard.connections.set(shard.connections.get() - 1);
         })
         .detach();
     }
 }
 
+async fn serve_connection(shard: &Rc<Shard>, listener: Rc<Listener>, stream: TcpStream) {
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let id = shard.security.next_session_id();
+    let session = |principal| Rc::new(Session::new(shard.id, id, listener.clone(), peer.clone(), principal));
+    if !listener.protocol.uses_tls() {
+        return conn::serve(shard, stream, session(Principal::anonymous())).await;
+    }
+    let Some(tls) = &shard.security.tls else {
+        // ShardSecurity refuses a TLS listener without certificates at start.
+        return;
+    };
+    let mutual = listener.protocol == SecurityProtocol::Ssl && tls.mutual_available();
+    let acceptor = futures_rustls::TlsAcceptor::from(tls.config(mutual));
+    let timeout = Duration::from_millis(shard.config.tls_handshake_timeout_ms.max(1));
+    let handshake = async { Some(acceptor.accept(stream).await) };
+    let done = futures_lite::future::or(handshake, async {
+        glommio::timer::sleep(timeout).await;
+        None
+    })
+    .await;
+    let stream = match done {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => {
+            return tls_failed(shard, &peer, &e.to_string());
+        }
+        None => return tls_failed(shard, &peer, "the handshake timed out"),
+    };
+    let principal = if mutual {
+        let subject = stream.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.as_ref().to_vec());
+        match subject.as_deref().and_then(principal::subject_of_certificate) {
+            Some(name) => Principal::user(&name),
+            None => return tls_failed(shard, &peer, "the client certificate's subject cannot be read"),
+        }
+    } else {
+        Principal::anonymous()
+    };
+    conn::serve(shard, stream, session(principal)).await;
+}
+
+fn tls_failed(shard: &Shard, peer: &str, reason: &str) {
+    let stats = &shard.security.stats;
+    stats.tls_handshake_failures.set(stats.tls_handshake_failures.get() + 1);
+    stats.authentication_failed(peer, "TLS", "", reason);
+}
 /// Binds the Kafka port as glommio does, with SO_REUSEPORT so every shard listens on
 /// it, and also with SO_REUSEADDR, which glommio leaves off: without it the port
 /// cannot be bound while connections that another program listening there closed

@@ -1,6 +1,7 @@
-//! Read and write halves of one glommio TCP stream, for a connection's reader and
-//! writer tasks on the same shard. Each poll borrows the stream only for its duration,
-//! and both halves live on one thread, so the borrows never overlap.
+//! Read and write halves of one connection's stream (a glommio TCP stream, or a TLS
+//! stream over one), for the connection's reader and writer tasks on the same shard.
+//! Each poll borrows the stream only for its duration, and both halves live on one
+//! thread, so the borrows never overlap.
 
 use std::cell::RefCell;
 use std::io;
@@ -9,23 +10,22 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use futures_lite::{AsyncRead, AsyncWrite};
-use glommio::net::TcpStream;
 
-pub struct ReadHalf(Rc<RefCell<TcpStream>>);
-pub struct WriteHalf(Rc<RefCell<TcpStream>>);
+pub struct ReadHalf<S>(Rc<RefCell<S>>);
+pub struct WriteHalf<S>(Rc<RefCell<S>>);
 
-pub fn split(stream: TcpStream) -> (ReadHalf, WriteHalf) {
+pub fn split<S>(stream: S) -> (ReadHalf<S>, WriteHalf<S>) {
     let s = Rc::new(RefCell::new(stream));
     (ReadHalf(s.clone()), WriteHalf(s))
 }
 
-impl AsyncRead for ReadHalf {
+impl<S: AsyncRead + Unpin> AsyncRead for ReadHalf<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut *self.0.borrow_mut()).poll_read(cx, buf)
     }
 }
 
-impl AsyncWrite for WriteHalf {
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteHalf<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut *self.0.borrow_mut()).poll_write(cx, buf)
     }

@@ -50,6 +50,10 @@ pub enum ControlRequest {
         /// Its node-to-node listener; `None` from a node of an earlier version.
         #[serde(default)]
         rpc: Option<String>,
+        /// Its Kafka listeners' advertised addresses by name; empty from a node of an
+        /// earlier version.
+        #[serde(default)]
+        listeners: BTreeMap<String, (String, i32)>,
     },
     ProducerIds {
         node: i32,
@@ -409,19 +413,41 @@ fn decode_metadata(batch: &Bytes) -> Result<Metadata, String> {
     Ok(meta)
 }
 
-/// The brokers (id, host, port) clients are told of: the registered ones of a
-/// cluster, or this node alone.
-pub fn brokers(shard: &Shard) -> Vec<(i32, String, i32)> {
+/// The brokers (id, host, port) clients of `listener` are told of: the registered
+/// ones of a cluster, or this node alone, each with its address on that listener (as
+/// Kafka answers with the endpoints of the listener the request came in on).
+pub fn brokers(shard: &Shard, listener: &str) -> Vec<(i32, String, i32)> {
     if shard.replication.is_none() {
-        let (host, port) = shard.config.advertised();
+        let (host, port) = local_endpoint(shard, listener);
         return vec![(shard.config.node_id, host, port)];
     }
     let meta = shard.meta();
     meta.brokers
         .iter()
         .filter(|(id, _)| !meta.fenced.contains(id))
-        .map(|(id, b)| (*id, b.host.clone(), b.port))
+        .map(|(id, b)| {
+            let (host, port) = b.listeners.get(listener).cloned().unwrap_or_else(|| (b.host.clone(), b.port));
+            (*id, host, port)
+        })
         .collect()
+}
+
+/// This node's advertised address on `listener` (its inter-broker one if it has no
+/// listener of that name).
+pub fn local_endpoint(shard: &Shard, listener: &str) -> (String, i32) {
+    match shard.security.listener(listener) {
+        Some(l) => (l.advertised_host.clone(), l.advertised_port),
+        None => shard.config.advertised(),
+    }
+}
+
+/// Node `node`'s address on `listener`, for answers naming one broker
+/// (FindCoordinator): `fallback` (its inter-broker address) if it registered none.
+pub fn endpoint_of(shard: &Shard, listener: &str, node: i32, fallback: (String, i32)) -> (String, i32) {
+    if shard.replication.is_none() || node == shard.config.node_id {
+        return local_endpoint(shard, listener);
+    }
+    shard.meta().brokers.get(&node).and_then(|b| b.listeners.get(listener).cloned()).unwrap_or(fallback)
 }
 
 /// The controller's node id for clients: the metadata group's leader (-1 while there
@@ -442,6 +468,7 @@ pub const CONTROLLER_APIS: &[kafka_protocol::messages::ApiKey] = &[
     kafka_protocol::messages::ApiKey::IncrementalAlterConfigs,
     kafka_protocol::messages::ApiKey::DescribeQuorum,
     kafka_protocol::messages::ApiKey::AlterPartitionReassignments,
+    kafka_protocol::messages::ApiKey::AlterUserScramCredentials,
 ];
 
 /// Largest response relayed from the controller.
@@ -552,8 +579,8 @@ pub fn known_leader(shard: &Shard, topic: &str, partition: i32) -> Option<(i32, 
 
 /// The endpoints (id, host, port) of `nodes` among the brokers clients are told of,
 /// in id order: KIP-951's node endpoints of the leaders an answer names.
-pub fn endpoints_of(shard: &Shard, nodes: &[i32]) -> Vec<(i32, String, i32)> {
-    let mut out: Vec<_> = brokers(shard).into_iter().filter(|(id, _, _)| nodes.contains(id)).collect();
+pub fn endpoints_of(shard: &Shard, listener: &str, nodes: &[i32]) -> Vec<(i32, String, i32)> {
+    let mut out: Vec<_> = brokers(shard, listener).into_iter().filter(|(id, _, _)| nodes.contains(id)).collect();
     out.sort_unstable_by_key(|(id, _, _)| *id);
     out
 }
@@ -602,8 +629,8 @@ async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
         return;
     }
     let outcome = match request {
-        ControlRequest::Register { node, host, port, rpc } => {
-            controller::register_broker(&shard, node, BrokerMeta { host, port, rpc }).await
+        ControlRequest::Register { node, host, port, rpc, listeners } => {
+            controller::register_broker(&shard, node, BrokerMeta { host, port, rpc, listeners }).await
         }
         ControlRequest::ProducerIds { node } => controller::grant_producer_ids(&shard, node).await,
         ControlRequest::ReassignmentDone { topic, partition, members } => {
@@ -640,12 +667,19 @@ pub const HEARTBEAT: Duration = Duration::from_millis(2000);
 async fn register_loop(shard: Rc<Shard>) {
     let node = shard.config.node_id;
     let (host, port) = shard.config.advertised();
-    let me = BrokerMeta { host, port, rpc: shard.config.rpc_addr.clone() };
+    let me =
+        BrokerMeta { host, port, rpc: shard.config.rpc_addr.clone(), listeners: shard.config.advertised_endpoints() };
     loop {
         let meta = shard.meta();
         let registered = meta.brokers.get(&node) == Some(&me) && !meta.fenced.contains(&node);
         glommio::timer::sleep(if registered { HEARTBEAT } else { Duration::from_millis(200) }).await;
-        let request = ControlRequest::Register { node, host: me.host.clone(), port: me.port, rpc: me.rpc.clone() };
+        let request = ControlRequest::Register {
+            node,
+            host: me.host.clone(),
+            port: me.port,
+            rpc: me.rpc.clone(),
+            listeners: me.listeners.clone(),
+        };
         ask_controller(&shard, request).await;
     }
 }

@@ -92,6 +92,8 @@ pub struct Shard {
     pub leaders: RefCell<HashMap<keel_raft::GroupId, crate::replication::cluster::Leadership>>,
     /// A peer (re)started: tell it the leadership of every group here at once.
     pub leaders_refresh_due: Cell<bool>,
+    /// Listeners, TLS, SASL users and authentication counters of this shard.
+    pub security: crate::security::ShardSecurity,
 }
 
 impl Shard {
@@ -378,18 +380,14 @@ impl Startup {
     }
 }
 
-/// Starts `config.smp` shards and blocks until they stop.
-pub fn run(config: BrokerConfig) -> Result<(), String> {
-    for dir in &config.data_dirs {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    // Listeners bound with SO_REUSEPORT would silently share the port with another
-    // running broker; refuse to start if something already accepts connections there.
-    // (A plain bind test would also trip over TIME_WAIT sockets after a crash.)
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(config.kafka_addr.as_str())
+/// Listeners bound with SO_REUSEPORT would silently share a port with another running
+/// broker; refuses to start if something already accepts connections at `addr`.
+/// (A plain bind test would also trip over TIME_WAIT sockets after a crash.)
+fn refuse_taken_port(addr_text: &str) -> Result<(), String> {
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(addr_text)
         .ok()
         .and_then(|mut a| a.next())
-        .ok_or_else(|| format!("invalid Kafka address {}", config.kafka_addr))?;
+        .ok_or_else(|| format!("invalid Kafka address {addr_text}"))?;
     // After a crash the kernel tears a dead process's io_uring down asynchronously, and
     // its listening sockets keep accepting for a moment: only a port that keeps
     // accepting for a few seconds belongs to a live broker.
@@ -401,8 +399,25 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
         open
     });
     if accepting {
-        return Err(format!("cannot listen on {}: another process is accepting connections there", config.kafka_addr));
+        return Err(format!("cannot listen on {addr_text}: another process is accepting connections there"));
     }
+    Ok(())
+}
+
+/// Starts `config.smp` shards and blocks until they stop.
+pub fn run(config: BrokerConfig) -> Result<(), String> {
+    for dir in &config.data_dirs {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    // Listeners bound with SO_REUSEPORT would silently share the port with another
+    // running broker; refuse to start if something already accepts connections there.
+    // (A plain bind test would also trip over TIME_WAIT sockets after a crash.)
+    for listener in config.listeners()? {
+        refuse_taken_port(&listener.addr)?;
+    }
+    // Certificates and users are checked once here, so a bad file stops the start
+    // with one clear message instead of one per shard.
+    crate::security::ShardSecurity::new(&config)?;
     let mut metadata = MetadataStore::new(config.data_dir()).load_or_create()?;
     let peers = config.cluster_peers()?;
     if !peers.is_empty() && metadata.version == 0 {
@@ -494,6 +509,7 @@ async fn shard_main(
         },
         Box::new(partition::now_ms),
     );
+    let security = crate::security::ShardSecurity::new(&config)?;
     let peers = config.cluster_peers()?;
     let replication = if peers.is_empty() {
         None
@@ -522,6 +538,7 @@ async fn shard_main(
     };
     let shard = Rc::new_cyclic(|me| Shard {
         id,
+        security,
         me: me.clone(),
         offline_partitions: RefCell::new(Default::default()),
         count,

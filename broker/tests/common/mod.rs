@@ -78,6 +78,12 @@ impl Broker {
         Broker::start_on(port, smp, "256M", &[], &[], "")
     }
 
+    /// A broker on the given Kafka port with more arguments and YAML lines (tests
+    /// that add listeners on ports they chose).
+    pub fn start_on_port_with(port: u16, smp: usize, extra_args: &[&str], yaml: &str) -> Broker {
+        Broker::start_on(port, smp, "256M", extra_args, &[], yaml)
+    }
+
     fn start_full(smp: usize, memory: &str, extra_args: &[&str], extra_dirs: &[&str], yaml: &str) -> Broker {
         Broker::start_on(free_port(), smp, memory, extra_args, extra_dirs, yaml)
     }

@@ -1,0 +1,22 @@
+//! SaslAuthenticate when it reaches a handler: on a listener without SASL, or on a
+//! connection already authenticated (re-authentication, KIP-368, is not served).
+//! The exchange itself runs on the connection, before any handler (`security::sasl`).
+
+use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
+
+use super::str_bytes;
+use crate::errors;
+use crate::security::context::RequestContext;
+
+pub const VERSIONS: (i16, i16) = (0, 2);
+
+pub fn handle(ctx: &RequestContext, _req: SaslAuthenticateRequest) -> SaslAuthenticateResponse {
+    let message = if ctx.session.protocol().uses_sasl() {
+        "SaslAuthenticate request received after successful authentication"
+    } else {
+        "Unexpected SaslAuthenticate request on a listener without SASL"
+    };
+    SaslAuthenticateResponse::default()
+        .with_error_code(errors::ILLEGAL_SASL_STATE)
+        .with_error_message(Some(str_bytes(message)))
+}

@@ -1,0 +1,14 @@
+//! SaslHandshake when it reaches a handler: on a listener without SASL, or on a
+//! connection already authenticated. Kafka answers ILLEGAL_SASL_STATE; the exchange
+//! itself runs on the connection, before any handler (`security::sasl`).
+
+use kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
+
+use crate::errors;
+use crate::security::context::RequestContext;
+
+pub const VERSIONS: (i16, i16) = (0, 1);
+
+pub fn handle(_ctx: &RequestContext, _req: SaslHandshakeRequest) -> SaslHandshakeResponse {
+    SaslHandshakeResponse::default().with_error_code(errors::ILLEGAL_SASL_STATE)
+}

@@ -1,0 +1,69 @@
+//! The request context: what a handler knows of who sent a request and how. A
+//! [`Session`] is created once per connection (shard, session id, listener, peer,
+//! principal); each request's [`RequestContext`] adds its client id by reference
+//! counting, so the plain path copies nothing.
+//!
+//! The principal is set once, when TLS or SASL authenticates the connection, before
+//! any request but ApiVersions and the SASL ones can run (`net::conn` holds the
+//! pipeline until then), so a handler always sees the final principal.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use kafka_protocol::protocol::StrBytes;
+
+use super::listeners::Listener;
+use super::principal::Principal;
+use super::SecurityProtocol;
+
+/// One connection's identity.
+pub struct Session {
+    pub shard: usize,
+    /// Unique on the shard; with the shard id, unique on the node.
+    pub id: u64,
+    pub listener: Rc<Listener>,
+    pub peer: String,
+    principal: RefCell<Principal>,
+}
+
+impl Session {
+    pub fn new(shard: usize, id: u64, listener: Rc<Listener>, peer: String, principal: Principal) -> Session {
+        Session { shard, id, listener, peer, principal: RefCell::new(principal) }
+    }
+
+    pub fn principal(&self) -> Principal {
+        self.principal.borrow().clone()
+    }
+
+    /// Called once, by the connection, when authentication succeeds.
+    pub fn authenticated(&self, principal: Principal) {
+        *self.principal.borrow_mut() = principal;
+    }
+
+    pub fn protocol(&self) -> SecurityProtocol {
+        self.listener.protocol
+    }
+}
+
+/// What every handler receives with its request.
+#[derive(Clone)]
+pub struct RequestContext {
+    pub session: Rc<Session>,
+    pub client_id: Option<StrBytes>,
+}
+
+impl RequestContext {
+    pub fn principal(&self) -> Principal {
+        self.session.principal()
+    }
+
+    pub fn listener_name(&self) -> &str {
+        &self.session.listener.name
+    }
+
+    /// A context for work the broker starts itself (tests, internal calls).
+    pub fn internal(shard: usize, listener: Rc<Listener>) -> RequestContext {
+        let session = Session::new(shard, 0, listener, String::new(), Principal::anonymous());
+        RequestContext { session: Rc::new(session), client_id: None }
+    }
+}

@@ -1,0 +1,199 @@
+//! Who is at the other end of a connection and how they proved it: the listeners with
+//! their security protocols (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, as Kafka names
+//! them), TLS with server and client certificates, SASL (PLAIN, SCRAM-SHA-256/512), and
+//! the [`context::RequestContext`] every handler receives.
+//!
+//! All of it runs on the connection's own shard: a TLS handshake or a SASL exchange is
+//! per-connection work that needs nothing from other shards but the credentials,
+//! which every shard reads from its own copy of the cluster metadata. An authorizer
+//! (ACLs, quotas) is meant to be called from each handler with
+//! [`context::RequestContext::principal`] before any scatter to owner shards.
+
+pub mod context;
+pub mod listeners;
+pub mod principal;
+pub mod sasl;
+pub mod scram;
+pub mod tls;
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+/// Kafka's security protocols (`security.protocol`, listener prefixes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    pub fn parse(name: &str) -> Option<SecurityProtocol> {
+        Some(match name {
+            "PLAINTEXT" => SecurityProtocol::Plaintext,
+            "SSL" => SecurityProtocol::Ssl,
+            "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
+            "SASL_SSL" => SecurityProtocol::SaslSsl,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    pub fn uses_sasl(self) -> bool {
+        matches!(self, SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl)
+    }
+}
+
+/// Authentication failures are logged at most this often per shard; the ones in
+/// between are counted and reported with the next line.
+const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A shard's security counters, for `/metrics`.
+#[derive(Default)]
+pub struct SecurityStats {
+    pub authentication_failures: Cell<u64>,
+    pub tls_handshake_failures: Cell<u64>,
+    unlogged_failures: Cell<u64>,
+    last_logged: Cell<Option<Instant>>,
+}
+
+impl SecurityStats {
+    /// Counts a failed login and logs it, rate limited: a client trying passwords in
+    /// a loop must not fill the log.
+    pub fn authentication_failed(&self, peer: &str, mechanism: &str, user: &str, reason: &str) {
+        self.authentication_failures.set(self.authentication_failures.get() + 1);
+        let now = Instant::now();
+        if self.last_logged.get().is_some_and(|t| now.duration_since(t) < FAILURE_LOG_INTERVAL) {
+            self.unlogged_failures.set(self.unlogged_failures.get() + 1);
+            return;
+        }
+        let suppressed = self.unlogged_failures.replace(0);
+        self.last_logged.set(Some(now));
+        tracing::warn!(%peer, mechanism, user, reason, suppressed, "authentication failed");
+    }
+}
+
+/// A shard's security state: its listeners, TLS configurations, the users the
+/// configuration declares, and counters. Built once per shard from the configuration.
+pub struct ShardSecurity {
+    pub listeners: Vec<std::rc::Rc<listeners::Listener>>,
+    pub tls: Option<tls::TlsSource>,
+    pub stats: SecurityStats,
+    /// SASL/PLAIN users and passwords (`plain_users`).
+    plain_users: std::collections::HashMap<String, String>,
+    /// SCRAM users of the configuration (`scram_users`), used when the cluster
+    /// metadata has no credential of that user and mechanism.
+    bootstrap_scram: std::collections::BTreeMap<(String, scram::Mechanism), scram::Credential>,
+    mechanisms: Vec<String>,
+    next_session: Cell<u64>,
+}
+
+impl ShardSecurity {
+    pub fn new(config: &crate::config::BrokerConfig) -> Result<ShardSecurity, String> {
+        let listeners: Vec<_> = config.listeners()?.into_iter().map(std::rc::Rc::new).collect();
+        let tls = match (&config.tls_cert, &config.tls_key) {
+            (Some(cert), Some(key)) => Some(tls::TlsSource::new(tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                ca: config.tls_ca.clone(),
+            })?),
+            (None, None) if config.tls_ca.is_none() => None,
+            _ => return Err("TLS needs both tls_cert and tls_key".into()),
+        };
+        if tls.is_none() {
+            if let Some(l) = listeners.iter().find(|l| l.protocol.uses_tls()) {
+                return Err(format!("listener {} needs tls_cert and tls_key", l.name));
+            }
+        }
+        let mut plain_users = std::collections::HashMap::new();
+        for spec in &config.plain_users {
+            let (user, password) =
+                spec.split_once(':').ok_or_else(|| format!("plain user {spec:?}: expected NAME:PASSWORD"))?;
+            plain_users.insert(user.to_string(), password.to_string());
+        }
+        let mut bootstrap_scram = std::collections::BTreeMap::new();
+        for spec in &config.scram_users {
+            let mut parts = spec.splitn(3, ':');
+            let (Some(user), Some(mechanism), Some(password)) = (parts.next(), parts.next(), parts.next()) else {
+                return Err(format!("SCRAM user {spec:?}: expected NAME:MECHANISM:PASSWORD"));
+            };
+            let mechanism = scram::Mechanism::parse(mechanism)
+                .ok_or_else(|| format!("SCRAM user {user}: unknown mechanism {mechanism:?}"))?;
+            let credential = scram::Credential::from_password(mechanism, password, scram::ITERATIONS_MIN);
+            bootstrap_scram.insert((user.to_string(), mechanism), credential);
+        }
+        let mechanisms = config.sasl_enabled_mechanisms.clone();
+        if let Some(m) = mechanisms.iter().find(|m| m.as_str() != sasl::PLAIN && scram::Mechanism::parse(m).is_none()) {
+            return Err(format!("SASL mechanism {m} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"));
+        }
+        Ok(ShardSecurity {
+            listeners,
+            tls,
+            stats: SecurityStats::default(),
+            plain_users,
+            bootstrap_scram,
+            mechanisms,
+            next_session: Cell::new(1),
+        })
+    }
+
+    pub fn enabled_mechanisms(&self) -> &[String] {
+        &self.mechanisms
+    }
+
+    pub fn next_session_id(&self) -> u64 {
+        let id = self.next_session.get();
+        self.next_session.set(id + 1);
+        id
+    }
+
+    pub fn plain_password_matches(&self, user: &str, password: &str) -> bool {
+        // Compared in constant time; an unknown user is compared with itself so that
+        // timing does not tell users apart.
+        match self.plain_users.get(user) {
+            Some(p) => scram::constant_time_eq(p.as_bytes(), password.as_bytes()),
+            None => {
+                let _ = scram::constant_time_eq(password.as_bytes(), password.as_bytes());
+                false
+            }
+        }
+    }
+
+    /// A user's SCRAM credential: the cluster metadata's (AlterUserScramCredentials),
+    /// else the configuration's.
+    pub fn scram_credential(
+        &self,
+        meta: &crate::cluster::metadata::Metadata,
+        user: &str,
+        mechanism: scram::Mechanism,
+    ) -> Option<scram::Credential> {
+        meta.scram_users
+            .get(user)
+            .and_then(|m| m.get(mechanism.name()))
+            .or_else(|| self.bootstrap_scram.get(&(user.to_string(), mechanism)))
+            .cloned()
+    }
+
+    /// The configuration's SCRAM users, for DescribeUserScramCredentials.
+    pub fn bootstrap_scram_users(&self) -> impl Iterator<Item = (&str, scram::Mechanism, i32)> {
+        self.bootstrap_scram.iter().map(|((u, m), c)| (u.as_str(), *m, c.iterations))
+    }
+
+    /// The listener of this name.
+    pub fn listener(&self, name: &str) -> Option<&std::rc::Rc<listeners::Listener>> {
+        self.listeners.iter().find(|l| l.name == name)
+    }
+}

@@ -1,0 +1,442 @@
+//! Listeners, TLS and SASL on the wire: real sockets against the `keel` binary, with
+//! certificates made by `compat/security/certs.sh` (openssl) for each run. Every bad
+//! exchange must close only its own connection while an authenticated client on the
+//! same broker keeps being served.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{free_port, Broker, Conn};
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, ApiKey, ApiVersionsRequest,
+    ApiVersionsResponse, DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, MetadataRequest,
+    MetadataResponse, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use keel_broker::security::scram::{client_final_message, Mechanism};
+
+const SASL_AUTHENTICATION_FAILED: i16 = 58;
+const ILLEGAL_SASL_STATE: i16 = 34;
+const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+const RESOURCE_NOT_FOUND: i16 = 91;
+
+struct Ports {
+    plain: u16,
+    sasl: u16,
+    ssl: u16,
+    sasl_ssl: u16,
+}
+
+fn certs() -> PathBuf {
+    // Tests run in parallel in one process: each gets its own directory.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("keel-security-test-certs-{}-{n}", std::process::id()));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../compat/security/certs.sh");
+    let out = std::process::Command::new("bash").arg(script).arg(&dir).output().expect("certs.sh runs");
+    assert!(out.status.success(), "certs.sh: {}", String::from_utf8_lossy(&out.stderr));
+    dir
+}
+
+/// A broker with all four listeners, a SCRAM user alice (both mechanisms) and a PLAIN
+/// user bob.
+fn start(certs: &Path) -> (Broker, Ports) {
+    let p = Ports { plain: free_port(), sasl: free_port(), ssl: free_port(), sasl_ssl: free_port() };
+    let listeners = format!(
+        "PLAINTEXT://127.0.0.1:{},SASL_PLAINTEXT://127.0.0.1:{},SSL://127.0.0.1:{},SASL_SSL://127.0.0.1:{}",
+        p.plain, p.sasl, p.ssl, p.sasl_ssl
+    );
+    let file = |name: &str| certs.join(name).display().to_string();
+    let (cert, key, ca) = (file("server.crt"), file("server.key"), file("ca.pem"));
+    let args = [
+        "--listeners",
+        &listeners,
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--tls-ca",
+        &ca,
+        "--scram-user",
+        "alice:SCRAM-SHA-256:alice-secret",
+        "--scram-user",
+        "alice:SCRAM-SHA-512:alice-secret",
+        "--plain-user",
+        "bob:bob-secret",
+    ];
+    let b = Broker::start_on_port_with(p.plain, 1, &args, "tls_handshake_timeout_ms: 1000\n");
+    (b, p)
+}
+
+fn handshake(c: &mut Conn, mechanism: &str) -> SaslHandshakeResponse {
+    c.call(
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into())),
+    )
+}
+
+fn authenticate(c: &mut Conn, token: &[u8]) -> Option<SaslAuthenticateResponse> {
+    c.try_call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token)),
+    )
+}
+
+/// A full SCRAM login; the final answer.
+fn scram_login(c: &mut Conn, mechanism: Mechanism, user: &str, password: &str) -> Option<SaslAuthenticateResponse> {
+    assert_eq!(handshake(c, mechanism.name()).error_code, 0);
+    let bare = format!("n={user},r=testnonce{}", free_port());
+    let first = authenticate(c, format!("n,,{bare}").as_bytes())?;
+    if first.error_code != 0 {
+        return Some(first);
+    }
+    let server_first = String::from_utf8(first.auth_bytes.to_vec()).unwrap();
+    let last = client_final_message(mechanism, password, &bare, &server_first).expect("a server-first message");
+    authenticate(c, last.as_bytes())
+}
+
+fn metadata(c: &mut Conn) -> Option<MetadataResponse> {
+    c.try_call(ApiKey::Metadata, 12, &MetadataRequest::default())
+}
+
+fn assert_closed(c: &mut Conn) {
+    assert!(c.read_frame().is_none(), "the connection should have been closed");
+}
+
+#[test]
+fn sasl_logs_in_with_scram_and_plain_and_refuses_everything_out_of_order() {
+    let certs = certs();
+    let (b, p) = start(&certs);
+
+    // An authenticated client that must be served throughout.
+    let mut good = Broker::connect_port(p.sasl);
+    let ok = scram_login(&mut good, Mechanism::Sha512, "alice", "alice-secret").expect("an answer");
+    assert_eq!(ok.error_code, 0, "{:?}", ok.error_message);
+    assert!(ok.auth_bytes.starts_with(b"v="), "the server's final message proves the server knew the key");
+    // Metadata names the endpoints of the listener the request came in on.
+    let m = metadata(&mut good).expect("metadata after login");
+    assert_eq!(m.brokers[0].port, p.sasl as i32);
+    let m = metadata(&mut Broker::connect_port(p.plain)).unwrap();
+    assert_eq!(m.brokers[0].port, p.plain as i32);
+
+    // ApiVersions before the handshake is answered and advertises the SASL APIs.
+    let mut c = Broker::connect_port(p.sasl);
+    let v: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    for key in [ApiKey::SaslHandshake, ApiKey::SaslAuthenticate, ApiKey::DescribeUserScramCredentials] {
+        assert!(v.api_keys.iter().any(|k| k.api_key == key as i16), "{key:?} advertised");
+    }
+    // SCRAM-SHA-256 and PLAIN work too.
+    assert_eq!(scram_login(&mut c, Mechanism::Sha256, "alice", "alice-secret").unwrap().error_code, 0);
+    let mut c = Broker::connect_port(p.sasl);
+    assert_eq!(handshake(&mut c, "PLAIN").error_code, 0);
+    assert_eq!(authenticate(&mut c, b"\0bob\0bob-secret").unwrap().error_code, 0);
+    assert!(metadata(&mut c).is_some());
+
+    // Wrong passwords: SASL_AUTHENTICATION_FAILED with Kafka's message, then closed.
+    let mut c = Broker::connect_port(p.sasl);
+    let refused = scram_login(&mut c, Mechanism::Sha512, "alice", "wrong").expect("a refusal");
+    assert_eq!(refused.error_code, SASL_AUTHENTICATION_FAILED);
+    assert_eq!(
+        refused.error_message.as_deref(),
+        Some(
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
+        )
+    );
+    assert_closed(&mut c);
+    let mut c = Broker::connect_port(p.sasl);
+    assert_eq!(scram_login(&mut c, Mechanism::Sha256, "nobody", "x").unwrap().error_code, SASL_AUTHENTICATION_FAILED);
+    assert_closed(&mut c);
+    let mut c = Broker::connect_port(p.sasl);
+    handshake(&mut c, "PLAIN");
+    let refused = authenticate(&mut c, b"\0bob\0wrong").unwrap();
+    assert_eq!(refused.error_code, SASL_AUTHENTICATION_FAILED);
+    assert_eq!(refused.error_message.as_deref(), Some("Authentication failed: Invalid username or password"));
+    assert_closed(&mut c);
+
+    // Out of order: SaslAuthenticate before SaslHandshake, Metadata (or anything else)
+    // before authentication, a second handshake: closed without an answer.
+    let mut c = Broker::connect_port(p.sasl);
+    assert!(authenticate(&mut c, b"\0bob\0bob-secret").is_none());
+    let mut c = Broker::connect_port(p.sasl);
+    assert!(metadata(&mut c).is_none());
+    let mut c = Broker::connect_port(p.sasl);
+    handshake(&mut c, "PLAIN");
+    assert!(metadata(&mut c).is_none(), "nothing but SaslAuthenticate after the handshake");
+    // An unknown mechanism: UNSUPPORTED_SASL_MECHANISM with the enabled ones, then closed.
+    let mut c = Broker::connect_port(p.sasl);
+    let h = handshake(&mut c, "GSSAPI");
+    assert_eq!(h.error_code, UNSUPPORTED_SASL_MECHANISM);
+    assert!(h.mechanisms.iter().any(|m| m.as_str() == "SCRAM-SHA-512"));
+    assert_closed(&mut c);
+    // An oversized token (over sasl.server.max.receive.size, 512 KiB): closed.
+    let mut c = Broker::connect_port(p.sasl);
+    handshake(&mut c, "PLAIN");
+    let (_, frame) = c.frame(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(vec![b'a'; 600 << 10])),
+    );
+    let _ = c.stream.write_all(&frame);
+    assert_closed(&mut c);
+    // SASL requests on a listener without SASL: ILLEGAL_SASL_STATE, as Kafka answers.
+    let mut c = Broker::connect_port(p.plain);
+    assert_eq!(handshake(&mut c, "PLAIN").error_code, ILLEGAL_SASL_STATE);
+    assert!(metadata(&mut c).is_some());
+
+    // Pipelined: the handshake, the login and a Metadata request in one write; the
+    // Metadata request waits for the login and is answered after it.
+    let mut c = Broker::connect_port(p.sasl);
+    let (_, f1) = c.frame(
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    );
+    let (_, f2) = c.frame(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0bob\0bob-secret")),
+    );
+    let (corr3, f3) = c.frame(ApiKey::Metadata, 12, &MetadataRequest::default());
+    c.send_raw(&[f1, f2, f3].concat());
+    c.read_frame().expect("handshake answer");
+    c.read_frame().expect("authenticate answer");
+    let third = c.read_frame().expect("metadata answer");
+    assert_eq!(i32::from_be_bytes(third[..4].try_into().unwrap()), corr3);
+
+    assert!(metadata(&mut good).is_some(), "the authenticated client is still served");
+    assert!(b.metric_sum("keel_authentication_failures_total") >= 4);
+    let _ = std::fs::remove_dir_all(certs);
+}
+
+#[test]
+fn scram_users_are_managed_with_kip_554_and_persist() {
+    let certs = certs();
+    let (mut b, p) = start(&certs);
+    let mut admin = Broker::connect_port(p.plain);
+    // carol: created with a salted password, as kafka-configs sends it.
+    let salt = b"carol-salt-bytes";
+    let salted = Mechanism::Sha512.salted_password(b"carol-secret", salt, 8192);
+    let upsert = kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+        .with_name(StrBytes::from_static_str("carol"))
+        .with_mechanism(2)
+        .with_iterations(8192)
+        .with_salt(Bytes::copy_from_slice(salt))
+        .with_salted_password(Bytes::from(salted));
+    let r: AlterUserScramCredentialsResponse = admin.call(
+        ApiKey::AlterUserScramCredentials,
+        0,
+        &AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsert.clone()]),
+    );
+    assert_eq!(r.results[0].error_code, 0, "{:?}", r.results[0].error_message);
+    // Too few iterations is refused.
+    let weak = upsert.clone().with_name(StrBytes::from_static_str("dave")).with_iterations(100);
+    let r: AlterUserScramCredentialsResponse = admin.call(
+        ApiKey::AlterUserScramCredentials,
+        0,
+        &AlterUserScramCredentialsRequest::default().with_upsertions(vec![weak]),
+    );
+    assert_eq!(r.results[0].error_code, 93);
+
+    let d: DescribeUserScramCredentialsResponse =
+        admin.call(ApiKey::DescribeUserScramCredentials, 0, &DescribeUserScramCredentialsRequest::default());
+    let users: Vec<&str> = d.results.iter().map(|r| r.user.as_str()).collect();
+    assert_eq!(users, ["alice", "carol"]);
+    let carol = &d.results[1];
+    assert_eq!((carol.credential_infos[0].mechanism, carol.credential_infos[0].iterations), (2, 8192));
+
+    let mut c = Broker::connect_port(p.sasl);
+    assert_eq!(scram_login(&mut c, Mechanism::Sha512, "carol", "carol-secret").unwrap().error_code, 0);
+
+    // Credentials are in the durable metadata: a restart keeps them.
+    b.stop();
+    b.spawn();
+    let mut c = Broker::connect_port(p.sasl);
+    assert_eq!(scram_login(&mut c, Mechanism::Sha512, "carol", "carol-secret").unwrap().error_code, 0);
+
+    // Deleted: the login fails, a second delete is RESOURCE_NOT_FOUND.
+    let mut admin = Broker::connect_port(p.plain);
+    let delete = kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+        .with_name(StrBytes::from_static_str("carol"))
+        .with_mechanism(2);
+    for expected in [0, RESOURCE_NOT_FOUND] {
+        let r: AlterUserScramCredentialsResponse = admin.call(
+            ApiKey::AlterUserScramCredentials,
+            0,
+            &AlterUserScramCredentialsRequest::default().with_deletions(vec![delete.clone()]),
+        );
+        assert_eq!(r.results[0].error_code, expected);
+    }
+    let mut c = Broker::connect_port(p.sasl);
+    assert_eq!(
+        scram_login(&mut c, Mechanism::Sha512, "carol", "carol-secret").unwrap().error_code,
+        SASL_AUTHENTICATION_FAILED
+    );
+    let _ = std::fs::remove_dir_all(certs);
+}
+
+#[test]
+fn ten_thousand_failed_logins_leave_other_clients_served() {
+    let certs = certs();
+    let (b, p) = start(&certs);
+    let mut good = Broker::connect_port(p.sasl);
+    assert_eq!(scram_login(&mut good, Mechanism::Sha256, "alice", "alice-secret").unwrap().error_code, 0);
+    let attempts = 10_000;
+    let started = Instant::now();
+    for i in 0..attempts {
+        let mut c = Broker::connect_port(p.sasl);
+        let (_, f1) = c.frame(
+            ApiKey::SaslHandshake,
+            1,
+            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+        );
+        let (_, f2) = c.frame(
+            ApiKey::SaslAuthenticate,
+            2,
+            &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0bob\0guess")),
+        );
+        c.send_raw(&[f1, f2].concat());
+        c.read_frame().expect("handshake answer");
+        let refusal = c.read_frame().expect("a refusal");
+        let mut body = refusal.slice(5..);
+        let r = <SaslAuthenticateResponse as kafka_protocol::protocol::Decodable>::decode(&mut body, 2).unwrap();
+        assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
+        assert_closed(&mut c);
+        if i % 500 == 0 {
+            assert!(metadata(&mut good).is_some(), "the authenticated client is served after {i} failed logins");
+        }
+    }
+    eprintln!("{attempts} failed logins in {:?}", started.elapsed());
+    assert!(metadata(&mut good).is_some());
+    assert_eq!(b.metric_sum("keel_authentication_failures_total"), attempts);
+    let log = b.log();
+    let lines = log.lines().filter(|l| l.contains("authentication failed")).count();
+    assert!(lines < 1000, "failures are logged rate limited, {lines} lines");
+    let _ = std::fs::remove_dir_all(certs);
+}
+
+fn tls_client(certs: &Path, with_client_cert: bool) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(certs.join("ca.pem")).unwrap();
+    for c in rustls_pemfile::certs(&mut pem.as_slice()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = if with_client_cert {
+        let pem = std::fs::read(certs.join("client.crt")).unwrap();
+        let chain: Vec<_> = rustls_pemfile::certs(&mut pem.as_slice()).map(|c| c.unwrap()).collect();
+        let key = rustls_pemfile::private_key(&mut std::fs::read(certs.join("client.key")).unwrap().as_slice())
+            .unwrap()
+            .unwrap();
+        builder.with_client_auth_cert(chain, key).unwrap()
+    } else {
+        builder.with_no_client_auth()
+    };
+    Arc::new(config)
+}
+
+/// An ApiVersions v0 request frame (header v1, empty body).
+fn api_versions_frame() -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&(ApiKey::ApiVersions as i16).to_be_bytes());
+    body.extend_from_slice(&0i16.to_be_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&(-1i16).to_be_bytes());
+    [(body.len() as i32).to_be_bytes().to_vec(), body].concat()
+}
+
+/// ApiVersions over TLS; `None` if the broker refuses or closes.
+fn tls_api_versions(port: u16, config: Arc<rustls::ClientConfig>) -> Option<Vec<u8>> {
+    let tcp = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(config, name).ok()?;
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    tls.write_all(&api_versions_frame()).ok()?;
+    let mut len = [0u8; 4];
+    tls.read_exact(&mut len).ok()?;
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    tls.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+/// On a TLS listener a bad client gets at most a TLS alert record, then the end of
+/// the connection: never a Kafka response.
+fn assert_refused_by_tls(c: &mut Conn) {
+    let mut answer = Vec::new();
+    let _ = c.stream.read_to_end(&mut answer);
+    assert!(answer.is_empty() || answer[0] == 0x15, "a TLS alert or nothing, got {answer:02x?}");
+}
+
+#[test]
+fn tls_serves_good_clients_and_refuses_garbage_and_truncated_handshakes() {
+    let certs = certs();
+    let (b, p) = start(&certs);
+    let mut good = Broker::connect_port(p.plain);
+
+    // mTLS on the SSL listener: a client certificate is required.
+    assert!(tls_api_versions(p.ssl, tls_client(&certs, true)).is_some());
+    assert!(tls_api_versions(p.ssl, tls_client(&certs, false)).is_none(), "no client certificate, no connection");
+    // SASL_SSL asks for none.
+    assert!(tls_api_versions(p.sasl_ssl, tls_client(&certs, false)).is_some());
+
+    // Garbage instead of a ClientHello: closed.
+    let mut c = Broker::connect_port(p.ssl);
+    c.send_raw(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_refused_by_tls(&mut c);
+    // A Kafka request in clear text on a TLS listener: closed.
+    let mut c = Broker::connect_port(p.sasl_ssl);
+    let (_, frame) = c.frame(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    c.send_raw(&frame);
+    assert_refused_by_tls(&mut c);
+    // A truncated handshake (a record header announcing 512 bytes, then 5 of them):
+    // closed after tls_handshake_timeout_ms, not held forever.
+    let mut c = Broker::connect_port(p.ssl);
+    let started = Instant::now();
+    c.send_raw(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03]);
+    assert_refused_by_tls(&mut c);
+    assert!(started.elapsed() < Duration::from_secs(15));
+
+    assert!(metadata(&mut good).is_some(), "the plain client is still served");
+    assert!(b.metric_sum("keel_tls_handshake_failures_total") >= 4);
+    let _ = std::fs::remove_dir_all(certs);
+}
+
+#[test]
+fn tls_certificates_reload_without_a_restart() {
+    let certs = certs();
+    let (_b, p) = start(&certs);
+    let config = tls_client(&certs, true);
+    assert!(tls_api_versions(p.ssl, config.clone()).is_some());
+    // A new CA and server certificate replace the files: the old client trust fails,
+    // a client trusting the new CA succeeds, without a restart.
+    let fresh = std::env::temp_dir().join(format!("keel-security-test-certs-new-{}", std::process::id()));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../compat/security/certs.sh");
+    assert!(std::process::Command::new("bash").arg(script).arg(&fresh).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(20));
+    for f in ["server.key", "server.crt", "ca.pem"] {
+        std::fs::copy(fresh.join(f), certs.join(f)).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if tls_api_versions(p.ssl, tls_client(&fresh, true)).is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new certificate is served");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(tls_api_versions(p.ssl, config).is_none(), "the old CA no longer verifies the server");
+    let _ = std::fs::remove_dir_all(certs);
+    let _ = std::fs::remove_dir_all(fresh);
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Security end to end with real clients: a broker with PLAINTEXT, SASL_PLAINTEXT, SSL
+# (mutual TLS) and SASL_SSL listeners, certificates made here by certs.sh (openssl,
+# keytool), SCRAM users created with Kafka's own kafka-configs tool, then:
+#   - kafka-configs --alter --add-config 'SCRAM-SHA-512=[...]' --entity-type users, then
+#     the same for SCRAM-SHA-256 (its --describe also asks DescribeClientQuotas, not served
+#     yet: SecurityTest checks the description with Admin.describeUserScramCredentials)
+#   - franz-go's TestSCRAMAuth and TestSCRAMAuthBadCredentials (KGO_TEST_SCRAM,
+#     KGO_TEST_SCRAM_SEEDS on the SASL_PLAINTEXT listener)
+#   - Java clients (compat/java SecurityTest): produce/consume over mutual TLS and over
+#     SASL_SSL SCRAM-SHA-512; a wrong password refused (SaslAuthenticationException);
+#     no client certificate refused on the SSL listener
+#   - librdkafka (confluent-kafka, compat/security/test_librdkafka_security.py): produce/
+#     consume over mutual TLS and over SASL_SSL SCRAM-SHA-256; a wrong password refused
+#
+#   compat/security/run.sh BASE_PORT [--kafka] [--keep]
+#
+# Ports: PLAINTEXT BASE, SASL_PLAINTEXT BASE+2, SSL BASE+3, SASL_SSL BASE+4 (BASE+1 is
+# Kafka's controller; Keel's admin API is BASE+100). --kafka runs the same checks
+# against Apache Kafka 4.x configured with the same listeners (the oracle). Prints
+# "security: N passed, M failed" last; exits non-zero if any check failed.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+
+base=${1:-}
+[[ "$base" =~ ^[0-9]+$ ]] || { echo "usage: $0 BASE_PORT [--kafka] [--keep]" >&2; exit 2; }
+shift
+broker=keel keep=0
+while (($#)); do
+  case "$1" in
+    --kafka) broker=kafka ;;
+    --keep) keep=1 ;;
+    *) echo "usage: $0 BASE_PORT [--kafka] [--keep]" >&2; exit 2 ;;
+  esac
+  shift
+done
+plain=$base sasl_plain=$((base + 2)) ssl=$((base + 3)) sasl_ssl=$((base + 4))
+work=$(mktemp -d "${TMPDIR:-/tmp}/keel-security.XXXXXX")
+certs=$work/certs
+user=alice password=alice-secret
+passed=0 failed=0 started=$SECONDS
+
+check() { # name, then the command: PASS if it succeeds
+  local name=$1; shift
+  if "$@" >>"$work/checks.log" 2>&1; then
+    echo "PASS $name"; passed=$((passed + 1))
+  else
+    echo "FAIL $name (see $work/checks.log)"; failed=$((failed + 1))
+  fi
+}
+
+cleanup() {
+  case $broker in
+    keel) "$root/compat/keel.sh" stop "$work/broker" >/dev/null 2>&1 ;;
+    kafka) "$root/compat/kafka/kafka.sh" stop "$work/broker" >/dev/null 2>&1 ;;
+  esac
+  if ((failed == 0 && keep == 0)); then rm -rf "$work"; else echo "work directory kept: $work"; fi
+}
+trap cleanup EXIT
+
+"$here/certs.sh" "$certs" >/dev/null || { echo "security: 0 passed, 1 failed (certs.sh)"; exit 1; }
+cp=$("$root/compat/kafka/classpath.sh") || { echo "security: 0 passed, 1 failed (Kafka classpath)"; exit 1; }
+
+case $broker in
+  keel)
+    "$root/compat/keel.sh" start "$work/broker" "$plain" --smp 2 \
+      --listeners "PLAINTEXT://127.0.0.1:$plain,SASL_PLAINTEXT://127.0.0.1:$sasl_plain,SSL://127.0.0.1:$ssl,SASL_SSL://127.0.0.1:$sasl_ssl" \
+      --tls-cert "$certs/server.crt" --tls-key "$certs/server.key" --tls-ca "$certs/ca.pem" \
+      --scram-user admin:SCRAM-SHA-512:admin-secret >/dev/null \
+      || { echo "security: 0 passed, 1 failed (Keel did not start)"; exit 1; }
+    ;;
+  kafka)
+    jaas="org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    KAFKA_EXTRA_PROPS="listeners=PLAINTEXT://127.0.0.1:$plain,CONTROLLER://127.0.0.1:$((plain + 1)),SASL_PLAINTEXT://127.0.0.1:$sasl_plain,SSL://127.0.0.1:$ssl,SASL_SSL://127.0.0.1:$sasl_ssl
+advertised.listeners=PLAINTEXT://127.0.0.1:$plain,SASL_PLAINTEXT://127.0.0.1:$sasl_plain,SSL://127.0.0.1:$ssl,SASL_SSL://127.0.0.1:$sasl_ssl
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=$jaas
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=$jaas
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=$jaas
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$jaas
+ssl.keystore.type=PEM
+ssl.keystore.location=$certs/server.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$certs/ca.pem
+listener.name.ssl.ssl.client.auth=required" \
+      "$root/compat/kafka/kafka.sh" start "$work/broker" "$plain" >/dev/null \
+      || { echo "security: 0 passed, 1 failed (Kafka did not start)"; exit 1; }
+    ;;
+esac
+echo "security: $broker with PLAINTEXT :$plain, SASL_PLAINTEXT :$sasl_plain, SSL :$ssl (mTLS), SASL_SSL :$sasl_ssl"
+
+configs() {
+  local class
+  for class in org.apache.kafka.tools.ConfigCommand kafka.admin.ConfigCommand; do
+    timeout 120 java -Xmx256m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$cp" "$class" \
+      --bootstrap-server "127.0.0.1:$plain" "$@" 2>"$work/configs.err"
+    local rc=$?
+    grep -q "ClassNotFoundException\|Could not find or load main class" "$work/configs.err" || { cat "$work/configs.err"; return $rc; }
+  done
+  return 1
+}
+# One mechanism per call: Kafka refuses two changes of one user in one request
+# (DUPLICATE_RESOURCE), which kafka-configs sends for two mechanisms at once.
+scram_users() {
+  configs --alter --add-config "SCRAM-SHA-512=[password=$password]" --entity-type users --entity-name "$user" &&
+    configs --alter --add-config "SCRAM-SHA-256=[iterations=8192,password=$password]" --entity-type users --entity-name "$user"
+}
+check "kafka-configs creates SCRAM-SHA-256/512 credentials" scram_users
+# Credentials reach the listeners once the metadata has them.
+sleep 2
+
+# franz-go's own SCRAM tests, from its kgo integration suite.
+kgo() {
+  local name=$1 out
+  out=$(cd "$root/compat/go" && KGO_SEEDS=127.0.0.1:$plain KGO_TEST_RF=1 KGO_TEST_SCRAM_SEEDS=127.0.0.1:$sasl_plain \
+    KGO_TEST_SCRAM=$user:$password:512 timeout 600 go test -count=1 -vet=off -v -run "^$name\$" \
+    github.com/twmb/franz-go/pkg/kgo 2>&1)
+  echo "$out"
+  grep -q -- "--- PASS: $name " <<<"$out"
+}
+check "franz-go TestSCRAMAuth (SCRAM-SHA-512, SASL_PLAINTEXT)" kgo TestSCRAMAuth
+check "franz-go TestSCRAMAuthBadCredentials" kgo TestSCRAMAuthBadCredentials
+
+# Java clients: one check per test of SecurityTest.
+java_out=$("$root/compat/java/run.sh" "127.0.0.1:$plain" -Dtest=SecurityTest -Dsec.ssl="127.0.0.1:$ssl" \
+  -Dsec.sasl_ssl="127.0.0.1:$sasl_ssl" -Dsec.ca="$certs/ca.pem" -Dsec.client_pem="$certs/client.pem" \
+  -Dsec.user="$user" -Dsec.password="$password" 2>&1)
+echo "$java_out" >"$work/java.log"
+for t in scramCredentialsAreDescribed produceConsumeOverMutualTls produceConsumeOverSaslSslScram512 wrongPasswordIsRefused \
+  noClientCertificateIsRefusedOnTheMutualTlsListener; do
+  java_test() { grep -qE "Tests run: [1-9]" "$work/java.log" && ! grep -qE "\[ERROR\].*SecurityTest[.#]$1" "$work/java.log"; }
+  check "Java SecurityTest.$t" java_test "$t"
+done
+
+# librdkafka.
+py_out=$(SEC_SSL=127.0.0.1:$ssl SEC_SASL_SSL=127.0.0.1:$sasl_ssl SEC_CERTS=$certs SEC_USER=$user \
+  SEC_PASSWORD=$password "$root/compat/python/run.sh" "127.0.0.1:$plain" -v -p no:cacheprovider \
+  "$here/test_librdkafka_security.py" 2>&1)
+echo "$py_out" >"$work/python.log"
+for t in test_produce_consume_over_mutual_tls test_produce_consume_over_sasl_ssl_scram_sha_256 \
+  test_wrong_password_is_refused; do
+  check "librdkafka $t" grep -q "$t PASSED" "$work/python.log"
+done
+
+echo "security: $passed passed, $failed failed ($broker, $((SECONDS - started))s)"
+((failed == 0))
