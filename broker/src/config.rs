@@ -18,6 +18,12 @@ pub struct BrokerConfig {
     /// Address clients are told to connect to; defaults to `kafka_addr`.
     pub advertised_kafka_addr: Option<String>,
     pub admin_addr: String,
+    /// Bearer token the admin API asks for (`Authorization: Bearer ...`) on every
+    /// endpoint but `/v1/health` and `/v1/status/ready`; `None`: no token.
+    pub admin_token: Option<String>,
+    /// Record per-request metrics (`--metrics off` turns recording off, to measure
+    /// its cost; scrape-time gauges stay).
+    pub metrics: bool,
     /// Number of shards (one pinned executor per core).
     pub smp: usize,
     /// Cores the shards are pinned to, e.g. "2-3": several brokers on one host each
@@ -125,6 +131,8 @@ impl Default for BrokerConfig {
             kafka_addr: "127.0.0.1:9092".into(),
             advertised_kafka_addr: None,
             admin_addr: "127.0.0.1:9644".into(),
+            admin_token: None,
+            metrics: true,
             smp: 1,
             cpuset: None,
             memory: "1G".into(),

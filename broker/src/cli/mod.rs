@@ -69,6 +69,12 @@ pub struct ServeArgs {
     /// Admin HTTP API, HOST:PORT.
     #[arg(long)]
     pub admin_addr: Option<String>,
+    /// Bearer token the admin API requires (all endpoints but health and readiness).
+    #[arg(long)]
+    pub admin_token: Option<String>,
+    /// Per-request metrics recording: on (default) or off.
+    #[arg(long, value_parser = ["on", "off"])]
+    pub metrics: Option<String>,
     /// Shards: one pinned executor per core.
     #[arg(long)]
     pub smp: Option<usize>,
@@ -110,6 +116,12 @@ impl ServeArgs {
         }
         if let Some(v) = self.admin_addr {
             c.admin_addr = v;
+        }
+        if let Some(v) = self.admin_token {
+            c.admin_token = Some(v);
+        }
+        if let Some(v) = self.metrics {
+            c.metrics = v == "on";
         }
         if let Some(v) = self.smp {
             c.smp = v;
