@@ -132,7 +132,12 @@ fn every_endpoint_answers_json() {
     assert_refused(http(port, "DELETE /v1/config/log_level HTTP/1.1", ""), 405);
     assert_refused(http(port, "POST /v1/partitions/orders/x/leader HTTP/1.1", ""), 400);
     assert_refused(http(port, "POST /v1/partitions/orders/0/leader?to=z HTTP/1.1", ""), 400);
-    assert_refused(http(port, "POST /v1/partitions/orders/0/leader HTTP/1.1", ""), 409);
+    assert_refused(http(port, "POST /v1/partitions/orders/0/leader?to=9 HTTP/1.1", ""), 400);
+    assert_refused(http(port, "POST /v1/partitions/nope/0/leader HTTP/1.1", ""), 404);
+    // A single node leads everything already.
+    let (status, body) = http(port, "POST /v1/partitions/orders/0/leader HTTP/1.1", "");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["moved"], false);
     assert_refused(http(port, "PUT /v1/config/log_level HTTP/1.1", &"x".repeat(4000)), 413);
 }
 
