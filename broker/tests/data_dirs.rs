@@ -229,7 +229,12 @@ fn alter_replica_log_dirs_moves_a_partition_while_it_serves() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let acked = producer.join().unwrap();
     assert_eq!(partition_dirs(&second, "mover"), vec![0]);
-    assert_eq!(partition_dirs(&first, "mover"), vec![1]);
+    // The old directory is removed after the switch DescribeLogDirs reports.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while partition_dirs(&first, "mover") != vec![1] {
+        assert!(std::time::Instant::now() < deadline, "the old directory stays: {}", b.log());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     // Moving it where it is answers NONE.
     assert_eq!(alter_replica_log_dir(&mut c, &second, "mover", 0), 0);
 
