@@ -112,8 +112,7 @@ pub async fn verify(log: &Rc<RefCell<PartitionLog>>, upto: i64, step: usize) -> 
     loop {
         let r = read_kept(log, offset, step, upto).await?;
         let Some(last) = r.batches.last() else { return Ok(bytes) };
-        let path = log.borrow().dir.clone();
-        offset = BatchHeader::parse(last).map_err(|e| corrupt(&path, 0, e.to_string()))?.last_offset() + 1;
+        offset = BatchHeader::parse(last).map_err(|e| corrupt_in(log, e.to_string()))?.last_offset() + 1;
         bytes += r.bytes as u64;
     }
 }
