@@ -47,7 +47,7 @@ note "build"
 if ! cargo build --release -p keel-broker 2>&1 | tail -n 3; then echo "build failed"; exit 1; fi
 
 note "Rust tests (unit, storage recovery, Raft simulation, bad input, multi-shard, kill -9)"
-cargo test --release -p keel-protocol -p keel-storage -p keel-raft -p keel-broker -p keel-tuning 2>&1 | tee "$logs/cargo-test.log" | grep -E "^test |test result|panicked" 
+cargo test --release --no-fail-fast -p keel-protocol -p keel-storage -p keel-raft -p keel-broker -p keel-tuning 2>&1 | tee "$logs/cargo-test.log" | grep -E "^test |test result|panicked" 
 counts=$(awk '/^test result:/ {for(i=1;i<=NF;i++){if($(i+1) ~ /^passed/)p+=$i; if($(i+1) ~ /^failed/)f+=$i; if($(i+1) ~ /^ignored/)s+=$i}} END {if (NR) print p+0, f+0, s+0}' "$logs/cargo-test.log")
 record_or_fail "rust (cargo test)" "$counts"
 
