@@ -47,6 +47,12 @@ pub struct BrokerConfig {
     /// `kafka-storage format --add-scram`); users created with
     /// AlterUserScramCredentials are kept in the cluster metadata and take precedence.
     pub scram_users: Vec<String>,
+    /// Bearer token the admin API asks for (`Authorization: Bearer ...`) on every
+    /// endpoint but `/v1/health` and `/v1/status/ready`; `None`: no token.
+    pub admin_token: Option<String>,
+    /// Record per-request metrics (`--metrics off` turns recording off, to measure
+    /// its cost; scrape-time gauges stay).
+    pub metrics: bool,
     /// Number of shards (one pinned executor per core).
     pub smp: usize,
     /// Cores the shards are pinned to, e.g. "2-3": several brokers on one host each
@@ -164,6 +170,8 @@ impl Default for BrokerConfig {
             sasl_enabled_mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
             plain_users: Vec::new(),
             scram_users: Vec::new(),
+            admin_token: None,
+            metrics: true,
             smp: 1,
             cpuset: None,
             memory: "1G".into(),

@@ -8,14 +8,7 @@ use keel_broker::cli::{cluster, group, topic, Cli, Command, ServeArgs};
 static ALLOCATOR: keel_protocol::alloc::GuardedAllocator = keel_protocol::alloc::GuardedAllocator;
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    keel_broker::admin::log_level::init();
     let cli = Cli::parse();
     if !matches!(cli.command, Some(Command::Serve(_)) | None) {
         // A client command piped into `head` ends quietly when the pipe closes, as

@@ -63,7 +63,22 @@ pub struct FlushQueue {
     on_io_error: RefCell<Option<IoErrorHook>>,
     /// Logs [`FlushQueue::forget`] took out: never scheduled again.
     forgotten: RefCell<Vec<Weak<RefCell<PartitionLog>>>>,
+    /// Told of every completed pass (metrics).
+    on_pass: RefCell<Option<PassHook>>,
 }
+
+/// What one group-commit pass did, for [`FlushQueue::on_pass`].
+#[derive(Debug, Clone, Copy)]
+pub struct PassReport {
+    /// Dirty logs the pass made durable (the group commit's size).
+    pub logs: usize,
+    /// Bytes the pass wrote to the journal (0 without one).
+    pub bytes: u64,
+    pub duration: Duration,
+}
+
+/// See [`FlushQueue::on_pass`].
+pub type PassHook = Box<dyn Fn(PassReport)>;
 
 /// See [`FlushQueue::on_io_error`].
 pub type IoErrorHook = Box<dyn Fn(Option<&Log>, &crate::StorageError)>;
@@ -111,6 +126,12 @@ impl FlushQueue {
     /// Calls `hook` with every I/O error the loop meets from now on.
     pub fn on_io_error(&self, hook: IoErrorHook) {
         *self.on_io_error.borrow_mut() = Some(hook);
+    }
+
+    /// Calls `hook` after every pass from now on (it must be quick: it runs on the
+    /// flush loop, between passes).
+    pub fn on_pass(&self, hook: PassHook) {
+        *self.on_pass.borrow_mut() = Some(hook);
     }
 
     fn report(&self, log: Option<&Log>, e: &crate::StorageError) {
@@ -216,11 +237,18 @@ impl FlushQueue {
                 continue;
             }
             let started = Instant::now();
+            let logs = batch.len();
+            let bytes_before = self.journal.as_ref().map_or(0, |j| j.bytes_written.get());
             match &self.journal {
                 Some(journal) => self.journal_pass(journal, batch).await,
                 None => self.direct_pass(batch).await,
             }
-            self.pass_times.borrow_mut().record(started.elapsed().as_secs_f64());
+            let duration = started.elapsed();
+            self.pass_times.borrow_mut().record(duration.as_secs_f64());
+            if let Some(hook) = self.on_pass.borrow().as_ref() {
+                let bytes = self.journal.as_ref().map_or(0, |j| j.bytes_written.get()) - bytes_before;
+                hook(PassReport { logs, bytes, duration });
+            }
             if let Some(cache) = &self.cache {
                 cache.evict();
             }

@@ -133,8 +133,10 @@ async fn read_from(
             return Ok(out);
         }
         if let Some(hit) = l.read_cached(offset, max_bytes, upto) {
+            crate::stats::update(|s| s.cache_hits += 1);
             return Ok(hit);
         }
+        crate::stats::update(|s| s.cache_misses += 1);
         // Batches not yet in the segment files are in the cache: the disk read stops
         // before them and the next read finds them there.
         let upto = upto.min(l.written_offset);

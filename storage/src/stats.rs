@@ -32,6 +32,10 @@ pub struct StorageStats {
     pub snapshot_bytes_written: u64,
     /// Disk reads served from data read ahead for a consumer reading in order.
     pub read_ahead_hits: u64,
+    /// Reads answered from the batch cache, and reads that had to go to the segment
+    /// files (the batch cache's hit rate is hits / (hits + misses)).
+    pub cache_hits: u64,
+    pub cache_misses: u64,
 }
 
 thread_local! {

@@ -1,3 +1,17 @@
-//! The admin HTTP API (health, status, Prometheus metrics), served by shard 0.
+//! Operations: metrics and the admin HTTP API.
+//!
+//! - Shards record on their data path into their own handles ([`recorder`]); the
+//!   figures they keep in plain cells and the percentiles of their distributions are
+//!   gathered over the mesh at each scrape ([`stats`]) and published into the global
+//!   `metrics` recorder ([`publish`]), which `metrics-exporter-prometheus` renders.
+//! - The admin API runs on a thread of its own, off the reactors ([`server`]), and
+//!   asks shard 0 for what needs the shards ([`api`]).
 
-pub mod http;
+pub mod api;
+pub mod distribution;
+pub mod log_level;
+pub mod names;
+pub mod publish;
+pub mod recorder;
+pub mod server;
+pub mod stats;

@@ -98,6 +98,12 @@ pub struct ServeArgs {
     /// admin:SCRAM-SHA-512:secret.
     #[arg(long)]
     pub scram_user: Vec<String>,
+    /// Bearer token the admin API requires (all endpoints but health and readiness).
+    #[arg(long)]
+    pub admin_token: Option<String>,
+    /// Per-request metrics recording: on (default) or off.
+    #[arg(long, value_parser = ["on", "off"])]
+    pub metrics: Option<String>,
     /// Shards: one pinned executor per core.
     #[arg(long)]
     pub smp: Option<usize>,
@@ -163,6 +169,12 @@ impl ServeArgs {
         }
         c.plain_users.extend(self.plain_user);
         c.scram_users.extend(self.scram_user);
+        if let Some(v) = self.admin_token {
+            c.admin_token = Some(v);
+        }
+        if let Some(v) = self.metrics {
+            c.metrics = v == "on";
+        }
         if let Some(v) = self.smp {
             c.smp = v;
         }

@@ -138,6 +138,9 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
         got = read_all(shard, &wants, response_bytes_max).await;
     }
     trim_to_max_bytes(&mut got, response_bytes_max);
+    for ((_, w), g) in wants.iter().zip(&got) {
+        shard.metrics.fetched(&w.topic, g.bytes);
+    }
     let mut got = got.into_iter();
     let mut slots = want_slots.into_iter().peekable();
     let mut leaders = Vec::new();

@@ -47,6 +47,21 @@ pub enum Answer {
     Close,
 }
 
+/// Records and batches in a partition's record set (v2 batch headers; a set that
+/// does not parse counts what parsed before it).
+fn batch_counts(records: &Bytes) -> (u64, u64) {
+    let (mut rest, mut counts) = (&records[..], (0u64, 0u64));
+    while let Ok(h) = keel_protocol::BatchHeader::parse(rest) {
+        counts.0 += h.records_count.max(0) as u64;
+        counts.1 += 1;
+        match rest.get(h.total_len()..) {
+            Some(next) => rest = next,
+            None => break,
+        }
+    }
+    counts
+}
+
 pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: ProduceRequest) -> Answer {
     let acks = req.acks;
     let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
@@ -111,7 +126,12 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
                     let Some(records) = part.records else {
                         return ProduceOutcome::refused(errors::CORRUPT_MESSAGE);
                     };
-                    p.produce(&s, records, acks, timeout, txn.as_ref()).await
+                    let (bytes, counts) = (records.len(), s.metrics.enabled().then(|| batch_counts(&records)));
+                    let outcome = p.produce(&s, records, acks, timeout, txn.as_ref()).await;
+                    if let (Some((records, batches)), errors::NONE) = (counts, outcome.error) {
+                        s.metrics.produced(&part.topic, bytes, records, batches);
+                    }
+                    outcome
                 }
             });
             keel_storage::flush::join_all(calls.collect()).await

@@ -200,6 +200,8 @@ async fn read_body<R: futures_lite::AsyncRead + Unpin>(reader: &mut R, len: usiz
 
 /// Starts a request's handler. A fetch stops (and stops waiting on other shards) when
 /// the connection closes: nobody is left to read its answer.
+/// The request's count, bytes and latency go to the shard's metrics when it is
+/// answered (a fetch cut short by its client leaving is not counted).
 fn spawn_handler(
     shard: &Rc<Shard>,
     session: &Rc<Session>,
@@ -208,14 +210,20 @@ fn spawn_handler(
 ) -> JoinHandle<Option<Bytes>> {
     let shard = shard.clone();
     let ctx = RequestContext { session: session.clone(), client_id: request.header.client_id.clone() };
-    if request.api_key == ApiKey::Fetch {
+    let (api, request_bytes, started) = (request.api_key, request.frame.len() + 4, std::time::Instant::now());
+    let run = async move {
+        let response = handlers::run(&shard, &ctx, request).await;
+        let response_bytes = response.as_ref().map_or(0, Bytes::len);
+        shard.metrics.request(api, request_bytes, response_bytes, started.elapsed());
+        response
+    };
+    if api == ApiKey::Fetch {
         let gone = closed.wait();
-        let run = async move { handlers::run(&shard, &ctx, request).await };
         return glommio::spawn_local(futures_lite::future::or(run, async move {
             gone.await;
             None
         }))
         .detach();
     }
-    glommio::spawn_local(async move { handlers::run(&shard, &ctx, request).await }).detach()
+    glommio::spawn_local(run).detach()
 }

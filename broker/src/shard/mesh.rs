@@ -82,6 +82,8 @@ pub struct MeshStats {
     pub calls_in_flight_max_per_peer: usize,
     /// Calls whose caller stopped waiting and that were cancelled on their target.
     pub calls_cancelled: u64,
+    /// Calls this shard sent to other shards since start (cross-shard messages).
+    pub calls_sent: u64,
 }
 
 /// Removes a call's bookkeeping if its caller stops waiting before the reply, and
@@ -149,6 +151,7 @@ impl Mesh {
             calls_running: self.running.borrow().len(),
             calls_in_flight_max_per_peer: self.slots_max,
             calls_cancelled: self.cancelled.get(),
+            calls_sent: self.next_id.get() - 1,
         }
     }
 

@@ -94,6 +94,8 @@ pub struct Shard {
     pub leaders_refresh_due: Cell<bool>,
     /// Listeners, TLS, SASL users and authentication counters of this shard.
     pub security: crate::security::ShardSecurity,
+    /// This shard's metric handles and distributions.
+    pub metrics: Rc<crate::admin::recorder::ShardMetrics>,
 }
 
 impl Shard {
@@ -303,6 +305,28 @@ impl Shard {
     }
 }
 
+/// Feeds the flush loop's passes and the journal's fdatasyncs to the shard's metrics,
+/// and starts a new percentile window every [`crate::admin::distribution::WINDOW`].
+fn watch_storage(shard: &Rc<Shard>) {
+    if !shard.metrics.enabled() {
+        return;
+    }
+    let metrics = shard.metrics.clone();
+    shard.flush.on_pass(Box::new(move |report| metrics.flush_pass(report)));
+    if let Some(journal) = shard.flush.journal() {
+        let metrics = shard.metrics.clone();
+        journal.on_sync(Box::new(move |took| metrics.fsync(took)));
+    }
+    let metrics = shard.metrics.clone();
+    glommio::spawn_local(async move {
+        loop {
+            glommio::timer::sleep(crate::admin::distribution::WINDOW).await;
+            metrics.rotate();
+        }
+    })
+    .detach();
+}
+
 /// How often idle producers are looked for (an in-memory check of the oldest ones;
 /// Kafka's `producer.id.expiration.check.interval.ms` is ten minutes).
 const PRODUCER_EXPIRY_CHECK_INTERVAL_MS: u64 = 1000;
@@ -432,6 +456,8 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     let memlock = keel_tuning::raise_memlock((IO_MEMORY_MAX as u64 * 3 + (4 << 20)) * config.smp as u64 + (64 << 20));
     let io_memory = keel_tuning::io_memory_per_shard(memlock, config.smp, IO_MEMORY_MAX);
     shutdown::install();
+    // Before any shard registers a metric: the recorder is installed here.
+    let admin = crate::admin::server::start(&config)?;
     let mesh = MeshBuilder::<MeshMsg, _>::full(cpus.len(), mesh::MESH_CHANNEL_CAPACITY);
     let per_shard_memory = memory / cpus.len() as u64;
     tracing::info!(shards = cpus.len(), ?cpus, per_shard_memory, io_memory, "starting keel");
@@ -439,18 +465,20 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     let mut handles = Vec::new();
     for (i, cpu) in cpus.iter().enumerate() {
         let (config, metadata, mesh, startup) = (config.clone(), metadata.clone(), mesh.clone(), startup.clone());
+        let admin = admin.clone();
         // glommio's stall detector logs a backtrace of a shard that ran 10 ms past its
         // task quota without yielding; it is signal-based, so only on request.
         let stall_backtraces = std::env::var_os("KEEL_STALL_BACKTRACES").is_some();
-        let handle =
-            LocalExecutorBuilder::new(Placement::Fixed(*cpu))
-                .name(&format!("keel-shard-{i}"))
-                .io_memory(io_memory)
-                .detect_stalls(stall_backtraces.then(|| {
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(*cpu))
+            .name(&format!("keel-shard-{i}"))
+            .io_memory(io_memory)
+            .detect_stalls(
+                stall_backtraces.then(|| {
                     Box::new(glommio::DefaultStallDetectionHandler {}) as Box<dyn glommio::StallDetectionHandler>
-                }))
-                .spawn(move || async move { shard_main(config, metadata, mesh, per_shard_memory, startup).await })
-                .map_err(|e| format!("starting shard on cpu {cpu}: {e}"))?;
+                }),
+            )
+            .spawn(move || async move { shard_main(config, metadata, mesh, per_shard_memory, startup, admin).await })
+            .map_err(|e| format!("starting shard on cpu {cpu}: {e}"))?;
         handles.push(handle);
     }
     for h in handles {
@@ -465,6 +493,7 @@ async fn shard_main(
     mesh: MeshBuilder<MeshMsg, glommio::channels::channel_mesh::Full>,
     memory: u64,
     startup: std::sync::Arc<Startup>,
+    admin: crate::admin::server::AdminLink,
 ) -> Result<(), String> {
     let dirs = dirs::DataDirs::probe(&config.data_dirs).await;
     // A failed fdatasync takes its directory's partitions offline instead of
@@ -536,6 +565,7 @@ async fn shard_main(
             .await?,
         )
     };
+    let metrics = Rc::new(crate::admin::recorder::ShardMetrics::new(id, config.metrics));
     let shard = Rc::new_cyclic(|me| Shard {
         id,
         security,
@@ -566,7 +596,9 @@ async fn shard_main(
         replication,
         leaders: RefCell::new(HashMap::new()),
         leaders_refresh_due: Cell::new(false),
+        metrics,
     });
+    watch_storage(&shard);
     let weak = Rc::downgrade(&shard);
     shard.flush.on_io_error(Box::new(move |log, e| {
         if let Some(shard) = weak.upgrade() {
@@ -592,7 +624,8 @@ async fn shard_main(
     tracing::info!(shard = id, partitions = shard.partitions.borrow().len(), "shard ready");
     startup.wait_for_every_shard(count).await;
     if id == 0 {
-        crate::admin::http::spawn(&shard)?;
+        crate::admin::api::serve(&shard, admin.calls.clone());
+        admin.ready.store(true, std::sync::atomic::Ordering::Release);
         glommio::spawn_local(shutdown::watch(shard.clone())).detach();
     }
     crate::net::listener::serve(shard).await

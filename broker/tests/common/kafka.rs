@@ -26,6 +26,10 @@ pub fn create_topic(c: &mut Conn, topic: &str, partitions: i32) -> CreateTopicsR
 }
 
 pub fn produce(c: &mut Conn, acks: i16, parts: &[(&str, i32, Bytes)]) -> ProduceResponse {
+    c.call(ApiKey::Produce, 11, &produce_request(acks, parts))
+}
+
+pub fn produce_request(acks: i16, parts: &[(&str, i32, Bytes)]) -> ProduceRequest {
     let mut topics: Vec<TopicProduceData> = Vec::new();
     for (t, p, records) in parts {
         let pd = PartitionProduceData::default().with_index(*p).with_records(Some(records.clone()));
@@ -34,11 +38,14 @@ pub fn produce(c: &mut Conn, acks: i16, parts: &[(&str, i32, Bytes)]) -> Produce
             None => topics.push(TopicProduceData::default().with_name(name(t)).with_partition_data(vec![pd])),
         }
     }
-    let req = ProduceRequest::default().with_acks(acks).with_timeout_ms(10_000).with_topic_data(topics);
-    c.call(ApiKey::Produce, 11, &req)
+    ProduceRequest::default().with_acks(acks).with_timeout_ms(10_000).with_topic_data(topics)
 }
 
 pub fn fetch(c: &mut Conn, parts: &[(&str, i32, i64)], max_wait_ms: i32, min_bytes: i32) -> FetchResponse {
+    c.call(ApiKey::Fetch, 12, &fetch_request(parts, max_wait_ms, min_bytes))
+}
+
+pub fn fetch_request(parts: &[(&str, i32, i64)], max_wait_ms: i32, min_bytes: i32) -> FetchRequest {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for (t, p, offset) in parts {
         let fp =
@@ -48,14 +55,13 @@ pub fn fetch(c: &mut Conn, parts: &[(&str, i32, i64)], max_wait_ms: i32, min_byt
             None => topics.push(FetchTopic::default().with_topic(name(t)).with_partitions(vec![fp])),
         }
     }
-    let req = FetchRequest::default()
+    FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(max_wait_ms)
         .with_min_bytes(min_bytes)
         .with_max_bytes(50 << 20)
         .with_session_epoch(-1)
-        .with_topics(topics);
-    c.call(ApiKey::Fetch, 12, &req)
+        .with_topics(topics)
 }
 
 /// (key, value) of every record in a fetched `records` blob.

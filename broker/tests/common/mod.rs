@@ -221,7 +221,7 @@ impl Broker {
     /// An admin API request with method `method` and no body; the whole response.
     pub fn admin_request(&self, method: &str, path: &str) -> String {
         let mut s = TcpStream::connect(("127.0.0.1", self.admin_port)).unwrap();
-        write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").unwrap();
+        write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap();
         out

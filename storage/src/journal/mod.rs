@@ -130,7 +130,12 @@ pub struct Journal {
     /// sync failures, see [`crate::log::survive_sync_failures`]): every later write
     /// fails, since the journal can no longer prove anything durable.
     failed: RefCell<Option<String>>,
+    /// Told how long each fdatasync of a pass took (metrics).
+    on_sync: RefCell<Option<SyncHook>>,
 }
+
+/// See [`Journal::on_sync`].
+pub type SyncHook = Box<dyn Fn(std::time::Duration)>;
 
 pub fn file_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:020}.journal"))
@@ -202,6 +207,7 @@ impl Journal {
             bytes_written: Cell::new(0),
             checkpoints: Cell::new(0),
             failed: RefCell::new(None),
+            on_sync: RefCell::new(None),
         });
         journal.writer.borrow_mut().spares.extend(prepared);
         journal.retire(retired.into_iter().map(|s| file_path(dir, s)).collect()).await;
@@ -256,6 +262,11 @@ impl Journal {
     }
 
     /// True once [`Journal::finish_recovery`] was called.
+    /// Calls `hook` with the duration of every pass's fdatasync from now on.
+    pub fn on_sync(&self, hook: SyncHook) {
+        *self.on_sync.borrow_mut() = Some(hook);
+    }
+
     pub fn recovered(&self) -> bool {
         self.recovery_finished.get()
     }
@@ -331,7 +342,12 @@ impl Journal {
             Ok(_) => return Err(StorageError::io("short journal write", &path, std::io::Error::from_raw_os_error(28))),
             Err(e) => return Err(StorageError::io("write journal", &path, e.into())),
         }
-        if let Err(e) = sync_or_fail(&file, &path).await {
+        let sync_started = std::time::Instant::now();
+        let synced = sync_or_fail(&file, &path).await;
+        if let Some(hook) = self.on_sync.borrow().as_ref() {
+            hook(sync_started.elapsed());
+        }
+        if let Err(e) = synced {
             // What the file holds is unknown from now on: no later write may claim
             // durability through it.
             *self.failed.borrow_mut() = Some(e.to_string());
