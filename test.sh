@@ -106,6 +106,10 @@ note "start Keel on 127.0.0.1:$port"
 if compat/keel.sh start "$run_dir/keel" "$port" --smp "${KEEL_TEST_SMP:-2}" --config "$root/compat/keel-test.yaml" \
     --data-dir "$run_dir/keel/data2"; then
   client_suites keel "127.0.0.1:$port"
+  note "Kafka's command-line tools against Keel (compat/tools: topics, configs, console, groups, offsets, log dirs)"
+  TMPDIR="$run_dir" compat/tools/run.sh "127.0.0.1:$port" >"$logs/tools.log" 2>&1
+  grep -E "^(PASS|FAIL|tools:)" "$logs/tools.log"
+  record_or_fail "kafka tools" "$(sed -nE 's/^tools: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2 0/p' "$logs/tools.log")"
   compat/keel.sh stop "$run_dir/keel"
   if grep -q "panicked" "$run_dir/keel/keel.log"; then
     echo "Keel panicked during the run:"; grep -A5 panicked "$run_dir/keel/keel.log" | head -20

@@ -90,7 +90,10 @@ pub struct BrokerConfig {
     pub producer_states_per_shard_max: usize,
     /// A producer idle this long is forgotten (Kafka's `producer.id.expiration.ms`).
     pub producer_id_expiration_ms: i64,
-    /// Broker-wide defaults for topic configs (e.g. "message.max.bytes").
+    /// Broker-wide defaults for topic configs, by Kafka's broker name or the topic
+    /// config's (`log.retention.ms: 60000` or `retention.ms: 60000`); DescribeConfigs
+    /// reports them as STATIC_BROKER_CONFIG.
+    #[serde(deserialize_with = "scalar_map")]
     pub topic_defaults: BTreeMap<String, String>,
     /// How long a rebalance of an empty classic group waits for more members to join
     /// (Kafka's `group.initial.rebalance.delay.ms`).
@@ -150,6 +153,15 @@ pub struct BrokerConfig {
     /// of Metadata and of new replica placements until it is heard again (Kafka's
     /// `broker.session.timeout.ms`).
     pub broker_session_timeout_ms: u64,
+
+    // --- Disk properties (`keel tune disk`) ---
+    /// The `io-properties.yaml` `keel tune disk` wrote for the data disk. With it, a
+    /// shard's unflushed-bytes cap (when not set) is what the disk writes in
+    /// `UNFLUSHED_DRAIN_MS`, shared by the shards, rather than a share of `memory`.
+    pub io_properties: Option<PathBuf>,
+    /// The data disk's sequential write bandwidth, read from `io_properties` at start.
+    #[serde(skip)]
+    pub disk_write_bytes_per_second: Option<u64>,
 }
 
 impl Default for BrokerConfig {
@@ -212,6 +224,8 @@ impl Default for BrokerConfig {
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_ms: 30_000,
             broker_session_timeout_ms: 9_000,
+            io_properties: None,
+            disk_write_bytes_per_second: None,
         }
     }
 }
@@ -228,6 +242,32 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D
         OneOrMany::One(p) => vec![p],
         OneOrMany::Many(v) => v,
     })
+}
+
+/// A map of config names to scalars, numbers and booleans taken as their text (YAML
+/// `log.retention.ms: 60000` needs no quotes).
+fn scalar_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Scalar {
+        Text(String),
+        Int(i64),
+        Float(f64),
+        Bool(bool),
+    }
+    let map = BTreeMap::<String, Scalar>::deserialize(d)?;
+    Ok(map
+        .into_iter()
+        .map(|(k, v)| {
+            let text = match v {
+                Scalar::Text(s) => s,
+                Scalar::Int(n) => n.to_string(),
+                Scalar::Float(f) => f.to_string(),
+                Scalar::Bool(b) => b.to_string(),
+            };
+            (k, text)
+        })
+        .collect())
 }
 
 impl BrokerConfig {
@@ -338,7 +378,7 @@ impl BrokerConfig {
 
     /// The unflushed-bytes cap of one shard whose share of `memory` is `shard_memory`.
     pub fn unflushed_bytes_max(&self, shard_memory: u64) -> usize {
-        self.unflushed_bytes_max_per_shard.unwrap_or((shard_memory / 4) as usize).max(1)
+        self.unflushed_bytes_max_per_shard.unwrap_or_else(|| self.unflushed_bytes_default(shard_memory)).max(1)
     }
 
     /// Refuses limits that would make the broker unable to serve anything.
@@ -374,6 +414,34 @@ impl BrokerConfig {
     }
 }
 
+/// With measured disk properties, the unflushed bytes of all shards together are what
+/// the disk writes in this long: an acks=1 burst never queues more segment writes than
+/// the disk drains in a quarter second, and the memory beyond goes to the batch cache.
+pub const UNFLUSHED_DRAIN_MS: u64 = 250;
+/// The least unflushed-bytes cap the disk properties may give a shard.
+pub const UNFLUSHED_BYTES_MIN_PER_SHARD: u64 = 4 << 20;
+
+impl BrokerConfig {
+    /// A quarter of the shard's memory, or less when `io_properties` says the disk
+    /// drains less in `UNFLUSHED_DRAIN_MS`.
+    pub fn unflushed_bytes_default(&self, shard_memory: u64) -> usize {
+        let share = shard_memory / 4;
+        let drained = self.disk_write_bytes_per_second.map(|bw| {
+            (bw.saturating_mul(UNFLUSHED_DRAIN_MS) / 1000 / self.smp.max(1) as u64).max(UNFLUSHED_BYTES_MIN_PER_SHARD)
+        });
+        drained.map_or(share, |d| d.min(share)) as usize
+    }
+
+    /// Reads `io_properties` (when set) into `disk_write_bytes_per_second`.
+    pub fn load_io_properties(&mut self) -> Result<(), String> {
+        if let Some(path) = &self.io_properties {
+            let props = keel_tuning::disk::IoProperties::load(path)?;
+            self.disk_write_bytes_per_second = Some(props.for_dir(self.data_dir()).write_bandwidth);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,5 +455,18 @@ mod tests {
         assert_eq!(many.home_dir_index(3), 1);
         let dup = BrokerConfig { data_dirs: vec!["/a".into(), "/a/".into()], ..BrokerConfig::default() };
         assert!(dup.check_limits().is_err());
+    }
+
+    #[test]
+    fn disk_bandwidth_bounds_the_unflushed_default() {
+        let mut c = BrokerConfig { smp: 2, ..BrokerConfig::default() };
+        assert_eq!(c.unflushed_bytes_max(1 << 30), 256 << 20);
+        // 400 MB/s over 2 shards: 50 MB each in 250 ms.
+        c.disk_write_bytes_per_second = Some(400_000_000);
+        assert_eq!(c.unflushed_bytes_max(1 << 30), 50_000_000);
+        c.disk_write_bytes_per_second = Some(1000);
+        assert_eq!(c.unflushed_bytes_max(1 << 30), UNFLUSHED_BYTES_MIN_PER_SHARD as usize);
+        c.unflushed_bytes_max_per_shard = Some(7);
+        assert_eq!(c.unflushed_bytes_max(1 << 30), 7);
     }
 }

@@ -11,6 +11,7 @@ pub mod admin;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod config_sources;
 pub mod coordinator;
 pub mod errors;
 pub mod handlers;

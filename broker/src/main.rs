@@ -1,6 +1,6 @@
 use clap::Parser;
 use keel_broker::cli::client::finish;
-use keel_broker::cli::{cluster, group, topic, Cli, Command, ServeArgs};
+use keel_broker::cli::{cluster, config, group, topic, tune, Cli, Command, ServeArgs};
 
 /// Keeps hostile element counts in requests from aborting the process; see
 /// `keel_protocol::alloc`.
@@ -21,6 +21,8 @@ fn main() {
         Some(Command::Topic(args)) => std::process::exit(finish(topic::run(args))),
         Some(Command::Group(args)) => std::process::exit(finish(group::run(args))),
         Some(Command::Cluster(args)) => std::process::exit(finish(cluster::run(args))),
+        Some(Command::Config(args)) => std::process::exit(config::run(args)),
+        Some(Command::Tune(args)) => std::process::exit(tune::run(args)),
         None => ServeArgs::default(),
     };
     let result = args.into_config().and_then(keel_broker::shard::run);

@@ -1,6 +1,13 @@
 //! Host tuning for Keel's shards: which CPUs to pin to, how `--memory` is split per
 //! shard, and the memlock limit glommio's io_uring rings need. Runs on the main thread
 //! before any executor starts; it never touches the data path.
+//!
+//! `keel tune` lives here too: [`host`] checks (and with `--apply` sets) what on the
+//! host matters to the shards, [`disk`] measures the data disk and writes the
+//! `io-properties.yaml` that `keel serve --io-properties` reads.
+
+pub mod disk;
+pub mod host;
 
 /// CPUs this process may run on (its affinity mask), in ascending order.
 pub fn allowed_cpus() -> Vec<usize> {

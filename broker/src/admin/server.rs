@@ -78,10 +78,12 @@ pub fn start(config: &BrokerConfig) -> Result<AdminLink, String> {
     let server = Server::http(&addr).map_err(|e| format!("admin API cannot listen on {addr}: {e}"))?;
     let (calls_tx, calls_rx) = flume::bounded(CALLS_IN_FLIGHT_MAX);
     let ready = Arc::new(AtomicBool::new(false));
-    let mut effective = serde_json::to_value(config).unwrap_or(Value::Null);
-    if let Some(token) = effective.get_mut("admin_token").filter(|t| !t.is_null()) {
-        *token = json!("<redacted>");
-    }
+    let effective = match serde_json::to_value(config) {
+        Ok(Value::Object(map)) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), crate::config_sources::redacted(k, v))).collect())
+        }
+        _ => Value::Null,
+    };
     let admin = Admin {
         server,
         calls: calls_tx,

@@ -1,19 +1,23 @@
 //! The `keel` command line: `keel serve` runs the broker; `keel topic`, `keel group`
-//! and `keel cluster` are clients that speak only the Kafka protocol (see `client`).
+//! and `keel cluster` are clients that speak only the Kafka protocol (see `client`);
+//! `keel config print` reads the configuration as `keel serve` would, contacting nothing.
 
 pub mod client;
 pub mod cluster;
+pub mod config;
 pub mod consume;
 pub mod group;
 pub mod output;
 pub mod produce;
 pub mod topic;
+pub mod tune;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::BrokerConfig;
+use crate::config_sources;
 
 #[derive(Parser, Debug)]
 #[command(name = "keel", version, about = "Keel: a Kafka-compatible streaming broker, thread-per-core on io_uring")]
@@ -32,6 +36,10 @@ pub enum Command {
     Group(group::GroupArgs),
     /// The cluster's brokers and controller.
     Cluster(cluster::ClusterArgs),
+    /// The effective broker configuration and where each value comes from.
+    Config(config::ConfigArgs),
+    /// Check (and with --apply set) the host for Keel; `tune disk` measures the data disk.
+    Tune(tune::TuneArgs),
 }
 
 /// Options of every client subcommand.
@@ -52,151 +60,130 @@ impl ClientArgs {
     }
 }
 
-#[derive(Args, Debug, Default)]
+/// `keel serve`'s flags. Each names a setting of `BrokerConfig` by its YAML name, so
+/// the flags given serialize as the top layer of `config_sources::resolve`.
+#[derive(Args, Debug, Default, serde::Serialize)]
 pub struct ServeArgs {
-    /// YAML config file; flags override its values.
+    /// YAML config file. Precedence: flags, then KEEL_* environment variables (e.g.
+    /// KEEL_SMP=2), then this file, then defaults (`keel config print` shows each
+    /// value's source).
     #[arg(long, short)]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
     /// Data directory; give it once per drive (shards are spread over them).
     #[arg(long)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub data_dir: Vec<PathBuf>,
     /// Kafka listener, HOST:PORT.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub kafka_addr: Option<String>,
     /// Address given to clients in metadata, HOST:PORT.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub advertised_kafka_addr: Option<String>,
     /// Admin HTTP API, HOST:PORT.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_addr: Option<String>,
     /// Listeners, NAME://HOST:PORT,... with NAME one of PLAINTEXT, SSL, SASL_PLAINTEXT,
     /// SASL_SSL (replaces --kafka-addr).
     #[arg(long, value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub listeners: Vec<String>,
     /// Addresses clients are told per listener, NAME://HOST:PORT,...
     #[arg(long, value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub advertised_listeners: Vec<String>,
     /// PEM certificate chain of the TLS listeners.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_cert: Option<PathBuf>,
     /// PEM private key of the TLS listeners.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_key: Option<PathBuf>,
     /// PEM CA certificates of client certificates: the SSL listener requires one.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_ca: Option<PathBuf>,
     /// Superusers, User:NAME,...
     #[arg(long, value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub superusers: Vec<String>,
     /// SASL mechanisms offered, e.g. SCRAM-SHA-512,PLAIN.
     #[arg(long, value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sasl_enabled_mechanisms: Vec<String>,
-    /// A SASL/PLAIN user, NAME:PASSWORD (repeatable).
+    /// A SASL/PLAIN user, NAME:PASSWORD (repeatable; replaces the YAML list).
     #[arg(long)]
+    #[serde(rename = "plain_users", skip_serializing_if = "Vec::is_empty")]
     pub plain_user: Vec<String>,
     /// A SCRAM user known from the start, NAME:MECHANISM:PASSWORD (repeatable), e.g.
-    /// admin:SCRAM-SHA-512:secret.
+    /// admin:SCRAM-SHA-512:secret (replaces the YAML list).
     #[arg(long)]
+    #[serde(rename = "scram_users", skip_serializing_if = "Vec::is_empty")]
     pub scram_user: Vec<String>,
     /// Bearer token the admin API requires (all endpoints but health and readiness).
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<String>,
     /// Per-request metrics recording: on (default) or off.
-    #[arg(long, value_parser = ["on", "off"])]
-    pub metrics: Option<String>,
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<bool>,
     /// Shards: one pinned executor per core.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub smp: Option<usize>,
     /// Cores to pin shards to, e.g. 2-3 (default: the first --smp cores allowed).
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cpuset: Option<String>,
     /// Memory for all shards, split evenly (e.g. 2G).
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub node_id: Option<i32>,
     /// Node-to-node listener of a cluster, HOST:PORT (shard s listens on PORT + s).
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_addr: Option<String>,
     /// The cluster's voters, ID@HOST:RPCPORT,... (this node among them). Without it
     /// Keel runs as a single node.
     #[arg(long, value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<String>,
     /// Wait of a rebalance of an empty consumer group for more members (Kafka's
     /// group.initial.rebalance.delay.ms); tests pass 0.
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub group_initial_rebalance_delay_ms: Option<i32>,
+    /// io-properties.yaml written by `keel tune disk`: sizes the unflushed-bytes cap
+    /// from the disk's write bandwidth.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io_properties: Option<PathBuf>,
 }
 
 impl ServeArgs {
     pub fn into_config(self) -> Result<BrokerConfig, String> {
-        let mut c = match &self.config {
-            Some(path) => BrokerConfig::load_yaml(path)?,
-            None => BrokerConfig::default(),
+        Ok(self.resolve(&config_sources::process_env())?.config)
+    }
+
+    /// The effective configuration with each setting's source, `env` standing for the
+    /// process environment; the same checks as `keel serve` makes before starting.
+    pub fn resolve(&self, env: &std::collections::BTreeMap<String, String>) -> Result<config_sources::Resolved, String> {
+        let flags = match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => unreachable!("ServeArgs serializes as a map"),
         };
-        if !self.data_dir.is_empty() {
-            c.data_dirs = self.data_dir;
-        }
-        if let Some(v) = self.kafka_addr {
-            c.kafka_addr = v;
-        }
-        if let Some(v) = self.advertised_kafka_addr {
-            c.advertised_kafka_addr = Some(v);
-        }
-        if let Some(v) = self.admin_addr {
-            c.admin_addr = v;
-        }
-        if !self.listeners.is_empty() {
-            c.listeners = self.listeners;
-        }
-        if !self.advertised_listeners.is_empty() {
-            c.advertised_listeners = self.advertised_listeners;
-        }
-        if let Some(v) = self.tls_cert {
-            c.tls_cert = Some(v);
-        }
-        if let Some(v) = self.tls_key {
-            c.tls_key = Some(v);
-        }
-        if let Some(v) = self.tls_ca {
-            c.tls_ca = Some(v);
-        }
-        if !self.superusers.is_empty() {
-            c.superusers = self.superusers;
-        }
-        if !self.sasl_enabled_mechanisms.is_empty() {
-            c.sasl_enabled_mechanisms = self.sasl_enabled_mechanisms;
-        }
-        c.plain_users.extend(self.plain_user);
-        c.scram_users.extend(self.scram_user);
-        if let Some(v) = self.admin_token {
-            c.admin_token = Some(v);
-        }
-        if let Some(v) = self.metrics {
-            c.metrics = v == "on";
-        }
-        if let Some(v) = self.smp {
-            c.smp = v;
-        }
-        if let Some(v) = self.cpuset {
-            c.cpuset = Some(v);
-        }
-        if let Some(v) = self.memory {
-            c.memory = v;
-        }
-        if let Some(v) = self.node_id {
-            c.node_id = v;
-        }
-        if let Some(v) = self.rpc_addr {
-            c.rpc_addr = Some(v);
-        }
-        if !self.peers.is_empty() {
-            c.peers = self.peers;
-        }
+        let mut resolved = config_sources::resolve(self.config.as_deref(), env, flags)?;
+        resolved.config.load_io_properties()?;
+        let c = &resolved.config;
         c.cluster_peers()?;
-        if let Some(v) = self.group_initial_rebalance_delay_ms {
-            c.group_initial_rebalance_delay_ms = v;
-        }
         let listeners = c.listeners()?;
         for addr in listeners.iter().map(|l| &l.addr).chain([&c.admin_addr]) {
             if std::net::ToSocketAddrs::to_socket_addrs(addr.as_str()).map(|mut a| a.next().is_none()).unwrap_or(true) {
@@ -205,6 +192,7 @@ impl ServeArgs {
         }
         c.memory_bytes()?;
         c.check_limits()?;
-        Ok(c)
+        crate::cluster::configs::normalize_topic_defaults(&c.topic_defaults)?;
+        Ok(resolved)
     }
 }

@@ -196,9 +196,19 @@ pub fn broker_def(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| !d.broker_name.is_empty() && d.broker_name == name)
 }
 
+/// Kafka's message for an unknown topic config name, with the closest known name when
+/// it looks like a typo: "Unknown topic config name: retention.mss (did you mean
+/// retention.ms?)".
+pub fn unknown_topic_config(name: &str) -> String {
+    let hint = crate::config_sources::did_you_mean(name, TOPIC_CONFIGS.iter().map(|d| d.name))
+        .map(|known| format!(" (did you mean {known}?)"))
+        .unwrap_or_default();
+    format!("Unknown topic config name: {name}{hint}")
+}
+
 /// Checks a topic config value; returns a message for INVALID_CONFIG.
 pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
-    let d = topic_def(name).ok_or_else(|| format!("Unknown topic config name: {name}"))?;
+    let d = topic_def(name).ok_or_else(|| unknown_topic_config(name))?;
     let ok = match d.kind {
         Kind::Int => value.parse::<i32>().is_ok(),
         Kind::Long => value.parse::<i64>().is_ok(),
@@ -226,7 +236,9 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The value in force for a topic config and where it comes from.
+/// The value in force for a topic config and where it comes from: the topic's own,
+/// else the broker's dynamic default (IncrementalAlterConfigs on the broker), else its
+/// static one (`topic_defaults` at start), else Kafka's default.
 pub fn effective<'a>(
     name: &str,
     topic: &'a BTreeMap<String, String>,
@@ -239,6 +251,9 @@ pub fn effective<'a>(
     if let Some(v) = broker.get(d.broker_name) {
         return Some((v.clone(), Source::Broker));
     }
+    if let Some(v) = static_topic_defaults().get(d.broker_name) {
+        return Some((v.clone(), Source::StaticBroker));
+    }
     Some((d.default.to_string(), Source::Default))
 }
 
@@ -246,7 +261,43 @@ pub fn effective<'a>(
 pub enum Source {
     Topic,
     Broker,
+    StaticBroker,
     Default,
+}
+
+/// The broker's static topic defaults (`topic_defaults`), by broker config name; set
+/// once at start, before any shard runs, and read-only after.
+static STATIC_TOPIC_DEFAULTS: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+
+pub fn static_topic_defaults() -> &'static BTreeMap<String, String> {
+    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+    STATIC_TOPIC_DEFAULTS.get().unwrap_or(&EMPTY)
+}
+
+/// `topic_defaults` of the configuration by broker config name: each key is Kafka's
+/// broker name (`log.retention.ms`) or the topic name it falls back from
+/// (`retention.ms`); unknown names and bad values are refused with the name.
+pub fn normalize_topic_defaults(given: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for (key, value) in given {
+        let def = broker_def(key)
+            .or_else(|| topic_def(key))
+            .ok_or_else(|| format!("topic_defaults: {}", unknown_topic_config(key)))?;
+        if def.broker_name.is_empty() {
+            return Err(format!("topic_defaults: {key} has no broker-wide default in Kafka; set it per topic"));
+        }
+        validate_topic_config(def.name, value).map_err(|e| format!("topic_defaults: {e}"))?;
+        out.insert(def.broker_name.to_string(), value.clone());
+    }
+    Ok(out)
+}
+
+/// Installs the static topic defaults; called once at start.
+pub fn set_static_topic_defaults(c: &BrokerConfig) -> Result<(), String> {
+    let defaults = normalize_topic_defaults(&c.topic_defaults)?;
+    // A second call (never made by `keel serve`) keeps the first values.
+    let _ = STATIC_TOPIC_DEFAULTS.set(defaults);
+    Ok(())
 }
 
 /// Topic settings the data path reads on every produce, resolved once per change.
@@ -326,6 +377,21 @@ mod tests {
         let topic = BTreeMap::new();
         assert_eq!(effective("max.message.bytes", &topic, &broker), Some(("2000".into(), Source::Broker)));
         assert_eq!(TopicSettings::resolve(&topic, &broker).max_message_bytes, 2000);
+    }
+
+    #[test]
+    fn unknown_names_suggest_the_closest() {
+        let e = validate_topic_config("retention.mss", "1").unwrap_err();
+        assert_eq!(e, "Unknown topic config name: retention.mss (did you mean retention.ms?)");
+        assert_eq!(validate_topic_config("zzz", "1").unwrap_err(), "Unknown topic config name: zzz");
+        let given: BTreeMap<String, String> = [("retention.ms", "5"), ("log.segment.bytes", "4096")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let n = normalize_topic_defaults(&given).unwrap();
+        assert_eq!(n.keys().collect::<Vec<_>>(), ["log.retention.ms", "log.segment.bytes"]);
+        let bad: BTreeMap<String, String> = [("log.retention.mss".to_string(), "1".to_string())].into();
+        assert!(normalize_topic_defaults(&bad).unwrap_err().contains("did you mean"));
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub fn source_code(s: Source) -> i8 {
     match s {
         Source::Topic => SOURCE_DYNAMIC_TOPIC,
         Source::Broker => SOURCE_DYNAMIC_BROKER,
+        Source::StaticBroker => SOURCE_STATIC_BROKER,
         Source::Default => SOURCE_DEFAULT,
     }
 }
@@ -152,6 +153,14 @@ fn synonyms(
                 .with_source(SOURCE_DYNAMIC_BROKER),
         );
     }
+    if let Some(v) = configs::static_topic_defaults().get(def.broker_name) {
+        out.push(
+            DescribeConfigsSynonym::default()
+                .with_name(str_bytes(def.broker_name))
+                .with_value(Some(str_bytes(v)))
+                .with_source(SOURCE_STATIC_BROKER),
+        );
+    }
     if !def.broker_name.is_empty() {
         out.push(
             DescribeConfigsSynonym::default()
@@ -173,9 +182,10 @@ fn broker_entries(
     let mut out: Vec<_> = configs::TOPIC_CONFIGS
         .iter()
         .filter(|d| !d.broker_name.is_empty() && wanted(d.broker_name))
-        .map(|d| match broker.get(d.broker_name) {
-            Some(v) => entry(d.broker_name, v.clone(), Source::Broker, d.kind, version),
-            None => entry(d.broker_name, d.default.to_string(), Source::Default, d.kind, version),
+        .map(|d| match (broker.get(d.broker_name), configs::static_topic_defaults().get(d.broker_name)) {
+            (Some(v), _) => entry(d.broker_name, v.clone(), Source::Broker, d.kind, version),
+            (None, Some(v)) => entry(d.broker_name, v.clone(), Source::StaticBroker, d.kind, version),
+            (None, None) => entry(d.broker_name, d.default.to_string(), Source::Default, d.kind, version),
         })
         .collect();
     out.extend(configs::static_broker_configs(config).into_iter().filter(|c| wanted(c.name)).map(|c| {

@@ -430,6 +430,7 @@ fn refuse_taken_port(addr_text: &str) -> Result<(), String> {
 
 /// Starts `config.smp` shards and blocks until they stop.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
+    crate::cluster::configs::set_static_topic_defaults(&config)?;
     for dir in &config.data_dirs {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
