@@ -175,7 +175,10 @@ impl ServeArgs {
 
     /// The effective configuration with each setting's source, `env` standing for the
     /// process environment; the same checks as `keel serve` makes before starting.
-    pub fn resolve(&self, env: &std::collections::BTreeMap<String, String>) -> Result<config_sources::Resolved, String> {
+    pub fn resolve(
+        &self,
+        env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<config_sources::Resolved, String> {
         let flags = match serde_json::to_value(self) {
             Ok(serde_json::Value::Object(map)) => map,
             _ => unreachable!("ServeArgs serializes as a map"),

@@ -280,9 +280,14 @@ pub fn static_topic_defaults() -> &'static BTreeMap<String, String> {
 pub fn normalize_topic_defaults(given: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
     for (key, value) in given {
-        let def = broker_def(key)
-            .or_else(|| topic_def(key))
-            .ok_or_else(|| format!("topic_defaults: {}", unknown_topic_config(key)))?;
+        let def = broker_def(key).or_else(|| topic_def(key)).ok_or_else(|| {
+            // Either form is accepted here, so either is a candidate for the hint.
+            let names = TOPIC_CONFIGS.iter().flat_map(|d| [d.name, d.broker_name]).filter(|n| !n.is_empty());
+            let hint = crate::config_sources::did_you_mean(key, names)
+                .map(|known| format!(" (did you mean {known}?)"))
+                .unwrap_or_default();
+            format!("topic_defaults: Unknown topic config name: {key}{hint}")
+        })?;
         if def.broker_name.is_empty() {
             return Err(format!("topic_defaults: {key} has no broker-wide default in Kafka; set it per topic"));
         }
@@ -391,7 +396,7 @@ mod tests {
         let n = normalize_topic_defaults(&given).unwrap();
         assert_eq!(n.keys().collect::<Vec<_>>(), ["log.retention.ms", "log.segment.bytes"]);
         let bad: BTreeMap<String, String> = [("log.retention.mss".to_string(), "1".to_string())].into();
-        assert!(normalize_topic_defaults(&bad).unwrap_err().contains("did you mean"));
+        assert!(normalize_topic_defaults(&bad).unwrap_err().ends_with("(did you mean log.retention.ms?)"));
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! answering, and a Produce racing that would compare timing, not behaviour. Likewise
 //! after EndTxn (and InitProducerId, which may abort an open transaction) it waits
 //! until DescribeTransactions shows the markers written: Kafka answers EndTxn once the
-//! outcome is decided and writes the markers afterwards. These waits are not compared
-//! and not counted as requests.
+//! outcome is decided and writes the markers afterwards; after a topic config change it
+//! pauses, as Kafka applies the change to what DescribeConfigs reads after answering.
+//! These waits are not compared and not counted as requests.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -252,6 +253,14 @@ impl Side {
             // later. The pause keeps that timing, a design choice, out of the comparison.
             thread::sleep(Duration::from_millis(VISIBILITY_PAUSE_MS));
         }
+        if let Request::AlterConfigs { validate_only: false, .. }
+        | Request::IncrementalAlterConfigs { validate_only: false, .. } = step.request
+        {
+            // Kafka answers a config change once it is in the metadata log and applies it
+            // to the configs DescribeConfigs reads shortly afterwards; a describe racing
+            // that would compare timing, not behaviour.
+            thread::sleep(Duration::from_millis(CONFIG_PAUSE_MS));
+        }
         if !expect_response {
             // An unanswered request can only be judged by whether the connection survived.
             projected["connection_open"] = Value::Bool(broker.client.is_open());
@@ -432,6 +441,8 @@ fn settle(broker: &mut Broker, request: &Request, response: &ResponseKind, names
 
 /// Pause after a Produce acknowledged before the data is durable (see its use).
 const VISIBILITY_PAUSE_MS: u64 = 50;
+/// Pause after a topic config change (see its use).
+const CONFIG_PAUSE_MS: u64 = 100;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const LEADER_NOT_AVAILABLE: i16 = 5;
 /// Kafka's limit on topic name length.
