@@ -18,7 +18,8 @@ struct Run {
 }
 
 fn keel(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_keel")).args(args).envs(env.iter().copied()).output().expect("keel runs");
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_keel")).args(args).envs(env.iter().copied()).output().expect("keel runs");
     let run = Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -42,7 +43,8 @@ fn row<'a>(rows: &'a Value, key: &str, value: &str) -> &'a Value {
 fn config_print_shows_each_value_and_its_source() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("keel.yaml");
-    std::fs::write(&file, "smp: 3\nmemory: 3G\nnum_partitions: 4\ntopic_defaults:\n  log.retention.ms: 60000\n").unwrap();
+    std::fs::write(&file, "smp: 3\nmemory: 3G\nnum_partitions: 4\ntopic_defaults:\n  log.retention.ms: 60000\n")
+        .unwrap();
     let f = file.to_str().unwrap();
     let env = [("KEEL_SMP", "2"), ("KEEL_MEMORY", "2G")];
     let rows = json_of(&keel(&["config", "print", "--config", f, "--smp", "1", "--format", "json"], &env));
@@ -74,9 +76,15 @@ fn config_print_shows_each_value_and_its_source() {
 
 #[test]
 fn static_topic_defaults_are_described_as_static_broker_config() {
-    let b = Broker::start_with_yaml(1, "256M", &[], "topic_defaults:\n  retention.ms: 60000\n  log.segment.bytes: 1048576\n");
+    let b = Broker::start_with_yaml(
+        1,
+        "256M",
+        &[],
+        "topic_defaults:\n  retention.ms: 60000\n  log.segment.bytes: 1048576\n",
+    );
     let brokers = format!("127.0.0.1:{}", b.port);
-    let created = keel(&["topic", "create", "s", "-p", "1", "-c", "cleanup.policy=compact", "--brokers", &brokers], &[]);
+    let created =
+        keel(&["topic", "create", "s", "-p", "1", "-c", "cleanup.policy=compact", "--brokers", &brokers], &[]);
     assert_eq!(created.code, 0, "{}", created.stderr);
     let described = json_of(&keel(&["topic", "describe", "s", "--format", "json", "--brokers", &brokers], &[]));
     let configs = &described["configs"];
@@ -158,14 +166,36 @@ fn disk_probe_agrees_with_fio_and_serve_reads_its_file() {
     let size = "256M";
     let probe = |round: usize| {
         let out = json_of(&keel(
-            &["tune", "disk", "--data-dir", d, "--output", props.to_str().unwrap(), "--size", size, "--random-seconds", "0.3", "--format", "json"],
+            &[
+                "tune",
+                "disk",
+                "--data-dir",
+                d,
+                "--output",
+                props.to_str().unwrap(),
+                "--size",
+                size,
+                "--random-seconds",
+                "0.3",
+                "--format",
+                "json",
+            ],
             &[],
         ));
         let pass = |workload: &str| {
-            let p = out["passes"].as_array().unwrap().iter().find(|p| p["workload"] == workload && p["queue_depth"] == 16).unwrap();
+            let p = out["passes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["workload"] == workload && p["queue_depth"] == 16)
+                .unwrap();
             p["bytes_per_second"].as_f64().unwrap()
         };
-        eprintln!("round {round}: probe sequential write {:.0} MB/s, read {:.0} MB/s", pass("sequential_write") / 1e6, pass("sequential_read") / 1e6);
+        eprintln!(
+            "round {round}: probe sequential write {:.0} MB/s, read {:.0} MB/s",
+            pass("sequential_write") / 1e6,
+            pass("sequential_read") / 1e6
+        );
         (pass("sequential_write"), pass("sequential_read"))
     };
     let (w1, r1) = probe(1);

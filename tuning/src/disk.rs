@@ -100,7 +100,9 @@ pub fn probe(options: ProbeOptions) -> Result<(Vec<Pass>, IoProperties), String>
         .map(|executor| executor.run(run_passes(&scratch, &options)));
     let _ = std::fs::remove_file(&scratch);
     let passes = result??;
-    let best = |workload: &str, f: fn(&Pass) -> u64| passes.iter().filter(|p| p.workload == workload).map(f).max().unwrap_or(0);
+    let best = |workload: &str, f: fn(&Pass) -> u64| {
+        passes.iter().filter(|p| p.workload == workload).map(f).max().unwrap_or(0)
+    };
     let disk = DiskProperties {
         mountpoint,
         read_iops: best("random_read", |p| p.iops),
@@ -153,7 +155,13 @@ async fn run_passes(scratch: &Path, options: &ProbeOptions) -> Result<Vec<Pass>,
                 (i < blocks).then_some(i * SEQUENTIAL_BLOCK_BYTES as u64)
             })
             .await?;
-            record(figures(if write { "sequential_write" } else { "sequential_read" }, SEQUENTIAL_BLOCK_BYTES, depth, done, started));
+            record(figures(
+                if write { "sequential_write" } else { "sequential_read" },
+                SEQUENTIAL_BLOCK_BYTES,
+                depth,
+                done,
+                started,
+            ));
         }
     }
     let pages = (options.file_bytes / RANDOM_BLOCK_BYTES as u64).max(1);
@@ -172,7 +180,13 @@ async fn run_passes(scratch: &Path, options: &ProbeOptions) -> Result<Vec<Pass>,
                 (Instant::now() < until).then_some((x % pages) * RANDOM_BLOCK_BYTES as u64)
             })
             .await?;
-            record(figures(if write { "random_write" } else { "random_read" }, RANDOM_BLOCK_BYTES, depth, done, started));
+            record(figures(
+                if write { "random_write" } else { "random_read" },
+                RANDOM_BLOCK_BYTES,
+                depth,
+                done,
+                started,
+            ));
         }
     }
     file.fdatasync().await.map_err(|e| format!("fdatasync: {e}"))?;
@@ -213,7 +227,8 @@ async fn run_workers(
                         buf.as_bytes_mut().fill(0xa5);
                         file.write_at(buf, pos).await.map_err(|e| format!("write at {pos}: {e}"))?;
                     } else {
-                        let read = file.read_at_aligned(pos, block_bytes).await.map_err(|e| format!("read at {pos}: {e}"))?;
+                        let read =
+                            file.read_at_aligned(pos, block_bytes).await.map_err(|e| format!("read at {pos}: {e}"))?;
                         if read.len() != block_bytes {
                             return Err(format!("short read at {pos}: {} bytes", read.len()));
                         }
@@ -251,8 +266,20 @@ mod tests {
     fn properties_round_trip_and_pick_the_mount() {
         let props = IoProperties {
             disks: vec![
-                DiskProperties { mountpoint: "/".into(), read_iops: 1, read_bandwidth: 2, write_iops: 3, write_bandwidth: 4 },
-                DiskProperties { mountpoint: "/nonexistent-mount".into(), read_iops: 5, read_bandwidth: 6, write_iops: 7, write_bandwidth: 8 },
+                DiskProperties {
+                    mountpoint: "/".into(),
+                    read_iops: 1,
+                    read_bandwidth: 2,
+                    write_iops: 3,
+                    write_bandwidth: 4,
+                },
+                DiskProperties {
+                    mountpoint: "/nonexistent-mount".into(),
+                    read_iops: 5,
+                    read_bandwidth: 6,
+                    write_iops: 7,
+                    write_bandwidth: 8,
+                },
             ],
         };
         let dir = tempfile::tempdir().unwrap();

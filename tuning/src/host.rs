@@ -101,10 +101,22 @@ impl Host {
         const CHECK: &str = "io_uring_disabled";
         match self.read("/proc/sys/kernel/io_uring_disabled") {
             Ok(v) if v == "0" => Finding::new(CHECK, v, "0", Status::Ok, "io_uring is open to every process"),
-            Ok(v) => Finding::new(CHECK, v, "0", Status::Change, "1 limits io_uring to one group and 2 turns it off: Keel's shards do all their I/O through it")
-                .fixed_by(self.path("/proc/sys/kernel/io_uring_disabled"), "0"),
+            Ok(v) => Finding::new(
+                CHECK,
+                v,
+                "0",
+                Status::Change,
+                "1 limits io_uring to one group and 2 turns it off: Keel's shards do all their I/O through it",
+            )
+            .fixed_by(self.path("/proc/sys/kernel/io_uring_disabled"), "0"),
             // Kernels before 6.6 have no such switch: io_uring is always on there.
-            Err(_) => Finding::new(CHECK, "absent", "0", Status::Ok, "this kernel has no switch (before 6.6): io_uring is always on"),
+            Err(_) => Finding::new(
+                CHECK,
+                "absent",
+                "0",
+                Status::Ok,
+                "this kernel has no switch (before 6.6): io_uring is always on",
+            ),
         }
     }
 
@@ -114,10 +126,15 @@ impl Host {
         let cpus = self.cpus();
         let found: Vec<(usize, String)> = cpus
             .iter()
-            .filter_map(|c| self.read(&format!("/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor")).ok().map(|g| (*c, g)))
+            .filter_map(|c| {
+                self.read(&format!("/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor")).ok().map(|g| (*c, g))
+            })
             .collect();
         if found.is_empty() {
-            return Finding::not_applicable(CHECK, "no cpufreq in /sys/devices/system/cpu/cpu*/ (a VM or a container: the host sets the clock)".into());
+            return Finding::not_applicable(
+                CHECK,
+                "no cpufreq in /sys/devices/system/cpu/cpu*/ (a VM or a container: the host sets the clock)".into(),
+            );
         }
         let mut values: Vec<&str> = found.iter().map(|(_, g)| g.as_str()).collect();
         values.sort_unstable();
@@ -127,7 +144,10 @@ impl Host {
         }
         let mut f = Finding::new(CHECK, values.join(","), "performance", Status::Change, why);
         for (c, _) in found.iter().filter(|(_, g)| g != "performance") {
-            f = f.fixed_by(self.path(&format!("/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor")), "performance");
+            f = f.fixed_by(
+                self.path(&format!("/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor")),
+                "performance",
+            );
         }
         f
     }
@@ -145,7 +165,8 @@ impl Host {
 
     fn isolated(&self) -> Finding {
         const CHECK: &str = "isolated_cores";
-        let why = "cores kept from the scheduler (isolcpus=, nohz_full=) run only their shard: no other task preempts it";
+        let why =
+            "cores kept from the scheduler (isolcpus=, nohz_full=) run only their shard: no other task preempts it";
         let isolated = match self.read("/sys/devices/system/cpu/isolated") {
             Ok(v) => v,
             Err(e) => return Finding::not_applicable(CHECK, format!("cannot read {e}")),
@@ -172,15 +193,30 @@ impl Host {
         };
         let irqs = device_irqs(&interrupts);
         if irqs.is_empty() {
-            return Finding::not_applicable(CHECK, "no NVMe or network device IRQs in /proc/interrupts (a VM with virtio or a container)".into());
+            return Finding::not_applicable(
+                CHECK,
+                "no NVMe or network device IRQs in /proc/interrupts (a VM with virtio or a container)".into(),
+            );
         }
         let why = "NVMe and NIC interrupts served on a shard's core preempt its reactor: keep them on the other cores";
         if self.shard_cpus.is_empty() {
-            return Finding::new(CHECK, format!("{} device IRQs", irqs.len()), "off the shards' cores (give --cpuset)", Status::Advice, why);
+            return Finding::new(
+                CHECK,
+                format!("{} device IRQs", irqs.len()),
+                "off the shards' cores (give --cpuset)",
+                Status::Advice,
+                why,
+            );
         }
         let others: Vec<usize> = self.cpus_online().into_iter().filter(|c| !self.shard_cpus.contains(c)).collect();
         if others.is_empty() {
-            return Finding::new(CHECK, format!("{} device IRQs", irqs.len()), "off the shards' cores", Status::Advice, "every core runs a shard: no core is left for interrupts");
+            return Finding::new(
+                CHECK,
+                format!("{} device IRQs", irqs.len()),
+                "off the shards' cores",
+                Status::Advice,
+                "every core runs a shard: no core is left for interrupts",
+            );
         }
         let others_list = others.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
         let mut on_shards = Vec::new();
@@ -300,7 +336,12 @@ impl Host {
         let dev = device_of(dir)?;
         let link = self.path(&format!("/sys/dev/block/{}:{}", dev.0, dev.1));
         let mut sys = std::fs::canonicalize(&link).map_err(|_| {
-            format!("{} is on device {}:{}, which is no block device (overlay or network file system, a container)", dir.display(), dev.0, dev.1)
+            format!(
+                "{} is on device {}:{}, which is no block device (overlay or network file system, a container)",
+                dir.display(),
+                dev.0,
+                dev.1
+            )
         })?;
         if sys.join("partition").exists() {
             sys = sys.parent().map(Path::to_path_buf).ok_or("a partition without a disk")?;
@@ -322,7 +363,8 @@ fn selected(v: &str) -> Option<&str> {
 /// (irq, device) of the NVMe and network interrupts in /proc/interrupts text.
 fn device_irqs(interrupts: &str) -> Vec<(u32, String)> {
     let device = |name: &str| {
-        name.starts_with("nvme") || ["eth", "ens", "enp", "eno", "mlx", "ice", "i40e", "ixgbe", "bnxt"].iter().any(|p| name.starts_with(p))
+        name.starts_with("nvme")
+            || ["eth", "ens", "enp", "eno", "mlx", "ice", "i40e", "ixgbe", "bnxt"].iter().any(|p| name.starts_with(p))
     };
     interrupts
         .lines()
@@ -379,13 +421,24 @@ fn memlock() -> Finding {
         libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim);
         lim
     };
-    let show = |v: libc::rlim_t| if v == libc::RLIM_INFINITY { "unlimited".to_string() } else { format!("{} MiB", v >> 20) };
+    let show =
+        |v: libc::rlim_t| if v == libc::RLIM_INFINITY { "unlimited".to_string() } else { format!("{} MiB", v >> 20) };
     let current = format!("soft {}, hard {}", show(lim.rlim_cur), show(lim.rlim_max));
-    if lim.rlim_cur == libc::RLIM_INFINITY || lim.rlim_cur >= wanted || lim.rlim_max == libc::RLIM_INFINITY || lim.rlim_max >= wanted {
+    if lim.rlim_cur == libc::RLIM_INFINITY
+        || lim.rlim_cur >= wanted
+        || lim.rlim_max == libc::RLIM_INFINITY
+        || lim.rlim_max >= wanted
+    {
         // `keel serve` raises the soft limit up to the hard one itself.
         Finding::new(CHECK, current, "512 MiB or unlimited", Status::Ok, why)
     } else {
-        Finding::new(CHECK, current, "512 MiB or unlimited (LimitMEMLOCK=infinity in the service unit)", Status::Advice, why)
+        Finding::new(
+            CHECK,
+            current,
+            "512 MiB or unlimited (LimitMEMLOCK=infinity in the service unit)",
+            Status::Advice,
+            why,
+        )
     }
 }
 
@@ -426,13 +479,19 @@ mod tests {
             ("/sys/devices/system/cpu/online", "0-1\n"),
             ("/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor", "powersave\n"),
             ("/sys/devices/system/cpu/isolated", "\n"),
-            ("/proc/interrupts", "           CPU0 CPU1\n 24:  5  6  PCI-MSI  nvme0q1\n 25: 1 1 PCI-MSI eth0-rx\n 9: 0 0 acpi\n"),
+            (
+                "/proc/interrupts",
+                "           CPU0 CPU1\n 24:  5  6  PCI-MSI  nvme0q1\n 25: 1 1 PCI-MSI eth0-rx\n 9: 0 0 acpi\n",
+            ),
             ("/proc/irq/24/smp_affinity_list", "0-1\n"),
             ("/proc/irq/25/smp_affinity_list", "0\n"),
         ]);
         let mut findings = host.check();
         let by = |name: &str| findings.iter().find(|f| f.check == name).unwrap().clone();
-        assert_eq!((by("transparent_hugepages").current.as_str(), by("transparent_hugepages").status), ("always", Status::Change));
+        assert_eq!(
+            (by("transparent_hugepages").current.as_str(), by("transparent_hugepages").status),
+            ("always", Status::Change)
+        );
         assert_eq!(by("swappiness").status, Status::Change);
         assert_eq!(by("cpu_governor").current, "powersave");
         assert_eq!(by("isolated_cores").status, Status::Advice);

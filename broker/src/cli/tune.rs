@@ -90,7 +90,8 @@ fn check(data_dir: Option<PathBuf>, cpuset: Option<&str>, apply: bool, format: F
     if apply {
         host::apply(&mut findings);
     }
-    let failed_writes = findings.iter().filter(|f| f.applied.as_deref().is_some_and(|a| a.contains("cannot write"))).count();
+    let failed_writes =
+        findings.iter().filter(|f| f.applied.as_deref().is_some_and(|a| a.contains("cannot write"))).count();
     match format {
         Format::Json => print_json(&serde_json::to_value(&findings).unwrap_or_default()),
         Format::Table => {
@@ -147,7 +148,8 @@ fn disk(data_dir: PathBuf, output: PathBuf, size: &str, random_seconds: f64, for
         random_time: Duration::from_secs_f64(random_seconds),
         on_pass: Some(on_pass),
     };
-    let (passes, props) = disk::probe(options).map_err(|e| (1, format!("disk probe in {}: {e}", data_dir.display())))?;
+    let (passes, props) =
+        disk::probe(options).map_err(|e| (1, format!("disk probe in {}: {e}", data_dir.display())))?;
     bar.finish_and_clear();
     let yaml = serde_yaml::to_string(&props).map_err(|e| (1, e.to_string()))?;
     std::fs::write(&output, yaml).map_err(|e| (1, format!("writing {}: {e}", output.display())))?;

@@ -1,0 +1,404 @@
+package dev.keel.compat;
+
+import org.apache.kafka.clients.CommonClientConfigs;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.config.SaslConfigs;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourceType;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+
+/**
+ * The authorisation matrix: every API below × {no ACL, allow, deny, prefixed allow,
+ * superuser}, run with the Java clients against Keel and against Apache Kafka with
+ * StandardAuthorizer (the oracle) in the same run; each cell's outcome (OK, with what
+ * a listing showed, or the exception class) must be Kafka's.
+ *
+ * Set by compat/security/acls.sh: acl.keel and acl.kafka (HOST:PORT of each broker's
+ * SASL_PLAINTEXT listener with SASL/PLAIN users admin (superuser), u_none, u_allow,
+ * u_deny, u_prefixed, c_allow, c_deny, each with password NAME-secret), acl.out (a TSV
+ * of every cell: api, scenario, Keel's outcome, Kafka's outcome).
+ *
+ * Scenarios: "none" runs as u_none (no ACL at all); "allow" as u_allow with a LITERAL
+ * ALLOW of the operation; "deny" as u_deny with ALLOW ALL and a DENY of the operation;
+ * "prefixed" as u_prefixed with a PREFIXED ALLOW covering the resource; "superuser" as
+ * admin. Cluster APIs use c_allow and c_deny (their ACLs name the one CLUSTER resource,
+ * so they must not leak into other cells) and have no prefixed cell: Kafka accepts no
+ * other name than kafka-cluster.
+ */
+class AclMatrixTest {
+    private static final List<String> SCENARIOS = List.of("none", "allow", "deny", "prefixed", "superuser");
+
+    interface Action {
+        String run(Properties client, String resource) throws Exception;
+    }
+
+    /** One API of the matrix: the resource its ACLs name and the operation it needs. */
+    record Api(String name, ResourceType type, AclOperation operation, Action action) {
+        String resource(String scenario) {
+            switch (type) {
+                case CLUSTER: return "kafka-cluster";
+                case TRANSACTIONAL_ID: return "x-" + name + "-" + scenario;
+                case GROUP: return "g-" + name + "-" + scenario;
+                default: return "t-" + name + "-" + scenario;
+            }
+        }
+    }
+
+    private static final String GROUP_TOPIC = "t-groups";
+
+    private static String need(String name) {
+        String v = System.getProperty(name);
+        assertNotNull(v, "system property " + name + " (set by compat/security/acls.sh)");
+        return v;
+    }
+
+    private static Properties client(String bootstrap, String user) {
+        Properties p = new Properties();
+        p.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(CommonClientConfigs.SECURITY_PROTOCOL_CONFIG, "SASL_PLAINTEXT");
+        p.put(SaslConfigs.SASL_MECHANISM, "PLAIN");
+        p.put(SaslConfigs.SASL_JAAS_CONFIG, "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            + "username=\"" + user + "\" password=\"" + user + "-secret\";");
+        p.put(CommonClientConfigs.DEFAULT_API_TIMEOUT_MS_CONFIG, "15000");
+        p.put(CommonClientConfigs.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        return p;
+    }
+
+    private static <T> T get(org.apache.kafka.common.KafkaFuture<T> f) throws Exception {
+        return f.get(20, TimeUnit.SECONDS);
+    }
+
+    private static final List<Api> APIS = List.of(
+        new Api("produce", ResourceType.TOPIC, AclOperation.WRITE, (p, r) -> {
+            Properties pp = new Properties();
+            pp.putAll(p);
+            pp.put(ProducerConfig.ACKS_CONFIG, "1");
+            pp.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "false");
+            pp.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "10000");
+            pp.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "15000");
+            pp.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+            try (KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(pp, new ByteArraySerializer(), new ByteArraySerializer())) {
+                producer.send(new ProducerRecord<>(r, new byte[] {1})).get(20, TimeUnit.SECONDS);
+            }
+            return "OK";
+        }),
+        new Api("fetch", ResourceType.TOPIC, AclOperation.READ, (p, r) -> {
+            Properties cp = new Properties();
+            cp.putAll(p);
+            cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+            try (KafkaConsumer<byte[], byte[]> consumer =
+                     new KafkaConsumer<>(cp, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+                consumer.assign(List.of(new TopicPartition(r, 0)));
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (System.nanoTime() < deadline) {
+                    if (!consumer.poll(Duration.ofMillis(200)).isEmpty()) {
+                        return "OK:records";
+                    }
+                }
+            }
+            return "OK:none";
+        }),
+        new Api("describeTopics", ResourceType.TOPIC, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.describeTopics(List.of(r)).allTopicNames());
+            }
+            return "OK";
+        }),
+        new Api("listTopics", ResourceType.TOPIC, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                return get(a.listTopics().names()).contains(r) ? "OK:listed" : "OK:hidden";
+            }
+        }),
+        new Api("createTopics", ResourceType.TOPIC, AclOperation.CREATE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.createTopics(List.of(new NewTopic(r, 1, (short) 1))).all());
+            }
+            return "OK";
+        }),
+        new Api("deleteTopics", ResourceType.TOPIC, AclOperation.DELETE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.deleteTopics(List.of(r)).all());
+            }
+            return "OK";
+        }),
+        new Api("createPartitions", ResourceType.TOPIC, AclOperation.ALTER, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.createPartitions(Map.of(r, NewPartitions.increaseTo(2))).all());
+            }
+            return "OK";
+        }),
+        new Api("describeConfigs", ResourceType.TOPIC, AclOperation.DESCRIBE_CONFIGS, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.describeConfigs(List.of(new ConfigResource(ConfigResource.Type.TOPIC, r))).all());
+            }
+            return "OK";
+        }),
+        new Api("alterConfigs", ResourceType.TOPIC, AclOperation.ALTER_CONFIGS, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, r);
+                AlterConfigOp op = new AlterConfigOp(new ConfigEntry("retention.ms", "100000"), AlterConfigOp.OpType.SET);
+                get(a.incrementalAlterConfigs(Map.of(res, List.of(op))).all());
+            }
+            return "OK";
+        }),
+        new Api("listOffsets", ResourceType.TOPIC, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.listOffsets(Map.of(new TopicPartition(r, 0), OffsetSpec.latest())).all());
+            }
+            return "OK";
+        }),
+        new Api("deleteRecords", ResourceType.TOPIC, AclOperation.DELETE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.deleteRecords(Map.of(new TopicPartition(r, 0), RecordsToDelete.beforeOffset(0))).all());
+            }
+            return "OK";
+        }),
+        new Api("commitOffsets", ResourceType.GROUP, AclOperation.READ, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.alterConsumerGroupOffsets(r, Map.of(new TopicPartition(GROUP_TOPIC, 0), new OffsetAndMetadata(0))).all());
+            }
+            return "OK";
+        }),
+        new Api("fetchOffsets", ResourceType.GROUP, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                return "OK:" + get(a.listConsumerGroupOffsets(r).partitionsToOffsetAndMetadata()).size();
+            }
+        }),
+        new Api("describeGroups", ResourceType.GROUP, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                ConsumerGroupDescription d = get(a.describeConsumerGroups(List.of(r),
+                    new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true)).all()).get(r);
+                return "OK:" + d.groupState() + ":" + new TreeSet<>(d.authorizedOperations());
+            }
+        }),
+        new Api("listGroups", ResourceType.GROUP, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                Collection<GroupListing> all = get(a.listGroups().all());
+                return all.stream().anyMatch(g -> g.groupId().equals(r)) ? "OK:listed" : "OK:hidden";
+            }
+        }),
+        new Api("deleteGroups", ResourceType.GROUP, AclOperation.DELETE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.deleteConsumerGroups(List.of(r)).all());
+            }
+            return "OK";
+        }),
+        new Api("initTransactions", ResourceType.TRANSACTIONAL_ID, AclOperation.WRITE, (p, r) -> {
+            Properties pp = new Properties();
+            pp.putAll(p);
+            pp.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, r);
+            pp.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000");
+            try (KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(pp, new ByteArraySerializer(), new ByteArraySerializer())) {
+                producer.initTransactions();
+            }
+            return "OK";
+        }),
+        new Api("describeCluster", ResourceType.CLUSTER, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                Set<AclOperation> ops = get(a.describeCluster(
+                    new DescribeClusterOptions().includeAuthorizedOperations(true)).authorizedOperations());
+                return "OK:" + new TreeSet<>(ops);
+            }
+        }),
+        new Api("describeAcls", ResourceType.CLUSTER, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.describeAcls(AclBindingFilter.ANY).values());
+            }
+            return "OK";
+        }),
+        new Api("createAcls", ResourceType.CLUSTER, AclOperation.ALTER, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.createAcls(List.of(new AclBinding(
+                    new ResourcePattern(ResourceType.TOPIC, "t-nobody", PatternType.LITERAL),
+                    new AccessControlEntry("User:nobody", "*", AclOperation.READ, AclPermissionType.ALLOW)))).all());
+            }
+            return "OK";
+        }),
+        new Api("describeBrokerConfigs", ResourceType.CLUSTER, AclOperation.DESCRIBE_CONFIGS, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.describeConfigs(List.of(new ConfigResource(ConfigResource.Type.BROKER, "1"))).all());
+            }
+            return "OK";
+        }),
+        new Api("describeScramUsers", ResourceType.CLUSTER, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.describeUserScramCredentials().all());
+            }
+            return "OK";
+        })
+    );
+
+    private static String user(Api api, String scenario) {
+        boolean cluster = api.type() == ResourceType.CLUSTER;
+        switch (scenario) {
+            case "none": return "u_none";
+            case "allow": return cluster ? "c_allow" : "u_allow";
+            case "deny": return cluster ? "c_deny" : "u_deny";
+            case "prefixed": return "u_prefixed";
+            default: return "admin";
+        }
+    }
+
+    private static AclBinding acl(ResourceType type, String name, PatternType pattern, String user,
+                                  AclOperation op, AclPermissionType permission) {
+        return new AclBinding(new ResourcePattern(type, name, pattern),
+            new AccessControlEntry("User:" + user, "*", op, permission));
+    }
+
+    /** The ACLs of every cell, the topics and groups they use, created as admin. */
+    private static void setUp(String bootstrap) throws Exception {
+        try (Admin a = Admin.create(client(bootstrap, "admin"))) {
+            List<NewTopic> topics = new ArrayList<>();
+            List<AclBinding> acls = new ArrayList<>();
+            topics.add(new NewTopic(GROUP_TOPIC, 1, (short) 1));
+            for (Api api : APIS) {
+                for (String scenario : SCENARIOS) {
+                    String r = api.resource(scenario);
+                    String u = user(api, scenario);
+                    if (api.type() == ResourceType.TOPIC && !api.name().equals("createTopics")) {
+                        topics.add(new NewTopic(r, 1, (short) 1));
+                    }
+                    if (api.type() == ResourceType.GROUP && !scenario.equals("none") && !scenario.equals("superuser")) {
+                        acls.add(acl(ResourceType.TOPIC, GROUP_TOPIC, PatternType.LITERAL, u, AclOperation.READ,
+                            AclPermissionType.ALLOW));
+                    }
+                    switch (scenario) {
+                        case "allow":
+                            acls.add(acl(api.type(), r, PatternType.LITERAL, u, api.operation(), AclPermissionType.ALLOW));
+                            break;
+                        case "deny":
+                            acls.add(acl(api.type(), r, PatternType.LITERAL, u, AclOperation.ALL, AclPermissionType.ALLOW));
+                            acls.add(acl(api.type(), r, PatternType.LITERAL, u, api.operation(), AclPermissionType.DENY));
+                            break;
+                        case "prefixed":
+                            if (api.type() != ResourceType.CLUSTER) {
+                                acls.add(acl(api.type(), api.resource(""), PatternType.PREFIXED, u, api.operation(),
+                                    AclPermissionType.ALLOW));
+                            }
+                            break;
+                        default:
+                            break;
+                    }
+                }
+            }
+            get(a.createTopics(topics).all());
+            get(a.createAcls(acls).all());
+            // A record to fetch, and groups with a committed offset to describe and delete.
+            Properties pp = client(bootstrap, "admin");
+            pp.put(ProducerConfig.ACKS_CONFIG, "1");
+            try (KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(pp, new ByteArraySerializer(), new ByteArraySerializer())) {
+                for (String scenario : SCENARIOS) {
+                    producer.send(new ProducerRecord<>("t-fetch-" + scenario, new byte[] {1})).get(20, TimeUnit.SECONDS);
+                }
+            }
+            for (Api api : APIS) {
+                if (api.type() != ResourceType.GROUP) {
+                    continue;
+                }
+                for (String scenario : SCENARIOS) {
+                    get(a.alterConsumerGroupOffsets(api.resource(scenario),
+                        Map.of(new TopicPartition(GROUP_TOPIC, 0), new OffsetAndMetadata(0))).all());
+                }
+            }
+        }
+        // ACLs reach the broker's authorizer from the metadata log.
+        Thread.sleep(2000);
+    }
+
+    private static String outcome(Action action, Properties client, String resource) {
+        try {
+            return action.run(client, resource);
+        } catch (Throwable t) {
+            Throwable cause = t;
+            while ((cause instanceof ExecutionException || cause.getClass() == org.apache.kafka.common.KafkaException.class)
+                && cause.getCause() != null) {
+                cause = cause.getCause();
+            }
+            return cause.getClass().getSimpleName();
+        }
+    }
+
+    private static Map<String, String> runMatrix(String bootstrap) throws Exception {
+        setUp(bootstrap);
+        Map<String, String> out = new LinkedHashMap<>();
+        for (Api api : APIS) {
+            for (String scenario : SCENARIOS) {
+                String key = api.name() + "\t" + scenario;
+                if (scenario.equals("prefixed") && api.type() == ResourceType.CLUSTER) {
+                    out.put(key, "n/a");
+                    continue;
+                }
+                out.put(key, outcome(api.action(), client(bootstrap, user(api, scenario)), api.resource(scenario)));
+            }
+        }
+        return out;
+    }
+
+    @Test
+    @Timeout(1200)
+    void everyCellIsKafkas() throws Exception {
+        Map<String, String> kafka = runMatrix(need("acl.kafka"));
+        Map<String, String> keel = runMatrix(need("acl.keel"));
+        List<String> differ = new ArrayList<>();
+        try (PrintWriter w = new PrintWriter(Files.newBufferedWriter(Path.of(need("acl.out"))))) {
+            w.println("api\tscenario\tkeel\tkafka");
+            for (Map.Entry<String, String> e : kafka.entrySet()) {
+                String k = keel.get(e.getKey());
+                w.println(e.getKey() + "\t" + k + "\t" + e.getValue());
+                System.out.printf("%-40s keel=%-40s kafka=%s%n", e.getKey().replace('\t', ' '), k, e.getValue());
+                if (!e.getValue().equals(k)) {
+                    differ.add(e.getKey().replace('\t', ' ') + ": keel " + k + ", kafka " + e.getValue());
+                }
+            }
+        }
+        assertEquals(List.of(), differ, "cells where Keel's outcome is not Kafka's");
+    }
+}
