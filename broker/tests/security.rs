@@ -515,6 +515,8 @@ fn describe_filter(rt: i8, name: Option<&str>, pt: i8) -> DescribeAclsRequest {
         .with_resource_type_filter(rt)
         .with_resource_name_filter(name.map(|n| StrBytes::from_string(n.into())))
         .with_pattern_type_filter(pt)
+        .with_principal_filter(None)
+        .with_host_filter(None)
         .with_operation(ANY)
         .with_permission_type(ANY)
 }
@@ -592,8 +594,10 @@ fn acls_are_created_described_matched_deleted_and_kept_across_a_restart() {
     // DeleteAcls returns what each filter removed.
     let filter = DeleteAclsFilter::default()
         .with_resource_type_filter(TOPIC)
+        .with_resource_name_filter(None)
         .with_pattern_type_filter(ANY)
         .with_principal_filter(Some(StrBytes::from_static_str("User:alice")))
+        .with_host_filter(None)
         .with_operation(ANY)
         .with_permission_type(ANY);
     let r: DeleteAclsResponse =

@@ -13,6 +13,16 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
+/// As Kafka: the cluster's authorized operations only for a principal that may
+/// DESCRIBE the cluster, else none.
+pub fn cluster_operations(shard: &Shard, ctx: &RequestContext) -> i32 {
+    if super::cluster_authorized(shard, ctx, acl::operation::DESCRIBE) {
+        super::operations(shard, ctx, acl::resource::CLUSTER, acl::CLUSTER_NAME)
+    } else {
+        0
+    }
+}
+
 pub fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
@@ -35,7 +45,7 @@ pub fn handle(
                 .collect(),
         )
         .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
-            super::operations(shard, ctx, acl::resource::CLUSTER, acl::CLUSTER_NAME)
+            cluster_operations(shard, ctx)
         } else {
             OPERATIONS_NOT_REQUESTED
         });

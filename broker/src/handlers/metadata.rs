@@ -123,7 +123,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
         .with_controller_id(BrokerId(cluster::controller_id(shard)))
         .with_topics(topics)
         .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
-            super::operations(shard, ctx, acl::resource::CLUSTER, acl::CLUSTER_NAME)
+            super::describe_cluster::cluster_operations(shard, ctx)
         } else {
             OPERATIONS_NOT_REQUESTED
         })
