@@ -240,6 +240,49 @@ class AclMatrixTest {
             }
             return "OK";
         }),
+        new Api("joinClassic", ResourceType.GROUP, AclOperation.READ, (p, r) -> join(p, r, "classic")),
+        new Api("joinConsumer", ResourceType.GROUP, AclOperation.READ, (p, r) -> join(p, r, "consumer")),
+        new Api("deleteOffsets", ResourceType.GROUP, AclOperation.DELETE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.deleteConsumerGroupOffsets(r, Set.of(new TopicPartition(GROUP_TOPIC, 0))).all());
+            }
+            return "OK";
+        }),
+        new Api("describeProducers", ResourceType.TOPIC, AclOperation.READ, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.describeProducers(List.of(new TopicPartition(r, 0))).all());
+            }
+            return "OK";
+        }),
+        new Api("describeTransactions", ResourceType.TRANSACTIONAL_ID, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                return "OK:" + get(a.describeTransactions(List.of(r)).all()).get(r).state();
+            }
+        }),
+        new Api("listTransactions", ResourceType.TRANSACTIONAL_ID, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                return get(a.listTransactions().all()).stream().anyMatch(t -> t.transactionalId().equals(r))
+                    ? "OK:listed" : "OK:hidden";
+            }
+        }),
+        new Api("describeLogDirs", ResourceType.CLUSTER, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.describeLogDirs(List.of(1)).allDescriptions());
+            }
+            return "OK";
+        }),
+        new Api("listReassignments", ResourceType.CLUSTER, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.listPartitionReassignments().reassignments());
+            }
+            return "OK";
+        }),
+        new Api("describeQuorum", ResourceType.CLUSTER, AclOperation.DESCRIBE, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                get(a.describeMetadataQuorum().quorumInfo());
+            }
+            return "OK";
+        }),
         new Api("describeCluster", ResourceType.CLUSTER, AclOperation.DESCRIBE, (p, r) -> {
             try (Admin a = Admin.create(p)) {
                 Set<AclOperation> ops = get(a.describeCluster(
@@ -274,6 +317,28 @@ class AclMatrixTest {
             return "OK";
         })
     );
+
+    /** A consumer of the group protocol given joins group `r`, subscribed to GROUP_TOPIC. */
+    private static String join(Properties p, String r, String protocol) {
+        Properties cp = new Properties();
+        cp.putAll(p);
+        cp.put(ConsumerConfig.GROUP_ID_CONFIG, r);
+        cp.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        try (KafkaConsumer<byte[], byte[]> consumer =
+                 new KafkaConsumer<>(cp, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            consumer.subscribe(List.of(GROUP_TOPIC));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (System.nanoTime() < deadline) {
+                consumer.poll(Duration.ofMillis(200));
+                if (!consumer.assignment().isEmpty()) {
+                    return "OK:assigned";
+                }
+            }
+        }
+        return "OK:unassigned";
+    }
 
     private static String user(Api api, String scenario) {
         boolean cluster = api.type() == ResourceType.CLUSTER;
@@ -338,14 +403,22 @@ class AclMatrixTest {
                 for (String scenario : SCENARIOS) {
                     producer.send(new ProducerRecord<>("t-fetch-" + scenario, new byte[] {1})).get(20, TimeUnit.SECONDS);
                 }
+                producer.send(new ProducerRecord<>(GROUP_TOPIC, new byte[] {1})).get(20, TimeUnit.SECONDS);
             }
             for (Api api : APIS) {
-                if (api.type() != ResourceType.GROUP) {
-                    continue;
-                }
                 for (String scenario : SCENARIOS) {
-                    get(a.alterConsumerGroupOffsets(api.resource(scenario),
-                        Map.of(new TopicPartition(GROUP_TOPIC, 0), new OffsetAndMetadata(0))).all());
+                    if (api.type() == ResourceType.GROUP && !api.name().startsWith("join")) {
+                        get(a.alterConsumerGroupOffsets(api.resource(scenario),
+                            Map.of(new TopicPartition(GROUP_TOPIC, 0), new OffsetAndMetadata(0))).all());
+                    }
+                    if (api.name().equals("describeTransactions") || api.name().equals("listTransactions")) {
+                        Properties tp = client(bootstrap, "admin");
+                        tp.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, api.resource(scenario));
+                        try (KafkaProducer<byte[], byte[]> producer =
+                                 new KafkaProducer<>(tp, new ByteArraySerializer(), new ByteArraySerializer())) {
+                            producer.initTransactions();
+                        }
+                    }
                 }
             }
         }
