@@ -521,8 +521,11 @@ fn describe_filter(rt: i8, name: Option<&str>, pt: i8) -> DescribeAclsRequest {
         .with_permission_type(ANY)
 }
 
-/// (resource name, pattern type, principal, operation, permission) of every ACL found.
-fn describe_acls(c: &mut Conn, filter: &DescribeAclsRequest) -> (i16, Vec<(String, i8, String, i8, i8)>) {
+/// (resource name, pattern type, principal, operation, permission) of an ACL found.
+type FoundAcl = (String, i8, String, i8, i8);
+
+/// The error code and every ACL found.
+fn describe_acls(c: &mut Conn, filter: &DescribeAclsRequest) -> (i16, Vec<FoundAcl>) {
     let r: DescribeAclsResponse = c.call(ApiKey::DescribeAcls, 3, filter);
     let mut found = Vec::new();
     for res in r.resources {
