@@ -726,3 +726,29 @@ fn prefixed_acls_deny_and_superusers_decide_what_metadata_shows() {
     assert_eq!(metadata_of(&mut admin, None).topics.len(), 3);
     assert!(b.metric_sum("keel_authorization_denials_total") >= 2);
 }
+
+#[test]
+fn allow_everyone_if_no_acl_found_opens_only_resources_no_acl_names() {
+    // The authorizer and the setting from the YAML file this time.
+    let (plain, sasl) = (free_port(), free_port());
+    let listeners = format!("PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}");
+    let args = ["--listeners", &listeners, "--plain-user", "admin:admin-secret", "--plain-user", "alice:alice-secret"];
+    let yaml = "authorizer: standard\nallow_everyone_if_no_acl_found: true\nsuperusers: [\"User:admin\"]\n";
+    let _b = Broker::start_on_port_with(plain, 1, &args, yaml);
+    let mut admin = plain_login(sasl, "admin", "admin-secret");
+    let topics = vec![kafka_protocol::messages::create_topics_request::CreatableTopic::default()
+        .with_name(kafka_protocol::messages::TopicName(StrBytes::from_static_str("open")))
+        .with_num_partitions(1)
+        .with_replication_factor(1)];
+    let r: kafka_protocol::messages::CreateTopicsResponse = admin.call(
+        ApiKey::CreateTopics,
+        7,
+        &kafka_protocol::messages::CreateTopicsRequest::default().with_topics(topics).with_timeout_ms(5000),
+    );
+    assert_eq!(r.topics[0].error_code, 0);
+    let mut alice = plain_login(sasl, "alice", "alice-secret");
+    assert_eq!(metadata_of(&mut alice, Some(&["open"])).topics[0].error_code, 0);
+    // An ACL on the topic for someone else: it is no longer "no ACL found".
+    create_acls(&mut admin, vec![creation(TOPIC, "open", LITERAL, "User:bob", READ, ALLOW)]);
+    assert_eq!(metadata_of(&mut alice, Some(&["open"])).topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+}
