@@ -78,7 +78,6 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     let txn_authorized = req.transactional_id.as_ref().is_none_or(|t| {
         super::authorized(shard, ctx, acl::operation::WRITE, acl::resource::TRANSACTIONAL_ID, t.0.as_str())
     });
-    let mut topic_authorized: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
     for topic in req.topic_data {
         let name = if version >= 13 {
             meta.topic_name(&topic.topic_id).map(str::to_string)
@@ -86,9 +85,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
             Some(topic.name.0.to_string())
         };
         let write_allowed = match &name {
-            Some(n) if txn_authorized => *topic_authorized
-                .entry(n.clone())
-                .or_insert_with(|| super::authorized(shard, ctx, acl::operation::WRITE, acl::resource::TOPIC, n)),
+            Some(n) if txn_authorized => super::authorized(shard, ctx, acl::operation::WRITE, acl::resource::TOPIC, n),
             _ => false,
         };
         for p in topic.partition_data {
