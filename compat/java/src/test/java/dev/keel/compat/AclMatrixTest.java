@@ -265,6 +265,25 @@ class AclMatrixTest {
                     ? "OK:listed" : "OK:hidden";
             }
         }),
+        new Api("txnProduce", ResourceType.TOPIC, AclOperation.WRITE, (p, r) -> {
+            try (KafkaProducer<byte[], byte[]> producer = transactional(p, "x-" + r)) {
+                producer.initTransactions();
+                producer.beginTransaction();
+                producer.send(new ProducerRecord<>(r, new byte[] {1}));
+                producer.commitTransaction();
+            }
+            return "OK";
+        }),
+        new Api("txnOffsets", ResourceType.GROUP, AclOperation.READ, (p, r) -> {
+            try (KafkaProducer<byte[], byte[]> producer = transactional(p, "x-" + r)) {
+                producer.initTransactions();
+                producer.beginTransaction();
+                producer.sendOffsetsToTransaction(Map.of(new TopicPartition(GROUP_TOPIC, 0), new OffsetAndMetadata(0)),
+                    new org.apache.kafka.clients.consumer.ConsumerGroupMetadata(r));
+                producer.commitTransaction();
+            }
+            return "OK";
+        }),
         new Api("describeLogDirs", ResourceType.CLUSTER, AclOperation.DESCRIBE, (p, r) -> {
             try (Admin a = Admin.create(p)) {
                 get(a.describeLogDirs(List.of(1)).allDescriptions());
@@ -318,6 +337,16 @@ class AclMatrixTest {
         })
     );
 
+    private static KafkaProducer<byte[], byte[]> transactional(Properties p, String transactionalId) {
+        Properties pp = new Properties();
+        pp.putAll(p);
+        pp.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        pp.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "15000");
+        pp.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "15000");
+        pp.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        return new KafkaProducer<>(pp, new ByteArraySerializer(), new ByteArraySerializer());
+    }
+
     /** A consumer of the group protocol given joins group `r`, subscribed to GROUP_TOPIC. */
     private static String join(Properties p, String r, String protocol) {
         Properties cp = new Properties();
@@ -370,7 +399,13 @@ class AclMatrixTest {
                     if (api.type() == ResourceType.TOPIC && !api.name().equals("createTopics")) {
                         topics.add(new NewTopic(r, 1, (short) 1));
                     }
-                    if (api.type() == ResourceType.GROUP && !scenario.equals("none") && !scenario.equals("superuser")) {
+                    boolean scoped = !scenario.equals("none") && !scenario.equals("superuser");
+                    if (api.name().startsWith("txn") && scoped) {
+                        // The transactional id each transactional cell writes with.
+                        acls.add(acl(ResourceType.TRANSACTIONAL_ID, "x-" + r, PatternType.LITERAL, u, AclOperation.WRITE,
+                            AclPermissionType.ALLOW));
+                    }
+                    if (api.type() == ResourceType.GROUP && scoped) {
                         acls.add(acl(ResourceType.TOPIC, GROUP_TOPIC, PatternType.LITERAL, u, AclOperation.READ,
                             AclPermissionType.ALLOW));
                     }
