@@ -722,8 +722,19 @@ fn prefixed_acls_deny_and_superusers_decide_what_metadata_shows() {
     assert_eq!(listed, ["orders-eu"]);
     let m = metadata_of(&mut alice, Some(&["orders-eu", "orders-us"]));
     assert_eq!((m.topics[0].error_code, m.topics[1].error_code), (0, TOPIC_AUTHORIZATION_FAILED));
+    // Auto-creation needs CREATE on the cluster or the topic.
+    let auto = |c: &mut Conn| -> i16 {
+        let topics = vec![kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(kafka_protocol::messages::TopicName(StrBytes::from_static_str("orders-new"))))];
+        let req = MetadataRequest::default().with_topics(Some(topics)).with_allow_auto_topic_creation(true);
+        let m: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
+        m.topics[0].error_code
+    };
+    assert_eq!(auto(&mut alice), TOPIC_AUTHORIZATION_FAILED);
+    create_acls(&mut admin, vec![creation(TOPIC, "orders-", PREFIXED, "User:alice", 5, ALLOW)]);
+    assert_eq!(auto(&mut alice), 0);
     // The superuser sees everything.
-    assert_eq!(metadata_of(&mut admin, None).topics.len(), 3);
+    assert_eq!(metadata_of(&mut admin, None).topics.len(), 4);
     assert!(b.metric_sum("keel_authorization_denials_total") >= 2);
 }
 

@@ -150,6 +150,9 @@ class AclMatrixTest {
             }
             return "OK";
         }),
+        // The host of the ACLs: this client's address, and another one.
+        new Api("describeTopicsThisHost", ResourceType.TOPIC, AclOperation.DESCRIBE, (p, r) -> describeTopic(p, r)),
+        new Api("describeTopicsOtherHost", ResourceType.TOPIC, AclOperation.DESCRIBE, (p, r) -> describeTopic(p, r)),
         new Api("listTopics", ResourceType.TOPIC, AclOperation.DESCRIBE, (p, r) -> {
             try (Admin a = Admin.create(p)) {
                 return get(a.listTopics().names()).contains(r) ? "OK:listed" : "OK:hidden";
@@ -337,6 +340,13 @@ class AclMatrixTest {
         })
     );
 
+    private static String describeTopic(Properties p, String r) throws Exception {
+        try (Admin a = Admin.create(p)) {
+            get(a.describeTopics(List.of(r)).allTopicNames());
+        }
+        return "OK";
+    }
+
     private static KafkaProducer<byte[], byte[]> transactional(Properties p, String transactionalId) {
         Properties pp = new Properties();
         pp.putAll(p);
@@ -382,8 +392,21 @@ class AclMatrixTest {
 
     private static AclBinding acl(ResourceType type, String name, PatternType pattern, String user,
                                   AclOperation op, AclPermissionType permission) {
+        return acl(type, name, pattern, user, "*", op, permission);
+    }
+
+    private static AclBinding acl(ResourceType type, String name, PatternType pattern, String user, String host,
+                                  AclOperation op, AclPermissionType permission) {
         return new AclBinding(new ResourcePattern(type, name, pattern),
-            new AccessControlEntry("User:" + user, "*", op, permission));
+            new AccessControlEntry("User:" + user, host, op, permission));
+    }
+
+    /** The host the scenario ACLs of `api` name. */
+    private static String host(Api api) {
+        if (api.name().endsWith("ThisHost")) {
+            return "127.0.0.1";
+        }
+        return api.name().endsWith("OtherHost") ? "10.9.9.9" : "*";
     }
 
     /** The ACLs of every cell, the topics and groups they use, created as admin. */
@@ -409,17 +432,18 @@ class AclMatrixTest {
                         acls.add(acl(ResourceType.TOPIC, GROUP_TOPIC, PatternType.LITERAL, u, AclOperation.READ,
                             AclPermissionType.ALLOW));
                     }
+                    String h = host(api);
                     switch (scenario) {
                         case "allow":
-                            acls.add(acl(api.type(), r, PatternType.LITERAL, u, api.operation(), AclPermissionType.ALLOW));
+                            acls.add(acl(api.type(), r, PatternType.LITERAL, u, h, api.operation(), AclPermissionType.ALLOW));
                             break;
                         case "deny":
                             acls.add(acl(api.type(), r, PatternType.LITERAL, u, AclOperation.ALL, AclPermissionType.ALLOW));
-                            acls.add(acl(api.type(), r, PatternType.LITERAL, u, api.operation(), AclPermissionType.DENY));
+                            acls.add(acl(api.type(), r, PatternType.LITERAL, u, h, api.operation(), AclPermissionType.DENY));
                             break;
                         case "prefixed":
                             if (api.type() != ResourceType.CLUSTER) {
-                                acls.add(acl(api.type(), api.resource(""), PatternType.PREFIXED, u, api.operation(),
+                                acls.add(acl(api.type(), api.resource(""), PatternType.PREFIXED, u, h, api.operation(),
                                     AclPermissionType.ALLOW));
                             }
                             break;
