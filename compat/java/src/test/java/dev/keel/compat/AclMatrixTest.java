@@ -332,6 +332,15 @@ class AclMatrixTest {
             }
             return "OK";
         }),
+        new Api("alterBrokerConfigs", ResourceType.CLUSTER, AclOperation.ALTER_CONFIGS, (p, r) -> {
+            try (Admin a = Admin.create(p)) {
+                ConfigResource res = new ConfigResource(ConfigResource.Type.BROKER, "1");
+                AlterConfigOp op =
+                    new AlterConfigOp(new ConfigEntry("log.retention.ms", "604800000"), AlterConfigOp.OpType.SET);
+                get(a.incrementalAlterConfigs(Map.of(res, List.of(op))).all());
+            }
+            return "OK";
+        }),
         new Api("describeScramUsers", ResourceType.CLUSTER, AclOperation.DESCRIBE, (p, r) -> {
             try (Admin a = Admin.create(p)) {
                 get(a.describeUserScramCredentials().all());
