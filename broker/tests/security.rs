@@ -617,15 +617,16 @@ fn acls_are_created_described_matched_deleted_and_kept_across_a_restart() {
 fn acl_requests_are_refused_as_kafka_refuses_them() {
     let (_b, _, sasl) = start_with_authorizer();
     let mut admin = plain_login(sasl, "admin", "admin-secret");
+    // Each refused alone with Kafka 4.4's message (probed against it), the valid one
+    // created.
     let results = create_acls(
         &mut admin,
         vec![
             creation(CLUSTER, "c", LITERAL, "User:alice", READ, ALLOW),
             creation(TOPIC, "", LITERAL, "User:alice", READ, ALLOW),
-            creation(TOPIC, "t", MATCH, "User:alice", READ, ALLOW),
-            creation(ANY, "t", LITERAL, "User:alice", READ, ALLOW),
-            creation(TOPIC, "t", LITERAL, "User:alice", ANY, ALLOW),
-            creation(TOPIC, "t", LITERAL, "User:alice", READ, ANY),
+            creation(42, "t", LITERAL, "User:alice", READ, ALLOW),
+            creation(TOPIC, "t", 9, "User:alice", READ, ALLOW),
+            creation(TOPIC, "t", LITERAL, "User:alice", 99, ALLOW),
             creation(TOPIC, "t", LITERAL, "alice", READ, ALLOW),
             creation(TOPIC, "t", LITERAL, "User:alice", READ, ALLOW),
         ],
@@ -633,20 +634,63 @@ fn acl_requests_are_refused_as_kafka_refuses_them() {
     let codes: Vec<i16> = results.iter().map(|r| r.0).collect();
     assert_eq!(
         codes,
+        [INVALID_REQUEST, INVALID_REQUEST, INVALID_REQUEST, INVALID_REQUEST, INVALID_REQUEST, INVALID_REQUEST, 0]
+    );
+    let messages: Vec<&str> = results.iter().map(|r| r.1.as_deref().unwrap_or_default()).collect();
+    assert_eq!(
+        messages[..6],
         [
-            INVALID_REQUEST,
-            INVALID_REQUEST,
-            INVALID_REQUEST,
-            INVALID_REQUEST,
-            INVALID_REQUEST,
-            INVALID_REQUEST,
-            INVALID_REQUEST,
-            0
+            "The only valid name for the CLUSTER resource is kafka-cluster",
+            "Invalid empty resource name",
+            "Invalid resourceType UNKNOWN",
+            "Invalid patternType UNKNOWN",
+            "Invalid operation UNKNOWN",
+            "Could not parse principal from `alice` (no colon is present separating the principal type from the principal name)",
         ]
     );
-    assert_eq!(results[0].1.as_deref(), Some("The only valid name for the CLUSTER resource is kafka-cluster"));
-    assert_eq!(results[2].1.as_deref(), Some("Invalid patternType MATCH"));
-    assert_eq!(results[3].1.as_deref(), Some("Invalid resourceType ANY"));
+    // A filter's code (ANY, MATCH) in a creation: Kafka answers every creation of the
+    // request UNKNOWN_SERVER_ERROR, without a message.
+    for bad in [
+        creation(TOPIC, "t", MATCH, "User:alice", READ, ALLOW),
+        creation(ANY, "t", LITERAL, "User:alice", READ, ALLOW),
+        creation(TOPIC, "t", LITERAL, "User:alice", ANY, ALLOW),
+        creation(TOPIC, "t", LITERAL, "User:alice", READ, ANY),
+    ] {
+        let results = create_acls(&mut admin, vec![creation(TOPIC, "u", LITERAL, "User:alice", READ, ALLOW), bad]);
+        assert_eq!(results, [(-1, None), (-1, None)]);
+    }
+    // DeleteAcls refuses a filter with codes Kafka does not know, alone.
+    let filter = |rt: i8, pt: i8, op: i8| {
+        DeleteAclsFilter::default()
+            .with_resource_type_filter(rt)
+            .with_resource_name_filter(Some(StrBytes::from_static_str("nothing")))
+            .with_pattern_type_filter(pt)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_operation(op)
+            .with_permission_type(ANY)
+    };
+    let r: DeleteAclsResponse = admin.call(
+        ApiKey::DeleteAcls,
+        3,
+        &DeleteAclsRequest::default().with_filters(vec![
+            filter(42, ANY, ANY),
+            filter(TOPIC, ANY, 99),
+            filter(TOPIC, MATCH, ANY),
+        ]),
+    );
+    let got: Vec<(i16, Option<String>)> =
+        r.filter_results.iter().map(|f| (f.error_code, f.error_message.as_ref().map(|m| m.to_string()))).collect();
+    assert_eq!(
+        got,
+        [
+            (INVALID_REQUEST, Some("Unknown patternFilter.".to_string())),
+            (INVALID_REQUEST, Some("Unknown entryFilter.".to_string())),
+            (0, None)
+        ]
+    );
+    // DescribeAcls with such codes matches nothing.
+    assert!(describe_acls(&mut admin, &describe_filter(42, None, ANY)).1.is_empty());
 
     // A non-superuser without ALTER on the cluster may not change ACLs, nor list
     // them without DESCRIBE.
@@ -655,13 +699,13 @@ fn acl_requests_are_refused_as_kafka_refuses_them() {
     assert_eq!(r[0].0, CLUSTER_AUTHORIZATION_FAILED);
     assert_eq!(describe_acls(&mut alice, &describe_filter(ANY, None, ANY)).0, CLUSTER_AUTHORIZATION_FAILED);
 
-    // Codes Kafka cannot parse (unknown resource type, UNKNOWN filter elements) close
-    // the connection, as Kafka's request parsing does; other clients go on.
+    // The UNKNOWN code (0), which Kafka's request parsing refuses, closes the
+    // connection, as Kafka's does; other clients go on.
     let mut c = plain_login(sasl, "admin", "admin-secret");
     let (_, frame) = c.frame(
         ApiKey::CreateAcls,
         3,
-        &CreateAclsRequest::default().with_creations(vec![creation(42, "t", LITERAL, "User:a", READ, ALLOW)]),
+        &CreateAclsRequest::default().with_creations(vec![creation(0, "t", LITERAL, "User:a", READ, ALLOW)]),
     );
     c.send_raw(&frame);
     assert_closed(&mut c);

@@ -15,8 +15,8 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 3);
 
-/// `None`: a creation carries a code Kafka maps to UNKNOWN, which it cannot parse,
-/// and the connection is closed as Kafka closes it.
+/// `None`: a creation carries the UNKNOWN code (0), which Kafka cannot parse, and the
+/// connection is closed as Kafka closes it.
 pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: CreateAclsRequest) -> Option<CreateAclsResponse> {
     let bindings: Vec<AclBinding> = req
         .creations
@@ -47,6 +47,15 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: CreateAclsRequ
     }
     if !authorizer.enabled() {
         return refuse(errors::SECURITY_DISABLED, "No Authorizer is configured.");
+    }
+    if bindings.iter().any(AclBinding::has_filter_code) {
+        let results = bindings
+            .iter()
+            .map(|_| {
+                AclCreationResult::default().with_error_code(errors::UNKNOWN_SERVER_ERROR).with_error_message(None)
+            })
+            .collect();
+        return Some(CreateAclsResponse::default().with_results(results));
     }
     let checked: Vec<Result<AclBinding, String>> = bindings.into_iter().map(|b| b.validate().map(|_| b)).collect();
     let valid: Vec<AclBinding> = checked.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();

@@ -15,7 +15,8 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 3);
 
-/// `None`: a filter carries a code Kafka maps to UNKNOWN; the connection is closed.
+/// `None`: a filter carries the UNKNOWN code (0); the connection is closed, as Kafka
+/// closes it.
 pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteAclsRequest) -> Option<DeleteAclsResponse> {
     let filters: Vec<AclFilter> = req
         .filters
@@ -49,39 +50,46 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteAclsRequ
     if !authorizer.enabled() {
         return refuse(errors::SECURITY_DISABLED, "No Authorizer is configured.");
     }
-    let n = filters.len();
-    match shard.submit_to(0, move |s| async move { controller::delete_acls(s, filters).await }).await {
-        Err((code, message)) => {
-            let results = (0..n)
-                .map(|_| {
-                    DeleteAclsFilterResult::default()
-                        .with_error_code(code)
-                        .with_error_message(Some(str_bytes(&message)))
-                })
-                .collect();
-            Some(DeleteAclsResponse::default().with_filter_results(results))
-        }
-        Ok(matched) => {
-            let results = matched
-                .into_iter()
-                .map(|acls| {
-                    DeleteAclsFilterResult::default().with_matching_acls(
-                        acls.into_iter()
-                            .map(|a| {
-                                DeleteAclsMatchingAcl::default()
-                                    .with_resource_type(a.resource_type)
-                                    .with_resource_name(str_bytes(&a.resource_name))
-                                    .with_pattern_type(a.pattern_type)
-                                    .with_principal(str_bytes(&a.principal))
-                                    .with_host(str_bytes(&a.host))
-                                    .with_operation(a.operation)
-                                    .with_permission_type(a.permission)
-                            })
-                            .collect(),
-                    )
-                })
-                .collect();
-            Some(DeleteAclsResponse::default().with_filter_results(results))
-        }
-    }
+    // As the controller: a filter with a code Kafka does not know is refused alone.
+    let checks: Vec<Result<(), &str>> = filters.iter().map(AclFilter::validate).collect();
+    let valid: Vec<AclFilter> =
+        filters.iter().zip(&checks).filter(|(_, c)| c.is_ok()).map(|(f, _)| f.clone()).collect();
+    let deleted = if valid.is_empty() {
+        Ok(Vec::new())
+    } else {
+        shard.submit_to(0, move |s| async move { controller::delete_acls(s, valid).await }).await
+    };
+    let mut matched = match &deleted {
+        Ok(m) => m.clone().into_iter(),
+        Err(_) => Vec::new().into_iter(),
+    };
+    let results = checks
+        .into_iter()
+        .map(|check| match (check, &deleted) {
+            (Err(message), _) => DeleteAclsFilterResult::default()
+                .with_error_code(errors::INVALID_REQUEST)
+                .with_error_message(Some(str_bytes(message))),
+            (Ok(()), Err((code, message))) => {
+                DeleteAclsFilterResult::default().with_error_code(*code).with_error_message(Some(str_bytes(message)))
+            }
+            (Ok(()), Ok(_)) => DeleteAclsFilterResult::default().with_error_message(None).with_matching_acls(
+                matched
+                    .next()
+                    .expect("a result per valid filter")
+                    .into_iter()
+                    .map(|a| {
+                        DeleteAclsMatchingAcl::default()
+                            .with_resource_type(a.resource_type)
+                            .with_resource_name(str_bytes(&a.resource_name))
+                            .with_pattern_type(a.pattern_type)
+                            .with_principal(str_bytes(&a.principal))
+                            .with_host(str_bytes(&a.host))
+                            .with_operation(a.operation)
+                            .with_permission_type(a.permission)
+                    })
+                    .collect(),
+            ),
+        })
+        .collect();
+    Some(DeleteAclsResponse::default().with_filter_results(results))
 }

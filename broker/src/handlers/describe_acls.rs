@@ -16,7 +16,8 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 3);
 
-/// `None`: the filter carries a code Kafka maps to UNKNOWN; the connection is closed.
+/// `None`: the filter carries the UNKNOWN code (0); the connection is closed, as Kafka
+/// closes it. Other codes Kafka does not know match nothing.
 pub fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DescribeAclsRequest) -> Option<DescribeAclsResponse> {
     let filter = AclFilter {
         resource_type: req.resource_type_filter,

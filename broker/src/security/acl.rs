@@ -149,12 +149,19 @@ pub struct AclBinding {
 }
 
 impl AclBinding {
-    /// Whether any code is one Kafka maps to UNKNOWN (a request Kafka cannot parse).
+    /// Whether a code is UNKNOWN itself (0): Kafka cannot parse such a request and
+    /// closes the connection. Other codes it does not know are refused one by one.
     pub fn has_unknown(&self) -> bool {
-        is_unknown(self.resource_type, resource::USER)
-            || is_unknown(self.pattern_type, pattern::PREFIXED)
-            || is_unknown(self.operation, operation::TWO_PHASE_COMMIT)
-            || is_unknown(self.permission, permission::ALLOW)
+        [self.resource_type, self.pattern_type, self.operation, self.permission].contains(&0)
+    }
+
+    /// Whether a code is a filter's (ANY, or MATCH): Kafka 4.4 answers a CreateAcls
+    /// holding one UNKNOWN_SERVER_ERROR for every creation, without a message.
+    pub fn has_filter_code(&self) -> bool {
+        self.resource_type == resource::ANY
+            || matches!(self.pattern_type, pattern::ANY | pattern::MATCH)
+            || self.operation == operation::ANY
+            || self.permission == permission::ANY
     }
 
     /// Kafka's checks of a new ACL (`AclApis.handleCreateAcls`, then the controller's
@@ -166,13 +173,17 @@ impl AclBinding {
         if self.resource_name.is_empty() {
             return Err("Invalid empty resource name".into());
         }
-        if matches!(self.resource_type, resource::UNKNOWN | resource::ANY) {
+        if matches!(self.resource_type, resource::UNKNOWN | resource::ANY)
+            || is_unknown(self.resource_type, resource::USER)
+        {
             return Err(format!("Invalid resourceType {}", resource::name(self.resource_type)));
         }
         if !matches!(self.pattern_type, pattern::LITERAL | pattern::PREFIXED) {
             return Err(format!("Invalid patternType {}", pattern::name(self.pattern_type)));
         }
-        if matches!(self.operation, operation::UNKNOWN | operation::ANY) {
+        if matches!(self.operation, operation::UNKNOWN | operation::ANY)
+            || is_unknown(self.operation, operation::TWO_PHASE_COMMIT)
+        {
             return Err(format!("Invalid operation {}", operation::name(self.operation)));
         }
         if !matches!(self.permission, permission::ALLOW | permission::DENY) {
@@ -214,11 +225,22 @@ pub struct AclFilter {
 }
 
 impl AclFilter {
+    /// Whether a code is UNKNOWN itself (0): the connection is closed, as Kafka does.
     pub fn has_unknown(&self) -> bool {
-        is_unknown(self.resource_type, resource::USER)
-            || is_unknown(self.pattern_type, pattern::PREFIXED)
-            || is_unknown(self.operation, operation::TWO_PHASE_COMMIT)
-            || is_unknown(self.permission, permission::ALLOW)
+        [self.resource_type, self.pattern_type, self.operation, self.permission].contains(&0)
+    }
+
+    /// DeleteAcls' check of a filter (the controller's `validateFilter`): a code Kafka
+    /// does not know is refused with its message. DescribeAcls has none: such a filter
+    /// matches nothing.
+    pub fn validate(&self) -> Result<(), &'static str> {
+        if is_unknown(self.resource_type, resource::USER) || is_unknown(self.pattern_type, pattern::PREFIXED) {
+            return Err("Unknown patternFilter.");
+        }
+        if is_unknown(self.operation, operation::TWO_PHASE_COMMIT) || is_unknown(self.permission, permission::ALLOW) {
+            return Err("Unknown entryFilter.");
+        }
+        Ok(())
     }
 
     /// Kafka's `ResourcePatternFilter.matches` and `AccessControlEntryFilter.matches`.
@@ -434,6 +456,9 @@ mod tests {
         a.principal = "User:alice".into();
         assert!(a.validate().is_ok());
         a.resource_type = 42;
+        assert!(!a.has_unknown());
+        assert_eq!(a.validate().unwrap_err(), "Invalid resourceType UNKNOWN");
+        a.resource_type = 0;
         assert!(a.has_unknown());
     }
 }
