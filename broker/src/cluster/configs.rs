@@ -200,7 +200,12 @@ pub fn broker_def(name: &str) -> Option<&'static TopicConfigDef> {
 /// it looks like a typo: "Unknown topic config name: retention.mss (did you mean
 /// retention.ms?)".
 pub fn unknown_topic_config(name: &str) -> String {
-    let hint = crate::config_sources::did_you_mean(name, TOPIC_CONFIGS.iter().map(|d| d.name))
+    unknown_config_among(name, TOPIC_CONFIGS.iter().map(|d| d.name))
+}
+
+/// "Unknown topic config name: X", with " (did you mean Y?)" when one of `known` is close.
+fn unknown_config_among<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> String {
+    let hint = crate::config_sources::did_you_mean(name, known)
         .map(|known| format!(" (did you mean {known}?)"))
         .unwrap_or_default();
     format!("Unknown topic config name: {name}{hint}")
@@ -283,10 +288,7 @@ pub fn normalize_topic_defaults(given: &BTreeMap<String, String>) -> Result<BTre
         let def = broker_def(key).or_else(|| topic_def(key)).ok_or_else(|| {
             // Either form is accepted here, so either is a candidate for the hint.
             let names = TOPIC_CONFIGS.iter().flat_map(|d| [d.name, d.broker_name]).filter(|n| !n.is_empty());
-            let hint = crate::config_sources::did_you_mean(key, names)
-                .map(|known| format!(" (did you mean {known}?)"))
-                .unwrap_or_default();
-            format!("topic_defaults: Unknown topic config name: {key}{hint}")
+            format!("topic_defaults: {}", unknown_config_among(key, names))
         })?;
         if def.broker_name.is_empty() {
             return Err(format!("topic_defaults: {key} has no broker-wide default in Kafka; set it per topic"));
