@@ -39,6 +39,12 @@ pub struct BrokerConfig {
     pub tls_handshake_timeout_ms: u64,
     /// Principals allowed everything once an authorizer exists (`User:admin`).
     pub superusers: Vec<String>,
+    /// `none` (every request allowed, as Kafka without `authorizer.class.name`) or
+    /// `standard` (Kafka's StandardAuthorizer: ACLs kept in the cluster metadata).
+    pub authorizer: String,
+    /// With the standard authorizer: whether a resource no ACL names is open to
+    /// everyone (Kafka's `allow.everyone.if.no.acl.found`).
+    pub allow_everyone_if_no_acl_found: bool,
     /// SASL mechanisms offered on the SASL listeners.
     pub sasl_enabled_mechanisms: Vec<String>,
     /// SASL/PLAIN users, `NAME:PASSWORD` each.
@@ -179,6 +185,8 @@ impl Default for BrokerConfig {
             tls_ca: None,
             tls_handshake_timeout_ms: 10_000,
             superusers: Vec::new(),
+            authorizer: "none".into(),
+            allow_everyone_if_no_acl_found: false,
             sasl_enabled_mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
             plain_users: Vec::new(),
             scram_users: Vec::new(),
@@ -406,6 +414,9 @@ impl BrokerConfig {
         self.listeners()?;
         if let Some(s) = self.superusers.iter().find(|s| !s.starts_with("User:")) {
             return Err(format!("superuser {s:?}: expected User:NAME"));
+        }
+        if !matches!(self.authorizer.as_str(), "none" | "standard") {
+            return Err(format!("authorizer {:?}: expected none or standard", self.authorizer));
         }
         if self.producer_id_expiration_ms <= 0 {
             return Err("producer_id_expiration_ms must be positive".into());

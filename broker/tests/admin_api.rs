@@ -56,7 +56,7 @@ fn every_endpoint_answers_json() {
     let mut c = b.connect();
     assert_eq!(create_topic(&mut c, "orders", 3).topics[0].error_code, 0);
     for p in 0..3 {
-        let records: Vec<(Option<&[u8]>, Option<&[u8]>)> = vec![(None, Some(b"x")); 4];
+        let records = vec![(None::<&[u8]>, Some(&b"x"[..])); 4];
         let r = produce(&mut c, -1, &[("orders", p, build_batch(0, 1, &records))]);
         assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
     }

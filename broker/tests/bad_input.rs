@@ -32,10 +32,10 @@ fn bad_frames_close_only_their_connection() {
         [&3i32.to_be_bytes()[..], &[0, 1, 2]].concat(),
         // Unknown API key 999.
         [&10i32.to_be_bytes()[..], &999i16.to_be_bytes(), &0i16.to_be_bytes(), &7i32.to_be_bytes(), &[0, 0]].concat(),
-        // APIs Kafka serves and Keel does not advertise yet (CreateAcls v3, ShareFetch
-        // v1; docs/compatibility.md says why), and SaslHandshake v2, a version nobody
-        // serves: closed, as Kafka closes a connection that asks for an API it does not
-        // serve.
+        // CreateAcls v3 whose header ends early (no tagged fields), an API Kafka serves
+        // and Keel does not advertise yet (ShareFetch v1; docs/compatibility.md says
+        // why), and SaslHandshake v2, a version nobody serves: closed, as Kafka closes a
+        // connection whose request it cannot read or whose API it does not serve.
         [&10i32.to_be_bytes()[..], &30i16.to_be_bytes(), &3i16.to_be_bytes(), &7i32.to_be_bytes(), &[0, 0]].concat(),
         [&10i32.to_be_bytes()[..], &17i16.to_be_bytes(), &2i16.to_be_bytes(), &7i32.to_be_bytes(), &[0, 0]].concat(),
         [&10i32.to_be_bytes()[..], &78i16.to_be_bytes(), &1i16.to_be_bytes(), &7i32.to_be_bytes(), &[0, 0]].concat(),

@@ -385,3 +385,42 @@ fn a_damaged_replica_is_neither_served_nor_elected() {
     assert_ne!(now, damaged);
     assert_eq!(read_all(&c, now, "damaged", 0), acked);
 }
+
+/// ACLs are cluster metadata: created through any node (relayed to the controller),
+/// every node's authorizer and DescribeAcls see them. The nodes reach each other over
+/// PLAINTEXT, as User:ANONYMOUS, which is a superuser, as Kafka's broker principal must be.
+#[test]
+fn acls_are_replicated_with_the_metadata() {
+    let c = Cluster::start_with_yaml(3, "authorizer: standard\nsuperusers: [\"User:ANONYMOUS\"]\n");
+    let creation = kafka_protocol::messages::create_acls_request::AclCreation::default()
+        .with_resource_type(2)
+        .with_resource_name(kafka_protocol::protocol::StrBytes::from_static_str("replicated-"))
+        .with_resource_pattern_type(4)
+        .with_principal(kafka_protocol::protocol::StrBytes::from_static_str("User:alice"))
+        .with_host(kafka_protocol::protocol::StrBytes::from_static_str("*"))
+        .with_operation(3)
+        .with_permission_type(3);
+    let request = kafka_protocol::messages::CreateAclsRequest::default().with_creations(vec![creation]);
+    c.wait_until("the ACL is created", Duration::from_secs(30), |c| {
+        let Some(mut conn) = c.try_connect(1) else { return false };
+        let r: Option<kafka_protocol::messages::CreateAclsResponse> =
+            conn.try_call(kafka_protocol::messages::ApiKey::CreateAcls, 3, &request);
+        r.is_some_and(|r| r.results[0].error_code == 0)
+    });
+    let describe = kafka_protocol::messages::DescribeAclsRequest::default()
+        .with_resource_type_filter(1)
+        .with_resource_name_filter(None)
+        .with_pattern_type_filter(1)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(1)
+        .with_permission_type(1);
+    c.wait_until("every node has the ACL", Duration::from_secs(30), |c| {
+        (1..=3).all(|id| {
+            let Some(mut conn) = c.try_connect(id) else { return false };
+            let r: Option<kafka_protocol::messages::DescribeAclsResponse> =
+                conn.try_call(kafka_protocol::messages::ApiKey::DescribeAcls, 3, &describe);
+            r.is_some_and(|r| r.resources.len() == 1 && r.resources[0].resource_name.as_str() == "replicated-")
+        })
+    });
+}

@@ -57,8 +57,8 @@ fn metrics_agree_with_a_known_load_on_two_shards() {
     let before = b.admin_get("/metrics");
     let (mut produce_sent, mut produce_received, mut batch_bytes) = (0, 0, 0);
     for i in 0..N {
-        let value = vec![b'v'; VALUE_BYTES];
-        let records: Vec<(Option<&[u8]>, Option<&[u8]>)> = (0..M).map(|_| (None, Some(&value[..]))).collect();
+        let value = [b'v'; VALUE_BYTES];
+        let records: Vec<_> = (0..M).map(|_| (None::<&[u8]>, Some(&value[..]))).collect();
         let batch = build_batch(0, 1_000 + i as i64, &records);
         batch_bytes += batch.len();
         let partition = (i % PARTITIONS as usize) as i32;

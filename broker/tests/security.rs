@@ -13,10 +13,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{free_port, Broker, Conn};
+use kafka_protocol::messages::create_acls_request::AclCreation;
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, ApiKey, ApiVersionsRequest,
     ApiVersionsResponse, DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, MetadataRequest,
     MetadataResponse, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kafka_protocol::messages::{
+    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest,
+    DescribeAclsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use keel_broker::security::scram::{client_final_message, Mechanism};
@@ -439,4 +445,365 @@ fn tls_certificates_reload_without_a_restart() {
     assert!(tls_api_versions(p.ssl, config).is_none(), "the old CA no longer verifies the server");
     let _ = std::fs::remove_dir_all(certs);
     let _ = std::fs::remove_dir_all(fresh);
+}
+
+// ACLs: CreateAcls, DescribeAcls and DeleteAcls on the wire, with the standard
+// authorizer; a PLAIN listener for the principals (admin is a superuser).
+
+const TOPIC: i8 = 2;
+const GROUP: i8 = 3;
+const CLUSTER: i8 = 4;
+const LITERAL: i8 = 3;
+const PREFIXED: i8 = 4;
+const MATCH: i8 = 2;
+const ANY: i8 = 1;
+const READ: i8 = 3;
+const WRITE: i8 = 4;
+const DESCRIBE: i8 = 8;
+const ALLOW: i8 = 3;
+const DENY: i8 = 2;
+const INVALID_REQUEST: i16 = 42;
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+
+/// A broker with the standard authorizer, superuser admin, and PLAIN users admin and
+/// alice; the ports of its PLAINTEXT and SASL_PLAINTEXT listeners.
+fn start_with_authorizer() -> (Broker, u16, u16) {
+    let (plain, sasl) = (free_port(), free_port());
+    let listeners = format!("PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}");
+    let args = [
+        "--listeners",
+        &listeners,
+        "--authorizer",
+        "standard",
+        "--superusers",
+        "User:admin",
+        "--plain-user",
+        "admin:admin-secret",
+        "--plain-user",
+        "alice:alice-secret",
+    ];
+    (Broker::start_on_port_with(plain, 1, &args, ""), plain, sasl)
+}
+
+fn plain_login(port: u16, user: &str, password: &str) -> Conn {
+    let mut c = Broker::connect_port(port);
+    assert_eq!(handshake(&mut c, "PLAIN").error_code, 0);
+    let r = authenticate(&mut c, format!("\0{user}\0{password}").as_bytes()).expect("an answer");
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    c
+}
+
+fn creation(rt: i8, name: &str, pt: i8, principal: &str, op: i8, perm: i8) -> AclCreation {
+    AclCreation::default()
+        .with_resource_type(rt)
+        .with_resource_name(StrBytes::from_string(name.into()))
+        .with_resource_pattern_type(pt)
+        .with_principal(StrBytes::from_string(principal.into()))
+        .with_host(StrBytes::from_static_str("*"))
+        .with_operation(op)
+        .with_permission_type(perm)
+}
+
+fn create_acls(c: &mut Conn, creations: Vec<AclCreation>) -> Vec<(i16, Option<String>)> {
+    let r: CreateAclsResponse = c.call(ApiKey::CreateAcls, 3, &CreateAclsRequest::default().with_creations(creations));
+    r.results.into_iter().map(|r| (r.error_code, r.error_message.map(|m| m.to_string()))).collect()
+}
+
+fn describe_filter(rt: i8, name: Option<&str>, pt: i8) -> DescribeAclsRequest {
+    DescribeAclsRequest::default()
+        .with_resource_type_filter(rt)
+        .with_resource_name_filter(name.map(|n| StrBytes::from_string(n.into())))
+        .with_pattern_type_filter(pt)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(ANY)
+        .with_permission_type(ANY)
+}
+
+/// (resource name, pattern type, principal, operation, permission) of an ACL found.
+type FoundAcl = (String, i8, String, i8, i8);
+
+/// The error code and every ACL found.
+fn describe_acls(c: &mut Conn, filter: &DescribeAclsRequest) -> (i16, Vec<FoundAcl>) {
+    let r: DescribeAclsResponse = c.call(ApiKey::DescribeAcls, 3, filter);
+    let mut found = Vec::new();
+    for res in r.resources {
+        for a in res.acls {
+            found.push((
+                res.resource_name.to_string(),
+                res.pattern_type,
+                a.principal.to_string(),
+                a.operation,
+                a.permission_type,
+            ));
+        }
+    }
+    found.sort();
+    (r.error_code, found)
+}
+
+fn metadata_of(c: &mut Conn, topics: Option<&[&str]>) -> MetadataResponse {
+    let topics = topics.map(|ts| {
+        ts.iter()
+            .map(|t| {
+                kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                    .with_name(Some(kafka_protocol::messages::TopicName(StrBytes::from_string(t.to_string()))))
+            })
+            .collect()
+    });
+    c.call(ApiKey::Metadata, 12, &MetadataRequest::default().with_topics(topics).with_allow_auto_topic_creation(false))
+}
+
+#[test]
+fn acls_are_created_described_matched_deleted_and_kept_across_a_restart() {
+    let (mut b, _, sasl) = start_with_authorizer();
+    let mut admin = plain_login(sasl, "admin", "admin-secret");
+    let results = create_acls(
+        &mut admin,
+        vec![
+            creation(TOPIC, "orders", LITERAL, "User:alice", READ, ALLOW),
+            creation(TOPIC, "orders-", PREFIXED, "User:alice", WRITE, ALLOW),
+            creation(TOPIC, "*", LITERAL, "User:*", DESCRIBE, ALLOW),
+            creation(GROUP, "g", LITERAL, "User:alice", READ, DENY),
+            // The same ACL twice: both succeed, one is kept.
+            creation(GROUP, "g", LITERAL, "User:alice", READ, DENY),
+        ],
+    );
+    assert!(results.iter().all(|(code, _)| *code == 0), "{results:?}");
+
+    let (code, all) = describe_acls(&mut admin, &describe_filter(ANY, None, ANY));
+    assert_eq!(code, 0);
+    assert_eq!(all.len(), 4, "{all:?}");
+    // LITERAL finds only literal patterns, PREFIXED only prefixed ones.
+    let (_, literal) = describe_acls(&mut admin, &describe_filter(TOPIC, None, LITERAL));
+    assert_eq!(literal.len(), 2);
+    let (_, prefixed) = describe_acls(&mut admin, &describe_filter(TOPIC, None, PREFIXED));
+    assert_eq!(prefixed, [("orders-".into(), PREFIXED, "User:alice".into(), WRITE, ALLOW)]);
+    // MATCH finds every pattern that covers a name: literal, wildcard and prefixes.
+    let (_, matched) = describe_acls(&mut admin, &describe_filter(TOPIC, Some("orders-eu"), MATCH));
+    let names: Vec<&str> = matched.iter().map(|m| m.0.as_str()).collect();
+    assert_eq!(names, ["*", "orders-"]);
+    // ANY with a name matches that exact name only.
+    let (_, exact) = describe_acls(&mut admin, &describe_filter(TOPIC, Some("orders-eu"), ANY));
+    assert!(exact.is_empty());
+
+    // Kept in the durable metadata.
+    b.stop();
+    b.spawn();
+    let mut admin = plain_login(sasl, "admin", "admin-secret");
+    assert_eq!(describe_acls(&mut admin, &describe_filter(ANY, None, ANY)).1.len(), 4);
+
+    // DeleteAcls returns what each filter removed.
+    let filter = DeleteAclsFilter::default()
+        .with_resource_type_filter(TOPIC)
+        .with_resource_name_filter(None)
+        .with_pattern_type_filter(ANY)
+        .with_principal_filter(Some(StrBytes::from_static_str("User:alice")))
+        .with_host_filter(None)
+        .with_operation(ANY)
+        .with_permission_type(ANY);
+    let r: DeleteAclsResponse =
+        admin.call(ApiKey::DeleteAcls, 3, &DeleteAclsRequest::default().with_filters(vec![filter.clone()]));
+    assert_eq!(r.filter_results[0].error_code, 0);
+    assert_eq!(r.filter_results[0].matching_acls.len(), 2);
+    let r: DeleteAclsResponse =
+        admin.call(ApiKey::DeleteAcls, 3, &DeleteAclsRequest::default().with_filters(vec![filter]));
+    assert!(r.filter_results[0].matching_acls.is_empty());
+    assert_eq!(describe_acls(&mut admin, &describe_filter(ANY, None, ANY)).1.len(), 2);
+}
+
+#[test]
+fn acl_requests_are_refused_as_kafka_refuses_them() {
+    let (_b, _, sasl) = start_with_authorizer();
+    let mut admin = plain_login(sasl, "admin", "admin-secret");
+    // Each refused alone with Kafka 4.4's message (probed against it), the valid one
+    // created.
+    let results = create_acls(
+        &mut admin,
+        vec![
+            creation(CLUSTER, "c", LITERAL, "User:alice", READ, ALLOW),
+            creation(TOPIC, "", LITERAL, "User:alice", READ, ALLOW),
+            creation(42, "t", LITERAL, "User:alice", READ, ALLOW),
+            creation(TOPIC, "t", 9, "User:alice", READ, ALLOW),
+            creation(TOPIC, "t", LITERAL, "User:alice", 99, ALLOW),
+            creation(TOPIC, "t", LITERAL, "alice", READ, ALLOW),
+            creation(TOPIC, "t", LITERAL, "User:alice", READ, ALLOW),
+        ],
+    );
+    let codes: Vec<i16> = results.iter().map(|r| r.0).collect();
+    assert_eq!(
+        codes,
+        [INVALID_REQUEST, INVALID_REQUEST, INVALID_REQUEST, INVALID_REQUEST, INVALID_REQUEST, INVALID_REQUEST, 0]
+    );
+    let messages: Vec<&str> = results.iter().map(|r| r.1.as_deref().unwrap_or_default()).collect();
+    assert_eq!(
+        messages[..6],
+        [
+            "The only valid name for the CLUSTER resource is kafka-cluster",
+            "Invalid empty resource name",
+            "Invalid resourceType UNKNOWN",
+            "Invalid patternType UNKNOWN",
+            "Invalid operation UNKNOWN",
+            "Could not parse principal from `alice` (no colon is present separating the principal type from the principal name)",
+        ]
+    );
+    // A filter's code (ANY, MATCH) in a creation: Kafka answers every creation of the
+    // request UNKNOWN_SERVER_ERROR, without a message.
+    for bad in [
+        creation(TOPIC, "t", MATCH, "User:alice", READ, ALLOW),
+        creation(ANY, "t", LITERAL, "User:alice", READ, ALLOW),
+        creation(TOPIC, "t", LITERAL, "User:alice", ANY, ALLOW),
+        creation(TOPIC, "t", LITERAL, "User:alice", READ, ANY),
+    ] {
+        let results = create_acls(&mut admin, vec![creation(TOPIC, "u", LITERAL, "User:alice", READ, ALLOW), bad]);
+        assert_eq!(results, [(-1, None), (-1, None)]);
+    }
+    // DeleteAcls refuses a filter with codes Kafka does not know, alone.
+    let filter = |rt: i8, pt: i8, op: i8| {
+        DeleteAclsFilter::default()
+            .with_resource_type_filter(rt)
+            .with_resource_name_filter(Some(StrBytes::from_static_str("nothing")))
+            .with_pattern_type_filter(pt)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_operation(op)
+            .with_permission_type(ANY)
+    };
+    let r: DeleteAclsResponse = admin.call(
+        ApiKey::DeleteAcls,
+        3,
+        &DeleteAclsRequest::default().with_filters(vec![
+            filter(42, ANY, ANY),
+            filter(TOPIC, ANY, 99),
+            filter(TOPIC, MATCH, ANY),
+        ]),
+    );
+    let got: Vec<(i16, Option<String>)> =
+        r.filter_results.iter().map(|f| (f.error_code, f.error_message.as_ref().map(|m| m.to_string()))).collect();
+    assert_eq!(
+        got,
+        [
+            (INVALID_REQUEST, Some("Unknown patternFilter.".to_string())),
+            (INVALID_REQUEST, Some("Unknown entryFilter.".to_string())),
+            (0, None)
+        ]
+    );
+    // DescribeAcls with such codes matches nothing.
+    assert!(describe_acls(&mut admin, &describe_filter(42, None, ANY)).1.is_empty());
+
+    // A non-superuser without ALTER on the cluster may not change ACLs, nor list
+    // them without DESCRIBE.
+    let mut alice = plain_login(sasl, "alice", "alice-secret");
+    let r = create_acls(&mut alice, vec![creation(TOPIC, "t", LITERAL, "User:alice", WRITE, ALLOW)]);
+    assert_eq!(r[0].0, CLUSTER_AUTHORIZATION_FAILED);
+    assert_eq!(describe_acls(&mut alice, &describe_filter(ANY, None, ANY)).0, CLUSTER_AUTHORIZATION_FAILED);
+
+    // The UNKNOWN code (0), which Kafka's request parsing refuses, closes the
+    // connection, as Kafka's does; other clients go on.
+    let mut c = plain_login(sasl, "admin", "admin-secret");
+    let (_, frame) = c.frame(
+        ApiKey::CreateAcls,
+        3,
+        &CreateAclsRequest::default().with_creations(vec![creation(0, "t", LITERAL, "User:a", READ, ALLOW)]),
+    );
+    c.send_raw(&frame);
+    assert_closed(&mut c);
+    let mut c = plain_login(sasl, "admin", "admin-secret");
+    let (_, frame) = c.frame(ApiKey::DescribeAcls, 3, &describe_filter(TOPIC, None, 0));
+    c.send_raw(&frame);
+    assert_closed(&mut c);
+    let mut c = plain_login(sasl, "admin", "admin-secret");
+    let bad = DeleteAclsFilter::default()
+        .with_resource_type_filter(TOPIC)
+        .with_pattern_type_filter(ANY)
+        .with_operation(0)
+        .with_permission_type(ANY);
+    let (_, frame) = c.frame(ApiKey::DeleteAcls, 3, &DeleteAclsRequest::default().with_filters(vec![bad]));
+    c.send_raw(&frame);
+    assert_closed(&mut c);
+    assert_eq!(describe_acls(&mut admin, &describe_filter(ANY, None, ANY)).1.len(), 1);
+
+    // Without an authorizer Kafka answers SECURITY_DISABLED.
+    let plain = Broker::start(1);
+    let mut c = plain.connect();
+    let (code, _) = describe_acls(&mut c, &describe_filter(ANY, None, ANY));
+    assert_eq!(code, 54);
+    let r = create_acls(&mut c, vec![creation(TOPIC, "t", LITERAL, "User:a", READ, ALLOW)]);
+    assert_eq!(r[0].0, 54);
+}
+
+#[test]
+fn prefixed_acls_deny_and_superusers_decide_what_metadata_shows() {
+    let (b, _, sasl) = start_with_authorizer();
+    let mut admin = plain_login(sasl, "admin", "admin-secret");
+    for topic in ["orders-eu", "orders-us", "payments"] {
+        let topics = vec![kafka_protocol::messages::create_topics_request::CreatableTopic::default()
+            .with_name(kafka_protocol::messages::TopicName(StrBytes::from_static_str(topic)))
+            .with_num_partitions(1)
+            .with_replication_factor(1)];
+        let r: kafka_protocol::messages::CreateTopicsResponse = admin.call(
+            ApiKey::CreateTopics,
+            7,
+            &kafka_protocol::messages::CreateTopicsRequest::default().with_topics(topics).with_timeout_ms(5000),
+        );
+        assert_eq!(r.topics[0].error_code, 0);
+    }
+    let mut alice = plain_login(sasl, "alice", "alice-secret");
+    // No ACL: nothing is listed, a named topic is refused.
+    assert!(metadata_of(&mut alice, None).topics.is_empty());
+    assert_eq!(metadata_of(&mut alice, Some(&["payments"])).topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+    // A prefixed READ implies DESCRIBE on every topic it covers; a DENY wins.
+    create_acls(
+        &mut admin,
+        vec![
+            creation(TOPIC, "orders-", PREFIXED, "User:alice", READ, ALLOW),
+            creation(TOPIC, "orders-us", LITERAL, "User:alice", DESCRIBE, DENY),
+        ],
+    );
+    let listed: Vec<String> =
+        metadata_of(&mut alice, None).topics.iter().map(|t| t.name.as_ref().unwrap().0.to_string()).collect();
+    assert_eq!(listed, ["orders-eu"]);
+    let m = metadata_of(&mut alice, Some(&["orders-eu", "orders-us"]));
+    assert_eq!((m.topics[0].error_code, m.topics[1].error_code), (0, TOPIC_AUTHORIZATION_FAILED));
+    // Auto-creation needs CREATE on the cluster or the topic.
+    let auto = |c: &mut Conn| -> i16 {
+        let topics = vec![kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(kafka_protocol::messages::TopicName(StrBytes::from_static_str("orders-new"))))];
+        let req = MetadataRequest::default().with_topics(Some(topics)).with_allow_auto_topic_creation(true);
+        let m: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
+        m.topics[0].error_code
+    };
+    assert_eq!(auto(&mut alice), TOPIC_AUTHORIZATION_FAILED);
+    create_acls(&mut admin, vec![creation(TOPIC, "orders-", PREFIXED, "User:alice", 5, ALLOW)]);
+    assert_eq!(auto(&mut alice), 0);
+    // The superuser sees everything.
+    assert_eq!(metadata_of(&mut admin, None).topics.len(), 4);
+    assert!(b.metric_sum("keel_authorization_denials_total") >= 2);
+}
+
+#[test]
+fn allow_everyone_if_no_acl_found_opens_only_resources_no_acl_names() {
+    // The authorizer and the setting from the YAML file this time.
+    let (plain, sasl) = (free_port(), free_port());
+    let listeners = format!("PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}");
+    let args = ["--listeners", &listeners, "--plain-user", "admin:admin-secret", "--plain-user", "alice:alice-secret"];
+    let yaml = "authorizer: standard\nallow_everyone_if_no_acl_found: true\nsuperusers: [\"User:admin\"]\n";
+    let _b = Broker::start_on_port_with(plain, 1, &args, yaml);
+    let mut admin = plain_login(sasl, "admin", "admin-secret");
+    let topics = vec![kafka_protocol::messages::create_topics_request::CreatableTopic::default()
+        .with_name(kafka_protocol::messages::TopicName(StrBytes::from_static_str("open")))
+        .with_num_partitions(1)
+        .with_replication_factor(1)];
+    let r: kafka_protocol::messages::CreateTopicsResponse = admin.call(
+        ApiKey::CreateTopics,
+        7,
+        &kafka_protocol::messages::CreateTopicsRequest::default().with_topics(topics).with_timeout_ms(5000),
+    );
+    assert_eq!(r.topics[0].error_code, 0);
+    let mut alice = plain_login(sasl, "alice", "alice-secret");
+    assert_eq!(metadata_of(&mut alice, Some(&["open"])).topics[0].error_code, 0);
+    // An ACL on the topic for someone else: it is no longer "no ACL found".
+    create_acls(&mut admin, vec![creation(TOPIC, "open", LITERAL, "User:bob", READ, ALLOW)]);
+    assert_eq!(metadata_of(&mut alice, Some(&["open"])).topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
 }

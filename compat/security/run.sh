@@ -12,6 +12,8 @@
 #     no client certificate refused on the SSL listener
 #   - librdkafka (confluent-kafka, compat/security/test_librdkafka_security.py): produce/
 #     consume over mutual TLS and over SASL_SSL SCRAM-SHA-256; a wrong password refused
+#   - with Keel: ACLs, compat/security/acls.sh on ports BASE+20.. (the authorisation
+#     matrix against Keel and Apache Kafka with StandardAuthorizer, and kafka-acls)
 #
 #   compat/security/run.sh BASE_PORT [--kafka] [--keep]
 #
@@ -143,6 +145,18 @@ for t in test_produce_consume_over_mutual_tls test_produce_consume_over_sasl_ssl
   test_wrong_password_is_refused; do
   check "librdkafka $t" grep -q "$t PASSED" "$work/python.log"
 done
+
+# ACLs: the authorisation matrix against Keel and Kafka with StandardAuthorizer in the
+# same run, and kafka-acls against Keel (compat/security/acls.sh, on ports BASE+20..);
+# one check per cell, counted here.
+if [[ $broker == keel ]]; then
+  acls_out=$("$here/acls.sh" $((base + 20)) 2>&1)
+  echo "$acls_out" >"$work/acls.log"
+  grep -E '^(PASS|FAIL) ' <<<"$acls_out"
+  passed=$((passed + $(grep -c '^PASS ' <<<"$acls_out")))
+  failed=$((failed + $(grep -c '^FAIL ' <<<"$acls_out")))
+  grep -qE '^acls: [0-9]+ passed' <<<"$acls_out" || { echo "FAIL acls.sh (see $work/acls.log)"; failed=$((failed + 1)); }
+fi
 
 echo "security: $passed passed, $failed failed ($broker, $((SECONDS - started))s)"
 ((failed == 0))

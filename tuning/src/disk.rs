@@ -25,6 +25,9 @@ pub const RANDOM_BLOCK_BYTES: usize = 4 << 10;
 pub const SEQUENTIAL_DEPTHS: [usize; 3] = [1, 4, 16];
 pub const RANDOM_DEPTHS: [usize; 4] = [1, 4, 16, 64];
 
+/// What the probe calls after each pass, for progress output.
+pub type OnPass = Rc<dyn Fn(&Pass)>;
+
 #[derive(Clone)]
 pub struct ProbeOptions {
     pub data_dir: PathBuf,
@@ -33,7 +36,7 @@ pub struct ProbeOptions {
     /// Length of each random pass.
     pub random_time: Duration,
     /// Called after each pass with its name and figure, for progress output.
-    pub on_pass: Option<Rc<dyn Fn(&Pass)>>,
+    pub on_pass: Option<OnPass>,
 }
 
 /// One measured pass.

@@ -89,6 +89,12 @@ fn series() -> &'static [Series] {
         ("keel_tls_handshake_failures_total", "counter", "TLS handshakes that failed or timed out", |s| {
             s.tls_handshake_failures
         }),
+        (
+            "keel_authorization_denials_total",
+            "counter",
+            "Requests or parts of requests the authorizer refused on the shard (filtered lists not counted)",
+            |s| s.authorization_denials,
+        ),
         ("keel_flush_passes_total", "counter", "Group-commit passes of the shard's flush loop", |s| s.flush_passes),
         (
             "keel_log_flushes_total",

@@ -111,6 +111,14 @@ pub struct ServeArgs {
     #[arg(long, value_delimiter = ',')]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub superusers: Vec<String>,
+    /// Authorizer: none (default) or standard (Kafka's ACLs).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authorizer: Option<String>,
+    /// With an authorizer, allow everyone on resources no ACL names (default false).
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_everyone_if_no_acl_found: Option<bool>,
     /// SASL mechanisms offered, e.g. SCRAM-SHA-512,PLAIN.
     #[arg(long, value_delimiter = ',')]
     #[serde(skip_serializing_if = "Vec::is_empty")]

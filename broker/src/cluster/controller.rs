@@ -662,3 +662,36 @@ pub async fn alter_scram_credentials(shard: Rc<Shard>, changes: Vec<ScramChange>
     }
     results
 }
+
+/// Adds ACL bindings in one commit (replicated with the metadata in a cluster). An
+/// ACL that exists already is a success that changes nothing, as in KRaft.
+pub async fn create_acls(shard: Rc<Shard>, acls: Vec<crate::security::acl::AclBinding>) -> Result<(), Failure> {
+    let _turn = take_turn(&shard).await;
+    let mut meta = (*shard.meta()).clone();
+    let before = meta.acls.len();
+    meta.acls.extend(acls);
+    meta.acls.sort();
+    meta.acls.dedup();
+    if meta.acls.len() == before {
+        return Ok(());
+    }
+    commit(&shard, meta).await
+}
+
+/// Removes every ACL each filter matches, in one commit; returns, per filter, the
+/// ACLs it removed (an ACL two filters match is reported by both, as Kafka does).
+pub async fn delete_acls(
+    shard: Rc<Shard>,
+    filters: Vec<crate::security::acl::AclFilter>,
+) -> Result<Vec<Vec<crate::security::acl::AclBinding>>, Failure> {
+    let _turn = take_turn(&shard).await;
+    let mut meta = (*shard.meta()).clone();
+    let matched: Vec<Vec<_>> =
+        filters.iter().map(|f| meta.acls.iter().filter(|a| f.matches(a)).cloned().collect()).collect();
+    if matched.iter().all(|m| m.is_empty()) {
+        return Ok(matched);
+    }
+    meta.acls.retain(|a| !filters.iter().any(|f| f.matches(a)));
+    commit(&shard, meta).await?;
+    Ok(matched)
+}

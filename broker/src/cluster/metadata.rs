@@ -94,6 +94,10 @@ pub struct Metadata {
     /// KRaft keeps its UserScramCredentialRecords.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub scram_users: BTreeMap<String, BTreeMap<String, crate::security::scram::Credential>>,
+    /// ACL bindings (CreateAcls, DeleteAcls), sorted and without duplicates, as KRaft
+    /// keeps its AccessControlEntryRecords.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acls: Vec<crate::security::acl::AclBinding>,
     #[serde(skip)]
     by_id: HashMap<Uuid, String>,
 }

@@ -8,6 +8,7 @@ use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
 use crate::coordinator::{routing, OFFSETS_TOPIC};
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
@@ -19,12 +20,25 @@ const VERSION_FENCED: i16 = 2;
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
     let resp = AddOffsetsToTxnResponse::default();
     let group = req.group_id.0.to_string();
+    // As Kafka: WRITE on the transactional id, then READ on the group.
+    if !super::authorized(
+        shard,
+        ctx,
+        acl::operation::WRITE,
+        acl::resource::TRANSACTIONAL_ID,
+        req.transactional_id.0.as_str(),
+    ) {
+        return resp.with_error_code(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    }
+    if !super::authorized(shard, ctx, acl::operation::READ, acl::resource::GROUP, &group) {
+        return resp.with_error_code(errors::GROUP_AUTHORIZATION_FAILED);
+    }
     if group.is_empty() {
         return resp.with_error_code(errors::INVALID_GROUP_ID);
     }

@@ -18,6 +18,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
@@ -32,16 +33,23 @@ const VERSION_BATCHED: i16 = 4;
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
     if version < VERSION_BATCHED {
         let txn_id = req.v3_and_below_transactional_id.0.to_string();
         let (producer_id, epoch) = (req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch);
-        let codes = one(shard, version, txn_id, producer_id, epoch, &req.v3_and_below_topics, false).await;
+        let codes = match refusals(shard, ctx, &txn_id, &req.v3_and_below_topics) {
+            Some(codes) => codes,
+            None => one(shard, version, txn_id, producer_id, epoch, &req.v3_and_below_topics, false).await,
+        };
         return AddPartitionsToTxnResponse::default()
             .with_results_by_topic_v3_and_below(results(req.v3_and_below_topics, codes));
+    }
+    // The broker form: as Kafka, CLUSTER_ACTION on the cluster.
+    if !super::cluster_authorized(shard, ctx, acl::operation::CLUSTER_ACTION) {
+        return AddPartitionsToTxnResponse::default().with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED);
     }
     let mut answers = Vec::with_capacity(req.transactions.len());
     for t in req.transactions {
@@ -54,6 +62,34 @@ pub async fn handle(
         );
     }
     AddPartitionsToTxnResponse::default().with_results_by_transaction(answers)
+}
+
+/// The client form's checks, as Kafka's: WRITE on the transactional id (else every
+/// partition is refused), then WRITE on each topic (the refused ones
+/// TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED). `None`: all
+/// authorized.
+fn refusals(shard: &Shard, ctx: &RequestContext, txn_id: &str, topics: &[AddPartitionsToTxnTopic]) -> Option<Vec<i16>> {
+    let partitions = |t: &AddPartitionsToTxnTopic| t.partitions.len();
+    if !super::authorized(shard, ctx, acl::operation::WRITE, acl::resource::TRANSACTIONAL_ID, txn_id) {
+        return Some(vec![errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED; topics.iter().map(partitions).sum()]);
+    }
+    let writable: Vec<bool> = topics
+        .iter()
+        .map(|t| super::authorized(shard, ctx, acl::operation::WRITE, acl::resource::TOPIC, t.name.0.as_str()))
+        .collect();
+    if writable.iter().all(|w| *w) {
+        return None;
+    }
+    Some(
+        topics
+            .iter()
+            .zip(writable)
+            .flat_map(|(t, w)| {
+                let code = if w { errors::OPERATION_NOT_ATTEMPTED } else { errors::TOPIC_AUTHORIZATION_FAILED };
+                std::iter::repeat_n(code, partitions(t))
+            })
+            .collect(),
+    )
 }
 
 /// The code of each partition of one transaction, in request order.

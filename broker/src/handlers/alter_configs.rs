@@ -9,14 +9,27 @@ use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::str_bytes;
 use crate::cluster::controller::{self, ConfigChange, Failure};
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
-/// The change a resource names, or why it cannot be changed.
-pub fn resource_target(shard: &Shard, resource_type: i8, name: &str) -> Result<Option<String>, Failure> {
+/// The change a resource names, or why it cannot be changed. As Kafka: ALTER_CONFIGS
+/// on the topic, or on the cluster for the broker.
+pub fn resource_target(
+    shard: &Shard,
+    ctx: &RequestContext,
+    resource_type: i8,
+    name: &str,
+) -> Result<Option<String>, Failure> {
     match resource_type {
+        RESOURCE_TOPIC if !super::authorized(shard, ctx, acl::operation::ALTER_CONFIGS, acl::resource::TOPIC, name) => {
+            Err((errors::TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.".to_string()))
+        }
+        RESOURCE_BROKER if !super::cluster_authorized(shard, ctx, acl::operation::ALTER_CONFIGS) => {
+            Err((errors::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".to_string()))
+        }
         RESOURCE_TOPIC => Ok(Some(name.to_string())),
         RESOURCE_BROKER if name.is_empty() || name == shard.config.node_id.to_string() => Ok(None),
         _ => Err((errors::INVALID_REQUEST, format!("Unsupported resource {resource_type}/{name}"))),
@@ -49,13 +62,13 @@ pub async fn apply(
     changes.into_iter().map(|c| c.and_then(|_| results.next().expect("a result per change"))).collect()
 }
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
     let changes = req
         .resources
         .iter()
         .map(|r| {
             refuse_duplicates(r.configs.iter().map(|c| c.name.as_str()))?;
-            resource_target(shard, r.resource_type, &r.resource_name).map(|topic| {
+            resource_target(shard, ctx, r.resource_type, &r.resource_name).map(|topic| {
                 let ops =
                     r.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))).collect();
                 ConfigChange { topic, replace: true, ops }

@@ -24,9 +24,15 @@ pub const VERSIONS: (i16, i16) = (0, 1);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
+    // As Kafka: ALTER on the cluster.
+    if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::ALTER) {
+        return AlterPartitionReassignmentsResponse::default()
+            .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED)
+            .with_error_message(Some(super::str_bytes("Cluster authorization failed.")));
+    }
     let wanted: Vec<Reassignment> = req
         .topics
         .iter()

@@ -24,10 +24,12 @@ pub const VERSIONS: (i16, i16) = (1, 2);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: AlterReplicaLogDirsRequest,
 ) -> AlterReplicaLogDirsResponse {
     let meta = shard.meta();
+    // As Kafka: ALTER on the cluster, else every partition is refused.
+    let refused = !super::cluster_authorized(shard, ctx, crate::security::acl::operation::ALTER);
     // (topic, partition, answer if known now, owner and target otherwise), in request order.
     let mut slots: Vec<(String, i32, Option<i16>)> = Vec::new();
     let mut work: Vec<(usize, (String, i32, usize))> = Vec::new();
@@ -38,6 +40,7 @@ pub async fn handle(
             for &p in &t.partitions {
                 let topic = t.name.0.to_string();
                 let answer = match (target, meta.owner(&topic, p)) {
+                    _ if refused => Some(errors::CLUSTER_AUTHORIZATION_FAILED),
                     (None, _) => Some(errors::LOG_DIR_NOT_FOUND),
                     (_, None) => Some(errors::UNKNOWN_TOPIC_OR_PARTITION),
                     (Some(target), Some(owner)) => {

@@ -18,7 +18,7 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
     let mut users: Vec<String> = Vec::new();
@@ -43,6 +43,12 @@ pub async fn handle(
             let credential = Credential::from_salted(mechanism, &u.salt, &u.salted_password, u.iterations);
             Ok(ScramChange { user: u.name.to_string(), mechanism, credential: Some(credential) })
         }));
+    }
+    // As Kafka: ALTER on the cluster.
+    if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::ALTER) {
+        for c in changes.iter_mut() {
+            *c = Err((errors::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".into()));
+        }
     }
     // As Kafka: a user and mechanism named twice in one request get DUPLICATE_RESOURCE
     // for each of their changes, and none of them is applied.

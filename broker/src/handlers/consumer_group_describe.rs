@@ -12,6 +12,7 @@ use super::str_bytes;
 use crate::cluster::metadata::Metadata;
 use crate::coordinator::consumer::Assignment as Partitions;
 use crate::coordinator::{consumer_ops, routing};
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -22,8 +23,6 @@ const MEMBER_TYPE_CONSUMER: i8 = 1;
 
 /// Authorized-operations bitfield for a group with no ACLs, as Kafka 4.4 answers
 /// without an authorizer: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
-
 fn assignment(meta: &Metadata, a: &Partitions) -> Assignment {
     Assignment::default().with_topic_partitions(
         a.iter()
@@ -39,13 +38,17 @@ fn assignment(meta: &Metadata, a: &Partitions) -> Assignment {
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
-    let operations = if req.include_authorized_operations { GROUP_OPERATIONS_ALL } else { OPERATIONS_NOT_REQUESTED };
+    let include_ops = req.include_authorized_operations;
     let calls = req.group_ids.into_iter().map(|group_id| async move {
         let id = group_id.0.to_string();
+        // As Kafka: DESCRIBE on each group.
+        if !super::authorized(shard, ctx, acl::operation::DESCRIBE, acl::resource::GROUP, &id) {
+            return (group_id, Err((crate::errors::GROUP_AUTHORIZATION_FAILED, String::new())));
+        }
         let lookup = id.clone();
         let found =
             routing::on_coordinator(shard, &id, move |s, p| async move { consumer_ops::describe(&s, p, &lookup) })
@@ -58,17 +61,22 @@ pub async fn handle(
     let groups = results
         .into_iter()
         .map(|(group_id, found)| {
+            let group_name = group_id.0.to_string();
             let g = DescribedGroup::default().with_group_id(group_id);
             match found {
                 Err((code, message)) => {
                     g.with_error_code(code).with_error_message((!message.is_empty()).then(|| str_bytes(&message)))
                 }
                 Ok(d) => g
+                    .with_authorized_operations(if include_ops {
+                        super::operations(shard, ctx, acl::resource::GROUP, group_name.as_str())
+                    } else {
+                        OPERATIONS_NOT_REQUESTED
+                    })
                     .with_group_state(str_bytes(&d.state))
                     .with_group_epoch(d.epoch)
                     .with_assignment_epoch(d.assignment_epoch)
                     .with_assignor_name(str_bytes(&d.assignor))
-                    .with_authorized_operations(operations)
                     .with_members(
                         d.members
                             .into_iter()

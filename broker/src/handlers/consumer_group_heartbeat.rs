@@ -11,6 +11,7 @@ use super::str_bytes;
 use crate::coordinator::consumer::HeartbeatRequest;
 use crate::coordinator::{consumer_ops, routing};
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -22,12 +23,16 @@ fn failed(code: i16, message: &str) -> ConsumerGroupHeartbeatResponse {
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     header: &RequestHeader,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
     let group_id = req.group_id.0.to_string();
+    // As Kafka: READ on the group.
+    if !super::authorized(shard, ctx, acl::operation::READ, acl::resource::GROUP, &group_id) {
+        return ConsumerGroupHeartbeatResponse::default().with_error_code(errors::GROUP_AUTHORIZATION_FAILED);
+    }
     if group_id.is_empty() {
         return failed(errors::INVALID_REQUEST, "GroupId can't be empty.");
     }

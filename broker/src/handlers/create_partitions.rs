@@ -7,27 +7,38 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 
 use super::str_bytes;
 use crate::cluster::controller;
+use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 3);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    _ctx: &RequestContext,
-    req: CreatePartitionsRequest,
-) -> CreatePartitionsResponse {
-    let changes: Vec<(String, i32)> = req.topics.iter().map(|t| (t.name.0.to_string(), t.count)).collect();
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    // As Kafka: ALTER on each topic.
+    let refused: Vec<bool> = req
+        .topics
+        .iter()
+        .map(|t| !super::authorized(shard, ctx, acl::operation::ALTER, acl::resource::TOPIC, t.name.0.as_str()))
+        .collect();
+    let changes: Vec<(String, i32)> =
+        req.topics.iter().zip(&refused).filter(|(_, r)| !**r).map(|(t, _)| (t.name.0.to_string(), t.count)).collect();
     let validate_only = req.validate_only;
     let results = shard
         .submit_to(0, move |s| async move { controller::create_partitions(s, changes, validate_only).await })
         .await;
+    let mut results = results.into_iter();
     let results = req
         .topics
         .into_iter()
-        .zip(results)
-        .map(|(t, r)| {
+        .zip(refused)
+        .map(|(t, refused)| {
             let mut out = CreatePartitionsTopicResult::default().with_name(t.name);
+            let r = if refused {
+                Err((errors::TOPIC_AUTHORIZATION_FAILED, "Authorization failed.".to_string()))
+            } else {
+                results.next().expect("a result per authorized topic")
+            };
             if let Err((code, message)) = r {
                 out.error_code = code;
                 out.error_message = Some(str_bytes(&message));

@@ -9,6 +9,7 @@ use super::describe_configs::{source_code, topic_config_entries};
 use super::str_bytes;
 use crate::cluster::controller::{self, TopicSpec};
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -16,7 +17,7 @@ pub const VERSIONS: (i16, i16) = (2, 7);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
@@ -28,6 +29,8 @@ pub async fn handle(
         *counts.entry(t.name.0.as_str()).or_default() += 1;
     }
     let mut answered = std::collections::HashSet::new();
+    // As Kafka: CREATE on the cluster, else on each topic.
+    let may_create_any = super::allowed(shard, ctx, acl::operation::CREATE, acl::resource::CLUSTER, acl::CLUSTER_NAME);
     for t in &req.topics {
         if !answered.insert(t.name.0.as_str()) {
             continue;
@@ -47,6 +50,10 @@ pub async fn handle(
         };
         early.push(if duplicate {
             Some((errors::INVALID_REQUEST, "Duplicate topic name.".to_string()))
+        } else if !may_create_any
+            && !super::authorized(shard, ctx, acl::operation::CREATE, acl::resource::TOPIC, t.name.0.as_str())
+        {
+            Some((errors::TOPIC_AUTHORIZATION_FAILED, "Authorization failed.".to_string()))
         } else {
             bad_assignment
                 .then(|| (errors::INVALID_REPLICA_ASSIGNMENT, "Unknown broker in replica assignment".to_string()))
@@ -78,7 +85,11 @@ pub async fn handle(
                     if version >= 7 {
                         r.topic_id = topic.id;
                     }
-                    if version >= 5 {
+                    let describable =
+                        super::allowed(shard, ctx, acl::operation::DESCRIBE_CONFIGS, acl::resource::TOPIC, &spec.name);
+                    if version >= 5 && !describable {
+                        r.topic_config_error_code = errors::TOPIC_AUTHORIZATION_FAILED;
+                    } else if version >= 5 {
                         let entries = topic_config_entries(&topic.configs, &meta.broker_configs, None);
                         r.configs = Some(
                             entries

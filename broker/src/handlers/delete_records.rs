@@ -26,6 +26,7 @@ use keel_storage::retention;
 use super::answer_partitions;
 use crate::errors;
 use crate::replication::shell::Replication;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::Partition;
 use crate::shard::Shard;
@@ -39,14 +40,18 @@ const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
 /// (error, low watermark)
 type Answer = (i16, i64);
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let items = req
         .topics
         .iter()
         .flat_map(|t| {
             let topic = t.name.0.as_str();
+            // As Kafka: DELETE on the topic, before anything else is checked.
+            let deletable = super::authorized(shard, ctx, acl::operation::DELETE, acl::resource::TOPIC, topic);
             t.partitions.iter().map(move |p| {
-                if INTERNAL_TOPICS.contains(&topic) {
+                if !deletable {
+                    Err((errors::TOPIC_AUTHORIZATION_FAILED, -1))
+                } else if INTERNAL_TOPICS.contains(&topic) {
                     Err((errors::INVALID_TOPIC_EXCEPTION, -1))
                 } else {
                     Ok((topic.to_string(), p.partition_index, (p.offset, req.timeout_ms)))

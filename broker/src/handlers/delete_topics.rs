@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::str_bytes;
 use crate::cluster::controller;
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -16,7 +17,7 @@ pub const VERSIONS: (i16, i16) = (1, 6);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
@@ -32,13 +33,32 @@ pub async fn handle(
     } else {
         req.topic_names.iter().map(|n| (Some(n.0.to_string()), Uuid::nil())).collect()
     };
-    let names: Vec<String> = wanted.iter().filter_map(|(n, _)| n.clone()).collect();
+    // As Kafka: DELETE on the topic; a missing one the principal may not DESCRIBE is
+    // refused the same way, so refusals do not tell which topics exist.
+    let refused: Vec<bool> = wanted
+        .iter()
+        .map(|(name, _)| {
+            name.as_deref().is_some_and(|n| {
+                !super::authorized(shard, ctx, acl::operation::DELETE, acl::resource::TOPIC, n)
+                    && (meta.topics.contains_key(n)
+                        || !super::allowed(shard, ctx, acl::operation::DESCRIBE, acl::resource::TOPIC, n))
+            })
+        })
+        .collect();
+    let names: Vec<String> =
+        wanted.iter().zip(&refused).filter(|(_, r)| !**r).filter_map(|((n, _), _)| n.clone()).collect();
     let mut results =
         shard.submit_to(0, move |s| async move { controller::delete_topics(s, names).await }).await.into_iter();
     let responses = wanted
         .into_iter()
-        .map(|(name, id)| {
+        .zip(refused)
+        .map(|((name, id), refused)| {
             let mut r = DeletableTopicResult::default().with_name(name.as_deref().map(|n| TopicName(str_bytes(n))));
+            if refused {
+                r.error_code = errors::TOPIC_AUTHORIZATION_FAILED;
+                r.topic_id = id;
+                return r;
+            }
             match name.map(|_| results.next().expect("a result per named topic")) {
                 Some(Ok(topic_id)) => {
                     if version >= 6 {

@@ -7,14 +7,21 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 
 use super::metadata::OPERATIONS_NOT_REQUESTED;
 use super::str_bytes;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
-/// ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE,
-/// CREATE, DESCRIBE_TOKENS, ALTER... : every cluster operation, as with no ACLs.
-const CLUSTER_OPERATIONS_ALL: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+/// As Kafka: the cluster's authorized operations only for a principal that may
+/// DESCRIBE the cluster, else none.
+pub fn cluster_operations(shard: &Shard, ctx: &RequestContext) -> i32 {
+    if super::cluster_authorized(shard, ctx, acl::operation::DESCRIBE) {
+        super::operations(shard, ctx, acl::resource::CLUSTER, acl::CLUSTER_NAME)
+    } else {
+        0
+    }
+}
 
 pub fn handle(
     shard: &Rc<Shard>,
@@ -38,7 +45,7 @@ pub fn handle(
                 .collect(),
         )
         .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
-            CLUSTER_OPERATIONS_ALL
+            cluster_operations(shard, ctx)
         } else {
             OPERATIONS_NOT_REQUESTED
         });

@@ -13,6 +13,7 @@ use super::str_bytes;
 use crate::cluster::configs::{self, Kind, Source};
 use crate::config::BrokerConfig;
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -62,7 +63,7 @@ pub fn topic_config_entries(
 
 pub fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
@@ -76,6 +77,23 @@ pub fn handle(
             let mut out = DescribeConfigsResult::default()
                 .with_resource_type(res.resource_type)
                 .with_resource_name(res.resource_name.clone());
+            // As Kafka: DESCRIBE_CONFIGS on the topic, or on the cluster for a broker.
+            let refusal = match res.resource_type {
+                RESOURCE_TOPIC => (!super::authorized(
+                    shard,
+                    ctx,
+                    acl::operation::DESCRIBE_CONFIGS,
+                    acl::resource::TOPIC,
+                    res.resource_name.as_str(),
+                ))
+                .then_some((errors::TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")),
+                RESOURCE_BROKER => (!super::cluster_authorized(shard, ctx, acl::operation::DESCRIBE_CONFIGS))
+                    .then_some((errors::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")),
+                _ => None,
+            };
+            if let Some((code, message)) = refusal {
+                return out.with_error_code(code).with_error_message(Some(str_bytes(message)));
+            }
             let entries = match res.resource_type {
                 RESOURCE_TOPIC => match meta.topics.get(res.resource_name.as_str()) {
                     Some(t) => topic_config_entries(&t.configs, &meta.broker_configs, keys.as_deref())

@@ -11,6 +11,7 @@ use super::str_bytes;
 use crate::coordinator::admin_ops;
 use crate::coordinator::routing;
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -18,13 +19,19 @@ pub const VERSIONS: (i16, i16) = (0, 6);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
+    let include_ops = req.include_authorized_operations;
     let calls = req.groups.into_iter().map(|group_id| {
         let id = group_id.0.to_string();
+        // As Kafka: DESCRIBE on each group.
+        let refused = !super::authorized(shard, ctx, acl::operation::DESCRIBE, acl::resource::GROUP, &id);
         async move {
+            if refused {
+                return (id, Err(errors::GROUP_AUTHORIZATION_FAILED));
+            }
             let lookup = id.clone();
             let found =
                 routing::on_coordinator(shard, &id, move |s, p| async move { admin_ops::describe(&s, p, &lookup) })
@@ -51,6 +58,9 @@ pub async fn handle(
                 }
                 Ok(None) => g.group_state = str_bytes("Dead"),
                 Ok(Some(d)) => {
+                    if include_ops {
+                        g.authorized_operations = super::operations(shard, ctx, acl::resource::GROUP, &id);
+                    }
                     g.group_state = str_bytes(&d.state);
                     g.protocol_type = str_bytes(&d.protocol_type);
                     g.protocol_data = str_bytes(&d.protocol_data);

@@ -27,7 +27,11 @@ struct Replica {
     future: bool,
 }
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+    // As Kafka: DESCRIBE on the cluster.
+    if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::DESCRIBE) {
+        return DescribeLogDirsResponse::default().with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED);
+    }
     let wanted: Option<Vec<(String, i32)>> = req
         .topics
         .as_ref()

@@ -9,6 +9,7 @@ use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersRespon
 
 use super::answer_partitions;
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -18,13 +19,20 @@ type Answer = (i16, Vec<(i64, i16, i32, i64, i64)>);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
+    // As Kafka: READ on each topic.
     let items = req
         .topics
         .iter()
-        .flat_map(|t| t.partition_indexes.iter().map(move |p| Ok((t.name.0.to_string(), *p, ()))))
+        .flat_map(|t| {
+            let readable = super::authorized(shard, ctx, acl::operation::READ, acl::resource::TOPIC, t.name.0.as_str());
+            t.partition_indexes.iter().map(move |p| match readable {
+                true => Ok((t.name.0.to_string(), *p, ())),
+                false => Err((errors::TOPIC_AUTHORIZATION_FAILED, Vec::new())),
+            })
+        })
         .collect();
     let unknown: Answer = (errors::UNKNOWN_TOPIC_OR_PARTITION, Vec::new());
     let answers = answer_partitions(shard, items, unknown, |s, topic, partition, ()| async move {

@@ -29,6 +29,12 @@ pub async fn handle(
     version: i16,
     req: DescribeQuorumRequest,
 ) -> DescribeQuorumResponse {
+    // As Kafka: DESCRIBE on the cluster.
+    if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::DESCRIBE) {
+        return DescribeQuorumResponse::default()
+            .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED)
+            .with_error_message(Some(super::str_bytes("Cluster authorization failed.")));
+    }
     let valid = matches!(req.topics.as_slice(), [t] if t.topic_name.0.as_str() == METADATA_TOPIC
         && matches!(t.partitions.as_slice(), [p] if p.partition_index == 0));
     let listener = ctx.listener_name().to_string();

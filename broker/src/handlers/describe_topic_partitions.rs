@@ -12,6 +12,7 @@ use super::metadata::{OPERATIONS_NOT_REQUESTED, TOPIC_OPERATIONS_ALL};
 use super::str_bytes;
 use crate::cluster::controller::validate_topic_name;
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
@@ -33,15 +34,21 @@ pub const RESPONSE_PARTITIONS_MAX: i32 = 2_000;
 /// every topic, the operations a broker without an authorizer allows.
 pub fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
     let meta = shard.meta();
     let node = BrokerId(shard.config.node_id);
     let cursor_topic = req.cursor.as_ref().map(|c| c.topic_name.0.to_string()).unwrap_or_default();
     let cursor_partition = req.cursor.as_ref().map(|c| c.partition_index).unwrap_or(0);
+    // As Kafka: DESCRIBE on each topic; the list of all topics leaves out the others,
+    // a named one is answered TOPIC_AUTHORIZATION_FAILED.
     let mut names: Vec<String> = if req.topics.is_empty() {
-        meta.topics.keys().cloned().collect()
+        meta.topics
+            .keys()
+            .filter(|n| super::allowed(shard, ctx, acl::operation::DESCRIBE, acl::resource::TOPIC, n))
+            .cloned()
+            .collect()
     } else {
         req.topics.iter().map(|t| t.name.0.to_string()).collect()
     };
@@ -59,6 +66,18 @@ pub fn handle(
         if budget == 0 {
             next_cursor = Some(Cursor::default().with_topic_name(TopicName(str_bytes(&name))).with_partition_index(0));
             break;
+        }
+        if !req.topics.is_empty()
+            && !super::authorized(shard, ctx, acl::operation::DESCRIBE, acl::resource::TOPIC, &name)
+        {
+            topics.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(errors::TOPIC_AUTHORIZATION_FAILED)
+                    .with_name(Some(TopicName(str_bytes(&name))))
+                    .with_is_internal(name.starts_with("__"))
+                    .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED),
+            );
+            continue;
         }
         let Some(t) = meta.topics.get(&name) else {
             let error = match validate_topic_name(&name) {
@@ -122,7 +141,7 @@ pub fn handle(
                 .with_topic_id(t.id)
                 .with_is_internal(name.starts_with("__"))
                 .with_partitions(partitions)
-                .with_topic_authorized_operations(TOPIC_OPERATIONS_ALL),
+                .with_topic_authorized_operations(super::operations(shard, ctx, acl::resource::TOPIC, &name)),
         );
         if end < count {
             next_cursor =

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{
 
 use super::str_bytes;
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 use crate::txn::shell as txn_shell;
@@ -19,12 +20,17 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
     let mut states = Vec::with_capacity(req.transactional_ids.len());
     for id in req.transactional_ids {
         let txn_id = id.0.to_string();
+        // As Kafka: DESCRIBE on each transactional id.
+        if !super::authorized(shard, ctx, acl::operation::DESCRIBE, acl::resource::TRANSACTIONAL_ID, &txn_id) {
+            states.push(describe(id, Err(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)));
+            continue;
+        }
         let found = txn_shell::describe(shard, &txn_id).await.and_then(|m| m.ok_or(errors::TRANSACTIONAL_ID_NOT_FOUND));
         states.push(describe(id, found));
     }

@@ -19,9 +19,15 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 
 pub fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    // As Kafka: DESCRIBE on the cluster.
+    if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::DESCRIBE) {
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED)
+            .with_error_message(Some(super::str_bytes("Cluster authorization failed.")));
+    }
     let known = credentials(shard);
     let result = |user: &str, code: i16, message: Option<String>, infos: Vec<CredentialInfo>| {
         DescribeUserScramCredentialsResult::default()

@@ -49,10 +49,14 @@ type Answer = (i16, Option<String>);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: ElectLeadersRequest,
 ) -> ElectLeadersResponse {
+    // As Kafka: ALTER on the cluster.
+    if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::ALTER) {
+        return ElectLeadersResponse::default().with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED);
+    }
     let election_type = if version == 0 { PREFERRED } else { req.election_type };
     if election_type != PREFERRED && election_type != UNCLEAN {
         return ElectLeadersResponse::default().with_error_code(errors::INVALID_REQUEST);

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
@@ -19,8 +20,15 @@ pub const VERSIONS: (i16, i16) = (0, 5);
 /// The first version that may answer PRODUCER_FENCED ([`super::fenced_as_understood`]).
 const VERSION_FENCED: i16 = 2;
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, version: i16, req: EndTxnRequest) -> EndTxnResponse {
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: EndTxnRequest) -> EndTxnResponse {
     let txn_id = req.transactional_id.0.to_string();
+    // As Kafka: WRITE on the transactional id.
+    if !super::authorized(shard, ctx, acl::operation::WRITE, acl::resource::TRANSACTIONAL_ID, &txn_id) {
+        return EndTxnResponse::default()
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+            .with_error_code(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    }
     let (producer_id, epoch, commit) = (req.producer_id.0, req.producer_epoch, req.committed);
     let bump = version >= 5;
     let txn_id_log = txn_id.clone();

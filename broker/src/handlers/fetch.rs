@@ -20,6 +20,7 @@ use uuid::Uuid;
 use super::{scatter, str_bytes};
 use crate::errors;
 use crate::replication::cluster;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -92,14 +93,23 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     let mut layout: Vec<TopicLayout> = Vec::new();
     let mut wants: Vec<(usize, Want)> = Vec::new();
     let mut want_slots = Vec::new();
+    // As Kafka: a replica needs CLUSTER_ACTION on the cluster, a consumer READ on
+    // each topic, checked before the topic is looked up.
+    let replica_authorized = !replica || super::cluster_authorized(shard, ctx, acl::operation::CLUSTER_ACTION);
     for t in &req.topics {
         let name =
             if version >= 13 { meta.topic_name(&t.topic_id).map(str::to_string) } else { Some(t.topic.0.to_string()) };
+        let readable = match &name {
+            Some(_) if replica => replica_authorized,
+            Some(n) => super::authorized(shard, ctx, acl::operation::READ, acl::resource::TOPIC, n),
+            None => true,
+        };
         let mut parts = Vec::new();
         for p in &t.partitions {
             let owner = name.as_deref().and_then(|n| meta.owner(n, p.partition));
             let early = match (&name, owner) {
                 (None, _) => Some(errors::UNKNOWN_TOPIC_ID),
+                (Some(_), _) if !readable => Some(errors::TOPIC_AUTHORIZATION_FAILED),
                 (Some(_), None) => Some(errors::UNKNOWN_TOPIC_OR_PARTITION),
                 (Some(n), Some(owner)) => {
                     want_slots.push((layout.len(), parts.len()));

@@ -14,6 +14,7 @@ use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
 use super::str_bytes;
 use crate::coordinator::{routing, OFFSETS_TOPIC};
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 use crate::txn::TRANSACTION_TOPIC;
@@ -24,9 +25,31 @@ const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// The coordinator (node, host, port) of one key, or (error, message).
-async fn find(shard: &Rc<Shard>, listener: &str, key_type: i8, key: &str) -> Result<(i32, String, i32), (i16, String)> {
+/// As Kafka, DESCRIBE on the group or transactional id is checked first.
+async fn find(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    key_type: i8,
+    key: &str,
+) -> Result<(i32, String, i32), (i16, String)> {
+    let refusal = match key_type {
+        KEY_TYPE_GROUP => (!super::authorized(shard, ctx, acl::operation::DESCRIBE, acl::resource::GROUP, key))
+            .then(|| (errors::GROUP_AUTHORIZATION_FAILED, "Group authorization failed.".to_string())),
+        KEY_TYPE_TRANSACTION => (!super::authorized(
+            shard,
+            ctx,
+            acl::operation::DESCRIBE,
+            acl::resource::TRANSACTIONAL_ID,
+            key,
+        ))
+        .then(|| (errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.".to_string())),
+        _ => None,
+    };
+    if let Some(refusal) = refusal {
+        return Err(refusal);
+    }
     let (node, host, port) = coordinator(shard, key_type, key).await?;
-    let (host, port) = crate::replication::cluster::endpoint_of(shard, listener, node, (host, port));
+    let (host, port) = crate::replication::cluster::endpoint_of(shard, ctx.listener_name(), node, (host, port));
     Ok((node, host, port))
 }
 
@@ -55,7 +78,7 @@ pub async fn handle(
 ) -> FindCoordinatorResponse {
     let mut resp = FindCoordinatorResponse::default();
     if version < 4 {
-        match find(shard, ctx.listener_name(), req.key_type, &req.key).await {
+        match find(shard, ctx, req.key_type, &req.key).await {
             Ok((node_id, host, port)) => {
                 resp.node_id = node_id.into();
                 resp.host = str_bytes(&host);
@@ -76,7 +99,7 @@ pub async fn handle(
         return resp;
     }
     for key in req.coordinator_keys {
-        let c = match find(shard, ctx.listener_name(), req.key_type, &key).await {
+        let c = match find(shard, ctx, req.key_type, &key).await {
             Ok((node_id, host, port)) => Coordinator::default()
                 .with_key(key)
                 .with_node_id(node_id.into())

@@ -6,13 +6,17 @@ use std::rc::Rc;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use crate::coordinator::{classic_ops, routing};
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 4);
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
     let group_id = req.group_id.0.to_string();
+    if !super::authorized(shard, ctx, acl::operation::READ, acl::resource::GROUP, &group_id) {
+        return HeartbeatResponse::default().with_error_code(crate::errors::GROUP_AUTHORIZATION_FAILED);
+    }
     let (member_id, generation) = (req.member_id.to_string(), req.generation_id);
     let instance_id = req.group_instance_id.as_deref().map(str::to_string);
     let gid = group_id.clone();

@@ -22,13 +22,13 @@ const OP_SUBTRACT: i8 = 3;
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let meta = shard.meta();
     let mut changes: Vec<Result<ConfigChange, Failure>> = Vec::new();
     for r in &req.resources {
-        let change = resource_target(shard, r.resource_type, &r.resource_name).and_then(|topic| {
+        let change = resource_target(shard, ctx, r.resource_type, &r.resource_name).and_then(|topic| {
             let current = match &topic {
                 Some(t) => meta.topics.get(t).map(|t| t.configs.clone()).unwrap_or_default(),
                 None => meta.broker_configs.clone(),

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 
 use crate::cluster::controller;
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
@@ -22,11 +23,23 @@ const VERSION_FENCED: i16 = 4;
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let resp = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
+    // As Kafka: WRITE on the transactional id; an idempotent producer needs
+    // IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+    if let Some(txn_id) = req.transactional_id.as_ref() {
+        if !super::authorized(shard, ctx, acl::operation::WRITE, acl::resource::TRANSACTIONAL_ID, txn_id.0.as_str()) {
+            return resp.with_error_code(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+        }
+    } else if !super::allowed(shard, ctx, acl::operation::IDEMPOTENT_WRITE, acl::resource::CLUSTER, acl::CLUSTER_NAME)
+        && !shard.security.authorizer.allows_some(&shard.meta(), ctx, acl::operation::WRITE, acl::resource::TOPIC)
+    {
+        super::cluster_authorized(shard, ctx, acl::operation::IDEMPOTENT_WRITE);
+        return resp.with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED);
+    }
     if let Some(txn_id) = req.transactional_id.as_ref().map(|t| t.0.to_string()) {
         return match transactional(shard, txn_id, &req).await {
             Ok((id, epoch)) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(epoch),

@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::str_bytes;
 use crate::coordinator::classic::{JoinRequest, JoinResult, Protocol};
 use crate::coordinator::{classic_ops, routing};
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -17,12 +18,15 @@ pub const VERSIONS: (i16, i16) = (0, 9);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     header: &RequestHeader,
     req: JoinGroupRequest,
 ) -> JoinGroupResponse {
     let group_id = req.group_id.0.to_string();
+    if !super::authorized(shard, ctx, acl::operation::READ, acl::resource::GROUP, &group_id) {
+        return response(version, JoinResult::error(crate::errors::GROUP_AUTHORIZATION_FAILED, &req.member_id));
+    }
     let client_id = header.client_id.as_deref().unwrap_or("").to_string();
     let instance_id = req.group_instance_id.as_deref().map(str::to_string);
     // Kafka's member ids: "<client id or instance id>-<uuid>".

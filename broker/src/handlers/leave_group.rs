@@ -8,6 +8,7 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use crate::coordinator::{classic_ops, routing};
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -15,11 +16,14 @@ pub const VERSIONS: (i16, i16) = (0, 5);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: LeaveGroupRequest,
 ) -> LeaveGroupResponse {
     let group_id = req.group_id.0.to_string();
+    if !super::authorized(shard, ctx, acl::operation::READ, acl::resource::GROUP, &group_id) {
+        return LeaveGroupResponse::default().with_error_code(errors::GROUP_AUTHORIZATION_FAILED);
+    }
     let members: Vec<(String, Option<String>)> = if version >= 3 {
         req.members
             .iter()

@@ -9,6 +9,7 @@ use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use super::str_bytes;
 use crate::coordinator::admin_ops;
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -16,7 +17,7 @@ pub const VERSIONS: (i16, i16) = (0, 5);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: ListGroupsRequest,
 ) -> ListGroupsResponse {
@@ -32,6 +33,11 @@ pub async fn handle(
         }
     }
     groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    // As Kafka: DESCRIBE on the cluster lists every group, else only those the
+    // principal may DESCRIBE.
+    if !super::allowed(shard, ctx, acl::operation::DESCRIBE, acl::resource::CLUSTER, acl::CLUSTER_NAME) {
+        groups.retain(|g| super::allowed(shard, ctx, acl::operation::DESCRIBE, acl::resource::GROUP, &g.group_id));
+    }
     resp.groups = groups
         .into_iter()
         .filter(|g| states.is_empty() || states.contains(&g.state.to_lowercase()))

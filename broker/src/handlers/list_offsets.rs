@@ -9,6 +9,7 @@ use keel_storage::log;
 
 use super::answer_partitions;
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::{Partition, LEADER_EPOCH};
 use crate::shard::Shard;
@@ -26,16 +27,22 @@ type Answer = (i16, i64, i64, i32);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let committed = req.isolation_level == super::fetch::READ_COMMITTED;
+    // As Kafka: DESCRIBE on each topic.
     let items = req
         .topics
         .iter()
         .flat_map(|t| {
+            let described =
+                super::authorized(shard, ctx, acl::operation::DESCRIBE, acl::resource::TOPIC, t.name.0.as_str());
             t.partitions.iter().map(move |p| {
+                if !described {
+                    return Err((errors::TOPIC_AUTHORIZATION_FAILED, -1, -1, LEADER_EPOCH));
+                }
                 Ok((t.name.0.to_string(), p.partition_index, (p.timestamp, p.current_leader_epoch, committed)))
             })
         })

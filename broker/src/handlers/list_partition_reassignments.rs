@@ -20,9 +20,15 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 
 pub fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
+    // As Kafka: DESCRIBE on the cluster.
+    if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::DESCRIBE) {
+        return ListPartitionReassignmentsResponse::default()
+            .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED)
+            .with_error_message(Some(super::str_bytes("Cluster authorization failed.")));
+    }
     let meta = shard.meta();
     let asked: Vec<(String, Option<Vec<i32>>)> = match req.topics {
         Some(topics) => topics.into_iter().map(|t| (t.name.0.to_string(), Some(t.partition_indexes))).collect(),

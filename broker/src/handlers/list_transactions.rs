@@ -8,6 +8,7 @@ use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId};
 
 use super::str_bytes;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
@@ -17,7 +18,7 @@ pub const VERSIONS: (i16, i16) = (0, 1);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: ListTransactionsRequest,
 ) -> ListTransactionsResponse {
@@ -41,6 +42,8 @@ pub async fn handle(
         .filter(|(_, m)| running_longer < 0 || (m.status == TxnStatus::Ongoing && now - m.start_ms > running_longer))
         .collect();
     listed.sort_by(|a, b| a.0.cmp(&b.0));
+    // As Kafka: only the transactional ids the principal may DESCRIBE.
+    listed.retain(|(id, _)| super::allowed(shard, ctx, acl::operation::DESCRIBE, acl::resource::TRANSACTIONAL_ID, id));
     ListTransactionsResponse::default()
         .with_unknown_state_filters(unknown.iter().map(|u| str_bytes(u)).collect())
         .with_transaction_states(

@@ -13,6 +13,7 @@ use crate::cluster::controller;
 use crate::cluster::metadata::TopicMeta;
 use crate::errors;
 use crate::replication::cluster;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
@@ -39,8 +40,35 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     // A topic asked for twice is answered once, as Kafka does.
     let mut seen = std::collections::HashSet::new();
     wanted.retain(|w| seen.insert(w.clone()));
+    // As Kafka: every topic needs DESCRIBE; the list of all topics leaves out the
+    // others, a named one is answered TOPIC_AUTHORIZATION_FAILED. Creating a missing
+    // one needs CREATE on the cluster or on the topic.
+    let all_topics = req.topics.is_none() || (version == 0 && req.topics.as_ref().is_some_and(|t| t.is_empty()));
+    let mut refused: std::collections::HashSet<String> = std::collections::HashSet::new();
+    wanted.retain(|(name, id)| {
+        let Some(n) = name.clone().or_else(|| meta.topic_name(id).map(str::to_string)) else { return true };
+        if all_topics {
+            return super::allowed(shard, ctx, acl::operation::DESCRIBE, acl::resource::TOPIC, &n);
+        }
+        if !super::authorized(shard, ctx, acl::operation::DESCRIBE, acl::resource::TOPIC, &n) {
+            refused.insert(n);
+        }
+        true
+    });
     let meta = if allow_create {
-        let names = wanted.iter().filter_map(|(n, _)| n.clone()).collect();
+        let may_create_any =
+            super::allowed(shard, ctx, acl::operation::CREATE, acl::resource::CLUSTER, acl::CLUSTER_NAME);
+        let mut names = Vec::new();
+        for n in wanted.iter().filter_map(|(n, _)| n.clone()) {
+            if refused.contains(&n) || meta.topics.contains_key(&n) || !shard.config.auto_create_topics {
+                continue;
+            }
+            if may_create_any || super::authorized(shard, ctx, acl::operation::CREATE, acl::resource::TOPIC, &n) {
+                names.push(n);
+            } else {
+                refused.insert(n);
+            }
+        }
         controller::auto_create_topics(shard, names).await
     } else {
         meta
@@ -50,10 +78,19 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
         .into_iter()
         .map(|(name, id)| {
             let name = name.or_else(|| meta.topic_name(&id).map(str::to_string));
+            if let Some(n) = name.as_ref().filter(|n| refused.contains(*n)) {
+                return MetadataResponseTopic::default()
+                    .with_error_code(errors::TOPIC_AUTHORIZATION_FAILED)
+                    .with_name(Some(TopicName(str_bytes(n))))
+                    .with_topic_id(id)
+                    .with_is_internal(n.starts_with("__"))
+                    .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED);
+            }
             match name.as_ref().and_then(|n| meta.topics.get(n).map(|t| (n, t))) {
                 Some((n, t)) => {
                     let offline = shard.offline_partitions.borrow();
-                    topic_response(shard, n, t, node, include_ops, |p| offline.contains(&(n.clone(), p)))
+                    let ops = include_ops.then(|| super::operations(shard, ctx, acl::resource::TOPIC, n));
+                    topic_response(shard, n, t, node, ops, |p| offline.contains(&(n.clone(), p)))
                 }
                 None => MetadataResponseTopic::default()
                     .with_error_code(match &name {
@@ -85,7 +122,11 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
         .with_cluster_id(Some(str_bytes(&meta.cluster_id)))
         .with_controller_id(BrokerId(cluster::controller_id(shard)))
         .with_topics(topics)
-        .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED)
+        .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
+            super::describe_cluster::cluster_operations(shard, ctx)
+        } else {
+            OPERATIONS_NOT_REQUESTED
+        })
 }
 
 /// A partition whose data directory failed is answered as Kafka 4 answers a
@@ -96,7 +137,7 @@ fn topic_response(
     name: &str,
     t: &TopicMeta,
     node: i32,
-    include_ops: bool,
+    ops: Option<i32>,
     offline: impl Fn(i32) -> bool,
 ) -> MetadataResponseTopic {
     let partitions = (0..t.partitions.len() as i32)
@@ -122,7 +163,7 @@ fn topic_response(
                 .with_isr_nodes(vec![BrokerId(node)])
         })
         .collect();
-    topic_with_partitions(name, t, partitions, include_ops)
+    topic_with_partitions(name, t, partitions, ops)
 }
 
 /// A replicated partition: its Raft leader and term (LEADER_NOT_AVAILABLE while it has
@@ -142,12 +183,12 @@ fn topic_with_partitions(
     name: &str,
     t: &TopicMeta,
     partitions: Vec<MetadataResponsePartition>,
-    include_ops: bool,
+    ops: Option<i32>,
 ) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(str_bytes(name))))
         .with_topic_id(t.id)
         .with_is_internal(name.starts_with("__"))
         .with_partitions(partitions)
-        .with_topic_authorized_operations(if include_ops { TOPIC_OPERATIONS_ALL } else { OPERATIONS_NOT_REQUESTED })
+        .with_topic_authorized_operations(ops.unwrap_or(OPERATIONS_NOT_REQUESTED))
 }

@@ -11,8 +11,10 @@ pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
@@ -82,6 +84,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
     (ApiKey::DescribeTopicPartitions, describe_topic_partitions::VERSIONS.0, describe_topic_partitions::VERSIONS.1),
     (ApiKey::DescribeAcls, describe_acls::VERSIONS.0, describe_acls::VERSIONS.1),
+    (ApiKey::CreateAcls, create_acls::VERSIONS.0, create_acls::VERSIONS.1),
+    (ApiKey::DeleteAcls, delete_acls::VERSIONS.0, delete_acls::VERSIONS.1),
     (ApiKey::DescribeQuorum, describe_quorum::VERSIONS.0, describe_quorum::VERSIONS.1),
     (ApiKey::DeleteRecords, delete_records::VERSIONS.0, delete_records::VERSIONS.1),
     (ApiKey::ElectLeaders, elect_leaders::VERSIONS.0, elect_leaders::VERSIONS.1),
@@ -203,7 +207,7 @@ pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Optio
     let (key, v, corr) = (req.api_key, req.version, req.header.correlation_id);
     // In a cluster, metadata changes are the controller's: a node that is not it
     // relays the request there and its answer back, as Kafka's brokers do.
-    if crate::replication::cluster::CONTROLLER_APIS.contains(&key) {
+    if crate::replication::cluster::CONTROLLER_APIS.contains(&key) && relayable(shard, ctx, &req.body) {
         if let Some(answer) = crate::replication::cluster::forward_to_controller(shard, &req.frame).await {
             return Some(answer);
         }
@@ -240,7 +244,18 @@ pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Optio
         RequestKind::DescribeTopicPartitions(r) => {
             encode(key, v, corr, &describe_topic_partitions::handle(shard, ctx, r))
         }
-        RequestKind::DescribeAcls(r) => encode(key, v, corr, &describe_acls::handle(ctx, r)),
+        RequestKind::DescribeAcls(r) => match describe_acls::handle(shard, ctx, r) {
+            Some(resp) => encode(key, v, corr, &resp),
+            None => Some(CLOSE_CONNECTION),
+        },
+        RequestKind::CreateAcls(r) => match create_acls::handle(shard, ctx, r).await {
+            Some(resp) => encode(key, v, corr, &resp),
+            None => Some(CLOSE_CONNECTION),
+        },
+        RequestKind::DeleteAcls(r) => match delete_acls::handle(shard, ctx, r).await {
+            Some(resp) => encode(key, v, corr, &resp),
+            None => Some(CLOSE_CONNECTION),
+        },
         RequestKind::DescribeQuorum(r) => encode(key, v, corr, &describe_quorum::handle(shard, ctx, v, r).await),
         RequestKind::DeleteRecords(r) => encode(key, v, corr, &delete_records::handle(shard, ctx, r).await),
         RequestKind::ElectLeaders(r) => encode(key, v, corr, &elect_leaders::handle(shard, ctx, v, r).await),
@@ -291,6 +306,47 @@ pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Optio
             // `prepare` only lets through what SUPPORTED lists, and each has an arm.
             unreachable!("no handler for a request prepare() accepted: {:?}", std::mem::discriminant(&other))
         }
+    }
+}
+
+/// Whether the principal may do everything a controller request asks: only then is it
+/// relayed to the controller, which sees the relaying node's principal (KIP-590's
+/// envelope is not built). Otherwise it runs here, where its handler decides the
+/// refusals (and the parts allowed are answered NOT_CONTROLLER).
+fn relayable(shard: &Shard, ctx: &RequestContext, body: &RequestKind) -> bool {
+    use crate::security::acl::{self, operation as op, resource as res};
+    if !shard.security.authorizer.enabled() {
+        return true;
+    }
+    let topic = |operation: i8, name: &str| allowed(shard, ctx, operation, res::TOPIC, name);
+    let cluster = |operation: i8| allowed(shard, ctx, operation, res::CLUSTER, acl::CLUSTER_NAME);
+    let config = |resource_type: i8, name: &str, operation: i8| match resource_type {
+        describe_configs::RESOURCE_TOPIC => topic(operation, name),
+        _ => cluster(operation),
+    };
+    let meta = shard.meta();
+    match body {
+        RequestKind::CreateTopics(r) => cluster(op::CREATE) || r.topics.iter().all(|t| topic(op::CREATE, &t.name.0)),
+        RequestKind::DeleteTopics(r) => {
+            r.topic_names.iter().all(|n| topic(op::DELETE, n))
+                && r.topics.iter().all(|t| {
+                    let name = t.name.as_ref().map(|n| n.0.as_str()).or_else(|| meta.topic_name(&t.topic_id));
+                    name.is_some_and(|n| topic(op::DELETE, n))
+                })
+        }
+        RequestKind::CreatePartitions(r) => r.topics.iter().all(|t| topic(op::ALTER, &t.name.0)),
+        RequestKind::AlterConfigs(r) => {
+            r.resources.iter().all(|c| config(c.resource_type, &c.resource_name, op::ALTER_CONFIGS))
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            r.resources.iter().all(|c| config(c.resource_type, &c.resource_name, op::ALTER_CONFIGS))
+        }
+        RequestKind::DescribeQuorum(_) => cluster(op::DESCRIBE),
+        RequestKind::AlterPartitionReassignments(_)
+        | RequestKind::AlterUserScramCredentials(_)
+        | RequestKind::CreateAcls(_)
+        | RequestKind::DeleteAcls(_) => cluster(op::ALTER),
+        _ => true,
     }
 }
 
@@ -390,6 +446,31 @@ pub fn fenced_as_understood(code: i16, version: i16, first_version_with_fenced: 
     } else {
         code
     }
+}
+
+/// Whether the request's principal may do `operation` on a resource; a denial is
+/// counted and logged. Asked on the connection's shard, before any scatter.
+pub fn authorized(shard: &Shard, ctx: &RequestContext, operation: i8, resource_type: i8, name: &str) -> bool {
+    let authorizer = &shard.security.authorizer;
+    !authorizer.enabled() || authorizer.authorize(&shard.meta(), ctx, operation, resource_type, name)
+}
+
+/// As [`authorized`], without counting or logging: for filtering lists.
+pub fn allowed(shard: &Shard, ctx: &RequestContext, operation: i8, resource_type: i8, name: &str) -> bool {
+    let authorizer = &shard.security.authorizer;
+    !authorizer.enabled() || authorizer.allows(&shard.meta(), ctx, operation, resource_type, name)
+}
+
+/// Whether the principal may do `operation` on the cluster.
+pub fn cluster_authorized(shard: &Shard, ctx: &RequestContext, operation: i8) -> bool {
+    use crate::security::acl;
+    authorized(shard, ctx, operation, acl::resource::CLUSTER, acl::CLUSTER_NAME)
+}
+
+/// The operations of a resource the principal may do, as the authorized-operations
+/// bitfields carry them (every operation of the resource without an authorizer).
+pub fn operations(shard: &Shard, ctx: &RequestContext, resource_type: i8, name: &str) -> i32 {
+    shard.security.authorizer.operations(&shard.meta(), ctx, resource_type, name)
 }
 
 pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {

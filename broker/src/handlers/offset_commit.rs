@@ -8,6 +8,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use crate::coordinator::offset_ops::{self, CommitPartition, CommitRequest};
 use crate::coordinator::routing;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -15,22 +16,40 @@ pub const VERSIONS: (i16, i16) = (2, 9);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
-    let partitions: Vec<CommitPartition> = req
+    // As Kafka: READ on the group (else every partition is refused), then READ on each
+    // topic; only the authorized partitions are committed.
+    let group_read = super::authorized(shard, ctx, acl::operation::READ, acl::resource::GROUP, &group_id);
+    let refusals: Vec<Option<i16>> = req
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions.iter().map(|p| CommitPartition {
-                topic: t.name.0.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: p.committed_metadata.as_deref().map(str::to_string),
-            })
+            let code = if !group_read {
+                Some(crate::errors::GROUP_AUTHORIZATION_FAILED)
+            } else if !super::authorized(shard, ctx, acl::operation::READ, acl::resource::TOPIC, t.name.0.as_str()) {
+                Some(crate::errors::TOPIC_AUTHORIZATION_FAILED)
+            } else {
+                None
+            };
+            t.partitions.iter().map(move |_| code)
+        })
+        .collect();
+    let mut refused = refusals.iter();
+    let partitions: Vec<CommitPartition> = req
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+        .filter(|_| refused.next().is_some_and(|r| r.is_none()))
+        .map(|(t, p)| CommitPartition {
+            topic: t.name.0.to_string(),
+            partition: p.partition_index,
+            offset: p.committed_offset,
+            leader_epoch: p.committed_leader_epoch,
+            metadata: p.committed_metadata.as_deref().map(str::to_string),
         })
         .collect();
     let count = partitions.len();
@@ -44,10 +63,15 @@ pub async fn handle(
         producer: None,
         join_transaction: None,
     };
-    let codes = routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::commit(s, p, commit))
-        .await
-        .unwrap_or_else(|code| vec![code; count]);
-    let mut codes = codes.into_iter();
+    let codes = if count == 0 && refusals.iter().any(Option::is_some) {
+        Vec::new()
+    } else {
+        routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::commit(s, p, commit))
+            .await
+            .unwrap_or_else(|code| vec![code; count])
+    };
+    let mut committed = codes.into_iter();
+    let mut codes = refusals.into_iter().map(|r| r.unwrap_or_else(|| committed.next().expect("a code per commit")));
     let topics = req
         .topics
         .into_iter()

@@ -13,13 +13,24 @@ use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use crate::coordinator::{offset_ops, routing};
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let group_id = req.group_id.0.to_string();
+    // As Kafka: DELETE on the group, then READ on each topic.
+    if !super::authorized(shard, ctx, acl::operation::DELETE, acl::resource::GROUP, &group_id) {
+        return OffsetDeleteResponse::default().with_error_code(errors::GROUP_AUTHORIZATION_FAILED);
+    }
+    let readable: std::collections::HashSet<String> = req
+        .topics
+        .iter()
+        .filter(|t| super::authorized(shard, ctx, acl::operation::READ, acl::resource::TOPIC, t.name.0.as_str()))
+        .map(|t| t.name.0.to_string())
+        .collect();
     let exists = {
         let meta = shard.meta();
         move |topic: &str, partition: i32| {
@@ -30,7 +41,7 @@ pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: OffsetDeleteR
         .topics
         .iter()
         .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), p.partition_index)))
-        .filter(|(topic, partition)| exists(topic, *partition))
+        .filter(|(topic, partition)| readable.contains(topic) && exists(topic, *partition))
         .collect();
     let gid = group_id.clone();
     let result = routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::delete(s, p, gid, partitions))
@@ -49,7 +60,9 @@ pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: OffsetDeleteR
                 .partitions
                 .iter()
                 .map(|p| {
-                    let code = if exists(t.name.0.as_str(), p.partition_index) {
+                    let code = if !readable.contains(t.name.0.as_str()) {
+                        errors::TOPIC_AUTHORIZATION_FAILED
+                    } else if exists(t.name.0.as_str(), p.partition_index) {
                         codes.next().expect("a code per existing partition")
                     } else {
                         errors::UNKNOWN_TOPIC_OR_PARTITION

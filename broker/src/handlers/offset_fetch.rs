@@ -14,6 +14,7 @@ use super::str_bytes;
 use crate::coordinator::offset_ops::{self, FetchRequest, FetchedOffset};
 use crate::coordinator::routing;
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -42,6 +43,45 @@ fn failed(topics: &Option<Vec<(String, Vec<i32>)>>, code: i16) -> Vec<FetchedOff
         .collect()
 }
 
+/// As Kafka: DESCRIBE on the group first, then on each topic; a topic the principal
+/// may not describe is left out of "every committed offset" and answered
+/// TOPIC_AUTHORIZATION_FAILED when named.
+async fn fetch_authorized(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    req: FetchRequest,
+) -> Result<Vec<FetchedOffset>, i16> {
+    if !super::authorized(shard, ctx, acl::operation::DESCRIBE, acl::resource::GROUP, &req.group_id) {
+        return Err(errors::GROUP_AUTHORIZATION_FAILED);
+    }
+    let every = req.topics.is_none();
+    let mut describable = std::collections::HashMap::<String, bool>::new();
+    let mut allowed = |topic: &str| {
+        *describable.entry(topic.to_string()).or_insert_with(|| {
+            if every {
+                super::allowed(shard, ctx, acl::operation::DESCRIBE, acl::resource::TOPIC, topic)
+            } else {
+                super::authorized(shard, ctx, acl::operation::DESCRIBE, acl::resource::TOPIC, topic)
+            }
+        })
+    };
+    let offsets = fetch_group(shard, req).await?;
+    Ok(offsets
+        .into_iter()
+        .filter_map(|o| match allowed(&o.topic) {
+            true => Some(o),
+            false if every => None,
+            false => Some(FetchedOffset {
+                offset: -1,
+                leader_epoch: -1,
+                metadata: Some(String::new()),
+                error: errors::TOPIC_AUTHORIZATION_FAILED,
+                ..o
+            }),
+        })
+        .collect())
+}
+
 /// Groups fetched offsets by topic, keeping first-seen topic order.
 fn by_topic(offsets: Vec<FetchedOffset>) -> Vec<(String, Vec<FetchedOffset>)> {
     let mut out: Vec<(String, Vec<FetchedOffset>)> = Vec::new();
@@ -56,7 +96,7 @@ fn by_topic(offsets: Vec<FetchedOffset>) -> Vec<(String, Vec<FetchedOffset>)> {
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
@@ -71,7 +111,7 @@ pub async fn handle(
             topics: topics.clone(),
             require_stable: version >= 7 && req.require_stable,
         };
-        let (error, offsets) = match fetch_group(shard, fetch).await {
+        let (error, offsets) = match fetch_authorized(shard, ctx, fetch).await {
             Ok(o) => (errors::NONE, o),
             Err(code) => (code, failed(&topics, code)),
         };
@@ -114,7 +154,7 @@ pub async fn handle(
         };
         async move {
             let group_id = fetch.group_id.clone();
-            (group_id, fetch_group(shard, fetch).await)
+            (group_id, fetch_authorized(shard, ctx, fetch).await)
         }
     });
     let results = keel_storage::flush::join_all(calls.collect()).await;

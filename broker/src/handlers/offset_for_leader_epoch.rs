@@ -8,6 +8,7 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 
 use super::answer_partitions;
 use crate::errors;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
@@ -16,16 +17,32 @@ pub const VERSIONS: (i16, i16) = (2, 4);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    // As Kafka: a replica needs CLUSTER_ACTION on the cluster, a client DESCRIBE on
+    // each topic.
+    let replica_authorized =
+        req.replica_id.0 < 0 || super::cluster_authorized(shard, ctx, acl::operation::CLUSTER_ACTION);
     let items = req
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |p| Ok((t.topic.0.to_string(), p.partition, (p.current_leader_epoch, p.leader_epoch))))
+            let authorized = replica_authorized
+                && (req.replica_id.0 >= 0
+                    || super::authorized(
+                        shard,
+                        ctx,
+                        acl::operation::DESCRIBE,
+                        acl::resource::TOPIC,
+                        t.topic.0.as_str(),
+                    ));
+            t.partitions.iter().map(move |p| {
+                if !authorized {
+                    return Err((errors::TOPIC_AUTHORIZATION_FAILED, -1, -1));
+                }
+                Ok((t.topic.0.to_string(), p.partition, (p.current_leader_epoch, p.leader_epoch)))
+            })
         })
         .collect();
     let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);

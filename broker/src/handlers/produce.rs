@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::{scatter, str_bytes};
 use crate::errors;
 use crate::replication::cluster;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::{ProduceOutcome, TxnWrite};
 use crate::shard::Shard;
@@ -72,17 +73,30 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     let mut slots: Vec<(TopicName, Uuid, i32, Option<ProduceOutcome>)> = Vec::new();
     let mut work: Vec<(usize, Part)> = Vec::new();
     let mut work_slots = Vec::new();
+    // As Kafka: a transactional write needs WRITE on its transactional id (else every
+    // partition is refused), and each topic WRITE, checked before it is looked up.
+    let txn_authorized = req.transactional_id.as_ref().is_none_or(|t| {
+        super::authorized(shard, ctx, acl::operation::WRITE, acl::resource::TRANSACTIONAL_ID, t.0.as_str())
+    });
     for topic in req.topic_data {
         let name = if version >= 13 {
             meta.topic_name(&topic.topic_id).map(str::to_string)
         } else {
             Some(topic.name.0.to_string())
         };
+        let write_allowed = match &name {
+            Some(n) if txn_authorized => super::authorized(shard, ctx, acl::operation::WRITE, acl::resource::TOPIC, n),
+            _ => false,
+        };
         for p in topic.partition_data {
             let early = if ![-1, 0, 1].contains(&acks) {
                 Some(errors::INVALID_REQUIRED_ACKS)
+            } else if !txn_authorized {
+                Some(errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             } else if name.is_none() {
                 Some(errors::UNKNOWN_TOPIC_ID)
+            } else if !write_allowed {
+                Some(errors::TOPIC_AUTHORIZATION_FAILED)
             } else if [crate::coordinator::OFFSETS_TOPIC, crate::txn::TRANSACTION_TOPIC]
                 .contains(&name.as_deref().unwrap_or_default())
             {

@@ -8,18 +8,17 @@ use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use super::str_bytes;
 use crate::coordinator::classic::{SyncRequest, SyncResult};
 use crate::coordinator::{classic_ops, routing};
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 5);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    _ctx: &RequestContext,
-    version: i16,
-    req: SyncGroupRequest,
-) -> SyncGroupResponse {
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: SyncGroupRequest) -> SyncGroupResponse {
     let group_id = req.group_id.0.to_string();
+    if !super::authorized(shard, ctx, acl::operation::READ, acl::resource::GROUP, &group_id) {
+        return SyncGroupResponse::default().with_error_code(crate::errors::GROUP_AUTHORIZATION_FAILED);
+    }
     let sync = SyncRequest {
         member_id: req.member_id.to_string(),
         instance_id: req.group_instance_id.as_deref().map(str::to_string),

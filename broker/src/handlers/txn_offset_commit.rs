@@ -12,6 +12,7 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use crate::coordinator::offset_ops::{self, CommitPartition, CommitRequest};
 use crate::coordinator::routing;
+use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
@@ -21,22 +22,50 @@ pub const VERSIONS: (i16, i16) = (0, 5);
 
 pub async fn handle(
     shard: &Rc<Shard>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     version: i16,
     req: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let group_id = req.group_id.0.to_string();
-    let partitions: Vec<CommitPartition> = req
+    // As Kafka: WRITE on the transactional id and READ on the group (else every
+    // partition is refused), then READ on each topic; only the authorized partitions
+    // are committed.
+    let whole = if !super::authorized(
+        shard,
+        ctx,
+        acl::operation::WRITE,
+        acl::resource::TRANSACTIONAL_ID,
+        req.transactional_id.0.as_str(),
+    ) {
+        Some(crate::errors::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else if !super::authorized(shard, ctx, acl::operation::READ, acl::resource::GROUP, &group_id) {
+        Some(crate::errors::GROUP_AUTHORIZATION_FAILED)
+    } else {
+        None
+    };
+    let refusals: Vec<Option<i16>> = req
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions.iter().map(|p| CommitPartition {
-                topic: t.name.0.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: p.committed_metadata.as_deref().map(str::to_string),
-            })
+            let code = whole.or_else(|| {
+                (!super::authorized(shard, ctx, acl::operation::READ, acl::resource::TOPIC, t.name.0.as_str()))
+                    .then_some(crate::errors::TOPIC_AUTHORIZATION_FAILED)
+            });
+            t.partitions.iter().map(move |_| code)
+        })
+        .collect();
+    let mut refused = refusals.iter();
+    let partitions: Vec<CommitPartition> = req
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+        .filter(|_| refused.next().is_some_and(|r| r.is_none()))
+        .map(|(t, p)| CommitPartition {
+            topic: t.name.0.to_string(),
+            partition: p.partition_index,
+            offset: p.committed_offset,
+            leader_epoch: p.committed_leader_epoch,
+            metadata: p.committed_metadata.as_deref().map(str::to_string),
         })
         .collect();
     let count = partitions.len();
@@ -51,10 +80,15 @@ pub async fn handle(
         producer: Some((req.producer_id.0, req.producer_epoch)),
         join_transaction: (version >= 5).then(|| req.transactional_id.0.to_string()),
     };
-    let codes = routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::commit(s, p, commit))
-        .await
-        .unwrap_or_else(|code| vec![code; count]);
-    let mut codes = codes.into_iter();
+    let codes = if count == 0 && refusals.iter().any(Option::is_some) {
+        Vec::new()
+    } else {
+        routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::commit(s, p, commit))
+            .await
+            .unwrap_or_else(|code| vec![code; count])
+    };
+    let mut committed = codes.into_iter();
+    let mut codes = refusals.into_iter().map(|r| r.unwrap_or_else(|| committed.next().expect("a code per commit")));
     let topics = req
         .topics
         .into_iter()

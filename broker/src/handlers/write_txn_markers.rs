@@ -15,7 +15,10 @@ use crate::txn::markers::{self, Marker};
 
 pub const VERSIONS: (i16, i16) = (1, 1);
 
-pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
+    // As Kafka: CLUSTER_ACTION on the cluster (only brokers write markers), else every
+    // partition is refused.
+    let refused = !super::cluster_authorized(shard, ctx, crate::security::acl::operation::CLUSTER_ACTION);
     let mut results = Vec::with_capacity(req.markers.len());
     for m in req.markers {
         let marker = Marker {
@@ -26,7 +29,13 @@ pub async fn handle(shard: &Rc<Shard>, _ctx: &RequestContext, req: WriteTxnMarke
         };
         let partitions: Vec<(String, i32)> =
             m.topics.iter().flat_map(|t| t.partition_indexes.iter().map(move |p| (t.name.0.to_string(), *p))).collect();
-        let mut codes = markers::write_local(shard, marker, partitions).await.into_iter();
+        let count = partitions.len();
+        let mut codes = if refused {
+            vec![crate::errors::CLUSTER_AUTHORIZATION_FAILED; count]
+        } else {
+            markers::write_local(shard, marker, partitions).await
+        }
+        .into_iter();
         let topics = m
             .topics
             .into_iter()

@@ -469,6 +469,8 @@ pub const CONTROLLER_APIS: &[kafka_protocol::messages::ApiKey] = &[
     kafka_protocol::messages::ApiKey::DescribeQuorum,
     kafka_protocol::messages::ApiKey::AlterPartitionReassignments,
     kafka_protocol::messages::ApiKey::AlterUserScramCredentials,
+    kafka_protocol::messages::ApiKey::CreateAcls,
+    kafka_protocol::messages::ApiKey::DeleteAcls,
 ];
 
 /// Largest response relayed from the controller.

@@ -24,11 +24,13 @@ pub struct Session {
     pub listener: Rc<Listener>,
     pub peer: String,
     principal: RefCell<Principal>,
+    /// Work the broker starts itself: the authorizer lets it do anything.
+    pub trusted: bool,
 }
 
 impl Session {
     pub fn new(shard: usize, id: u64, listener: Rc<Listener>, peer: String, principal: Principal) -> Session {
-        Session { shard, id, listener, peer, principal: RefCell::new(principal) }
+        Session { shard, id, listener, peer, principal: RefCell::new(principal), trusted: false }
     }
 
     pub fn principal(&self) -> Principal {
@@ -63,7 +65,8 @@ impl RequestContext {
 
     /// A context for work the broker starts itself (tests, internal calls).
     pub fn internal(shard: usize, listener: Rc<Listener>) -> RequestContext {
-        let session = Session::new(shard, 0, listener, String::new(), Principal::anonymous());
+        let mut session = Session::new(shard, 0, listener, String::new(), Principal::anonymous());
+        session.trusted = true;
         RequestContext { session: Rc::new(session), client_id: None }
     }
 }

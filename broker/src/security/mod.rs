@@ -5,10 +5,12 @@
 //!
 //! All of it runs on the connection's own shard: a TLS handshake or a SASL exchange is
 //! per-connection work that needs nothing from other shards but the credentials,
-//! which every shard reads from its own copy of the cluster metadata. An authorizer
-//! (ACLs, quotas) is meant to be called from each handler with
-//! [`context::RequestContext::principal`] before any scatter to owner shards.
+//! which every shard reads from its own copy of the cluster metadata. The
+//! [`authorizer::Authorizer`] (Kafka's ACLs, kept in that metadata too) is asked by
+//! each handler on the connection's shard before any scatter to owner shards.
 
+pub mod acl;
+pub mod authorizer;
 pub mod context;
 pub mod listeners;
 pub mod principal;
@@ -92,6 +94,7 @@ pub struct ShardSecurity {
     pub listeners: Vec<std::rc::Rc<listeners::Listener>>,
     pub tls: Option<tls::TlsSource>,
     pub stats: SecurityStats,
+    pub authorizer: authorizer::Authorizer,
     /// SASL/PLAIN users and passwords (`plain_users`).
     plain_users: std::collections::HashMap<String, String>,
     /// SCRAM users of the configuration (`scram_users`), used when the cluster
@@ -143,6 +146,7 @@ impl ShardSecurity {
             listeners,
             tls,
             stats: SecurityStats::default(),
+            authorizer: authorizer::Authorizer::new(config)?,
             plain_users,
             bootstrap_scram,
             mechanisms,

@@ -50,7 +50,7 @@ enum State {
 
 enum Server {
     Plain,
-    Scram(ScramServer),
+    Scram(Box<ScramServer>),
 }
 
 impl Server {
@@ -98,7 +98,7 @@ impl Authenticator {
                 let enabled = shard.security.enabled_mechanisms();
                 let wanted = h.mechanism.as_str();
                 let server = match (enabled.iter().any(|m| m == wanted), Mechanism::parse(wanted)) {
-                    (true, Some(m)) => Some(Server::Scram(ScramServer::new(m))),
+                    (true, Some(m)) => Some(Server::Scram(Box::new(ScramServer::new(m)))),
                     (true, None) if wanted == PLAIN => Some(Server::Plain),
                     _ => None,
                 };

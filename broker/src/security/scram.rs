@@ -195,7 +195,7 @@ impl ScramServer {
                 Some(("r", v)) => client_nonce = Some(v.to_string()),
                 Some(("m", _)) => return fail("", "mandatory extensions are not supported"),
                 // Kafka's "tokenauth" and other extensions: delegation tokens are not served.
-                Some((k, "true")) if k == "tokenauth" => return fail("", "delegation tokens are not supported"),
+                Some(("tokenauth", "true")) => return fail("", "delegation tokens are not supported"),
                 _ => {}
             }
         }

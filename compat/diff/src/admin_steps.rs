@@ -61,6 +61,8 @@ const LOG_DIR_NEVER_GIVEN: &str = "/nonexistent/keel-diff-log-dir";
 const NODE_ABSENT: i32 = 4_242;
 
 pub type TopicPartitionList = Vec<(Topic, Vec<i32>)>;
+/// Per topic, each partition's target replicas; `None` cancels its reassignment.
+pub type ReassignmentList = Vec<(Topic, Vec<(i32, Option<Vec<Replica>>)>)>;
 
 #[derive(Clone, Debug)]
 pub enum AdminRequest {
@@ -87,7 +89,7 @@ pub enum AdminRequest {
     },
     /// `replicas: None` cancels a reassignment.
     AlterReassignments {
-        topics: Vec<(Topic, Vec<(i32, Option<Vec<Replica>>)>)>,
+        topics: ReassignmentList,
     },
     DescribeLogDirs {
         topics: Option<TopicPartitionList>,
