@@ -35,7 +35,7 @@ rm -rf "$run_dir"; mkdir -p "$logs"
 passed=0 failed=0 skipped=0
 declare -a summary
 
-note() { printf '\n=== %s ===\n' "$*"; }
+note() { printf '\n=== %s (at %dm%02ds) ===\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 record() { # name passed failed skipped
   passed=$((passed + $2)); failed=$((failed + $3)); skipped=$((skipped + $4))
   summary+=("$(printf '%-28s %4s passed %4s failed %4s skipped' "$1" "$2" "$3" "$4")")
