@@ -44,7 +44,9 @@ record() { # name passed failed skipped
 record_or_fail() { if [[ -n "$2" ]]; then record "$1" $2; else record "$1" 0 1 0; fi; }
 
 note "build"
-if ! cargo build --release -p keel-broker 2>&1 | tail -n 3; then echo "build failed"; exit 1; fi
+# The differential tester (compat/diff) is built with the broker: built alone, its
+# dependencies would be compiled again for its own feature set.
+if ! cargo build --release -p keel-broker -p keel-diff 2>&1 | tail -n 3; then echo "build failed"; exit 1; fi
 
 note "Rust tests (unit, storage recovery, Raft simulation, bad input, multi-shard, kill -9)"
 cargo test --release --no-fail-fast -p keel-protocol -p keel-storage -p keel-raft -p keel-broker -p keel-tuning 2>&1 | tee "$logs/cargo-test.log" | grep -E "^test |test result|panicked" 

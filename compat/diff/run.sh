@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Runs the differential tester against a fresh Apache Kafka and a fresh Keel.
 #   compat/diff/run.sh [--long] [--seed N] [--sequences N] [--only N]
-# Builds keel-diff, starts Kafka (compat/kafka/kafka.sh) on port 39092 and Keel
-# (compat/keel.sh, target/release/keel: build it first with
-# `cargo build --release -p keel-broker`) on port 39192, runs the short profile (about 100
+# Builds keel-diff and Keel (target/release/keel), starts Kafka (compat/kafka/kafka.sh)
+# on port 39092 and Keel (compat/keel.sh) on port 39192, runs the short profile (about 100
 # sequences) or the long one (--long, 2,000), stops both and exits with the tester's
 # status: 0 no open divergence, 1 open divergences, 2 the run itself failed. Keel is
 # started with transaction_version: 2, which Kafka 4.4 finalizes, and both with a group
@@ -32,7 +31,9 @@ kafka_port=${DIFF_KAFKA_PORT:-39092}
 keel_port=${DIFF_KEEL_PORT:-39192}
 echo "run.sh: seed $seed, profile $profile"
 
-(cd "$root" && cargo build --release -p keel-diff)
+# With the broker, as ./test.sh builds them: built alone, keel-diff's dependencies
+# would be compiled again for its own feature set.
+(cd "$root" && cargo build --release -p keel-broker -p keel-diff)
 target="${CARGO_TARGET_DIR:-$root/target}"
 
 work=$(mktemp -d /tmp/keel-diff.XXXXXX)

@@ -83,6 +83,23 @@ class AdminTest {
         return admin.describeConfigs(List.of(r)).all().get().get(r);
     }
 
+    /**
+     * The topic's configs once `name` reads `value`, or as they are after 10 s. A config
+     * change is answered by the controller and reaches the other brokers after it (on
+     * Kafka as on a Keel cluster), and describeConfigs may ask any broker.
+     */
+    private static Config describeTopicConfigOnce(String topic, String name, String value) throws Exception {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (true) {
+            Config c = describeTopicConfig(topic);
+            ConfigEntry e = c.get(name);
+            if ((e != null && value.equals(e.value())) || System.nanoTime() > deadline) {
+                return c;
+            }
+            Thread.sleep(100);
+        }
+    }
+
     private static void assertDynamic(Config config, String name, String value) {
         ConfigEntry e = config.get(name);
         assertNotNull(e, "config " + name + " is described");
@@ -265,7 +282,7 @@ class AdminTest {
             new AlterConfigOp(new ConfigEntry("segment.ms", "600000"), AlterConfigOp.OpType.SET),
             new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.SET)
         ))).all().get();
-        Config cfg = describeTopicConfig(topic);
+        Config cfg = describeTopicConfigOnce(topic, "retention.ms", "7200000");
         assertDynamic(cfg, "retention.ms", "7200000");
         assertDynamic(cfg, "segment.ms", "600000");
         assertDynamic(cfg, "cleanup.policy", "compact");
@@ -274,7 +291,7 @@ class AdminTest {
             new AlterConfigOp(new ConfigEntry("retention.ms", ""), AlterConfigOp.OpType.DELETE),
             new AlterConfigOp(new ConfigEntry("cleanup.policy", "delete"), AlterConfigOp.OpType.APPEND)
         ))).all().get();
-        cfg = describeTopicConfig(topic);
+        cfg = describeTopicConfigOnce(topic, "cleanup.policy", "compact,delete");
         assertNotDynamic(cfg, "retention.ms");
         assertNotEquals("7200000", cfg.get("retention.ms").value(), "retention.ms back to the default");
         assertDynamic(cfg, "segment.ms", "600000");
@@ -319,7 +336,7 @@ class AdminTest {
             assertNotNull(err, "a result for the topic");
             assertEquals(Errors.NONE, err.error(), "AlterConfigs: " + err);
         }
-        Config cfg = describeTopicConfig(topic);
+        Config cfg = describeTopicConfigOnce(topic, "retention.ms", "5400000");
         assertDynamic(cfg, "retention.ms", "5400000");
         assertDynamic(cfg, "segment.ms", "900000");
         // Not in the request, so no longer an override.
