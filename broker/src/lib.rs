@@ -16,6 +16,7 @@ pub mod coordinator;
 pub mod errors;
 pub mod handlers;
 pub mod net;
+pub mod quota;
 pub mod replication;
 pub mod security;
 pub mod shard;

@@ -13,7 +13,8 @@
 #   - librdkafka (confluent-kafka, compat/security/test_librdkafka_security.py): produce/
 #     consume over mutual TLS and over SASL_SSL SCRAM-SHA-256; a wrong password refused
 #   - with Keel: ACLs, compat/security/acls.sh on ports BASE+20.. (the authorisation
-#     matrix against Keel and Apache Kafka with StandardAuthorizer, and kafka-acls)
+#     matrix against Keel and Apache Kafka with StandardAuthorizer, and kafka-acls), and
+#     client quotas, compat/security/quotas.sh on ports BASE+40.. (against Keel and Kafka)
 #
 #   compat/security/run.sh BASE_PORT [--kafka] [--keep]
 #
@@ -156,6 +157,13 @@ if [[ $broker == keel ]]; then
   passed=$((passed + $(grep -c '^PASS ' <<<"$acls_out")))
   failed=$((failed + $(grep -c '^FAIL ' <<<"$acls_out")))
   grep -qE '^acls: [0-9]+ passed' <<<"$acls_out" || { echo "FAIL acls.sh (see $work/acls.log)"; failed=$((failed + 1)); }
+  # Client quotas against Keel and Kafka (compat/security/quotas.sh, on ports BASE+40..).
+  quotas_out=$("$here/quotas.sh" $((base + 40)) 2>&1)
+  echo "$quotas_out" >"$work/quotas.log"
+  grep -E '^(PASS|FAIL) |^     ' <<<"$quotas_out"
+  passed=$((passed + $(grep -c '^PASS ' <<<"$quotas_out")))
+  failed=$((failed + $(grep -c '^FAIL ' <<<"$quotas_out")))
+  grep -qE '^quotas: [0-9]+ passed' <<<"$quotas_out" || { echo "FAIL quotas.sh (see $work/quotas.log)"; failed=$((failed + 1)); }
 fi
 
 echo "security: $passed passed, $failed failed ($broker, $((SECONDS - started))s)"

@@ -95,6 +95,18 @@ fn series() -> &'static [Series] {
             "Requests or parts of requests the authorizer refused on the shard (filtered lists not counted)",
             |s| s.authorization_denials,
         ),
+        (
+            "keel_quota_throttles_total",
+            "counter",
+            "Produce and fetch answers throttled for a client quota on the shard",
+            |s| s.quota_throttles,
+        ),
+        (
+            "keel_quota_throttle_ms_total",
+            "counter",
+            "Milliseconds of throttle given to clients over their quotas on the shard",
+            |s| s.quota_throttle_ms,
+        ),
         ("keel_flush_passes_total", "counter", "Group-commit passes of the shard's flush loop", |s| s.flush_passes),
         (
             "keel_log_flushes_total",

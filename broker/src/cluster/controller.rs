@@ -695,3 +695,33 @@ pub async fn delete_acls(
     commit(&shard, meta).await?;
     Ok(matched)
 }
+
+/// One entity's quota changes of AlterClientQuotas: a value sets a key, `None`
+/// removes it.
+pub type QuotaAlteration = (crate::quota::Entity, Vec<(String, Option<f64>)>);
+
+/// Applies checked client quota changes in one commit (replicated with the metadata
+/// in a cluster), as KRaft's controller applies them atomically; an entity left with
+/// no quota is removed.
+pub async fn alter_client_quotas(shard: Rc<Shard>, alterations: Vec<QuotaAlteration>) -> Result<(), Failure> {
+    let _turn = take_turn(&shard).await;
+    let mut meta = (*shard.meta()).clone();
+    let before = meta.client_quotas.clone();
+    for (entity, ops) in &alterations {
+        let at = meta.client_quotas.binary_search_by(|(e, _)| e.cmp(entity));
+        let mut values = at.map(|i| meta.client_quotas[i].1.clone()).unwrap_or_default();
+        crate::quota::apply(&mut values, ops);
+        match (at, values.is_empty()) {
+            (Ok(i), true) => {
+                meta.client_quotas.remove(i);
+            }
+            (Ok(i), false) => meta.client_quotas[i].1 = values,
+            (Err(i), false) => meta.client_quotas.insert(i, (entity.clone(), values)),
+            (Err(_), true) => {}
+        }
+    }
+    if meta.client_quotas == before {
+        return Ok(());
+    }
+    commit(&shard, meta).await
+}

@@ -98,6 +98,10 @@ pub struct Metadata {
     /// keeps its AccessControlEntryRecords.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub acls: Vec<crate::security::acl::AclBinding>,
+    /// Client quotas by entity, sorted by entity (AlterClientQuotas), as KRaft keeps
+    /// its QuotaRecords; an entity with no quota left is removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_quotas: Vec<(crate::quota::Entity, crate::quota::Values)>,
     #[serde(skip)]
     by_id: HashMap<Uuid, String>,
 }

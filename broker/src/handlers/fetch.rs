@@ -19,12 +19,17 @@ use uuid::Uuid;
 
 use super::{scatter, str_bytes};
 use crate::errors;
+use crate::quota;
 use crate::replication::cluster;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (4, 17);
+
+/// From this version a throttled consumer waits by itself (KIP-219): the response
+/// goes at once and the connection is muted; before it, the response is delayed.
+const SELF_THROTTLE_VERSION_MIN: i16 = 8;
 
 /// Kafka's `IsolationLevel.READ_COMMITTED`.
 pub const READ_COMMITTED: i8 = 1;
@@ -85,10 +90,14 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     let meta = shard.meta();
     // What the response may hold: the client's max_bytes, capped by the broker's
     // fetch_max_bytes (Kafka's fetch.max.bytes), so no fetch makes a shard read more.
-    let response_bytes_max = (req.max_bytes.max(0) as usize).min(shard.config.fetch_max_bytes);
+    // A consumer with a quota gets at most what the quota allows in its window.
+    let replica = req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0;
+    let mut response_bytes_max = (req.max_bytes.max(0) as usize).min(shard.config.fetch_max_bytes);
+    if let Some(cap) = quota::fetch_bytes_max(shard, ctx).filter(|_| !replica) {
+        response_bytes_max = response_bytes_max.min(cap);
+    }
     // Per topic of the request: its name, id, and per partition its index and the error
     // already known for it.
-    let replica = req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0;
     let committed = !replica && req.isolation_level == READ_COMMITTED;
     let mut layout: Vec<TopicLayout> = Vec::new();
     let mut wants: Vec<(usize, Want)> = Vec::new();
@@ -148,6 +157,23 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
         got = read_all(shard, &wants, response_bytes_max).await;
     }
     trim_to_max_bytes(&mut got, response_bytes_max);
+    // A consumer's quota counts what it is sent; past it the answer is empty, with
+    // the throttle time, and the bytes are taken back, as Kafka answers (replicas have
+    // no quota).
+    if !replica {
+        let bytes = got.iter().map(|g| g.bytes).sum();
+        let self_throttles = version >= SELF_THROTTLE_VERSION_MIN;
+        if let Some(charge) = quota::charge(shard, ctx, quota::Kind::Fetch, bytes, self_throttles) {
+            if !charge.throttle.is_zero() {
+                let throttle = charge.throttle;
+                charge.undo(shard);
+                if !self_throttles {
+                    glommio::timer::sleep(throttle).await;
+                }
+                return FetchResponse::default().with_throttle_time_ms(throttle.as_millis() as i32);
+            }
+        }
+    }
     for ((_, w), g) in wants.iter().zip(&got) {
         shard.metrics.fetched(&w.topic, g.bytes);
     }

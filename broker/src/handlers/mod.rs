@@ -4,6 +4,7 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_client_quotas;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
@@ -19,6 +20,7 @@ pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_acls;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -86,6 +88,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, describe_acls::VERSIONS.0, describe_acls::VERSIONS.1),
     (ApiKey::CreateAcls, create_acls::VERSIONS.0, create_acls::VERSIONS.1),
     (ApiKey::DeleteAcls, delete_acls::VERSIONS.0, delete_acls::VERSIONS.1),
+    (ApiKey::DescribeClientQuotas, describe_client_quotas::VERSIONS.0, describe_client_quotas::VERSIONS.1),
+    (ApiKey::AlterClientQuotas, alter_client_quotas::VERSIONS.0, alter_client_quotas::VERSIONS.1),
     (ApiKey::DescribeQuorum, describe_quorum::VERSIONS.0, describe_quorum::VERSIONS.1),
     (ApiKey::DeleteRecords, delete_records::VERSIONS.0, delete_records::VERSIONS.1),
     (ApiKey::ElectLeaders, elect_leaders::VERSIONS.0, elect_leaders::VERSIONS.1),
@@ -256,6 +260,8 @@ pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Optio
             Some(resp) => encode(key, v, corr, &resp),
             None => Some(CLOSE_CONNECTION),
         },
+        RequestKind::DescribeClientQuotas(r) => encode(key, v, corr, &describe_client_quotas::handle(shard, ctx, r)),
+        RequestKind::AlterClientQuotas(r) => encode(key, v, corr, &alter_client_quotas::handle(shard, ctx, r).await),
         RequestKind::DescribeQuorum(r) => encode(key, v, corr, &describe_quorum::handle(shard, ctx, v, r).await),
         RequestKind::DeleteRecords(r) => encode(key, v, corr, &delete_records::handle(shard, ctx, r).await),
         RequestKind::ElectLeaders(r) => encode(key, v, corr, &elect_leaders::handle(shard, ctx, v, r).await),
@@ -342,6 +348,7 @@ fn relayable(shard: &Shard, ctx: &RequestContext, body: &RequestKind) -> bool {
             r.resources.iter().all(|c| config(c.resource_type, &c.resource_name, op::ALTER_CONFIGS))
         }
         RequestKind::DescribeQuorum(_) => cluster(op::DESCRIBE),
+        RequestKind::AlterClientQuotas(_) => cluster(op::ALTER_CONFIGS),
         RequestKind::AlterPartitionReassignments(_)
         | RequestKind::AlterUserScramCredentials(_)
         | RequestKind::CreateAcls(_)

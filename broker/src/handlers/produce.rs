@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::{scatter, str_bytes};
 use crate::errors;
+use crate::quota;
 use crate::replication::cluster;
 use crate::security::acl;
 use crate::security::context::RequestContext;
@@ -21,6 +22,10 @@ use crate::shard::partition::{ProduceOutcome, TxnWrite};
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (3, 13);
+
+/// From this version a throttled producer waits by itself (KIP-219): the response
+/// goes at once and the connection is muted; before it, the response is delayed.
+const SELF_THROTTLE_VERSION_MIN: i16 = 6;
 
 /// zstd batches came with Produce v7 (KIP-110): Kafka refuses them in older requests
 /// with UNSUPPORTED_COMPRESSION_TYPE, since a client that old could not read them back.
@@ -126,6 +131,8 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
             slots.push((topic.name.clone(), topic.topic_id, p.index, outcome));
         }
     }
+    // The client's quota counts the bytes it sent (Kafka counts the request's size).
+    let sent: usize = work.iter().map(|(_, p)| p.records.as_ref().map_or(0, Bytes::len)).sum();
     let txn = req.transactional_id.map(|t| TxnWrite { id: t.0.to_string(), add: version >= 12 });
     let outcomes = scatter(shard, work, move |s, parts: Vec<Part>| {
         let txn = txn.clone();
@@ -154,6 +161,11 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     .await;
     for (slot, outcome) in work_slots.into_iter().zip(outcomes) {
         slots[slot].3 = Some(outcome);
+    }
+    let throttle = quota::charge(shard, ctx, quota::Kind::Produce, sent, version >= SELF_THROTTLE_VERSION_MIN)
+        .map_or(Duration::ZERO, |c| c.throttle);
+    if version < SELF_THROTTLE_VERSION_MIN && !throttle.is_zero() {
+        glommio::timer::sleep(throttle).await;
     }
     if acks == 0 {
         // No answer, but a failure closes the connection, as Kafka does: the client
@@ -217,5 +229,10 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
             NodeEndpoint::default().with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port)
         })
         .collect();
-    Answer::Respond(ProduceResponse::default().with_responses(responses).with_node_endpoints(node_endpoints))
+    Answer::Respond(
+        ProduceResponse::default()
+            .with_responses(responses)
+            .with_node_endpoints(node_endpoints)
+            .with_throttle_time_ms(throttle.as_millis() as i32),
+    )
 }

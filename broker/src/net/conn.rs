@@ -147,6 +147,11 @@ where
             }
             continue;
         }
+        if let Some(until) = session.throttled_until() {
+            // Muted for a quota: the request waits, as on Kafka, where the socket
+            // is not read meanwhile.
+            glommio::timer::sleep(until.saturating_duration_since(std::time::Instant::now())).await;
+        }
         let (slot, then_close) = match handlers::prepare(shard, body) {
             Ok(handlers::Prepared::Respond(bytes)) => (Slot::Ready(bytes), false),
             Ok(handlers::Prepared::Run(request)) => {

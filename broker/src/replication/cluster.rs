@@ -471,6 +471,7 @@ pub const CONTROLLER_APIS: &[kafka_protocol::messages::ApiKey] = &[
     kafka_protocol::messages::ApiKey::AlterUserScramCredentials,
     kafka_protocol::messages::ApiKey::CreateAcls,
     kafka_protocol::messages::ApiKey::DeleteAcls,
+    kafka_protocol::messages::ApiKey::AlterClientQuotas,
 ];
 
 /// Largest response relayed from the controller.

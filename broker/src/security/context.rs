@@ -7,8 +7,9 @@
 //! any request but ApiVersions and the SASL ones can run (`net::conn` holds the
 //! pipeline until then), so a handler always sees the final principal.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::protocol::StrBytes;
 
@@ -26,11 +27,21 @@ pub struct Session {
     principal: RefCell<Principal>,
     /// Work the broker starts itself: the authorizer lets it do anything.
     pub trusted: bool,
+    /// Until when the connection is muted for a quota (no request of it is started).
+    throttled_until: Cell<Option<Instant>>,
 }
 
 impl Session {
     pub fn new(shard: usize, id: u64, listener: Rc<Listener>, peer: String, principal: Principal) -> Session {
-        Session { shard, id, listener, peer, principal: RefCell::new(principal), trusted: false }
+        Session {
+            shard,
+            id,
+            listener,
+            peer,
+            principal: RefCell::new(principal),
+            trusted: false,
+            throttled_until: Cell::new(None),
+        }
     }
 
     pub fn principal(&self) -> Principal {
@@ -40,6 +51,19 @@ impl Session {
     /// Called once, by the connection, when authentication succeeds.
     pub fn authenticated(&self, principal: Principal) {
         *self.principal.borrow_mut() = principal;
+    }
+
+    /// Mutes the connection for `d` from now (a later end wins over an earlier one).
+    pub fn throttle(&self, d: Duration) {
+        let until = Instant::now() + d;
+        if self.throttled_until.get().is_none_or(|t| t < until) {
+            self.throttled_until.set(Some(until));
+        }
+    }
+
+    /// The end of the connection's mute, while it lasts.
+    pub fn throttled_until(&self) -> Option<Instant> {
+        self.throttled_until.get().filter(|t| *t > Instant::now())
     }
 
     pub fn protocol(&self) -> SecurityProtocol {

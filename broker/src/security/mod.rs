@@ -95,6 +95,8 @@ pub struct ShardSecurity {
     pub tls: Option<tls::TlsSource>,
     pub stats: SecurityStats,
     pub authorizer: authorizer::Authorizer,
+    /// Client quota sensors of the connections this shard serves.
+    pub quotas: crate::quota::rate::Sensors,
     /// SASL/PLAIN users and passwords (`plain_users`).
     plain_users: std::collections::HashMap<String, String>,
     /// SCRAM users of the configuration (`scram_users`), used when the cluster
@@ -147,6 +149,7 @@ impl ShardSecurity {
             tls,
             stats: SecurityStats::default(),
             authorizer: authorizer::Authorizer::new(config)?,
+            quotas: Default::default(),
             plain_users,
             bootstrap_scram,
             mechanisms,
