@@ -89,7 +89,8 @@ def test_producer_reauthenticates_across_session_lifetimes():
         "sasl.password": os.environ["SEC_PASSWORD"],
     }
     topic = f"reauth-py-{uuid.uuid4()}"
-    AdminClient(conf).create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    admin = AdminClient(conf)  # kept alive until its future is done
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     errors = []
     p = Producer({**conf, "acks": "all", "linger.ms": 5, "error_cb": errors.append})
     delivered = []
