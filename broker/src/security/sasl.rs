@@ -57,7 +57,8 @@ enum State {
     /// After a v0 handshake: the next frames are raw tokens.
     RawTokens(Server),
     /// A re-authentication asked for another mechanism than the session's: the next
-    /// SaslAuthenticate fails with this message (Kafka's REAUTH_BAD_MECHANISM).
+    /// SaslAuthenticate closes the connection, unanswered, for this reason (Kafka's
+    /// REAUTH_BAD_MECHANISM).
     BadMechanism(String),
     Done(Established),
 }
@@ -111,11 +112,23 @@ pub struct Authenticator {
     /// The client sent SaslAuthenticate v1+, so it knows session lifetimes and may
     /// re-authenticate.
     supports_reauthentication: bool,
+    /// When the last re-authentication began: Kafka starts at most one a second
+    /// (`KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS`); a SaslHandshake sooner
+    /// reaches its handler and is refused ILLEGAL_SASL_STATE.
+    last_reauthentication: Option<Instant>,
 }
+
+/// Kafka's shortest interval between two re-authentications of a connection.
+const REAUTHENTICATION_INTERVAL_MIN: Duration = Duration::from_secs(1);
 
 impl Default for Authenticator {
     fn default() -> Self {
-        Authenticator { state: State::Handshake, previous: None, supports_reauthentication: false }
+        Authenticator {
+            state: State::Handshake,
+            previous: None,
+            supports_reauthentication: false,
+            last_reauthentication: None,
+        }
     }
 }
 
@@ -140,8 +153,11 @@ impl Authenticator {
                 stats.expired_sessions_closed.set(stats.expired_sessions_closed.get() + 1);
                 return Gate::Close(format!("the SASL session of {} expired", established.principal));
             }
+            let now = Instant::now();
+            let too_soon = self.last_reauthentication.is_some_and(|t| now - t < REAUTHENTICATION_INTERVAL_MIN);
             match &req.body {
-                RequestKind::SaslHandshake(_) if self.supports_reauthentication => {
+                RequestKind::SaslHandshake(_) if self.supports_reauthentication && !too_soon => {
+                    self.last_reauthentication = Some(now);
                     self.previous = Some(established.clone());
                     self.state = State::Handshake;
                 }
@@ -183,9 +199,10 @@ impl Authenticator {
                 }
             }
             (State::BadMechanism(message), RequestKind::SaslAuthenticate(_)) => {
+                // Kafka closes the connection without an answer here.
                 let message = std::mem::take(message);
                 shard.security.stats.authentication_failed(&session.peer, "", "", &message);
-                respond(ApiKey::SaslAuthenticate, req.version, corr, &failure(&message), true)
+                Gate::Close(message)
             }
             (State::Authenticate(server), RequestKind::SaslAuthenticate(a)) => {
                 self.supports_reauthentication |= req.version > 0;
@@ -200,7 +217,8 @@ impl Authenticator {
                             Ok(lifetime_ms) => {
                                 let resp = SaslAuthenticateResponse::default()
                                     .with_auth_bytes(Bytes::from(bytes))
-                                    .with_session_lifetime_ms(lifetime_ms);
+                                    // v0 has no field for it (and refuses to encode one).
+                                    .with_session_lifetime_ms(if req.version >= 1 { lifetime_ms } else { 0 });
                                 respond(ApiKey::SaslAuthenticate, req.version, corr, &resp, false)
                             }
                             Err(message) => {
