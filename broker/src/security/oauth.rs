@@ -504,11 +504,11 @@ mod tests {
         use ring::signature::{RsaKeyPair, RSA_PKCS1_SHA256};
         let der = STANDARD.decode(RSA_PKCS8_B64.trim()).unwrap();
         let pair = RsaKeyPair::from_pkcs8(&der).unwrap();
-        let public = pair.public();
+        let public = ring::rsa::PublicKeyComponents::<Vec<u8>>::from(pair.public());
         let jwks = format!(
             r#"{{"keys":[{{"kty":"RSA","alg":"RS256","n":"{}","e":"{}"}}]}}"#,
-            URL_SAFE_NO_PAD.encode(public.modulus().big_endian_without_leading_zero()),
-            URL_SAFE_NO_PAD.encode(public.exponent().big_endian_without_leading_zero())
+            URL_SAFE_NO_PAD.encode(&public.n),
+            URL_SAFE_NO_PAD.encode(&public.e)
         );
         let s =
             OAuthSettings { allow_unsecured: false, jwks: Some(Jwks::parse(jwks.as_bytes()).unwrap()), ..settings() };
