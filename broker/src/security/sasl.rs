@@ -13,8 +13,9 @@
 //! tells the client (`session_lifetime_ms`). A client that said v1+ may send
 //! SaslHandshake and SaslAuthenticate again on the authenticated connection, with the
 //! same mechanism and principal (requests sent before keep running and are answered
-//! in order); once the session has expired, the next request closes the connection
-//! unanswered, as Kafka's `Processor` does with `serverAuthenticationSessionExpired`.
+//! in order); once the session has expired, the next request that is not a
+//! re-authentication closes the connection unanswered, as Kafka's `Processor` does with
+//! `serverAuthenticationSessionExpired`.
 
 use std::time::{Duration, Instant};
 
@@ -148,20 +149,21 @@ impl Authenticator {
     pub fn gate(&mut self, shard: &Shard, session: &super::context::Session, req: &Request) -> Gate {
         let corr = req.header.correlation_id;
         if let State::Done(established) = &self.state {
-            if established.expires.is_some_and(|t| Instant::now() >= t) {
+            // As Kafka's `Processor`: a re-authentication may begin even once the session
+            // has expired; any other request then closes the connection.
+            let now = Instant::now();
+            let too_soon = self.last_reauthentication.is_some_and(|t| now - t < REAUTHENTICATION_INTERVAL_MIN);
+            let reauthentication = matches!(req.body, RequestKind::SaslHandshake(_));
+            if reauthentication && self.supports_reauthentication && !too_soon {
+                self.last_reauthentication = Some(now);
+                self.previous = Some(established.clone());
+                self.state = State::Handshake;
+            } else if established.expires.is_some_and(|t| now >= t) {
                 let stats = &shard.security.stats;
                 stats.expired_sessions_closed.set(stats.expired_sessions_closed.get() + 1);
                 return Gate::Close(format!("the SASL session of {} expired", established.principal));
-            }
-            let now = Instant::now();
-            let too_soon = self.last_reauthentication.is_some_and(|t| now - t < REAUTHENTICATION_INTERVAL_MIN);
-            match &req.body {
-                RequestKind::SaslHandshake(_) if self.supports_reauthentication && !too_soon => {
-                    self.last_reauthentication = Some(now);
-                    self.previous = Some(established.clone());
-                    self.state = State::Handshake;
-                }
-                _ => return Gate::Run,
+            } else {
+                return Gate::Run;
             }
         }
         let reauthenticating = self.previous.is_some();
