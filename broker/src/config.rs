@@ -53,6 +53,30 @@ pub struct BrokerConfig {
     /// `kafka-storage format --add-scram`); users created with
     /// AlterUserScramCredentials are kept in the cluster metadata and take precedence.
     pub scram_users: Vec<String>,
+    /// OAUTHBEARER: a JWKS file whose keys check signed tokens (Kafka's
+    /// `sasl.oauthbearer.jwks.endpoint.url` with a `file:` URL); read at startup.
+    pub sasl_oauthbearer_jwks_file: Option<PathBuf>,
+    /// OAUTHBEARER: whether unsecured tokens (`{"alg":"none"}`) are accepted. `None`:
+    /// only when no JWKS is configured, as Kafka's default validator is the unsecured one.
+    pub sasl_oauthbearer_allow_unsecured: Option<bool>,
+    /// OAUTHBEARER: the issuer (`iss`) a signed token must name.
+    pub sasl_oauthbearer_expected_issuer: Option<String>,
+    /// OAUTHBEARER: audiences (`aud`), one of which a signed token must name.
+    pub sasl_oauthbearer_expected_audience: Vec<String>,
+    /// OAUTHBEARER: the claim holding the principal name.
+    pub sasl_oauthbearer_sub_claim_name: String,
+    /// OAUTHBEARER: the claim holding the token's scopes.
+    pub sasl_oauthbearer_scope_claim_name: String,
+    /// OAUTHBEARER: scopes every token must hold (`unsecuredValidatorRequiredScope`).
+    pub sasl_oauthbearer_required_scopes: Vec<String>,
+    /// OAUTHBEARER: clock difference allowed with the issuer. `None`: Kafka's defaults,
+    /// 0 for unsecured tokens and 30 s with a JWKS.
+    pub sasl_oauthbearer_clock_skew_ms: Option<u64>,
+    /// KIP-368: a SASL session lasts at most this long (and no longer than its
+    /// credential, e.g. a token's `exp`); the client must re-authenticate on the
+    /// connection before it ends. 0: sessions of PLAIN and SCRAM never end (Kafka's
+    /// default).
+    pub connections_max_reauth_ms: u64,
     /// Bearer token the admin API asks for (`Authorization: Bearer ...`) on every
     /// endpoint but `/v1/health` and `/v1/status/ready`; `None`: no token.
     pub admin_token: Option<String>,
@@ -190,6 +214,15 @@ impl Default for BrokerConfig {
             sasl_enabled_mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
             plain_users: Vec::new(),
             scram_users: Vec::new(),
+            sasl_oauthbearer_jwks_file: None,
+            sasl_oauthbearer_allow_unsecured: None,
+            sasl_oauthbearer_expected_issuer: None,
+            sasl_oauthbearer_expected_audience: Vec::new(),
+            sasl_oauthbearer_sub_claim_name: "sub".into(),
+            sasl_oauthbearer_scope_claim_name: "scope".into(),
+            sasl_oauthbearer_required_scopes: Vec::new(),
+            sasl_oauthbearer_clock_skew_ms: None,
+            connections_max_reauth_ms: 0,
             admin_token: None,
             metrics: true,
             smp: 1,

@@ -807,3 +807,164 @@ fn allow_everyone_if_no_acl_found_opens_only_resources_no_acl_names() {
     create_acls(&mut admin, vec![creation(TOPIC, "open", LITERAL, "User:bob", READ, ALLOW)]);
     assert_eq!(metadata_of(&mut alice, Some(&["open"])).topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
 }
+
+/// An unsecured JWS (`{"alg":"none"}`, no signature) as franz-go's TestOAuthAuth and
+/// Kafka's unsecured login module make them.
+fn unsecured_token(sub: &str, exp_from_now_s: i64) -> String {
+    use base64::Engine;
+    let enc = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    format!("{}.{}.", enc(r#"{"alg":"none"}"#), enc(&format!(r#"{{"sub":"{sub}","exp":{}}}"#, now + exp_from_now_s)))
+}
+
+fn oauth_first(token: &str) -> Vec<u8> {
+    format!("n,,\x01auth=Bearer {token}\x01\x01").into_bytes()
+}
+
+/// A broker with PLAINTEXT and SASL_PLAINTEXT listeners offering SCRAM and OAUTHBEARER;
+/// SCRAM users alice and bob.
+fn start_oauth(extra: &[&str]) -> (Broker, u16) {
+    let (plain, sasl) = (free_port(), free_port());
+    let listeners = format!("PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}");
+    let mut args = vec![
+        "--listeners",
+        &listeners,
+        "--sasl-enabled-mechanisms",
+        "SCRAM-SHA-256,OAUTHBEARER",
+        "--scram-user",
+        "alice:SCRAM-SHA-256:alice-secret",
+        "--scram-user",
+        "bob:SCRAM-SHA-256:bob-secret",
+    ];
+    args.extend_from_slice(extra);
+    (Broker::start_on_port_with(plain, 1, &args, ""), sasl)
+}
+
+#[test]
+fn oauthbearer_accepts_unsecured_tokens_and_refuses_bad_ones_as_kafka() {
+    let (b, sasl) = start_oauth(&[]);
+    let mut c = Broker::connect_port(sasl);
+    let h = handshake(&mut c, "OAUTHBEARER");
+    assert_eq!(h.error_code, 0);
+    assert!(h.mechanisms.iter().any(|m| m.as_str() == "OAUTHBEARER"));
+    let ok = authenticate(&mut c, &oauth_first(&unsecured_token("alice", 3600))).unwrap();
+    assert_eq!(ok.error_code, 0, "{:?}", ok.error_message);
+    // Without re-authentication configured the session still ends with the token.
+    assert!((3_590_000..=3_600_000).contains(&ok.session_lifetime_ms), "{}", ok.session_lifetime_ms);
+    assert!(metadata(&mut c).is_some());
+
+    // An expired token: the error challenge, the client's \x01, then the failure.
+    let mut c = Broker::connect_port(sasl);
+    assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, 0);
+    let challenge = authenticate(&mut c, &oauth_first(&unsecured_token("alice", -60))).unwrap();
+    assert_eq!(challenge.error_code, 0);
+    assert_eq!(&challenge.auth_bytes[..], br#"{"status":"invalid_token"}"#);
+    let refused = authenticate(&mut c, b"\x01").unwrap();
+    assert_eq!(refused.error_code, SASL_AUTHENTICATION_FAILED);
+    assert_eq!(refused.error_message.as_deref(), Some(r#"{"status":"invalid_token"}"#));
+    assert_closed(&mut c);
+
+    // Garbage and a bad first message fail at once with Kafka's message.
+    for token in [&b"n,,\x01auth=Bearer %%%\x01\x01"[..], b"not oauth", b"n,,\x01auth=Bearer x.y.z\x01"] {
+        let mut c = Broker::connect_port(sasl);
+        assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, 0);
+        let refused = authenticate(&mut c, token).unwrap();
+        assert_eq!(refused.error_code, SASL_AUTHENTICATION_FAILED);
+        assert_eq!(
+            refused.error_message.as_deref(),
+            Some("Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER")
+        );
+        assert_closed(&mut c);
+    }
+    // A garbage token (not a JWS) is an invalid_token challenge.
+    let mut c = Broker::connect_port(sasl);
+    assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, 0);
+    let challenge = authenticate(&mut c, &oauth_first("abc.def.")).unwrap();
+    assert_eq!(&challenge.auth_bytes[..], br#"{"status":"invalid_token"}"#);
+    // An authorization id other than the token's principal.
+    let mut c = Broker::connect_port(sasl);
+    assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, 0);
+    let first = format!("n,a=bob,\x01auth=Bearer {}\x01\x01", unsecured_token("alice", 60));
+    let refused = authenticate(&mut c, first.as_bytes()).unwrap();
+    assert_eq!(refused.error_code, SASL_AUTHENTICATION_FAILED);
+    assert!(refused.error_message.unwrap().contains("different from the token's principal name (alice)"));
+    assert_eq!(b.metric_sum("keel_authentication_failures_total"), 6);
+}
+
+#[test]
+fn oauthbearer_without_the_mechanism_enabled_is_unsupported() {
+    let certs = certs();
+    let (_b, p) = start(&certs);
+    let mut c = Broker::connect_port(p.sasl);
+    assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, UNSUPPORTED_SASL_MECHANISM);
+    let _ = std::fs::remove_dir_all(certs);
+}
+
+/// SaslHandshake + a full SCRAM-SHA-256 exchange; the final answer.
+fn scram_256(c: &mut Conn, user: &str, password: &str) -> SaslAuthenticateResponse {
+    scram_login(c, Mechanism::Sha256, user, password).expect("an answer")
+}
+
+#[test]
+fn kip_368_reauthentication_keeps_the_principal_and_expired_sessions_are_closed() {
+    let (b, sasl) = start_oauth(&["--connections-max-reauth-ms", "1500"]);
+    // Re-authenticating before the session ends keeps the connection served.
+    let mut c = Broker::connect_port(sasl);
+    let ok = scram_256(&mut c, "alice", "alice-secret");
+    assert_eq!((ok.error_code, ok.session_lifetime_ms), (0, 1500));
+    for _ in 0..3 {
+        // Kafka starts at most one re-authentication a second.
+        std::thread::sleep(Duration::from_millis(1100));
+        assert!(metadata(&mut c).is_some());
+        let again = scram_256(&mut c, "alice", "alice-secret");
+        assert_eq!((again.error_code, again.session_lifetime_ms), (0, 1500), "{:?}", again.error_message);
+    }
+    assert!(metadata(&mut c).is_some());
+    assert_eq!(b.metric_sum("keel_sasl_reauthentications_total"), 3);
+    // Another one within a second of the last is refused as Kafka refuses it.
+    assert_eq!(handshake(&mut c, "SCRAM-SHA-256").error_code, ILLEGAL_SASL_STATE);
+    assert!(metadata(&mut c).is_some());
+
+    // A token that ends before connections_max_reauth_ms bounds the session.
+    let mut t = Broker::connect_port(sasl);
+    assert_eq!(handshake(&mut t, "OAUTHBEARER").error_code, 0);
+    let ok = authenticate(&mut t, &oauth_first(&unsecured_token("alice", 1))).unwrap();
+    assert!(ok.session_lifetime_ms <= 1000, "{}", ok.session_lifetime_ms);
+
+    // A client that does not re-authenticate is disconnected at its next request.
+    // A re-authentication that begins after the session expired is still served, as
+    // Kafka begins one before it looks at expiry.
+    let mut idle = Broker::connect_port(sasl);
+    assert_eq!(scram_256(&mut idle, "alice", "alice-secret").error_code, 0);
+    let mut late = Broker::connect_port(sasl);
+    assert_eq!(scram_256(&mut late, "alice", "alice-secret").error_code, 0);
+    std::thread::sleep(Duration::from_millis(1700));
+    assert!(metadata(&mut idle).is_none(), "an expired session is closed");
+    assert_eq!(scram_256(&mut late, "alice", "alice-secret").error_code, 0);
+    assert!(metadata(&mut late).is_some());
+    assert!(b.metric_sum("keel_sasl_expired_sessions_closed_total") >= 1);
+
+    // Re-authenticating as another user is refused and closes the connection.
+    let mut c = Broker::connect_port(sasl);
+    assert_eq!(scram_256(&mut c, "alice", "alice-secret").error_code, 0);
+    let refused = scram_256(&mut c, "bob", "bob-secret");
+    assert_eq!(refused.error_code, SASL_AUTHENTICATION_FAILED);
+    assert_eq!(
+        refused.error_message.as_deref(),
+        Some("Cannot change principals during re-authentication from User.alice: User.bob")
+    );
+    assert_closed(&mut c);
+
+    // So is another mechanism.
+    let mut c = Broker::connect_port(sasl);
+    assert_eq!(scram_256(&mut c, "alice", "alice-secret").error_code, 0);
+    assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, 0);
+    // Kafka closes the connection without an answer.
+    assert!(authenticate(&mut c, &oauth_first(&unsecured_token("alice", 60))).is_none());
+
+    // Without re-authentication configured, a SCRAM session does not end.
+    drop(b);
+    let (_b, sasl) = start_oauth(&[]);
+    let mut c = Broker::connect_port(sasl);
+    assert_eq!(scram_256(&mut c, "alice", "alice-secret").session_lifetime_ms, 0);
+}

@@ -6,12 +6,21 @@
 #     the same for SCRAM-SHA-256 (its --describe also asks DescribeClientQuotas, not served
 #     yet: SecurityTest checks the description with Admin.describeUserScramCredentials)
 #   - franz-go's TestSCRAMAuth and TestSCRAMAuthBadCredentials (KGO_TEST_SCRAM,
-#     KGO_TEST_SCRAM_SEEDS on the SASL_PLAINTEXT listener)
+#     KGO_TEST_SCRAM_SEEDS on the SASL_PLAINTEXT listener), and TestOAuthAuth
+#     (KGO_TEST_OAUTH_SEEDS: OAUTHBEARER with unsecured tokens on that listener)
+#   - Java clients (compat/java OAuthTest): produce/consume over OAUTHBEARER with Kafka's
+#     unsecured login module; an expired and a garbage token refused with invalid_token;
+#     a producer over SCRAM-SHA-512 for 4 session lifetimes with connections.max.reauth.ms
+#     2000 (KIP-368), re-authenticating without an error (Keel: a second broker on
+#     BASE+10/BASE+12 with --connections-max-reauth-ms 2000; Kafka: the SASL_PLAINTEXT
+#     listener's scram-sha-512.connections.max.reauth.ms), and with Keel its
+#     keel_sasl_reauthentications_total counted
 #   - Java clients (compat/java SecurityTest): produce/consume over mutual TLS and over
 #     SASL_SSL SCRAM-SHA-512; a wrong password refused (SaslAuthenticationException);
 #     no client certificate refused on the SSL listener
 #   - librdkafka (confluent-kafka, compat/security/test_librdkafka_security.py): produce/
-#     consume over mutual TLS and over SASL_SSL SCRAM-SHA-256; a wrong password refused
+#     consume over mutual TLS and over SASL_SSL SCRAM-SHA-256; a wrong password refused;
+#     a producer over SCRAM-SHA-256 re-authenticating for 4 session lifetimes (KIP-368)
 #   - with Keel: ACLs, compat/security/acls.sh on ports BASE+20.. (the authorisation
 #     matrix against Keel and Apache Kafka with StandardAuthorizer, and kafka-acls), and
 #     client quotas, compat/security/quotas.sh on ports BASE+40.. (against Keel and Kafka)
@@ -19,7 +28,8 @@
 #   compat/security/run.sh BASE_PORT [--kafka] [--keep]
 #
 # Ports: PLAINTEXT BASE, SASL_PLAINTEXT BASE+2, SSL BASE+3, SASL_SSL BASE+4 (BASE+1 is
-# Kafka's controller; Keel's admin API is BASE+100). --kafka runs the same checks
+# Kafka's controller; Keel's admin API is BASE+100); Keel's re-authentication broker
+# BASE+10 and BASE+12 (admin BASE+110). --kafka runs the same checks
 # against Apache Kafka 4.x configured with the same listeners (the oracle). Prints
 # "security: N passed, M failed" last; exits non-zero if any check failed.
 set -uo pipefail
@@ -39,6 +49,7 @@ while (($#)); do
   shift
 done
 plain=$base sasl_plain=$((base + 2)) ssl=$((base + 3)) sasl_ssl=$((base + 4))
+reauth_plain=$((base + 10)) reauth_sasl=$((base + 12))
 work=$(mktemp -d "${TMPDIR:-/tmp}/keel-security.XXXXXX")
 certs=$work/certs
 user=alice password=alice-secret
@@ -55,7 +66,10 @@ check() { # name, then the command: PASS if it succeeds
 
 cleanup() {
   case $broker in
-    keel) "$root/compat/keel.sh" stop "$work/broker" >/dev/null 2>&1 ;;
+    keel)
+      "$root/compat/keel.sh" stop "$work/broker" >/dev/null 2>&1
+      "$root/compat/keel.sh" stop "$work/reauth" >/dev/null 2>&1
+      ;;
     kafka) "$root/compat/kafka/kafka.sh" stop "$work/broker" >/dev/null 2>&1 ;;
   esac
   if ((failed == 0 && keep == 0)); then rm -rf "$work"; else echo "work directory kept: $work"; fi
@@ -70,15 +84,28 @@ case $broker in
     "$root/compat/keel.sh" start "$work/broker" "$plain" --smp 2 \
       --listeners "PLAINTEXT://127.0.0.1:$plain,SASL_PLAINTEXT://127.0.0.1:$sasl_plain,SSL://127.0.0.1:$ssl,SASL_SSL://127.0.0.1:$sasl_ssl" \
       --tls-cert "$certs/server.crt" --tls-key "$certs/server.key" --tls-ca "$certs/ca.pem" \
+      --sasl-enabled-mechanisms PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER \
       --scram-user admin:SCRAM-SHA-512:admin-secret >/dev/null \
       || { echo "security: 0 passed, 1 failed (Keel did not start)"; exit 1; }
+    "$root/compat/keel.sh" start "$work/reauth" "$reauth_plain" --smp 1 \
+      --listeners "PLAINTEXT://127.0.0.1:$reauth_plain,SASL_PLAINTEXT://127.0.0.1:$reauth_sasl" \
+      --connections-max-reauth-ms 2000 --scram-user "$user:SCRAM-SHA-512:$password" \
+      --scram-user "$user:SCRAM-SHA-256:$password" >/dev/null \
+      || { echo "security: 0 passed, 1 failed (Keel's re-authentication broker did not start)"; exit 1; }
+    reauth=127.0.0.1:$reauth_sasl
     ;;
   kafka)
     jaas="org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    oauth_jaas="org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+    reauth=127.0.0.1:$sasl_plain
     KAFKA_EXTRA_PROPS="listeners=PLAINTEXT://127.0.0.1:$plain,CONTROLLER://127.0.0.1:$((plain + 1)),SASL_PLAINTEXT://127.0.0.1:$sasl_plain,SSL://127.0.0.1:$ssl,SASL_SSL://127.0.0.1:$sasl_ssl
 advertised.listeners=PLAINTEXT://127.0.0.1:$plain,SASL_PLAINTEXT://127.0.0.1:$sasl_plain,SSL://127.0.0.1:$ssl,SASL_SSL://127.0.0.1:$sasl_ssl
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
-sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=$oauth_jaas
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=$oauth_jaas
+listener.name.sasl_plaintext.scram-sha-512.connections.max.reauth.ms=2000
+listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms=2000
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=$jaas
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=$jaas
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=$jaas
@@ -118,13 +145,33 @@ sleep 2
 kgo() {
   local name=$1 out
   out=$(cd "$root/compat/go" && KGO_SEEDS=127.0.0.1:$plain KGO_TEST_RF=1 KGO_TEST_SCRAM_SEEDS=127.0.0.1:$sasl_plain \
-    KGO_TEST_SCRAM=$user:$password:512 timeout 600 go test -count=1 -vet=off -v -run "^$name\$" \
+    KGO_TEST_SCRAM=$user:$password:512 KGO_TEST_OAUTH_SEEDS=127.0.0.1:$sasl_plain timeout 600 go test -count=1 -vet=off -v -run "^$name\$" \
     github.com/twmb/franz-go/pkg/kgo 2>&1)
   echo "$out"
   grep -q -- "--- PASS: $name " <<<"$out"
 }
 check "franz-go TestSCRAMAuth (SCRAM-SHA-512, SASL_PLAINTEXT)" kgo TestSCRAMAuth
 check "franz-go TestSCRAMAuthBadCredentials" kgo TestSCRAMAuthBadCredentials
+check "franz-go TestOAuthAuth (OAUTHBEARER unsecured tokens, SASL_PLAINTEXT)" kgo TestOAuthAuth
+
+# Java clients over OAUTHBEARER, and re-authenticating (KIP-368): one check per test.
+oauth_out=$("$root/compat/java/run.sh" "127.0.0.1:$plain" -Dtest=OAuthTest -Dsec.oauth="127.0.0.1:$sasl_plain" \
+  -Dsec.reauth="$reauth" -Dsec.user="$user" -Dsec.password="$password" 2>&1)
+echo "$oauth_out" >"$work/java-oauth.log"
+for t in produceConsumeOverOAuthBearerWithUnsecuredTokens expiredTokenIsRefused garbageTokenIsRefused \
+  producerReauthenticatesAcrossSessionLifetimes; do
+  java_oauth_test() { grep -qE "Tests run: [1-9]" "$work/java-oauth.log" && ! grep -qE "\[ERROR\].*OAuthTest[.#]$1" "$work/java-oauth.log"; }
+  check "Java OAuthTest.$t" java_oauth_test "$t"
+done
+if [[ $broker == keel ]]; then
+  reauths() {
+    local n
+    n=$(curl -sf "http://127.0.0.1:$((reauth_plain + 100))/metrics" | awk '/^keel_sasl_reauthentications_total/ {s += $2} END {print s + 0}')
+    echo "keel_sasl_reauthentications_total $n"
+    ((n > 0))
+  }
+  check "Keel counts re-authentications (keel_sasl_reauthentications_total > 0)" reauths
+fi
 
 # Java clients: one check per test of SecurityTest.
 java_out=$("$root/compat/java/run.sh" "127.0.0.1:$plain" -Dtest=SecurityTest -Dsec.ssl="127.0.0.1:$ssl" \
@@ -138,12 +185,12 @@ for t in scramCredentialsAreDescribed produceConsumeOverMutualTls produceConsume
 done
 
 # librdkafka.
-py_out=$(SEC_SSL=127.0.0.1:$ssl SEC_SASL_SSL=127.0.0.1:$sasl_ssl SEC_CERTS=$certs SEC_USER=$user \
+py_out=$(SEC_SSL=127.0.0.1:$ssl SEC_SASL_SSL=127.0.0.1:$sasl_ssl SEC_REAUTH=$reauth SEC_CERTS=$certs SEC_USER=$user \
   SEC_PASSWORD=$password "$root/compat/python/run.sh" "127.0.0.1:$plain" -v -p no:cacheprovider \
   "$here/test_librdkafka_security.py" 2>&1)
 echo "$py_out" >"$work/python.log"
 for t in test_produce_consume_over_mutual_tls test_produce_consume_over_sasl_ssl_scram_sha_256 \
-  test_wrong_password_is_refused; do
+  test_wrong_password_is_refused test_producer_reauthenticates_across_session_lifetimes; do
   check "librdkafka $t" grep -q "$t PASSED" "$work/python.log"
 done
 

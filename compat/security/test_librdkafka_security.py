@@ -75,3 +75,32 @@ def test_wrong_password_is_refused():
     auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
     assert auth, f"no authentication error, got {errors}"
     assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in auth[0].str(), auth[0].str()
+
+
+def test_producer_reauthenticates_across_session_lifetimes():
+    """KIP-368: SEC_REAUTH is a SASL_PLAINTEXT listener whose SASL sessions last 2 s
+    (connections.max.reauth.ms=2000); librdkafka (2.2+) re-authenticates on the
+    connection, so 8 s of producing sees no error and no disconnection."""
+    conf = {
+        "bootstrap.servers": os.environ["SEC_REAUTH"],
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": os.environ["SEC_USER"],
+        "sasl.password": os.environ["SEC_PASSWORD"],
+    }
+    topic = f"reauth-py-{uuid.uuid4()}"
+    admin = AdminClient(conf)  # kept alive until its future is done
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    errors = []
+    p = Producer({**conf, "acks": "all", "linger.ms": 5, "error_cb": errors.append})
+    delivered = []
+    end = time.time() + 8
+    sent = 0
+    while time.time() < end:
+        for _ in range(50):
+            p.produce(topic, f"r{sent}".encode(), on_delivery=lambda err, msg: delivered.append(err))
+            sent += 1
+        p.poll(0.02)
+    assert p.flush(30) == 0
+    assert len(delivered) == sent and all(e is None for e in delivered), [e for e in delivered if e][:3]
+    assert errors == [], errors

@@ -90,6 +90,18 @@ fn series() -> &'static [Series] {
             s.tls_handshake_failures
         }),
         (
+            "keel_sasl_reauthentications_total",
+            "counter",
+            "KIP-368 re-authentications that succeeded on the shard's connections",
+            |s| s.reauthentications,
+        ),
+        (
+            "keel_sasl_expired_sessions_closed_total",
+            "counter",
+            "Connections closed because their SASL session expired without re-authentication",
+            |s| s.expired_sessions_closed,
+        ),
+        (
             "keel_authorization_denials_total",
             "counter",
             "Requests or parts of requests the authorizer refused on the shard (filtered lists not counted)",

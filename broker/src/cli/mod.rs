@@ -132,6 +132,42 @@ pub struct ServeArgs {
     #[arg(long)]
     #[serde(rename = "scram_users", skip_serializing_if = "Vec::is_empty")]
     pub scram_user: Vec<String>,
+    /// OAUTHBEARER: JWKS file whose keys check signed tokens.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_oauthbearer_jwks_file: Option<PathBuf>,
+    /// OAUTHBEARER: accept unsecured tokens (alg none); default only without a JWKS.
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_oauthbearer_allow_unsecured: Option<bool>,
+    /// OAUTHBEARER: issuer (iss) signed tokens must name.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_oauthbearer_expected_issuer: Option<String>,
+    /// OAUTHBEARER: audiences (aud), one of which signed tokens must name.
+    #[arg(long, value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sasl_oauthbearer_expected_audience: Vec<String>,
+    /// OAUTHBEARER: claim holding the principal name (default sub).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_oauthbearer_sub_claim_name: Option<String>,
+    /// OAUTHBEARER: claim holding the token's scopes (default scope).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_oauthbearer_scope_claim_name: Option<String>,
+    /// OAUTHBEARER: scopes every token must hold, e.g. kafka,write.
+    #[arg(long, value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sasl_oauthbearer_required_scopes: Vec<String>,
+    /// OAUTHBEARER: allowed clock skew in ms (default 0 unsecured, 30000 with a JWKS).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_oauthbearer_clock_skew_ms: Option<u64>,
+    /// KIP-368: longest SASL session before the client must re-authenticate (0: off).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections_max_reauth_ms: Option<u64>,
     /// Bearer token the admin API requires (all endpoints but health and readiness).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

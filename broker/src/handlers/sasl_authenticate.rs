@@ -1,5 +1,6 @@
 //! SaslAuthenticate when it reaches a handler: on a listener without SASL, or on a
-//! connection already authenticated (re-authentication, KIP-368, is not served).
+//! connection already authenticated that is not re-authenticating (KIP-368
+//! re-authentication runs on the connection, `security::sasl`).
 //! The exchange itself runs on the connection, before any handler (`security::sasl`).
 
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};

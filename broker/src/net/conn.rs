@@ -155,7 +155,9 @@ where
         let (slot, then_close) = match handlers::prepare(shard, body) {
             Ok(handlers::Prepared::Respond(bytes)) => (Slot::Ready(bytes), false),
             Ok(handlers::Prepared::Run(request)) => {
-                let gate = match auth.as_mut().filter(|a| !a.done()) {
+                // Every request of a SASL connection passes the authenticator: before
+                // authentication, for a re-authentication, and to find an expired session.
+                let gate = match auth.as_mut() {
                     Some(a) => a.gate(shard, &session, &request),
                     None => Gate::Run,
                 };
@@ -164,7 +166,7 @@ where
                     Gate::Respond(bytes) => (Slot::Ready(bytes), false),
                     Gate::RespondAndClose(bytes) => (Slot::Ready(bytes), true),
                     Gate::Close(reason) => {
-                        tracing::info!(%peer, reason, "closing an unauthenticated connection");
+                        tracing::info!(%peer, reason, "closing a connection that is not authenticated");
                         break;
                     }
                 }

@@ -3,7 +3,8 @@
 //! principal); each request's [`RequestContext`] adds its client id by reference
 //! counting, so the plain path copies nothing.
 //!
-//! The principal is set once, when TLS or SASL authenticates the connection, before
+//! The principal is set when TLS or SASL authenticates the connection (a KIP-368
+//! re-authentication must keep it), before
 //! any request but ApiVersions and the SASL ones can run (`net::conn` holds the
 //! pipeline until then), so a handler always sees the final principal.
 
@@ -48,7 +49,8 @@ impl Session {
         self.principal.borrow().clone()
     }
 
-    /// Called once, by the connection, when authentication succeeds.
+    /// Called by the connection when authentication succeeds, and again with the same
+    /// principal at each KIP-368 re-authentication.
     pub fn authenticated(&self, principal: Principal) {
         *self.principal.borrow_mut() = principal;
     }

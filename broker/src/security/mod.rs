@@ -1,6 +1,7 @@
 //! Who is at the other end of a connection and how they proved it: the listeners with
 //! their security protocols (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, as Kafka names
-//! them), TLS with server and client certificates, SASL (PLAIN, SCRAM-SHA-256/512), and
+//! them), TLS with server and client certificates, SASL (PLAIN, SCRAM-SHA-256/512,
+//! OAUTHBEARER, with KIP-368 re-authentication), and
 //! the [`context::RequestContext`] every handler receives.
 //!
 //! All of it runs on the connection's own shard: a TLS handshake or a SASL exchange is
@@ -13,6 +14,7 @@ pub mod acl;
 pub mod authorizer;
 pub mod context;
 pub mod listeners;
+pub mod oauth;
 pub mod principal;
 pub mod sasl;
 pub mod scram;
@@ -68,6 +70,10 @@ const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(1);
 pub struct SecurityStats {
     pub authentication_failures: Cell<u64>,
     pub tls_handshake_failures: Cell<u64>,
+    /// Successful KIP-368 re-authentications.
+    pub reauthentications: Cell<u64>,
+    /// Connections closed because their SASL session expired.
+    pub expired_sessions_closed: Cell<u64>,
     unlogged_failures: Cell<u64>,
     last_logged: Cell<Option<Instant>>,
 }
@@ -97,6 +103,8 @@ pub struct ShardSecurity {
     pub authorizer: authorizer::Authorizer,
     /// Client quota sensors of the connections this shard serves.
     pub quotas: crate::quota::rate::Sensors,
+    /// How OAUTHBEARER tokens are validated.
+    pub oauth: oauth::OAuthSettings,
     /// SASL/PLAIN users and passwords (`plain_users`).
     plain_users: std::collections::HashMap<String, String>,
     /// SCRAM users of the configuration (`scram_users`), used when the cluster
@@ -141,8 +149,11 @@ impl ShardSecurity {
             bootstrap_scram.insert((user.to_string(), mechanism), credential);
         }
         let mechanisms = config.sasl_enabled_mechanisms.clone();
-        if let Some(m) = mechanisms.iter().find(|m| m.as_str() != sasl::PLAIN && scram::Mechanism::parse(m).is_none()) {
-            return Err(format!("SASL mechanism {m} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"));
+        let supported = |m: &str| m == sasl::PLAIN || m == oauth::OAUTHBEARER || scram::Mechanism::parse(m).is_some();
+        if let Some(m) = mechanisms.iter().find(|m| !supported(m)) {
+            return Err(format!(
+                "SASL mechanism {m} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)"
+            ));
         }
         Ok(ShardSecurity {
             listeners,
@@ -150,6 +161,7 @@ impl ShardSecurity {
             stats: SecurityStats::default(),
             authorizer: authorizer::Authorizer::new(config)?,
             quotas: Default::default(),
+            oauth: oauth::OAuthSettings::new(config)?,
             plain_users,
             bootstrap_scram,
             mechanisms,
