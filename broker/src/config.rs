@@ -35,6 +35,10 @@ pub struct BrokerConfig {
     /// PEM CA certificates: the SSL listener then requires client certificates signed
     /// by them (mutual TLS), and the certificate's subject is the principal.
     pub tls_ca: Option<PathBuf>,
+    /// Kafka's `ssl.principal.mapping.rules`: how a client certificate's subject
+    /// becomes a principal name (`RULE:pattern/replacement/[LU]`, `DEFAULT`; the
+    /// default is the whole subject).
+    pub ssl_principal_mapping_rules: Option<String>,
     /// A TLS handshake not finished in this time closes the connection.
     pub tls_handshake_timeout_ms: u64,
     /// Principals allowed everything once an authorizer exists (`User:admin`).
@@ -207,6 +211,7 @@ impl Default for BrokerConfig {
             tls_cert: None,
             tls_key: None,
             tls_ca: None,
+            ssl_principal_mapping_rules: None,
             tls_handshake_timeout_ms: 10_000,
             superusers: Vec::new(),
             authorizer: "none".into(),

@@ -364,12 +364,18 @@ fn api_versions_frame() -> Vec<u8> {
 
 /// ApiVersions over TLS; `None` if the broker refuses or closes.
 fn tls_api_versions(port: u16, config: Arc<rustls::ClientConfig>) -> Option<Vec<u8>> {
+    tls_request(port, config, &api_versions_frame())
+}
+
+/// One request frame over TLS, and its response frame (without the size); `None` if
+/// the broker refuses or closes.
+fn tls_request(port: u16, config: Arc<rustls::ClientConfig>, frame: &[u8]) -> Option<Vec<u8>> {
     let tcp = TcpStream::connect(("127.0.0.1", port)).ok()?;
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
     let conn = rustls::ClientConnection::new(config, name).ok()?;
     let mut tls = rustls::StreamOwned::new(conn, tcp);
-    tls.write_all(&api_versions_frame()).ok()?;
+    tls.write_all(frame).ok()?;
     let mut len = [0u8; 4];
     tls.read_exact(&mut len).ok()?;
     let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
@@ -416,6 +422,67 @@ fn tls_serves_good_clients_and_refuses_garbage_and_truncated_handshakes() {
 
     assert!(metadata(&mut good).is_some(), "the plain client is still served");
     assert!(b.metric_sum("keel_tls_handshake_failures_total") >= 4);
+    let _ = std::fs::remove_dir_all(certs);
+}
+
+#[test]
+fn ssl_principal_mapping_rules_name_the_certificate_principal_as_kafka() {
+    use kafka_protocol::protocol::Decodable;
+    let certs = certs();
+    let (plain, ssl) = (free_port(), free_port());
+    let listeners = format!("PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl}");
+    let file = |name: &str| certs.join(name).display().to_string();
+    let (cert, key, ca) = (file("server.crt"), file("server.key"), file("ca.pem"));
+    // The client certificate's subject is CN=client,OU=test,O=Keel: the rule makes it
+    // CLIENT, the one superuser; there is no DEFAULT, so another subject is refused.
+    let rules = "RULE:^CN=([a-z]+),OU=test,O=Keel$/$1/U";
+    let args = [
+        "--listeners",
+        &listeners,
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--tls-ca",
+        &ca,
+        "--authorizer",
+        "standard",
+        "--superusers",
+        "User:ANONYMOUS,User:CLIENT",
+        "--ssl-principal-mapping-rules",
+        rules,
+    ];
+    let _b = Broker::start_on_port_with(plain, 1, &args, "");
+    let describe = DescribeAclsRequest::default()
+        .with_resource_type_filter(1)
+        .with_pattern_type_filter(1)
+        .with_operation(1)
+        .with_permission_type(1);
+    let (_, frame) = Broker::connect_port(plain).frame(ApiKey::DescribeAcls, 3, &describe);
+    let answer = tls_request(ssl, tls_client(&certs, true), &frame).expect("the mapped client is served");
+    // Response header v1: correlation id and an empty tagged-field section.
+    let r = DescribeAclsResponse::decode(&mut Bytes::from(answer).split_off(5), 3).unwrap();
+    assert_eq!(r.error_code, 0, "User:CLIENT is a superuser: {:?}", r.error_message);
+
+    // A subject no rule maps is refused, as Kafka refuses it.
+    let other = "RULE:^CN=nobody$/$0/";
+    let (plain2, ssl2) = (free_port(), free_port());
+    let listeners2 = format!("PLAINTEXT://127.0.0.1:{plain2},SSL://127.0.0.1:{ssl2}");
+    let args2 = [
+        "--listeners",
+        &listeners2,
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--tls-ca",
+        &ca,
+        "--ssl-principal-mapping-rules",
+        other,
+    ];
+    let b2 = Broker::start_on_port_with(plain2, 1, &args2, "");
+    assert!(tls_api_versions(ssl2, tls_client(&certs, true)).is_none(), "no rule applies: refused");
+    assert!(b2.metric_sum("keel_tls_handshake_failures_total") >= 1);
     let _ = std::fs::remove_dir_all(certs);
 }
 

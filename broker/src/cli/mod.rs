@@ -107,6 +107,11 @@ pub struct ServeArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_ca: Option<PathBuf>,
+    /// How a client certificate's subject becomes a principal, as Kafka's
+    /// ssl.principal.mapping.rules: RULE:pattern/replacement/[LU],...,DEFAULT.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ssl_principal_mapping_rules: Option<String>,
     /// Superusers, User:NAME,...
     #[arg(long, value_delimiter = ',')]
     #[serde(skip_serializing_if = "Vec::is_empty")]

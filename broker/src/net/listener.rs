@@ -87,9 +87,12 @@ async fn serve_connection(shard: &Rc<Shard>, listener: Rc<Listener>, stream: Tcp
     };
     let principal = if mutual {
         let subject = stream.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.as_ref().to_vec());
-        match subject.as_deref().and_then(principal::subject_of_certificate) {
+        let Some(subject) = subject.as_deref().and_then(principal::subject_of_certificate) else {
+            return tls_failed(shard, &peer, "the client certificate's subject cannot be read");
+        };
+        match shard.security.principal_rules.name_of(&subject) {
             Some(name) => Principal::user(&name),
-            None => return tls_failed(shard, &peer, "the client certificate's subject cannot be read"),
+            None => return tls_failed(shard, &peer, &format!("no principal mapping rule applies to {subject}")),
         }
     } else {
         Principal::anonymous()

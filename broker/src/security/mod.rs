@@ -99,6 +99,8 @@ impl SecurityStats {
 pub struct ShardSecurity {
     pub listeners: Vec<std::rc::Rc<listeners::Listener>>,
     pub tls: Option<tls::TlsSource>,
+    /// How a client certificate's subject becomes a principal name.
+    pub principal_rules: principal::MappingRules,
     pub stats: SecurityStats,
     pub authorizer: authorizer::Authorizer,
     /// Client quota sensors of the connections this shard serves.
@@ -155,9 +157,16 @@ impl ShardSecurity {
                 "SASL mechanism {m} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)"
             ));
         }
+        let principal_rules = match &config.ssl_principal_mapping_rules {
+            Some(spec) => {
+                principal::MappingRules::parse(spec).map_err(|e| format!("ssl_principal_mapping_rules: {e}"))?
+            }
+            None => principal::MappingRules::default(),
+        };
         Ok(ShardSecurity {
             listeners,
             tls,
+            principal_rules,
             stats: SecurityStats::default(),
             authorizer: authorizer::Authorizer::new(config)?,
             quotas: Default::default(),

@@ -1,8 +1,8 @@
 //! Principals: `User:ANONYMOUS` for connections nobody authenticated, the SASL user
 //! name, or the subject of a client certificate in the form Kafka's default principal
 //! builder gives it (`X500Principal.getName()`, RFC 2253: `CN=client,OU=eng,O=Acme`,
-//! most specific part first). Kafka's `ssl.principal.mapping.rules` are not read yet:
-//! the whole subject is the name.
+//! most specific part first), turned into a name by Kafka's `ssl.principal.mapping.rules`
+//! ([`MappingRules`]; by default the whole subject is the name).
 //!
 //! The subject is read with a small DER walker instead of an X.509 library: Keel needs
 //! one field of a certificate rustls has already verified.
@@ -30,6 +30,140 @@ impl fmt::Display for Principal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "User:{}", self.name)
     }
+}
+
+/// Kafka's `ssl.principal.mapping.rules` (its SslPrincipalMapper): rules tried in
+/// order on a certificate's subject; `RULE:pattern/replacement/` applies when the
+/// pattern matches the whole subject and gives the replacement (`$1` for a group),
+/// lower- or upper-cased with a trailing `L` or `U`; `DEFAULT` gives the subject
+/// itself. No rule applying refuses the certificate, as Kafka refuses it.
+#[derive(Debug)]
+pub struct MappingRules {
+    rules: Vec<Rule>,
+}
+
+#[derive(Debug)]
+enum Rule {
+    Default,
+    Replace { pattern: regex::Regex, whole: regex::Regex, replacement: String, case: Option<char> },
+}
+
+impl MappingRules {
+    /// Parses the rules as Kafka's configuration takes them: comma-separated, a
+    /// pattern or replacement may hold an escaped `/` or `,`.
+    pub fn parse(spec: &str) -> Result<MappingRules, String> {
+        let mut rules = Vec::new();
+        let mut rest = spec.trim();
+        while !rest.is_empty() {
+            if let Some(after) = rest.strip_prefix("DEFAULT") {
+                rules.push(Rule::Default);
+                rest = after;
+            } else if let Some(after) = rest.strip_prefix("RULE:") {
+                let (pattern, after) = until_slash(after).ok_or_else(|| format!("invalid rule: {rest}"))?;
+                let (replacement, after) = until_slash(after).ok_or_else(|| format!("invalid rule: {rest}"))?;
+                let (case, after) = match after.chars().next() {
+                    Some(c @ ('L' | 'U')) => (Some(c), &after[1..]),
+                    _ => (None, after),
+                };
+                let compile =
+                    |p: &str| regex::Regex::new(p).map_err(|e| format!("invalid rule pattern {pattern:?}: {e}"));
+                rules.push(Rule::Replace {
+                    whole: compile(&format!("^(?:{pattern})$"))?,
+                    pattern: compile(&pattern)?,
+                    replacement: java_replacement(&replacement),
+                    case,
+                });
+                rest = after;
+            } else {
+                return Err(format!("invalid rule: {rest}"));
+            }
+            rest = rest.trim_start();
+            match rest.strip_prefix(',') {
+                Some(after) => rest = after.trim_start(),
+                None if rest.is_empty() => {}
+                None => return Err(format!("invalid rule: {rest}")),
+            }
+        }
+        if rules.is_empty() {
+            rules.push(Rule::Default);
+        }
+        Ok(MappingRules { rules })
+    }
+
+    /// The principal name of a subject, or `None` if no rule applies.
+    pub fn name_of(&self, subject: &str) -> Option<String> {
+        self.rules.iter().find_map(|rule| match rule {
+            Rule::Default => Some(subject.to_string()),
+            Rule::Replace { pattern, whole, replacement, case } => {
+                if !whole.is_match(subject) {
+                    return None;
+                }
+                let name = pattern.replace_all(subject, replacement.as_str()).into_owned();
+                Some(match case {
+                    Some('L') => name.to_lowercase(),
+                    Some('U') => name.to_uppercase(),
+                    _ => name,
+                })
+            }
+        })
+    }
+}
+
+impl Default for MappingRules {
+    fn default() -> Self {
+        MappingRules { rules: vec![Rule::Default] }
+    }
+}
+
+/// Splits at the first `/` not escaped by a backslash: (the part, unescaped; the rest).
+fn until_slash(s: &str) -> Option<(String, &str)> {
+    let mut out = String::new();
+    let mut chars = s.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some((_, '/')) => out.push('/'),
+                Some((_, next)) => {
+                    out.push('\\');
+                    out.push(next);
+                }
+                None => out.push('\\'),
+            },
+            '/' => return Some((out, &s[i + 1..])),
+            _ => out.push(c),
+        }
+    }
+    None
+}
+
+/// A Java replacement string (`$1`, `\$` for a dollar) in the regex crate's form
+/// (`${1}`, `$$`).
+fn java_replacement(java: &str) -> String {
+    let mut out = String::new();
+    let mut chars = java.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('$') => out.push_str("$$"),
+                Some(other) => out.push(other),
+                None => {}
+            },
+            '$' => {
+                let mut digits = String::new();
+                while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                    digits.push(*d);
+                    chars.next();
+                }
+                if digits.is_empty() {
+                    out.push_str("$$");
+                } else {
+                    out.push_str(&format!("${{{digits}}}"));
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// One DER element: tag and contents, and what follows it.
@@ -194,6 +328,28 @@ mod tests {
         assert_eq!(subject_of_certificate(&cert).as_deref(), Some("CN=client,O=Acme\\, Inc,C=US"));
         assert_eq!(subject_of_certificate(&cert[..cert.len() - 3]), None);
         assert_eq!(subject_of_certificate(b"garbage"), None);
+    }
+
+    #[test]
+    fn mapping_rules_as_kafkas_ssl_principal_mapper() {
+        let rules = MappingRules::parse(
+            "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L, RULE:^CN=(.*?),OU=(.*?),O=(.*?)$/$1@$2/U,DEFAULT",
+        )
+        .unwrap();
+        assert_eq!(rules.name_of("CN=Duke,OU=ServiceUsers,O=Org,C=US").as_deref(), Some("duke"));
+        assert_eq!(rules.name_of("CN=Duke,OU=Sales,O=Org").as_deref(), Some("DUKE@SALES"));
+        assert_eq!(rules.name_of("CN=client,O=Acme").as_deref(), Some("CN=client,O=Acme"));
+        // Without DEFAULT, a subject no rule matches has no principal.
+        let strict = MappingRules::parse("RULE:^CN=([a-z]+)$/$1/").unwrap();
+        assert_eq!(strict.name_of("CN=alice").as_deref(), Some("alice"));
+        assert_eq!(strict.name_of("CN=alice,O=Acme"), None);
+        // An escaped slash in a pattern, a literal dollar in a replacement.
+        let escaped = MappingRules::parse(r"RULE:^CN=(.*)\/x$/\$$1/").unwrap();
+        assert_eq!(escaped.name_of("CN=a/x").as_deref(), Some("$a"));
+        assert_eq!(MappingRules::parse("").unwrap().name_of("CN=x").as_deref(), Some("CN=x"));
+        assert!(MappingRules::parse("RULE:^CN=(.*$/x/").is_err(), "a pattern that does not compile");
+        assert!(MappingRules::parse("RULE:abc").is_err());
+        assert!(MappingRules::parse("NONSENSE").is_err());
         assert_eq!(dotted(&[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01]).unwrap(), "1.2.840.113549.1.9.1");
     }
 }
