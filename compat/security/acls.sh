@@ -24,16 +24,9 @@ keep=0
 keel_plain=$base keel_sasl=$((base + 2)) kafka_plain=$((base + 10)) kafka_sasl=$((base + 12))
 work=$(mktemp -d "${TMPDIR:-/tmp}/keel-acls.XXXXXX")
 users=(admin u_none u_allow u_deny u_prefixed c_allow c_deny)
-passed=0 failed=0 started=$SECONDS
+started=$SECONDS
 
-check() { # name, then the command: PASS if it succeeds
-  local name=$1; shift
-  if "$@" >>"$work/checks.log" 2>&1; then
-    echo "PASS $name"; passed=$((passed + 1))
-  else
-    echo "FAIL $name (see $work/checks.log)"; failed=$((failed + 1))
-  fi
-}
+. "$here/check.sh"
 
 cleanup() {
   "$root/compat/keel.sh" stop "$work/keel" >/dev/null 2>&1

@@ -22,16 +22,9 @@ keep=0
 [[ "${2:-}" == "--keep" ]] && keep=1
 keel=$base kafka=$((base + 10))
 work=$(mktemp -d "${TMPDIR:-/tmp}/keel-quotas.XXXXXX")
-passed=0 failed=0 started=$SECONDS
+started=$SECONDS
 
-check() { # name, then the command: PASS if it succeeds
-  local name=$1; shift
-  if "$@" >>"$work/checks.log" 2>&1; then
-    echo "PASS $name"; passed=$((passed + 1))
-  else
-    echo "FAIL $name (see $work/checks.log)"; failed=$((failed + 1))
-  fi
-}
+. "$here/check.sh"
 
 cleanup() {
   "$root/compat/keel.sh" stop "$work/keel" >/dev/null 2>&1

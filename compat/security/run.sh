@@ -53,16 +53,9 @@ reauth_plain=$((base + 10)) reauth_sasl=$((base + 12))
 work=$(mktemp -d "${TMPDIR:-/tmp}/keel-security.XXXXXX")
 certs=$work/certs
 user=alice password=alice-secret
-passed=0 failed=0 started=$SECONDS
+started=$SECONDS
 
-check() { # name, then the command: PASS if it succeeds
-  local name=$1; shift
-  if "$@" >>"$work/checks.log" 2>&1; then
-    echo "PASS $name"; passed=$((passed + 1))
-  else
-    echo "FAIL $name (see $work/checks.log)"; failed=$((failed + 1))
-  fi
-}
+. "$here/check.sh"
 
 cleanup() {
   case $broker in
