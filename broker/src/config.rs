@@ -98,6 +98,9 @@ pub struct BrokerConfig {
     pub num_partitions: i32,
     pub request_bytes_max: usize,
     pub connections_max: usize,
+    /// New connections a second the broker accepts, all listeners together (Kafka's
+    /// `max.connection.creation.rate`); past it the accept loops wait. `None`: no limit.
+    pub max_connection_creation_rate: Option<u32>,
     /// Requests read ahead of their responses on one connection.
     pub in_flight_requests_max: usize,
     pub fetch_wait_ms_max: u64,
@@ -237,6 +240,7 @@ impl Default for BrokerConfig {
             num_partitions: 1,
             request_bytes_max: 100 << 20,
             connections_max: 10_000,
+            max_connection_creation_rate: None,
             in_flight_requests_max: 64,
             fetch_wait_ms_max: 30_000,
             fetch_max_bytes: 55 << 20,

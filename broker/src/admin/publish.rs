@@ -110,8 +110,20 @@ fn series() -> &'static [Series] {
         (
             "keel_quota_throttles_total",
             "counter",
-            "Produce and fetch answers throttled for a client quota on the shard",
+            "Answers throttled for a client quota (byte rates, controller mutations) kept on the shard",
             |s| s.quota_throttles,
+        ),
+        (
+            "keel_connections_delayed_total",
+            "counter",
+            "New connections that waited for the broker's connection creation rate (counted on the shard keeping it)",
+            |s| s.connections_delayed,
+        ),
+        (
+            "keel_connections_refused_total",
+            "counter",
+            "New connections closed unserved for their IP address's connection creation rate (counted on the shard keeping it)",
+            |s| s.connections_refused,
         ),
         (
             "keel_quota_throttle_ms_total",

@@ -173,6 +173,10 @@ pub struct ServeArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connections_max_reauth_ms: Option<u64>,
+    /// New connections a second the broker accepts (Kafka's max.connection.creation.rate; default no limit).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connection_creation_rate: Option<u32>,
     /// Bearer token the admin API requires (all endpoints but health and readiness).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -130,6 +130,12 @@ pub fn static_broker_configs(c: &BrokerConfig) -> Vec<StaticConfig> {
         num("offsets.retention.minutes", Kind::Int, c.offsets_retention_ms / 60_000, d.offsets_retention_ms / 60_000),
         num("socket.request.max.bytes", Kind::Int, c.request_bytes_max as i64, d.request_bytes_max as i64),
         num("max.connections", Kind::Int, c.connections_max as i64, d.connections_max as i64),
+        num(
+            "max.connection.creation.rate",
+            Kind::Int,
+            c.max_connection_creation_rate.map_or(i32::MAX.into(), i64::from),
+            i32::MAX.into(),
+        ),
         num("fetch.max.bytes", Kind::Int, c.fetch_max_bytes as i64, d.fetch_max_bytes as i64),
         num(
             "group.initial.rebalance.delay.ms",

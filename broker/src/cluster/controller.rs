@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use super::configs;
 use super::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
 use crate::errors;
+use crate::quota::MutationQuota;
 use crate::replication::cluster::{self, ControlRequest};
 use crate::replication::shell::{Replication, METADATA_GROUP};
 use crate::shard::Shard;
@@ -134,7 +135,7 @@ pub async fn auto_create_topics(shard: &Rc<Shard>, names: Vec<String>) -> Rc<Met
             .await;
         return shard.meta();
     }
-    shard.submit_to(0, move |s| async move { create_topics(s, specs, false).await.len() }).await;
+    shard.submit_to(0, move |s| async move { create_topics(s, specs, false, None).await.len() }).await;
     shard.meta()
 }
 
@@ -148,17 +149,22 @@ pub fn auto_create_specs(meta: &Metadata, names: Vec<String>) -> Vec<TopicSpec> 
 }
 
 /// Creates topics; each result is the created topic or why not.
+/// Creates topics; each valid one first takes its partitions from the client's
+/// controller mutation quota, if any (so a validate-only request takes them too, as
+/// on Kafka).
 pub async fn create_topics(
     shard: Rc<Shard>,
     specs: Vec<TopicSpec>,
     validate_only: bool,
+    quota: Option<&MutationQuota>,
 ) -> Vec<Result<TopicMeta, Failure>> {
     let _turn = take_turn(&shard).await;
     let mut meta = (*shard.meta()).clone();
     let mut results = Vec::with_capacity(specs.len());
     let mut changed = false;
     for spec in &specs {
-        let r = validate_spec(spec, &meta, shard.config.num_partitions).map(|partitions| {
+        let valid = validate_spec(spec, &meta, shard.config.num_partitions);
+        let r = valid.and_then(|n| quota.map_or(Ok(()), |q| q.take(&shard, n as usize)).map(|_| n)).map(|partitions| {
             let replication_factor = match spec.replication_factor {
                 -1 if spec.name.starts_with("__") => meta.live_brokers().len().min(3),
                 -1 => 1,
@@ -187,16 +193,26 @@ pub async fn create_topics(
     results
 }
 
-pub async fn delete_topics(shard: Rc<Shard>, names: Vec<String>) -> Vec<Result<Uuid, Failure>> {
+/// Deletes topics; each takes its partitions from the client's controller mutation
+/// quota, if any.
+pub async fn delete_topics(
+    shard: Rc<Shard>,
+    names: Vec<String>,
+    quota: Option<&MutationQuota>,
+) -> Vec<Result<Uuid, Failure>> {
     let _turn = take_turn(&shard).await;
     let mut meta = (*shard.meta()).clone();
     let results: Vec<_> = names
         .iter()
         .map(|n| {
-            meta.topics.remove(n).map(|t| t.id).ok_or((
+            let topic = meta.topics.get(n).ok_or((
                 errors::UNKNOWN_TOPIC_OR_PARTITION,
                 "This server does not host this topic-partition.".to_string(),
-            ))
+            ))?;
+            if let Some(q) = quota {
+                q.take(&shard, topic.partitions.len())?;
+            }
+            Ok(meta.topics.remove(n).expect("found above").id)
         })
         .collect();
     if results.iter().any(|r| r.is_ok()) {
@@ -207,10 +223,13 @@ pub async fn delete_topics(shard: Rc<Shard>, names: Vec<String>) -> Vec<Result<U
     results
 }
 
+/// Adds partitions to topics; each topic's new partitions are first taken from the
+/// client's controller mutation quota, if any.
 pub async fn create_partitions(
     shard: Rc<Shard>,
     changes: Vec<(String, i32)>,
     validate_only: bool,
+    quota: Option<&MutationQuota>,
 ) -> Vec<Result<(), Failure>> {
     let _turn = take_turn(&shard).await;
     let mut meta = (*shard.meta()).clone();
@@ -230,8 +249,11 @@ pub async fn create_partitions(
                 errors::INVALID_PARTITIONS,
                 format!("Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}."),
             )),
-            Some(t) => {
+            Some(t) => 'add: {
                 let (first, added) = (t.partitions.len(), *count as usize - t.partitions.len());
+                if let Some(Err(e)) = quota.map(|q| q.take(&shard, added)) {
+                    break 'add Err(e);
+                }
                 let replicas = match t.replicas.first() {
                     Some(r) => place_replicas(&meta, name, first, added, r.len()),
                     None => Vec::new(),

@@ -74,7 +74,7 @@ async fn create_internal_topic(shard: &Rc<Shard>, topic: &'static str) -> Result
     }
     let spec = internal_topic_spec(topic, &shard.config);
     let created =
-        shard.submit_to(0, move |s| async move { controller::create_topics(s, vec![spec], false).await }).await;
+        shard.submit_to(0, move |s| async move { controller::create_topics(s, vec![spec], false, None).await }).await;
     match created.into_iter().next() {
         Some(Ok(_)) => {
             tracing::info!("created {topic}");

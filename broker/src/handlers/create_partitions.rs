@@ -1,6 +1,8 @@
-//! CreatePartitions: adds partitions to a topic, placed on the least-loaded shards.
+//! CreatePartitions: adds partitions to a topic, placed on the least-loaded shards,
+//! within the client's controller mutation quota.
 
 use std::rc::Rc;
+use std::time::Duration;
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
@@ -8,13 +10,23 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use super::str_bytes;
 use crate::cluster::controller;
 use crate::errors;
+use crate::quota;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 3);
+/// From this version a controller mutation quota refuses topics once spent (KIP-599).
+const MUTATION_QUOTA_STRICT_VERSION_MIN: i16 = 3;
+/// From this version the client waits out a throttle itself (KIP-219).
+const SELF_THROTTLE_VERSION_MIN: i16 = 1;
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    version: i16,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     // As Kafka: ALTER on each topic.
     let refused: Vec<bool> = req
         .topics
@@ -24,9 +36,15 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: CreatePartitio
     let changes: Vec<(String, i32)> =
         req.topics.iter().zip(&refused).filter(|(_, r)| !**r).map(|(t, _)| (t.name.0.to_string(), t.count)).collect();
     let validate_only = req.validate_only;
-    let results = shard
-        .submit_to(0, move |s| async move { controller::create_partitions(s, changes, validate_only).await })
+    let quota = quota::mutation_quota(shard, ctx, version >= MUTATION_QUOTA_STRICT_VERSION_MIN);
+    let (results, throttle) = shard
+        .submit_to(0, move |s| async move {
+            let added = controller::create_partitions(s.clone(), changes, validate_only, quota.as_ref()).await;
+            let throttle = quota.map_or(Duration::ZERO, |q| q.throttle(&s, added.iter().any(quota::refused)));
+            (added, throttle)
+        })
         .await;
+    quota::throttle_mutations(ctx, throttle, version >= SELF_THROTTLE_VERSION_MIN).await;
     let mut results = results.into_iter();
     let results = req
         .topics
@@ -46,5 +64,5 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: CreatePartitio
             out
         })
         .collect();
-    CreatePartitionsResponse::default().with_results(results)
+    CreatePartitionsResponse::default().with_results(results).with_throttle_time_ms(throttle.as_millis() as i32)
 }

@@ -1,6 +1,8 @@
-//! CreateTopics (with validate_only and topic configs), decided by the controller.
+//! CreateTopics (with validate_only and topic configs), decided by the controller,
+//! within the client's controller mutation quota.
 
 use std::rc::Rc;
+use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
@@ -9,11 +11,16 @@ use super::describe_configs::{source_code, topic_config_entries};
 use super::str_bytes;
 use crate::cluster::controller::{self, TopicSpec};
 use crate::errors;
+use crate::quota;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (2, 7);
+/// From this version a controller mutation quota refuses topics once spent (KIP-599).
+const MUTATION_QUOTA_STRICT_VERSION_MIN: i16 = 6;
+/// From this version the client waits out a throttle itself (KIP-219).
+const SELF_THROTTLE_VERSION_MIN: i16 = 3;
 
 pub async fn handle(
     shard: &Rc<Shard>,
@@ -63,10 +70,16 @@ pub async fn handle(
     let to_create: Vec<TopicSpec> =
         specs.iter().zip(&early).filter(|(_, e)| e.is_none()).map(|(s, _)| s.clone()).collect();
     let validate_only = req.validate_only;
-    let mut created = shard
-        .submit_to(0, move |s| async move { controller::create_topics(s, to_create, validate_only).await })
-        .await
-        .into_iter();
+    let quota = quota::mutation_quota(shard, ctx, version >= MUTATION_QUOTA_STRICT_VERSION_MIN);
+    let (created, throttle) = shard
+        .submit_to(0, move |s| async move {
+            let created = controller::create_topics(s.clone(), to_create, validate_only, quota.as_ref()).await;
+            let throttle = quota.map_or(Duration::ZERO, |q| q.throttle(&s, created.iter().any(quota::refused)));
+            (created, throttle)
+        })
+        .await;
+    quota::throttle_mutations(ctx, throttle, version >= SELF_THROTTLE_VERSION_MIN).await;
+    let mut created = created.into_iter();
     let meta = shard.meta();
     let topics = specs
         .into_iter()
@@ -114,5 +127,5 @@ pub async fn handle(
             r
         })
         .collect();
-    CreateTopicsResponse::default().with_topics(topics)
+    CreateTopicsResponse::default().with_topics(topics).with_throttle_time_ms(throttle.as_millis() as i32)
 }

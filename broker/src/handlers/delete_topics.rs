@@ -1,6 +1,8 @@
-//! DeleteTopics, by name or (v6+) by topic id.
+//! DeleteTopics, by name or (v6+) by topic id, within the client's controller
+//! mutation quota.
 
 use std::rc::Rc;
+use std::time::Duration;
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
@@ -9,11 +11,16 @@ use uuid::Uuid;
 use super::str_bytes;
 use crate::cluster::controller;
 use crate::errors;
+use crate::quota;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 6);
+/// From this version a controller mutation quota refuses topics once spent (KIP-599).
+const MUTATION_QUOTA_STRICT_VERSION_MIN: i16 = 5;
+/// From this version the client waits out a throttle itself (KIP-219).
+const SELF_THROTTLE_VERSION_MIN: i16 = 2;
 
 pub async fn handle(
     shard: &Rc<Shard>,
@@ -47,8 +54,16 @@ pub async fn handle(
         .collect();
     let names: Vec<String> =
         wanted.iter().zip(&refused).filter(|(_, r)| !**r).filter_map(|((n, _), _)| n.clone()).collect();
-    let mut results =
-        shard.submit_to(0, move |s| async move { controller::delete_topics(s, names).await }).await.into_iter();
+    let quota = quota::mutation_quota(shard, ctx, version >= MUTATION_QUOTA_STRICT_VERSION_MIN);
+    let (results, throttle) = shard
+        .submit_to(0, move |s| async move {
+            let deleted = controller::delete_topics(s.clone(), names, quota.as_ref()).await;
+            let throttle = quota.map_or(Duration::ZERO, |q| q.throttle(&s, deleted.iter().any(quota::refused)));
+            (deleted, throttle)
+        })
+        .await;
+    quota::throttle_mutations(ctx, throttle, version >= SELF_THROTTLE_VERSION_MIN).await;
+    let mut results = results.into_iter();
     let responses = wanted
         .into_iter()
         .zip(refused)
@@ -79,5 +94,5 @@ pub async fn handle(
             r
         })
         .collect();
-    DeleteTopicsResponse::default().with_responses(responses)
+    DeleteTopicsResponse::default().with_responses(responses).with_throttle_time_ms(throttle.as_millis() as i32)
 }

@@ -163,15 +163,12 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     if !replica {
         let bytes = got.iter().map(|g| g.bytes).sum();
         let self_throttles = version >= SELF_THROTTLE_VERSION_MIN;
-        if let Some(charge) = quota::charge(shard, ctx, quota::Kind::Fetch, bytes, self_throttles) {
-            if !charge.throttle.is_zero() {
-                let throttle = charge.throttle;
-                charge.undo(shard);
-                if !self_throttles {
-                    glommio::timer::sleep(throttle).await;
-                }
-                return FetchResponse::default().with_throttle_time_ms(throttle.as_millis() as i32);
+        let throttle = quota::charge(shard, ctx, quota::Kind::Fetch, bytes, self_throttles, true).await;
+        if let Some(throttle) = throttle.filter(|t| !t.is_zero()) {
+            if !self_throttles {
+                glommio::timer::sleep(throttle).await;
             }
+            return FetchResponse::default().with_throttle_time_ms(throttle.as_millis() as i32);
         }
     }
     for ((_, w), g) in wants.iter().zip(&got) {

@@ -240,7 +240,7 @@ pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Optio
         RequestKind::AlterReplicaLogDirs(r) => {
             encode(key, v, corr, &alter_replica_log_dirs::handle(shard, ctx, r).await)
         }
-        RequestKind::CreatePartitions(r) => encode(key, v, corr, &create_partitions::handle(shard, ctx, r).await),
+        RequestKind::CreatePartitions(r) => encode(key, v, corr, &create_partitions::handle(shard, ctx, v, r).await),
         RequestKind::IncrementalAlterConfigs(r) => {
             encode(key, v, corr, &incremental_alter_configs::handle(shard, ctx, r).await)
         }

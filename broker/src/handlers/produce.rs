@@ -162,8 +162,9 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     for (slot, outcome) in work_slots.into_iter().zip(outcomes) {
         slots[slot].3 = Some(outcome);
     }
-    let throttle = quota::charge(shard, ctx, quota::Kind::Produce, sent, version >= SELF_THROTTLE_VERSION_MIN)
-        .map_or(Duration::ZERO, |c| c.throttle);
+    let throttle = quota::charge(shard, ctx, quota::Kind::Produce, sent, version >= SELF_THROTTLE_VERSION_MIN, false)
+        .await
+        .unwrap_or(Duration::ZERO);
     if version < SELF_THROTTLE_VERSION_MIN && !throttle.is_zero() {
         glommio::timer::sleep(throttle).await;
     }

@@ -1,5 +1,8 @@
 //! The accept loops of one shard, one per listener, with the per-shard share of the
-//! connection limit (all listeners together). A connection of a TLS listener does its
+//! connection limit (all listeners together) and the connection creation rates
+//! ([`quota::admit_connection`]): past the broker's, the loop waits before it serves the
+//! new connection and accepts the next; past an IP address's, the connection is closed
+//! unserved after its throttle time. A connection of a TLS listener does its
 //! handshake on its own task, bounded by `tls_handshake_timeout_ms`, before it reads
 //! any request; on the SSL listener with client certificates the certificate's
 //! subject becomes the principal.
@@ -10,6 +13,7 @@ use std::time::Duration;
 use glommio::net::{TcpListener, TcpStream};
 
 use super::conn;
+use crate::quota::{self, Admission};
 use crate::security::context::Session;
 use crate::security::listeners::Listener;
 use crate::security::principal::{self, Principal};
@@ -44,6 +48,20 @@ async fn accept_loop(shard: Rc<Shard>, listener: Rc<Listener>, socket: TcpListen
             tracing::warn!(shard = shard.id, connections_max, "connection limit reached; closing new connection");
             drop(stream);
             continue;
+        }
+        if let Ok(peer) = stream.peer_addr() {
+            match quota::admit_connection(&shard, peer.ip()).await {
+                Admission::Serve(wait) if !wait.is_zero() => glommio::timer::sleep(wait).await,
+                Admission::Serve(_) => {}
+                Admission::Close(after) => {
+                    glommio::spawn_local(async move {
+                        glommio::timer::sleep(after).await;
+                        drop(stream);
+                    })
+                    .detach();
+                    continue;
+                }
+            }
         }
         limit_receive_buffer(&stream, shard.config.socket_receive_buffer_bytes);
         let _ = stream.set_nodelay(true);

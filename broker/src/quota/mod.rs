@@ -3,20 +3,25 @@
 //! with AlterClientQuotas and read with DescribeClientQuotas.
 //!
 //! The quotas live in the cluster metadata (replicated with it in a cluster), as
-//! KRaft keeps its QuotaRecords. Enforcement is per shard: each shard measures the
-//! traffic of the connections it serves ([`rate::Sensors`]) and, past the quota,
-//! answers with Kafka's `throttle_time_ms` and mutes the connection for that long
-//! (KIP-219). A client's connection lives on one shard, so a client with one
-//! connection per broker (as Kafka's producers and consumers have) meets the quota as
-//! on Kafka; several clients sharing a quota entity on different shards each get the
-//! whole quota on their shard.
+//! KRaft keeps its QuotaRecords. Each measured identity has one sensor in the broker,
+//! on the shard its name hashes to ([`owner`]): a connection's shard asks that shard
+//! to record its traffic (one cross-shard call per request, only for clients a quota
+//! applies to), so clients of one quota entity on several shards share its quota, as
+//! on Kafka. Past the quota the answer carries Kafka's `throttle_time_ms` and the
+//! connection is muted for that long (KIP-219).
 //!
-//! `request_percentage`, `controller_mutation_rate` and `connection_creation_rate` are
-//! stored and described as Kafka stores them, and not enforced.
+//! Enforced: `producer_byte_rate` and `consumer_byte_rate` ([`charge`]),
+//! `controller_mutation_rate` ([`MutationQuota`], KIP-599), an IP address's
+//! `connection_creation_rate` and the broker's `max.connection.creation.rate`
+//! ([`admit_connection`], KIP-612). `request_percentage` is stored and described as
+//! Kafka stores it, and not enforced.
 
 pub mod rate;
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -33,7 +38,7 @@ pub const IP: &str = "ip";
 pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
 pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
 const REQUEST_PERCENTAGE: &str = "request_percentage";
-const CONTROLLER_MUTATION_RATE: &str = "controller_mutation_rate";
+pub const CONTROLLER_MUTATION_RATE: &str = "controller_mutation_rate";
 const CONNECTION_CREATION_RATE: &str = "connection_creation_rate";
 
 /// The name of one entity type in a quota entity: a user, client id or IP, or that
@@ -307,41 +312,68 @@ pub fn resolve(quotas: &[(Entity, Values)], key: &str, user: &str, client_id: &s
     None
 }
 
-/// Traffic recorded against a client's quota.
-pub struct Charge {
-    kind: Kind,
-    identity: (String, String),
-    bytes: usize,
-    /// How long the client is throttled for (zero within its quota).
-    pub throttle: Duration,
+/// The shard that keeps the sensor of `identity` for `kind`.
+fn owner(shard: &Shard, kind: Kind, identity: &(String, String)) -> usize {
+    // SipHash with fixed keys: every shard picks the same owner.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (kind, identity).hash(&mut h);
+    (h.finish() % shard.count as u64) as usize
 }
 
-/// Records `bytes` of a request's traffic against its client's quota, if one
-/// applies (none for work the broker starts itself), and mutes the connection for
-/// the throttle, as Kafka mutes a throttled channel (KIP-219). A client of a version
-/// before KIP-219 (`throttles_itself` false) is not muted: its handler delays the
-/// response by [`Charge::throttle`] instead, as Kafka delays it.
-pub fn charge(shard: &Shard, ctx: &RequestContext, kind: Kind, bytes: usize, throttles_itself: bool) -> Option<Charge> {
+/// Runs `f` on the sensors of `identity`'s owner shard.
+async fn on_owner<T, F>(shard: &Rc<Shard>, kind: Kind, identity: (String, String), f: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce(&rate::Sensors, (String, String), Instant) -> T + Send + 'static,
+{
+    let target = owner(shard, kind, &identity);
+    shard.submit_to(target, move |s| async move { f(&s.security.quotas, identity, Instant::now()) }).await
+}
+
+/// Records `bytes` of a request's traffic against its client's quota, if one applies
+/// (none for work the broker starts itself), and returns the throttle (zero within
+/// the quota). A throttled client is muted for the throttle, as Kafka mutes a
+/// throttled channel (KIP-219); a client of a version before KIP-219
+/// (`throttles_itself` false) is not: its handler delays the response instead, as
+/// Kafka delays it. With `refused_if_throttled` a throttled answer is not sent (an
+/// empty fetch instead) and its bytes are not counted, as Kafka takes them back.
+pub async fn charge(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    kind: Kind,
+    bytes: usize,
+    throttles_itself: bool,
+    refused_if_throttled: bool,
+) -> Option<Duration> {
     let (bound, identity) = quota_of(shard, ctx, kind)?;
-    let throttle = shard.security.quotas.record(kind, identity.clone(), bound, bytes, Instant::now());
+    let throttle = on_owner(shard, kind, identity, move |sensors, identity, now| {
+        sensors.record(kind, identity, bound, bytes as f64, refused_if_throttled, now)
+    })
+    .await;
     if throttles_itself && !throttle.is_zero() {
         ctx.session.throttle(throttle);
     }
-    Some(Charge { kind, identity, bytes, throttle })
+    Some(throttle)
 }
 
-/// The quota of a request's client for `kind` and the identity it is measured under.
-fn quota_of(shard: &Shard, ctx: &RequestContext, kind: Kind) -> Option<(f64, (String, String))> {
+/// The quota of a request's client for `key` and the identity it is measured under.
+fn client_quota(shard: &Shard, ctx: &RequestContext, key: &str) -> Option<(f64, (String, String))> {
     let meta = shard.meta();
     if meta.client_quotas.is_empty() || ctx.session.trusted {
         return None;
     }
+    let user = ctx.principal().name;
+    resolve(&meta.client_quotas, key, &user, ctx.client_id.as_deref().unwrap_or(""))
+}
+
+/// The byte-rate quota of a request's client for `kind`.
+fn quota_of(shard: &Shard, ctx: &RequestContext, kind: Kind) -> Option<(f64, (String, String))> {
     let key = match kind {
         Kind::Produce => PRODUCER_BYTE_RATE,
         Kind::Fetch => CONSUMER_BYTE_RATE,
+        Kind::BrokerConnections | Kind::IpConnections | Kind::ControllerMutations => return None,
     };
-    let user = ctx.principal().name;
-    resolve(&meta.client_quotas, key, &user, ctx.client_id.as_deref().unwrap_or(""))
+    client_quota(shard, ctx, key)
 }
 
 /// The most a fetch of this client may return: what its quota allows in the ten
@@ -353,11 +385,116 @@ pub fn fetch_bytes_max(shard: &Shard, ctx: &RequestContext) -> Option<usize> {
     Some((bound * (rate::WINDOW * (rate::SAMPLES - 1)).as_secs_f64()) as usize)
 }
 
-impl Charge {
-    /// Takes the bytes back: the answer that carried them is not sent.
-    pub fn undo(self, shard: &Shard) {
-        shard.security.quotas.unrecord(self.kind, self.identity, self.bytes, Instant::now());
+/// A client's `controller_mutation_rate` (KIP-599), for the partitions a
+/// CreateTopics, CreatePartitions or DeleteTopics request creates or deletes. Its
+/// bucket is kept on shard 0, where the controller decides those requests, as Kafka
+/// keeps it on its controller.
+#[derive(Clone)]
+pub struct MutationQuota {
+    bound: f64,
+    identity: (String, String),
+    /// Refuse topics once the bucket is empty (the versions Kafka makes strict), or
+    /// take them all and throttle.
+    strict: bool,
+}
+
+/// The controller mutation quota of a request's client, if one applies.
+pub fn mutation_quota(shard: &Shard, ctx: &RequestContext, strict: bool) -> Option<MutationQuota> {
+    let (bound, identity) = client_quota(shard, ctx, CONTROLLER_MUTATION_RATE)?;
+    Some(MutationQuota { bound, identity, strict })
+}
+
+/// THROTTLING_QUOTA_EXCEEDED with Kafka's message.
+fn mutation_refused() -> (i16, String) {
+    (crate::errors::THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.".to_string())
+}
+
+/// Whether a topic's outcome is a controller mutation quota's refusal.
+pub fn refused<T>(outcome: &Result<T, (i16, String)>) -> bool {
+    matches!(outcome, Err((code, _)) if *code == crate::errors::THROTTLING_QUOTA_EXCEEDED)
+}
+
+impl MutationQuota {
+    /// Takes a topic's partitions, once it is otherwise valid, on the controller's
+    /// shard; a strict quota's empty bucket refuses it.
+    pub fn take(&self, shard: &Shard, partitions: usize) -> Result<(), (i16, String)> {
+        debug_assert_eq!(shard.id, 0, "controller mutation quotas are kept on shard 0");
+        let taken =
+            shard.security.quotas.take_mutations(&self.identity, self.bound, partitions, self.strict, Instant::now());
+        if taken {
+            Ok(())
+        } else {
+            Err(mutation_refused())
+        }
     }
+
+    /// The throttle of the request once its topics are taken, on the controller's
+    /// shard: a strict quota throttles only a request it refused a topic of.
+    pub fn throttle(&self, shard: &Shard, refused_any: bool) -> Duration {
+        if self.strict && !refused_any {
+            return Duration::ZERO;
+        }
+        shard.security.quotas.mutation_throttle(&self.identity, self.bound, Instant::now())
+    }
+}
+
+/// Throttles a client for a controller mutation quota: mutes its connection, or, for a
+/// version before KIP-219 (`throttles_itself` false), delays its response.
+pub async fn throttle_mutations(ctx: &RequestContext, throttle: Duration, throttles_itself: bool) {
+    if throttle.is_zero() {
+        return;
+    }
+    if throttles_itself {
+        ctx.session.throttle(throttle);
+    } else {
+        glommio::timer::sleep(throttle).await;
+    }
+}
+
+/// The `connection_creation_rate` of an IP address: its own, else the default IP's.
+fn ip_quota(quotas: &[(Entity, Values)], ip: IpAddr) -> Option<f64> {
+    [Name::Named(ip.to_string()), Name::Default].into_iter().find_map(|name| {
+        let entity = Entity { user: None, client_id: None, ip: Some(name) };
+        let i = quotas.binary_search_by(|(e, _)| e.cmp(&entity)).ok()?;
+        quotas[i].1.get(CONNECTION_CREATION_RATE).copied()
+    })
+}
+
+/// What becomes of a new connection under the connection creation rates (KIP-612).
+pub enum Admission {
+    /// Serve it, after waiting this long for the broker's rate (the accept loop
+    /// waits with it, as Kafka's acceptor blocks).
+    Serve(Duration),
+    /// Its IP address is over its rate: close it after this long without serving it,
+    /// as Kafka closes a throttled connection late, so the client backs off.
+    Close(Duration),
+}
+
+/// Records a new connection from `ip` against the broker's `max.connection.creation.rate`
+/// and the IP address's `connection_creation_rate`. A refused connection is taken
+/// back from both, as Kafka takes it back.
+pub async fn admit_connection(shard: &Rc<Shard>, ip: IpAddr) -> Admission {
+    let broker_rate = shard.config.max_connection_creation_rate;
+    let broker = || (String::new(), String::new());
+    let mut wait = Duration::ZERO;
+    if let Some(bound) = broker_rate.map(f64::from) {
+        let kind = Kind::BrokerConnections;
+        wait = on_owner(shard, kind, broker(), move |s, id, now| s.record(kind, id, bound, 1.0, false, now)).await;
+    }
+    let Some(bound) = ip_quota(&shard.meta().client_quotas, ip) else {
+        return Admission::Serve(wait);
+    };
+    let kind = Kind::IpConnections;
+    let id = (ip.to_string(), String::new());
+    let refused = on_owner(shard, kind, id, move |s, id, now| s.record(kind, id, bound, 1.0, true, now)).await;
+    if refused.is_zero() {
+        return Admission::Serve(wait);
+    }
+    if broker_rate.is_some() {
+        let kind = Kind::BrokerConnections;
+        on_owner(shard, kind, broker(), move |s, id, now| s.unrecord(kind, id, 1.0, now)).await;
+    }
+    Admission::Close(refused)
 }
 
 #[cfg(test)]

@@ -652,7 +652,7 @@ async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
             if specs.is_empty() {
                 return;
             }
-            controller::create_topics(shard.clone(), specs, false).await;
+            controller::create_topics(shard.clone(), specs, false, None).await;
             Ok(())
         }
     };
