@@ -4,7 +4,11 @@
 #     Java Admin client (valid and invalid alterations, every kind of filter), one check
 #     per step, PASS when Keel's outcome is Kafka's; then a producer and a consumer
 #     whose client ids have a 512 KiB/s byte-rate quota move 8 MiB on each broker: each
-#     must be throttled, and clients without a quota must not be
+#     must be throttled, and clients without a quota must not be; an Admin client
+#     with a controller_mutation_rate creates, deletes and adds partitions past its
+#     bucket (each topic's outcome compared, refusals must carry a throttle); and 21
+#     connections from 127.0.0.3 under a connection_creation_rate of 2 a second (which
+#     are answered compared)
 #   - Kafka's kafka-configs tool against Keel: --add-config, --describe, --delete-config
 #     of producer_byte_rate and consumer_byte_rate for users, clients and defaults
 #

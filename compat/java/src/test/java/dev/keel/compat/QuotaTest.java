@@ -3,6 +3,10 @@ package dev.keel.compat;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterClientQuotasOptions;
+import org.apache.kafka.clients.admin.CreatePartitionsOptions;
+import org.apache.kafka.clients.admin.CreateTopicsOptions;
+import org.apache.kafka.clients.admin.DeleteTopicsOptions;
+import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -13,6 +17,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.ThrottlingQuotaExceededException;
 import org.apache.kafka.common.quota.ClientQuotaAlteration;
 import org.apache.kafka.common.quota.ClientQuotaEntity;
 import org.apache.kafka.common.quota.ClientQuotaFilter;
@@ -22,7 +27,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
+import java.io.DataInputStream;
+import java.io.OutputStream;
 import java.io.PrintWriter;
+import java.net.InetSocketAddress;
+import java.net.Socket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -53,6 +62,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * above zero) and take at least the time the quota allows past Kafka's ten-second
  * burst, while a client id without a quota is never throttled. The times on both
  * brokers are printed.
+ *
+ * <p>Controller mutation quotas (KIP-599): an Admin client whose client id may create
+ * or delete one partition a second creates, deletes and adds partitions past its
+ * bucket; each topic's outcome must be Kafka's, and refusals must carry a throttle.
+ *
+ * <p>Connection creation rate (KIP-612): with two connections a second allowed from
+ * 127.0.0.3, connections from that address send ApiVersions; which of them are answered
+ * must be Kafka's.
  *
  * <p>Set by compat/security/quotas.sh: quota.keel and quota.kafka (HOST:PORT, plaintext),
  * quota.out (a TSV: step, Keel's outcome, Kafka's outcome).
@@ -189,6 +206,115 @@ class QuotaTest {
         return out;
     }
 
+    private static Admin admin(String bootstrap, String clientId) {
+        return Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
+            AdminClientConfig.CLIENT_ID_CONFIG, clientId));
+    }
+
+    private static void setQuota(Admin admin, ClientQuotaEntity e, String key, Double value) throws Exception {
+        admin.alterClientQuotas(List.of(new ClientQuotaAlteration(e, List.of(new ClientQuotaAlteration.Op(key, value)))))
+            .all().get();
+    }
+
+    /** Each topic's outcome of a KafkaFuture map: OK, or the exception's class (and message if throttled). */
+    private static String outcomes(Map<String, ? extends org.apache.kafka.common.KafkaFuture<?>> futures, List<Integer> throttles) {
+        TreeMap<String, String> out = new TreeMap<>();
+        futures.forEach((name, f) -> {
+            try {
+                f.get();
+                out.put(name, "OK");
+            } catch (Throwable t) {
+                Throwable cause = t instanceof ExecutionException && t.getCause() != null ? t.getCause() : t;
+                if (cause instanceof ThrottlingQuotaExceededException q) {
+                    throttles.add(q.throttleTimeMs());
+                    out.put(name, cause.getClass().getSimpleName() + ": " + cause.getMessage());
+                } else {
+                    out.put(name, cause.getClass().getSimpleName());
+                }
+            }
+        });
+        return out.toString();
+    }
+
+    /** Controller mutation steps on one broker; adds a throttle check to `checks`. */
+    private static Map<String, String> mutations(String name, String bootstrap, List<String> checks) throws Exception {
+        Map<String, String> out = new LinkedHashMap<>();
+        List<Integer> throttles = new ArrayList<>();
+        ClientQuotaEntity mutator = entity(ClientQuotaEntity.CLIENT_ID, "mutator");
+        // Each step on a connection of its own: a client waits out a throttle on its
+        // connection before it sends again, and by then the bucket has refilled.
+        try (Admin setup = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap))) {
+            setQuota(setup, mutator, "controller_mutation_rate", 1.0);
+            Thread.sleep(1000);
+            CreateTopicsOptions noRetry = new CreateTopicsOptions().retryOnQuotaViolation(false);
+            try (Admin admin = admin(bootstrap, "mutator")) {
+                out.put("mutations: create 20 partitions, a full bucket", outcomes(admin.createTopics(
+                    List.of(new NewTopic("mq-a", 20, (short) 1)), noRetry).values(), throttles));
+            }
+            try (Admin admin = admin(bootstrap, "mutator")) {
+                out.put("mutations: create three topics, an empty bucket", outcomes(admin.createTopics(List.of(
+                    new NewTopic("mq-b", 1, (short) 1), new NewTopic("mq-bad", 0, (short) 1),
+                    new NewTopic("mq-c", 1, (short) 1)), noRetry).values(), throttles));
+            }
+            try (Admin admin = admin(bootstrap, "mutator")) {
+                out.put("mutations: delete a topic, an empty bucket", outcomes(admin.deleteTopics(List.of("mq-a"),
+                    new DeleteTopicsOptions().retryOnQuotaViolation(false)).topicNameValues(), throttles));
+            }
+            try (Admin admin = admin(bootstrap, "mutator")) {
+                out.put("mutations: add partitions, an empty bucket", outcomes(admin.createPartitions(
+                    Map.of("mq-a", NewPartitions.increaseTo(21)),
+                    new CreatePartitionsOptions().retryOnQuotaViolation(false)).values(), throttles));
+            }
+            setQuota(setup, mutator, "controller_mutation_rate", null);
+            // Whatever the steps left (every outcome above is compared).
+            setup.deleteTopics(List.of("mq-a", "mq-b", "mq-c")).topicNameValues().values().forEach(f -> {
+                try {
+                    f.get();
+                } catch (Exception e) {
+                    // Not created.
+                }
+            });
+        }
+        boolean ok = throttles.size() == 4 && throttles.stream().allMatch(t -> t > 0);
+        checks.add(String.format("%s refusals for the controller mutation quota carry a throttle\t%s\t%s",
+            name, ok ? "PASS" : "FAIL", "throttles " + throttles + " ms"));
+        return out;
+    }
+
+    /** Whether a connection from `source` gets an answer to ApiVersions v0 within 5 s. */
+    private static boolean answered(String bootstrap, String source) {
+        String[] hostPort = bootstrap.split(":");
+        try (Socket s = new Socket()) {
+            s.bind(new InetSocketAddress(source, 0));
+            s.connect(new InetSocketAddress(hostPort[0], Integer.parseInt(hostPort[1])), 5000);
+            s.setSoTimeout(5000);
+            OutputStream o = s.getOutputStream();
+            // ApiVersions v0: size, api key 18, version 0, correlation id 1, null client id.
+            o.write(new byte[] {0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, (byte) 0xff, (byte) 0xff});
+            o.flush();
+            int size = new DataInputStream(s.getInputStream()).readInt();
+            return size > 0;
+        } catch (Exception e) {
+            return false;
+        }
+    }
+
+    /** Connections from 127.0.0.3 under a connection creation rate of 2 a second. */
+    private static Map<String, String> connectionRate(String bootstrap) throws Exception {
+        ClientQuotaEntity ip = entity(ClientQuotaEntity.IP, "127.0.0.3");
+        try (Admin setup = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap))) {
+            setQuota(setup, ip, "connection_creation_rate", 2.0);
+            Thread.sleep(1000);
+            StringBuilder seen = new StringBuilder();
+            // Ten seconds' worth (20) pass; the 21st is over the rate.
+            for (int i = 0; i < 21; i++) {
+                seen.append(answered(bootstrap, "127.0.0.3") ? 'A' : '-');
+            }
+            setQuota(setup, ip, "connection_creation_rate", null);
+            return Map.of("connection rate: 21 connections from 127.0.0.3 at 2 a second (A answered)", seen.toString());
+        }
+    }
+
     private static double metricMax(Map<MetricName, ? extends Metric> metrics, String name) {
         return metrics.entrySet().stream()
             .filter(e -> e.getKey().name().equals(name) && !e.getKey().tags().containsKey("node-id"))
@@ -295,6 +421,18 @@ class QuotaTest {
                 }
             }
             List<String> checks = new ArrayList<>();
+            Map<String, String> kafkaMore = new LinkedHashMap<>(mutations("kafka", need("quota.kafka"), checks));
+            Map<String, String> keelMore = new LinkedHashMap<>(mutations("keel", need("quota.keel"), checks));
+            kafkaMore.putAll(connectionRate(need("quota.kafka")));
+            keelMore.putAll(connectionRate(need("quota.keel")));
+            for (Map.Entry<String, String> e : kafkaMore.entrySet()) {
+                String k = keelMore.get(e.getKey());
+                w.println(e.getKey() + "\t" + k + "\t" + e.getValue());
+                System.out.printf("%-45s keel=%s%n%-45s kafka=%s%n", e.getKey(), k, "", e.getValue());
+                if (!e.getValue().equals(k)) {
+                    differ.add(e.getKey() + ": keel " + k + ", kafka " + e.getValue());
+                }
+            }
             Map<String, double[]> kafkaFigures = throttling("kafka", need("quota.kafka"), checks);
             Map<String, double[]> keelFigures = throttling("keel", need("quota.keel"), checks);
             for (var e : kafkaFigures.entrySet()) {
