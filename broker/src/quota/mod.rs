@@ -14,7 +14,8 @@
 //! `controller_mutation_rate` ([`MutationQuota`], KIP-599), an IP address's
 //! `connection_creation_rate` and the broker's `max.connection.creation.rate`
 //! ([`admit_connection`], KIP-612). `request_percentage` is stored and described as
-//! Kafka stores it, and not enforced.
+//! Kafka stores it, and not enforced: Kafka measures it as time on its request and
+//! network threads, which has no counterpart here yet.
 
 pub mod rate;
 
