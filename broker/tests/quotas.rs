@@ -2,8 +2,8 @@
 //! restart, a producer past its byte rate answered with Kafka's throttle time and its
 //! connection muted for that long, a throttled fetch answered empty, one quota shared
 //! by connections on both shards, controller mutation quotas refusing topics once
-//! spent, and the connection creation rates of an IP address and of the broker; each
-//! counted on /metrics. (Kafka as the oracle for the same APIs: compat/security/quotas.sh.)
+//! spent, a request-time quota throttling a busy client, and the connection creation
+//! rates of an IP address and of the broker; each counted on /metrics. (Kafka as the oracle for the same APIs: compat/security/quotas.sh.)
 
 mod common;
 
@@ -19,7 +19,8 @@ use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::{
     AlterClientQuotasRequest, AlterClientQuotasResponse, ApiKey, ApiVersionsRequest, ApiVersionsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse, FetchResponse, ProduceResponse,
+    DeleteTopicsResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse, FetchResponse, MetadataRequest,
+    MetadataResponse, ProduceResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use keel_protocol::batch::build_batch;
@@ -280,4 +281,33 @@ fn the_broker_connection_creation_rate_makes_new_connections_wait() {
     assert!(first < Duration::from_secs(5), "the first 50 do not wait: {first:?}");
     assert!(waited.iter().all(|t| *t >= Duration::from_millis(150)), "each waits for the rate: {waited:?}");
     assert!(b.metric_sum("keel_connections_delayed_total") >= 4);
+}
+
+#[test]
+fn a_client_past_its_request_time_quota_is_throttled_and_muted() {
+    let b = Broker::start(2);
+    let mut c = b.connect();
+    assert_eq!(create_topic(&mut c, "busy", 8).topics[0].error_code, 0);
+    // 0.01 % of a core: 100 microseconds over the ten-second window. A few Metadata
+    // requests spend that; the throttle is capped at one second, as Kafka caps it.
+    assert_eq!(set_quota(&mut c, "request_percentage", Some(0.01)).entries[0].error_code, 0);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut conn = b.connect();
+    let throttled = (0..200)
+        .map(|_| conn.call::<_, MetadataResponse>(ApiKey::Metadata, 12, &MetadataRequest::default().with_topics(None)))
+        .find(|r| r.throttle_time_ms > 0)
+        .expect("a client over its request-time quota is throttled");
+    assert!(throttled.throttle_time_ms <= 1_000, "capped at one window: {}", throttled.throttle_time_ms);
+    let asked = Instant::now();
+    let _: ApiVersionsResponse = conn.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let waited = asked.elapsed();
+    assert!(waited >= Duration::from_millis(throttled.throttle_time_ms as u64 * 8 / 10), "answered after {waited:?}");
+    // Removed, it no longer throttles.
+    assert_eq!(set_quota(&mut c, "request_percentage", None).entries[0].error_code, 0);
+    std::thread::sleep(Duration::from_millis(1_200));
+    let mut fresh = b.connect();
+    for _ in 0..20 {
+        let r: MetadataResponse = fresh.call(ApiKey::Metadata, 12, &MetadataRequest::default().with_topics(None));
+        assert_eq!(r.throttle_time_ms, 0);
+    }
 }

@@ -201,6 +201,41 @@ fn encode<R: Encodable>(req_key: ApiKey, version: i16, correlation_id: i32, body
     }
 }
 
+/// The version from which a response's first field is `throttle_time_ms`, for the APIs
+/// whose schema puts it first (all but ApiVersions, OffsetDelete, Produce and those
+/// without one).
+fn throttle_first_since(key: ApiKey) -> Option<i16> {
+    use ApiKey::*;
+    match key {
+        Metadata | OffsetCommit | OffsetFetch => Some(3),
+        JoinGroup | ListOffsets => Some(2),
+        DescribeGroups | FindCoordinator | Heartbeat | LeaveGroup | ListGroups | SyncGroup => Some(1),
+        Produce | ApiVersions | OffsetDelete | SaslHandshake | SaslAuthenticate | DescribeQuorum | WriteTxnMarkers => {
+            None
+        }
+        _ => Some(0),
+    }
+}
+
+/// A response with `throttle` in its `throttle_time_ms` (the larger of it and the
+/// value already there), where that is the first field of the body; other responses
+/// are returned as they are (the connection is muted all the same).
+pub fn with_throttle(response: Bytes, key: ApiKey, version: i16, throttle: std::time::Duration) -> Bytes {
+    if throttle_first_since(key).is_none_or(|since| version < since) {
+        return response;
+    }
+    // Size prefix, correlation id, and the tagged fields of a flexible header.
+    let at = 8 + usize::from(key != ApiKey::ApiVersions && key.response_header_version(version) >= 1);
+    if response.len() < at + 4 {
+        return response;
+    }
+    let ms = i32::try_from(throttle.as_millis()).unwrap_or(i32::MAX);
+    let current = i32::from_be_bytes(response[at..at + 4].try_into().expect("four bytes"));
+    let mut out = bytes::BytesMut::from(&response[..]);
+    out[at..at + 4].copy_from_slice(&current.max(ms).to_be_bytes());
+    out.freeze()
+}
+
 /// What `run` returns for a request whose connection must be closed instead of
 /// answered (an empty frame is never a response: every response has a header).
 pub const CLOSE_CONNECTION: Bytes = Bytes::new();

@@ -217,9 +217,30 @@ fn spawn_handler(
 ) -> JoinHandle<Option<Bytes>> {
     let shard = shard.clone();
     let ctx = RequestContext { session: session.clone(), client_id: request.header.client_id.clone() };
-    let (api, request_bytes, started) = (request.api_key, request.frame.len() + 4, std::time::Instant::now());
+    let (api, version) = (request.api_key, request.version);
+    let (request_bytes, started) = (request.frame.len() + 4, std::time::Instant::now());
     let run = async move {
-        let response = handlers::run(&shard, &ctx, request).await;
+        let response = match crate::quota::request_quota(&shard, &ctx) {
+            None => handlers::run(&shard, &ctx, request).await,
+            // A client with a request-time quota: its handler's reactor time is summed
+            // over every poll, charged, and a throttle set in the answer.
+            Some(quota) => {
+                let mut handler = Box::pin(handlers::run(&shard, &ctx, request));
+                let mut busy = std::time::Duration::ZERO;
+                let response = std::future::poll_fn(|cx| {
+                    let polled = std::time::Instant::now();
+                    let r = std::future::Future::poll(handler.as_mut(), cx);
+                    busy += polled.elapsed();
+                    r
+                })
+                .await;
+                let throttle = quota.charge(&shard, &ctx, busy).await;
+                match response {
+                    Some(r) if !throttle.is_zero() => Some(handlers::with_throttle(r, api, version, throttle)),
+                    other => other,
+                }
+            }
+        };
         let response_bytes = response.as_ref().map_or(0, Bytes::len);
         shard.metrics.request(api, request_bytes, response_bytes, started.elapsed());
         response

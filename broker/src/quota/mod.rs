@@ -13,9 +13,7 @@
 //! Enforced: `producer_byte_rate` and `consumer_byte_rate` ([`charge`]),
 //! `controller_mutation_rate` ([`MutationQuota`], KIP-599), an IP address's
 //! `connection_creation_rate` and the broker's `max.connection.creation.rate`
-//! ([`admit_connection`], KIP-612). `request_percentage` is stored and described as
-//! Kafka stores it, and not enforced: Kafka measures it as time on its request and
-//! network threads, which has no counterpart here yet.
+//! ([`admit_connection`], KIP-612), and `request_percentage` ([`RequestQuota`]).
 
 pub mod rate;
 
@@ -367,14 +365,48 @@ fn client_quota(shard: &Shard, ctx: &RequestContext, key: &str) -> Option<(f64, 
     resolve(&meta.client_quotas, key, &user, ctx.client_id.as_deref().unwrap_or(""))
 }
 
-/// The byte-rate quota of a request's client for `kind`.
+/// The byte-rate or request-time quota of a request's client for `kind`.
 fn quota_of(shard: &Shard, ctx: &RequestContext, kind: Kind) -> Option<(f64, (String, String))> {
     let key = match kind {
         Kind::Produce => PRODUCER_BYTE_RATE,
         Kind::Fetch => CONSUMER_BYTE_RATE,
+        Kind::Request => REQUEST_PERCENTAGE,
         Kind::BrokerConnections | Kind::IpConnections | Kind::ControllerMutations => return None,
     };
     client_quota(shard, ctx, key)
+}
+
+/// A client's `request_percentage`: the share of one core its requests may take, as
+/// Kafka's share of one request-handler thread. What is measured is the reactor time
+/// spent polling a request's handler on its connection's shard (`net::conn`); work it
+/// asks of other shards runs in their own tasks and is not counted, as Kafka does not
+/// count time a request waits in purgatory.
+pub struct RequestQuota {
+    bound: f64,
+    identity: (String, String),
+}
+
+/// The request-time quota of a request's client, if one applies.
+pub fn request_quota(shard: &Shard, ctx: &RequestContext) -> Option<RequestQuota> {
+    let (bound, identity) = quota_of(shard, ctx, Kind::Request)?;
+    Some(RequestQuota { bound, identity })
+}
+
+impl RequestQuota {
+    /// Records `busy` (the request's reactor time) and returns the throttle, at most
+    /// one second as Kafka caps it; a throttled client is muted for it.
+    pub async fn charge(self, shard: &Rc<Shard>, ctx: &RequestContext, busy: Duration) -> Duration {
+        let (bound, kind) = (self.bound, Kind::Request);
+        // Kafka's unit: percent of one thread, per second.
+        let percent = busy.as_secs_f64() * 100.0;
+        let throttle =
+            on_owner(shard, kind, self.identity, move |s, id, now| s.record(kind, id, bound, percent, false, now))
+                .await;
+        if !throttle.is_zero() {
+            ctx.session.throttle(throttle);
+        }
+        throttle
+    }
 }
 
 /// The most a fetch of this client may return: what its quota allows in the ten

@@ -7,7 +7,7 @@
 //! as Kafka spreads it, so a quota allows a burst of ten seconds' worth before it
 //! throttles. Past the quota, the throttle is the time the excess takes at the quota's
 //! rate: `(rate - quota) / quota * window`, at most the whole window for byte rates
-//! and one sample for connection rates, as Kafka caps them.
+//! and one sample for request time and connection rates, as Kafka caps them.
 //!
 //! A controller mutation quota (KIP-599) is a token bucket instead: it refills at the
 //! quota's rate up to 11 seconds' worth, each partition created or deleted takes a
@@ -36,6 +36,9 @@ pub enum Kind {
     Produce,
     /// Bytes fetched (`consumer_byte_rate`).
     Fetch,
+    /// Reactor time spent on a client's requests, in percent of one core
+    /// (`request_percentage`).
+    Request,
     /// New connections to the broker (`max.connection.creation.rate`).
     BrokerConnections,
     /// New connections from one IP address (`connection_creation_rate`).
@@ -50,7 +53,7 @@ impl Kind {
     fn throttle_max(self) -> Duration {
         match self {
             Kind::Produce | Kind::Fetch | Kind::ControllerMutations => WINDOW * SAMPLES,
-            Kind::BrokerConnections | Kind::IpConnections => WINDOW,
+            Kind::Request | Kind::BrokerConnections | Kind::IpConnections => WINDOW,
         }
     }
 }
@@ -192,7 +195,7 @@ impl Sensors {
             rate.record(-value, now);
         }
         match kind {
-            Kind::Produce | Kind::Fetch | Kind::ControllerMutations => {
+            Kind::Produce | Kind::Fetch | Kind::Request | Kind::ControllerMutations => {
                 self.throttled.set(self.throttled.get() + 1);
                 self.throttle_ms_total.set(self.throttle_ms_total.get() + throttle.as_millis() as u64);
             }
