@@ -1,4 +1,6 @@
 //! Broker configuration: defaults, the YAML file, then command-line flags on top.
+//! Settings per listener (`listener_sasl_*`) are maps keyed by listener name, read by
+//! `security::listener_sasl`, which also takes their flag form (`LISTENER=...` specs).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

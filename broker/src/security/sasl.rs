@@ -8,6 +8,11 @@
 //! and starting its handler: requests pipelined behind a SASL exchange are not read
 //! before the exchange is over, so none of them runs unauthenticated.
 //!
+//! What a connection is offered is its listener's: the mechanism list SaslHandshake
+//! answers (also with UNSUPPORTED_SASL_MECHANISM) and the OAUTHBEARER validator are
+//! looked up by the session's listener name (`listener_sasl`). A token refused for a
+//! key id its JWKS lacks asks the JWKS's refresher for a refresh without waiting.
+//!
 //! KIP-368 re-authentication: a session lasts `connections_max_reauth_ms` at most, and
 //! no longer than its credential (an OAUTHBEARER token's `exp`); SaslAuthenticate v1+
 //! tells the client (`session_lifetime_ms`). A client that said v1+ may send
