@@ -141,9 +141,10 @@ impl ShardFeed {
 /// thread; returns, for each of `shards` shards, its feeds.
 pub fn start(specs: &[EndpointSpec], shards: usize) -> Result<Vec<Vec<ShardFeed>>, String> {
     let mut feeds: Vec<Vec<ShardFeed>> = (0..shards).map(|_| Vec::new()).collect();
-    let mut seen = BTreeMap::new();
+    // Listeners naming the same URL share its refresher (the first one's interval and CA).
+    let mut seen = std::collections::BTreeSet::new();
     for spec in specs {
-        if seen.insert(spec.url.clone(), ()).is_some() {
+        if !seen.insert(spec.url.as_str()) {
             continue;
         }
         let fetcher = Fetcher::new(spec)?;
