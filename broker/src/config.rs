@@ -1,4 +1,6 @@
 //! Broker configuration: defaults, the YAML file, then command-line flags on top.
+//! Settings per listener (`listener_sasl_*`) are maps keyed by listener name, read by
+//! `security::listener_sasl`, which also takes their flag form (`LISTENER=...` specs).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -49,8 +51,22 @@ pub struct BrokerConfig {
     /// With the standard authorizer: whether a resource no ACL names is open to
     /// everyone (Kafka's `allow.everyone.if.no.acl.found`).
     pub allow_everyone_if_no_acl_found: bool,
-    /// SASL mechanisms offered on the SASL listeners.
+    /// SASL mechanisms offered on the SASL listeners (each may override them in
+    /// `listener_sasl_mechanisms`).
     pub sasl_enabled_mechanisms: Vec<String>,
+    /// SASL mechanisms of one listener, by listener name, in place of
+    /// `sasl_enabled_mechanisms` (Kafka's `listener.name.<listener>.sasl.enabled.mechanisms`):
+    /// `{SASL_SSL: [SCRAM-SHA-512, OAUTHBEARER]}`, or `SASL_SSL=SCRAM-SHA-512,OAUTHBEARER`
+    /// specs (`--listener-sasl-mechanisms`).
+    #[serde(deserialize_with = "crate::security::listener_sasl::deserialize_mechanisms")]
+    pub listener_sasl_mechanisms: BTreeMap<String, Vec<String>>,
+    /// OAUTHBEARER settings of one listener, by listener name, in place of the
+    /// `sasl_oauthbearer_*` ones (Kafka's `listener.name.<listener>.oauthbearer.sasl.oauthbearer.*`):
+    /// `{SASL_SSL: {expected_issuer: https://idp}}` (each key a `sasl_oauthbearer_*`
+    /// setting without the prefix), or `SASL_SSL:expected_issuer=https://idp` specs
+    /// (`--listener-sasl-oauthbearer`).
+    #[serde(deserialize_with = "crate::security::listener_sasl::deserialize_oauthbearer")]
+    pub listener_sasl_oauthbearer: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
     /// SASL/PLAIN users, `NAME:PASSWORD` each.
     pub plain_users: Vec<String>,
     /// SCRAM users known from the start, `NAME:MECHANISM:PASSWORD` each (as Kafka's
@@ -60,6 +76,17 @@ pub struct BrokerConfig {
     /// OAUTHBEARER: a JWKS file whose keys check signed tokens (Kafka's
     /// `sasl.oauthbearer.jwks.endpoint.url` with a `file:` URL); read at startup.
     pub sasl_oauthbearer_jwks_file: Option<PathBuf>,
+    /// OAUTHBEARER: where the JWKS is (Kafka's `sasl.oauthbearer.jwks.endpoint.url`):
+    /// `https://...`, fetched at start (the broker does not start if it cannot be, as
+    /// Kafka's) and refreshed every `sasl_oauthbearer_jwks_endpoint_refresh_ms` and when
+    /// a token names a key id not in it; or `file:/path`, as `sasl_oauthbearer_jwks_file`.
+    pub sasl_oauthbearer_jwks_endpoint_url: Option<String>,
+    /// OAUTHBEARER: how often the JWKS endpoint is fetched again (Kafka's
+    /// `sasl.oauthbearer.jwks.endpoint.refresh.ms`).
+    pub sasl_oauthbearer_jwks_endpoint_refresh_ms: u64,
+    /// OAUTHBEARER: PEM CA certificates the JWKS endpoint's certificate must chain to;
+    /// `None`: the webpki roots (Mozilla's).
+    pub sasl_oauthbearer_jwks_endpoint_ca_file: Option<PathBuf>,
     /// OAUTHBEARER: whether unsecured tokens (`{"alg":"none"}`) are accepted. `None`:
     /// only when no JWKS is configured, as Kafka's default validator is the unsecured one.
     pub sasl_oauthbearer_allow_unsecured: Option<bool>,
@@ -220,9 +247,14 @@ impl Default for BrokerConfig {
             authorizer: "none".into(),
             allow_everyone_if_no_acl_found: false,
             sasl_enabled_mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into(), "SCRAM-SHA-512".into()],
+            listener_sasl_mechanisms: BTreeMap::new(),
+            listener_sasl_oauthbearer: BTreeMap::new(),
             plain_users: Vec::new(),
             scram_users: Vec::new(),
             sasl_oauthbearer_jwks_file: None,
+            sasl_oauthbearer_jwks_endpoint_url: None,
+            sasl_oauthbearer_jwks_endpoint_refresh_ms: 3_600_000,
+            sasl_oauthbearer_jwks_endpoint_ca_file: None,
             sasl_oauthbearer_allow_unsecured: None,
             sasl_oauthbearer_expected_issuer: None,
             sasl_oauthbearer_expected_audience: Vec::new(),

@@ -7,11 +7,15 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::sasl::{
+    assert_closed, authenticate, certs, handshake, metadata, scram_login, ILLEGAL_SASL_STATE,
+    SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
+};
 use common::{free_port, Broker, Conn};
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
@@ -25,11 +29,8 @@ use kafka_protocol::messages::{
     DescribeAclsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use keel_broker::security::scram::{client_final_message, Mechanism};
+use keel_broker::security::scram::Mechanism;
 
-const SASL_AUTHENTICATION_FAILED: i16 = 58;
-const ILLEGAL_SASL_STATE: i16 = 34;
-const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 const RESOURCE_NOT_FOUND: i16 = 91;
 
 struct Ports {
@@ -39,20 +40,14 @@ struct Ports {
     sasl_ssl: u16,
 }
 
-fn certs() -> PathBuf {
-    // Tests run in parallel in one process: each gets its own directory.
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("keel-security-test-certs-{}-{n}", std::process::id()));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../compat/security/certs.sh");
-    let out = std::process::Command::new("bash").arg(script).arg(&dir).output().expect("certs.sh runs");
-    assert!(out.status.success(), "certs.sh: {}", String::from_utf8_lossy(&out.stderr));
-    dir
-}
-
 /// A broker with all four listeners, a SCRAM user alice (both mechanisms) and a PLAIN
 /// user bob.
 fn start(certs: &Path) -> (Broker, Ports) {
+    start_with(certs, &[])
+}
+
+/// `start`'s broker with more flags.
+fn start_with(certs: &Path, extra: &[&str]) -> (Broker, Ports) {
     let p = Ports { plain: free_port(), sasl: free_port(), ssl: free_port(), sasl_ssl: free_port() };
     let listeners = format!(
         "PLAINTEXT://127.0.0.1:{},SASL_PLAINTEXT://127.0.0.1:{},SSL://127.0.0.1:{},SASL_SSL://127.0.0.1:{}",
@@ -60,7 +55,7 @@ fn start(certs: &Path) -> (Broker, Ports) {
     );
     let file = |name: &str| certs.join(name).display().to_string();
     let (cert, key, ca) = (file("server.crt"), file("server.key"), file("ca.pem"));
-    let args = [
+    let mut args = vec![
         "--listeners",
         &listeners,
         "--tls-cert",
@@ -76,45 +71,9 @@ fn start(certs: &Path) -> (Broker, Ports) {
         "--plain-user",
         "bob:bob-secret",
     ];
+    args.extend_from_slice(extra);
     let b = Broker::start_on_port_with(p.plain, 1, &args, "tls_handshake_timeout_ms: 1000\n");
     (b, p)
-}
-
-fn handshake(c: &mut Conn, mechanism: &str) -> SaslHandshakeResponse {
-    c.call(
-        ApiKey::SaslHandshake,
-        1,
-        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into())),
-    )
-}
-
-fn authenticate(c: &mut Conn, token: &[u8]) -> Option<SaslAuthenticateResponse> {
-    c.try_call(
-        ApiKey::SaslAuthenticate,
-        2,
-        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token)),
-    )
-}
-
-/// A full SCRAM login; the final answer.
-fn scram_login(c: &mut Conn, mechanism: Mechanism, user: &str, password: &str) -> Option<SaslAuthenticateResponse> {
-    assert_eq!(handshake(c, mechanism.name()).error_code, 0);
-    let bare = format!("n={user},r=testnonce{}", free_port());
-    let first = authenticate(c, format!("n,,{bare}").as_bytes())?;
-    if first.error_code != 0 {
-        return Some(first);
-    }
-    let server_first = String::from_utf8(first.auth_bytes.to_vec()).unwrap();
-    let last = client_final_message(mechanism, password, &bare, &server_first).expect("a server-first message");
-    authenticate(c, last.as_bytes())
-}
-
-fn metadata(c: &mut Conn) -> Option<MetadataResponse> {
-    c.try_call(ApiKey::Metadata, 12, &MetadataRequest::default())
-}
-
-fn assert_closed(c: &mut Conn) {
-    assert!(c.read_frame().is_none(), "the connection should have been closed");
 }
 
 #[test]
@@ -875,163 +834,46 @@ fn allow_everyone_if_no_acl_found_opens_only_resources_no_acl_names() {
     assert_eq!(metadata_of(&mut alice, Some(&["open"])).topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
 }
 
-/// An unsecured JWS (`{"alg":"none"}`, no signature) as franz-go's TestOAuthAuth and
-/// Kafka's unsecured login module make them.
-fn unsecured_token(sub: &str, exp_from_now_s: i64) -> String {
-    use base64::Engine;
-    let enc = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-    format!("{}.{}.", enc(r#"{"alg":"none"}"#), enc(&format!(r#"{{"sub":"{sub}","exp":{}}}"#, now + exp_from_now_s)))
+/// SaslHandshake over TLS (SASL_SSL); `None` if the broker closes without an answer.
+/// `framer` only numbers and encodes the frame.
+fn tls_handshake(port: u16, certs: &Path, framer: &mut Conn, mechanism: &str) -> Option<SaslHandshakeResponse> {
+    use kafka_protocol::protocol::Decodable;
+    let request = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into()));
+    let (_, frame) = framer.frame(ApiKey::SaslHandshake, 1, &request);
+    let answer = tls_request(port, tls_client(certs, false), &frame)?;
+    // Response header v0: the correlation id, then the body.
+    Some(SaslHandshakeResponse::decode(&mut Bytes::copy_from_slice(&answer[4..]), 1).unwrap())
 }
 
-fn oauth_first(token: &str) -> Vec<u8> {
-    format!("n,,\x01auth=Bearer {token}\x01\x01").into_bytes()
-}
-
-/// A broker with PLAINTEXT and SASL_PLAINTEXT listeners offering SCRAM and OAUTHBEARER;
-/// SCRAM users alice and bob.
-fn start_oauth(extra: &[&str]) -> (Broker, u16) {
-    let (plain, sasl) = (free_port(), free_port());
-    let listeners = format!("PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}");
-    let mut args = vec![
-        "--listeners",
-        &listeners,
-        "--sasl-enabled-mechanisms",
-        "SCRAM-SHA-256,OAUTHBEARER",
-        "--scram-user",
-        "alice:SCRAM-SHA-256:alice-secret",
-        "--scram-user",
-        "bob:SCRAM-SHA-256:bob-secret",
-    ];
-    args.extend_from_slice(extra);
-    (Broker::start_on_port_with(plain, 1, &args, ""), sasl)
+fn names(h: &SaslHandshakeResponse) -> Vec<&str> {
+    h.mechanisms.iter().map(|m| m.as_str()).collect()
 }
 
 #[test]
-fn oauthbearer_accepts_unsecured_tokens_and_refuses_bad_ones_as_kafka() {
-    let (b, sasl) = start_oauth(&[]);
-    let mut c = Broker::connect_port(sasl);
-    let h = handshake(&mut c, "OAUTHBEARER");
-    assert_eq!(h.error_code, 0);
-    assert!(h.mechanisms.iter().any(|m| m.as_str() == "OAUTHBEARER"));
-    let ok = authenticate(&mut c, &oauth_first(&unsecured_token("alice", 3600))).unwrap();
-    assert_eq!(ok.error_code, 0, "{:?}", ok.error_message);
-    // Without re-authentication configured the session still ends with the token.
-    assert!((3_590_000..=3_600_000).contains(&ok.session_lifetime_ms), "{}", ok.session_lifetime_ms);
-    assert!(metadata(&mut c).is_some());
-
-    // An expired token: the error challenge, the client's \x01, then the failure.
-    let mut c = Broker::connect_port(sasl);
-    assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, 0);
-    let challenge = authenticate(&mut c, &oauth_first(&unsecured_token("alice", -60))).unwrap();
-    assert_eq!(challenge.error_code, 0);
-    assert_eq!(&challenge.auth_bytes[..], br#"{"status":"invalid_token"}"#);
-    let refused = authenticate(&mut c, b"\x01").unwrap();
-    assert_eq!(refused.error_code, SASL_AUTHENTICATION_FAILED);
-    assert_eq!(refused.error_message.as_deref(), Some(r#"{"status":"invalid_token"}"#));
-    assert_closed(&mut c);
-
-    // Garbage and a bad first message fail at once with Kafka's message.
-    for token in [&b"n,,\x01auth=Bearer %%%\x01\x01"[..], b"not oauth", b"n,,\x01auth=Bearer x.y.z\x01"] {
-        let mut c = Broker::connect_port(sasl);
-        assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, 0);
-        let refused = authenticate(&mut c, token).unwrap();
-        assert_eq!(refused.error_code, SASL_AUTHENTICATION_FAILED);
-        assert_eq!(
-            refused.error_message.as_deref(),
-            Some("Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER")
-        );
-        assert_closed(&mut c);
-    }
-    // A garbage token (not a JWS) is an invalid_token challenge.
-    let mut c = Broker::connect_port(sasl);
-    assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, 0);
-    let challenge = authenticate(&mut c, &oauth_first("abc.def.")).unwrap();
-    assert_eq!(&challenge.auth_bytes[..], br#"{"status":"invalid_token"}"#);
-    // An authorization id other than the token's principal.
-    let mut c = Broker::connect_port(sasl);
-    assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, 0);
-    let first = format!("n,a=bob,\x01auth=Bearer {}\x01\x01", unsecured_token("alice", 60));
-    let refused = authenticate(&mut c, first.as_bytes()).unwrap();
-    assert_eq!(refused.error_code, SASL_AUTHENTICATION_FAILED);
-    assert!(refused.error_message.unwrap().contains("different from the token's principal name (alice)"));
-    assert_eq!(b.metric_sum("keel_authentication_failures_total"), 6);
-}
-
-#[test]
-fn oauthbearer_without_the_mechanism_enabled_is_unsupported() {
+fn each_sasl_listener_offers_its_own_mechanisms_as_kafka() {
     let certs = certs();
-    let (_b, p) = start(&certs);
+    let (_b, p) = start_with(&certs, &["--listener-sasl-mechanisms", "SASL_SSL=SCRAM-SHA-256,SCRAM-SHA-512"]);
+    // SASL_PLAINTEXT keeps the broker-wide list (in the order Kafka lists it).
+    let default = ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256"];
     let mut c = Broker::connect_port(p.sasl);
-    assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, UNSUPPORTED_SASL_MECHANISM);
-    let _ = std::fs::remove_dir_all(certs);
-}
-
-/// SaslHandshake + a full SCRAM-SHA-256 exchange; the final answer.
-fn scram_256(c: &mut Conn, user: &str, password: &str) -> SaslAuthenticateResponse {
-    scram_login(c, Mechanism::Sha256, user, password).expect("an answer")
-}
-
-#[test]
-fn kip_368_reauthentication_keeps_the_principal_and_expired_sessions_are_closed() {
-    let (b, sasl) = start_oauth(&["--connections-max-reauth-ms", "1500"]);
-    // Re-authenticating before the session ends keeps the connection served.
-    let mut c = Broker::connect_port(sasl);
-    let ok = scram_256(&mut c, "alice", "alice-secret");
-    assert_eq!((ok.error_code, ok.session_lifetime_ms), (0, 1500));
-    for _ in 0..3 {
-        // Kafka starts at most one re-authentication a second.
-        std::thread::sleep(Duration::from_millis(1100));
-        assert!(metadata(&mut c).is_some());
-        let again = scram_256(&mut c, "alice", "alice-secret");
-        assert_eq!((again.error_code, again.session_lifetime_ms), (0, 1500), "{:?}", again.error_message);
-    }
-    assert!(metadata(&mut c).is_some());
-    assert_eq!(b.metric_sum("keel_sasl_reauthentications_total"), 3);
-    // Another one within a second of the last is refused as Kafka refuses it.
-    assert_eq!(handshake(&mut c, "SCRAM-SHA-256").error_code, ILLEGAL_SASL_STATE);
-    assert!(metadata(&mut c).is_some());
-
-    // A token that ends before connections_max_reauth_ms bounds the session.
-    let mut t = Broker::connect_port(sasl);
-    assert_eq!(handshake(&mut t, "OAUTHBEARER").error_code, 0);
-    let ok = authenticate(&mut t, &oauth_first(&unsecured_token("alice", 1))).unwrap();
-    assert!(ok.session_lifetime_ms <= 1000, "{}", ok.session_lifetime_ms);
-
-    // A client that does not re-authenticate is disconnected at its next request.
-    // A re-authentication that begins after the session expired is still served, as
-    // Kafka begins one before it looks at expiry.
-    let mut idle = Broker::connect_port(sasl);
-    assert_eq!(scram_256(&mut idle, "alice", "alice-secret").error_code, 0);
-    let mut late = Broker::connect_port(sasl);
-    assert_eq!(scram_256(&mut late, "alice", "alice-secret").error_code, 0);
-    std::thread::sleep(Duration::from_millis(1700));
-    assert!(metadata(&mut idle).is_none(), "an expired session is closed");
-    assert_eq!(scram_256(&mut late, "alice", "alice-secret").error_code, 0);
-    assert!(metadata(&mut late).is_some());
-    assert!(b.metric_sum("keel_sasl_expired_sessions_closed_total") >= 1);
-
-    // Re-authenticating as another user is refused and closes the connection.
-    let mut c = Broker::connect_port(sasl);
-    assert_eq!(scram_256(&mut c, "alice", "alice-secret").error_code, 0);
-    let refused = scram_256(&mut c, "bob", "bob-secret");
-    assert_eq!(refused.error_code, SASL_AUTHENTICATION_FAILED);
-    assert_eq!(
-        refused.error_message.as_deref(),
-        Some("Cannot change principals during re-authentication from User.alice: User.bob")
-    );
+    let h = handshake(&mut c, "PLAIN");
+    assert_eq!((h.error_code, names(&h)), (0, default.to_vec()));
+    let mut c = Broker::connect_port(p.sasl);
+    let h = handshake(&mut c, "OAUTHBEARER");
+    assert_eq!((h.error_code, names(&h)), (UNSUPPORTED_SASL_MECHANISM, default.to_vec()));
     assert_closed(&mut c);
-
-    // So is another mechanism.
-    let mut c = Broker::connect_port(sasl);
-    assert_eq!(scram_256(&mut c, "alice", "alice-secret").error_code, 0);
-    assert_eq!(handshake(&mut c, "OAUTHBEARER").error_code, 0);
-    // Kafka closes the connection without an answer.
-    assert!(authenticate(&mut c, &oauth_first(&unsecured_token("alice", 60))).is_none());
-
-    // Without re-authentication configured, a SCRAM session does not end.
-    drop(b);
-    let (_b, sasl) = start_oauth(&[]);
-    let mut c = Broker::connect_port(sasl);
-    assert_eq!(scram_256(&mut c, "alice", "alice-secret").session_lifetime_ms, 0);
+    // SASL_SSL offers only its own, in the refusal too (Kafka sends the listener's list
+    // with UNSUPPORTED_SASL_MECHANISM, then closes).
+    let mut framer = Broker::connect_port(p.plain);
+    let h = tls_handshake(p.sasl_ssl, &certs, &mut framer, "PLAIN").expect("an answer");
+    let own = vec!["SCRAM-SHA-512", "SCRAM-SHA-256"];
+    assert_eq!((h.error_code, names(&h)), (UNSUPPORTED_SASL_MECHANISM, own.clone()));
+    let h = tls_handshake(p.sasl_ssl, &certs, &mut framer, "SCRAM-SHA-512").expect("an answer");
+    assert_eq!((h.error_code, names(&h)), (0, own));
+    // PLAIN still logs in where it is offered.
+    let mut c = Broker::connect_port(p.sasl);
+    assert_eq!(handshake(&mut c, "PLAIN").error_code, 0);
+    assert_eq!(authenticate(&mut c, b"\0bob\0bob-secret").unwrap().error_code, 0);
+    assert!(metadata(&mut c).is_some());
+    let _ = std::fs::remove_dir_all(certs);
 }

@@ -13,6 +13,10 @@
 #     the mechanism; results in compat/go/results-<broker>-sasl-ssl.tsv)
 #   - Java clients (compat/java OAuthTest): produce/consume over OAUTHBEARER with Kafka's
 #     unsecured login module; an expired and a garbage token refused with invalid_token;
+#     mechanisms per listener: SASL_SSL enables only SCRAM-SHA-256/512
+#     (--listener-sasl-mechanisms; Kafka's listener.name.sasl_ssl.sasl.enabled.mechanisms),
+#     so OAUTHBEARER, accepted on SASL_PLAINTEXT, is refused there with
+#     UnsupportedSaslMechanismException naming that listener's list;
 #     a producer over SCRAM-SHA-512 for 4 session lifetimes with connections.max.reauth.ms
 #     2000 (KIP-368), re-authenticating without an error (Keel: a second broker on
 #     BASE+10/BASE+12 with --connections-max-reauth-ms 2000; Kafka: the SASL_PLAINTEXT
@@ -81,6 +85,7 @@ case $broker in
       --listeners "PLAINTEXT://127.0.0.1:$plain,SASL_PLAINTEXT://127.0.0.1:$sasl_plain,SSL://127.0.0.1:$ssl,SASL_SSL://127.0.0.1:$sasl_ssl" \
       --tls-cert "$certs/server.crt" --tls-key "$certs/server.key" --tls-ca "$certs/ca.pem" \
       --sasl-enabled-mechanisms PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER \
+      --listener-sasl-mechanisms SASL_SSL=SCRAM-SHA-256,SCRAM-SHA-512 \
       --scram-user admin:SCRAM-SHA-512:admin-secret >/dev/null \
       || { echo "security: 0 passed, 1 failed (Keel did not start)"; exit 1; }
     "$root/compat/keel.sh" start "$work/reauth" "$reauth_plain" --smp 1 \
@@ -98,6 +103,7 @@ case $broker in
 advertised.listeners=PLAINTEXT://127.0.0.1:$plain,SASL_PLAINTEXT://127.0.0.1:$sasl_plain,SSL://127.0.0.1:$ssl,SASL_SSL://127.0.0.1:$sasl_ssl
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
 sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=$oauth_jaas
 listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=$oauth_jaas
 listener.name.sasl_plaintext.scram-sha-512.connections.max.reauth.ms=2000
@@ -177,10 +183,11 @@ check "franz-go allowlist over SASL_SSL (SCRAM-SHA-512 on every client; TestIssu
 
 # Java clients over OAUTHBEARER, and re-authenticating (KIP-368): one check per test.
 oauth_out=$("$root/compat/java/run.sh" "127.0.0.1:$plain" -Dtest=OAuthTest -Dsec.oauth="127.0.0.1:$sasl_plain" \
-  -Dsec.reauth="$reauth" -Dsec.user="$user" -Dsec.password="$password" 2>&1)
+  -Dsec.reauth="$reauth" -Dsec.user="$user" -Dsec.password="$password" -Dsec.sasl_ssl="127.0.0.1:$sasl_ssl" \
+  -Dsec.ca="$certs/ca.pem" 2>&1)
 echo "$oauth_out" >"$work/java-oauth.log"
 for t in produceConsumeOverOAuthBearerWithUnsecuredTokens expiredTokenIsRefused garbageTokenIsRefused \
-  producerReauthenticatesAcrossSessionLifetimes; do
+  producerReauthenticatesAcrossSessionLifetimes oauthBearerIsOfferedOnlyOnTheListenersThatEnableIt; do
   java_oauth_test() { grep -qE "Tests run: [1-9]" "$work/java-oauth.log" && ! grep -qE "\[ERROR\].*OAuthTest[.#]$1" "$work/java-oauth.log"; }
   check "Java OAuthTest.$t" java_oauth_test "$t"
 done

@@ -128,6 +128,17 @@ pub struct ServeArgs {
     #[arg(long, value_delimiter = ',')]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sasl_enabled_mechanisms: Vec<String>,
+    /// SASL mechanisms of one listener, LISTENER=MECHANISM,... (repeatable), e.g.
+    /// SASL_SSL=SCRAM-SHA-512,OAUTHBEARER; other SASL listeners offer --sasl-enabled-mechanisms.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub listener_sasl_mechanisms: Vec<String>,
+    /// An OAUTHBEARER setting of one listener, LISTENER:SETTING=VALUE (repeatable), SETTING
+    /// a --sasl-oauthbearer-* flag's name without that prefix, e.g.
+    /// SASL_SSL:jwks_endpoint_url=https://idp/jwks.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub listener_sasl_oauthbearer: Vec<String>,
     /// A SASL/PLAIN user, NAME:PASSWORD (repeatable; replaces the YAML list).
     #[arg(long)]
     #[serde(rename = "plain_users", skip_serializing_if = "Vec::is_empty")]
@@ -141,6 +152,18 @@ pub struct ServeArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sasl_oauthbearer_jwks_file: Option<PathBuf>,
+    /// OAUTHBEARER: JWKS URL, https://... (fetched at start, refreshed) or file:/path.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_oauthbearer_jwks_endpoint_url: Option<String>,
+    /// OAUTHBEARER: how often the JWKS endpoint is fetched again, in ms (default 3600000).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_oauthbearer_jwks_endpoint_refresh_ms: Option<u64>,
+    /// OAUTHBEARER: PEM CA file of the JWKS endpoint's certificate (default: webpki roots).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sasl_oauthbearer_jwks_endpoint_ca_file: Option<PathBuf>,
     /// OAUTHBEARER: accept unsecured tokens (alg none); default only without a JWKS.
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     #[serde(skip_serializing_if = "Option::is_none")]

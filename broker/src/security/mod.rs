@@ -1,8 +1,9 @@
 //! Who is at the other end of a connection and how they proved it: the listeners with
 //! their security protocols (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, as Kafka names
 //! them), TLS with server and client certificates, SASL (PLAIN, SCRAM-SHA-256/512,
-//! OAUTHBEARER, with KIP-368 re-authentication), and
-//! the [`context::RequestContext`] every handler receives.
+//! OAUTHBEARER, with KIP-368 re-authentication), with mechanisms and OAUTHBEARER
+//! settings per listener ([`listener_sasl`]) and a JWKS over HTTPS refreshed off the
+//! shards ([`jwks_endpoint`]), and the [`context::RequestContext`] every handler receives.
 //!
 //! All of it runs on the connection's own shard: a TLS handshake or a SASL exchange is
 //! per-connection work that needs nothing from other shards but the credentials,
@@ -13,6 +14,8 @@
 pub mod acl;
 pub mod authorizer;
 pub mod context;
+pub mod jwks_endpoint;
+pub mod listener_sasl;
 pub mod listeners;
 pub mod oauth;
 pub mod principal;
@@ -105,20 +108,45 @@ pub struct ShardSecurity {
     pub authorizer: authorizer::Authorizer,
     /// Client quota sensors of the connections this shard serves.
     pub quotas: crate::quota::rate::Sensors,
-    /// How OAUTHBEARER tokens are validated.
-    pub oauth: oauth::OAuthSettings,
+    /// How OAUTHBEARER tokens are validated, by SASL listener name.
+    oauth: std::collections::BTreeMap<String, oauth::OAuthSettings>,
     /// SASL/PLAIN users and passwords (`plain_users`).
     plain_users: std::collections::HashMap<String, String>,
     /// SCRAM users of the configuration (`scram_users`), used when the cluster
     /// metadata has no credential of that user and mechanism.
     bootstrap_scram: std::collections::BTreeMap<(String, scram::Mechanism), scram::Credential>,
-    mechanisms: Vec<String>,
+    /// SASL mechanisms by SASL listener name.
+    mechanisms: std::collections::BTreeMap<String, Vec<String>>,
     next_session: Cell<u64>,
 }
 
+/// The `https:` JWKS endpoints the configuration names (broker-wide and per listener),
+/// for `jwks_endpoint::start`.
+pub fn jwks_endpoints(config: &crate::config::BrokerConfig) -> Result<Vec<jwks_endpoint::EndpointSpec>, String> {
+    let listeners = config.listeners()?;
+    let by_listener = listener_sasl::oauthbearer_by_listener(config, &listeners)?;
+    Ok(by_listener.values().filter_map(jwks_endpoint::EndpointSpec::of).collect())
+}
+
 impl ShardSecurity {
-    pub fn new(config: &crate::config::BrokerConfig) -> Result<ShardSecurity, String> {
-        let listeners: Vec<_> = config.listeners()?.into_iter().map(std::rc::Rc::new).collect();
+    /// A shard's security state; `jwks_feeds` are its copies of the JWKS endpoints
+    /// (none for the check made before the shards start).
+    pub fn new(
+        config: &crate::config::BrokerConfig,
+        jwks_feeds: Vec<jwks_endpoint::ShardFeed>,
+    ) -> Result<ShardSecurity, String> {
+        let resolved = config.listeners()?;
+        let mechanisms = listener_sasl::mechanisms_by_listener(config, &resolved)?;
+        let endpoints = jwks_feeds.into_iter().map(|f| (f.url.clone(), f.attach())).collect();
+        let oauth = listener_sasl::oauthbearer_by_listener(config, &resolved)?
+            .into_iter()
+            .map(|(name, c)| {
+                let settings =
+                    oauth::OAuthSettings::new(&c, &endpoints).map_err(|e| format!("listener {name}: {e}"))?;
+                Ok((name, settings))
+            })
+            .collect::<Result<_, String>>()?;
+        let listeners: Vec<_> = resolved.into_iter().map(std::rc::Rc::new).collect();
         let tls = match (&config.tls_cert, &config.tls_key) {
             (Some(cert), Some(key)) => Some(tls::TlsSource::new(tls::TlsFiles {
                 cert: cert.clone(),
@@ -150,13 +178,6 @@ impl ShardSecurity {
             let credential = scram::Credential::from_password(mechanism, password, scram::ITERATIONS_MIN);
             bootstrap_scram.insert((user.to_string(), mechanism), credential);
         }
-        let mechanisms = config.sasl_enabled_mechanisms.clone();
-        let supported = |m: &str| m == sasl::PLAIN || m == oauth::OAUTHBEARER || scram::Mechanism::parse(m).is_some();
-        if let Some(m) = mechanisms.iter().find(|m| !supported(m)) {
-            return Err(format!(
-                "SASL mechanism {m} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)"
-            ));
-        }
         let principal_rules = match &config.ssl_principal_mapping_rules {
             Some(spec) => {
                 principal::MappingRules::parse(spec).map_err(|e| format!("ssl_principal_mapping_rules: {e}"))?
@@ -170,7 +191,7 @@ impl ShardSecurity {
             stats: SecurityStats::default(),
             authorizer: authorizer::Authorizer::new(config)?,
             quotas: Default::default(),
-            oauth: oauth::OAuthSettings::new(config)?,
+            oauth,
             plain_users,
             bootstrap_scram,
             mechanisms,
@@ -178,8 +199,14 @@ impl ShardSecurity {
         })
     }
 
-    pub fn enabled_mechanisms(&self) -> &[String] {
-        &self.mechanisms
+    /// The SASL mechanisms listener `listener` offers (none on a listener without SASL).
+    pub fn enabled_mechanisms(&self, listener: &str) -> &[String] {
+        self.mechanisms.get(listener).map_or(&[], Vec::as_slice)
+    }
+
+    /// How listener `listener` validates OAUTHBEARER tokens.
+    pub fn oauth(&self, listener: &str) -> Option<&oauth::OAuthSettings> {
+        self.oauth.get(listener)
     }
 
     pub fn next_session_id(&self) -> u64 {

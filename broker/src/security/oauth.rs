@@ -8,19 +8,27 @@
 //! - unsecured JWTs (`{"alg":"none"}`, no signature), Kafka's default
 //!   `OAuthBearerUnsecuredValidatorCallbackHandler`: for tests and development only,
 //!   accepted by default only when no JWKS is configured;
-//! - signed JWTs (RS256/384/512, ES256/384) checked against the keys of a JWKS file,
-//!   as `OAuthBearerValidatorCallbackHandler` with a `file:` JWKS URL, with the expected
-//!   issuer and audiences. Signatures are checked with ring, which the TLS listeners
-//!   already build on, rather than a JWT crate bringing a second crypto stack.
+//! - signed JWTs (RS256/384/512, ES256/384) checked against the keys of a JWKS, as
+//!   `OAuthBearerValidatorCallbackHandler`: a file (`sasl_oauthbearer_jwks_file`, or a
+//!   `file:` JWKS URL), read at start, or an `https:` endpoint kept fresh off the shards
+//!   by [`super::jwks_endpoint`]; with the expected issuer and audiences. Signatures are
+//!   checked with ring, which the TLS listeners already build on, rather than a JWT
+//!   crate bringing a second crypto stack.
 //!
-//! The validator is pure: the time comes in as an argument, so tests pin it.
+//! Each SASL listener has its own settings (`listener_sasl_oauthbearer`, see
+//! [`super::listener_sasl`]). The validator is pure: the time comes in as an argument,
+//! so tests pin it, and a token naming a key id the JWKS lacks comes back as a
+//! [`Rejection`] with `unknown_kid`, for the caller to ask for a refresh.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::rc::Rc;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde_json::{Map, Value};
+
+use super::jwks_endpoint::{is_https, SharedJwks};
 
 pub const OAUTHBEARER: &str = "OAUTHBEARER";
 
@@ -36,17 +44,34 @@ pub struct OAuthSettings {
     /// Allowed clock difference with the token's issuer.
     pub clock_skew_ms: i64,
     pub allow_unsecured: bool,
-    pub jwks: Option<Jwks>,
+    pub jwks: Option<Rc<SharedJwks>>,
     pub expected_issuer: Option<String>,
     /// A signed token must name one of these in `aud` (if any is given).
     pub expected_audience: Vec<String>,
 }
 
 impl OAuthSettings {
-    pub fn new(config: &crate::config::BrokerConfig) -> Result<OAuthSettings, String> {
-        let jwks = match &config.sasl_oauthbearer_jwks_file {
-            Some(path) => Some(Jwks::load(path)?),
-            None => None,
+    /// The settings of `config`; an `https:` JWKS takes the shard's copy in `endpoints`
+    /// (by URL), or an empty set where there is none (the check before the shards start).
+    pub fn new(
+        config: &crate::config::BrokerConfig,
+        endpoints: &BTreeMap<String, Rc<SharedJwks>>,
+    ) -> Result<OAuthSettings, String> {
+        let jwks = match (&config.sasl_oauthbearer_jwks_file, &config.sasl_oauthbearer_jwks_endpoint_url) {
+            (Some(_), Some(_)) => {
+                return Err("give one of sasl_oauthbearer_jwks_file and sasl_oauthbearer_jwks_endpoint_url".into())
+            }
+            (Some(path), None) => Some(SharedJwks::fixed(Jwks::load(path)?)),
+            (None, Some(url)) if is_https(url) => {
+                Some(endpoints.get(url).cloned().unwrap_or_else(|| SharedJwks::fixed(Jwks::default())))
+            }
+            (None, Some(url)) => {
+                let path = url.strip_prefix("file://").or_else(|| url.strip_prefix("file:")).ok_or_else(|| {
+                    format!("sasl_oauthbearer_jwks_endpoint_url {url:?}: expected an https: or a file: URL")
+                })?;
+                Some(SharedJwks::fixed(Jwks::load(Path::new(path))?))
+            }
+            (None, None) => None,
         };
         // Kafka's defaults: no skew for unsecured tokens, 30 s for signed ones.
         let default_skew = if jwks.is_some() { 30_000 } else { 0 };
@@ -78,11 +103,13 @@ pub struct Rejection {
     /// `invalid_token`, or `insufficient_scope` with the missing scope.
     pub scope: Option<String>,
     pub reason: String,
+    /// The token named this key id and the JWKS has no key of it: a refresh may find it.
+    pub unknown_kid: Option<String>,
 }
 
 impl Rejection {
     fn invalid(reason: impl Into<String>) -> Rejection {
-        Rejection { scope: None, reason: reason.into() }
+        Rejection { scope: None, reason: reason.into(), unknown_kid: None }
     }
 
     /// The error challenge Kafka's `OAuthBearerSaslServer.jsonErrorResponse` sends.
@@ -164,8 +191,10 @@ pub fn validate(settings: &OAuthSettings, token: &str, now_ms: i64) -> Result<Be
             return Err(Rejection::invalid("an unsecured JWS must not carry a signature"));
         }
     } else {
-        let jwks = settings.jwks.as_ref().ok_or_else(|| {
-            Rejection::invalid(format!("a signed token (alg {alg}) needs a JWKS (sasl_oauthbearer_jwks_file)"))
+        let jwks = settings.jwks.as_ref().map(|j| j.keys()).ok_or_else(|| {
+            Rejection::invalid(format!(
+                "a signed token (alg {alg}) needs a JWKS (sasl_oauthbearer_jwks_endpoint_url or _jwks_file)"
+            ))
         })?;
         let signature = decode(signature_b64).ok_or_else(|| Rejection::invalid("the signature is not Base64URL"))?;
         let kid = header.get("kid").and_then(Value::as_str);
@@ -220,6 +249,7 @@ fn check_claims(settings: &OAuthSettings, claims: &Map<String, Value>, now_ms: i
         return Err(Rejection {
             scope: Some(settings.required_scopes.join(" ")),
             reason: format!("the token's scope lacks {missing}"),
+            unknown_kid: None,
         });
     }
     Ok(BearerToken { principal, expires_at_ms: expires_at })
@@ -319,6 +349,11 @@ impl Jwks {
         Ok(Jwks { keys: out })
     }
 
+    /// Whether a key of the set is named `kid`.
+    pub fn has_kid(&self, kid: &str) -> bool {
+        self.keys.iter().any(|k| k.kid.as_deref() == Some(kid))
+    }
+
     /// Checks `signature` of `signed` with the key named `kid` (or, without a kid, any
     /// key that fits the algorithm).
     fn verify(&self, alg: &str, kid: Option<&str>, signed: &[u8], signature: &[u8]) -> Result<(), Rejection> {
@@ -349,11 +384,13 @@ impl Jwks {
                 return Ok(());
             }
         }
-        Err(Rejection::invalid(if any {
+        let mut rejection = Rejection::invalid(if any {
             format!("the {alg} signature does not match the JWKS key")
         } else {
             format!("no JWKS key for alg {alg} and kid {kid:?}")
-        }))
+        });
+        rejection.unknown_kid = kid.filter(|k| !self.has_kid(k)).map(String::from);
+        Err(rejection)
     }
 }
 
@@ -462,7 +499,7 @@ mod tests {
         let (pair, jwks) = es256();
         let s = OAuthSettings {
             allow_unsecured: false,
-            jwks: Some(jwks),
+            jwks: Some(SharedJwks::fixed(jwks)),
             expected_issuer: Some("https://issuer".into()),
             expected_audience: vec!["keel".into()],
             ..settings()
@@ -486,7 +523,9 @@ mod tests {
         assert!(r.reason.contains("audience"));
         let wrong_iss = claims.replace("https://issuer", "https://evil");
         assert!(validate(&s, &sign(&pair, r#"{"alg":"ES256","kid":"k1"}"#, &wrong_iss), NOW_MS).is_err());
-        assert!(validate(&s, &sign(&pair, r#"{"alg":"ES256","kid":"k2"}"#, &claims), NOW_MS).is_err());
+        let r = validate(&s, &sign(&pair, r#"{"alg":"ES256","kid":"k2"}"#, &claims), NOW_MS).unwrap_err();
+        assert_eq!(r.unknown_kid.as_deref(), Some("k2"));
+        assert_eq!(validate(&s, &forged, NOW_MS).unwrap_err().unknown_kid, None);
         // Unsecured tokens are refused once a JWKS is configured (the default).
         assert!(validate(&s, &unsecured(&claims), NOW_MS).is_err());
         // A signed token without a JWKS is refused.
@@ -510,8 +549,11 @@ mod tests {
             URL_SAFE_NO_PAD.encode(&public.n),
             URL_SAFE_NO_PAD.encode(&public.e)
         );
-        let s =
-            OAuthSettings { allow_unsecured: false, jwks: Some(Jwks::parse(jwks.as_bytes()).unwrap()), ..settings() };
+        let s = OAuthSettings {
+            allow_unsecured: false,
+            jwks: Some(SharedJwks::fixed(Jwks::parse(jwks.as_bytes()).unwrap())),
+            ..settings()
+        };
         let signed = format!(
             "{}.{}",
             enc(r#"{"alg":"RS256"}"#),

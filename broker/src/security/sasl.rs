@@ -8,6 +8,11 @@
 //! and starting its handler: requests pipelined behind a SASL exchange are not read
 //! before the exchange is over, so none of them runs unauthenticated.
 //!
+//! What a connection is offered is its listener's: the mechanism list SaslHandshake
+//! answers (also with UNSUPPORTED_SASL_MECHANISM) and the OAUTHBEARER validator are
+//! looked up by the session's listener name (`listener_sasl`). A token refused for a
+//! key id its JWKS lacks asks the JWKS's refresher for a refresh without waiting.
+//!
 //! KIP-368 re-authentication: a session lasts `connections_max_reauth_ms` at most, and
 //! no longer than its credential (an OAUTHBEARER token's `exp`); SaslAuthenticate v1+
 //! tells the client (`session_lifetime_ms`). A client that said v1+ may send
@@ -170,7 +175,9 @@ impl Authenticator {
         match (&mut self.state, &req.body) {
             (State::Handshake, RequestKind::ApiVersions(_)) => Gate::Run,
             (State::Handshake, RequestKind::SaslHandshake(h)) => {
-                let enabled = shard.security.enabled_mechanisms();
+                // The listener's own list, in the answer too (Kafka's
+                // `listener.name.<listener>.sasl.enabled.mechanisms`).
+                let enabled = shard.security.enabled_mechanisms(&session.listener.name);
                 let wanted = h.mechanism.as_str();
                 let server = match (enabled.iter().any(|m| m == wanted), Mechanism::parse(wanted)) {
                     (true, Some(m)) => Some(Server::Scram(Box::new(ScramServer::new(m)))),
@@ -209,7 +216,7 @@ impl Authenticator {
             (State::Authenticate(server), RequestKind::SaslAuthenticate(a)) => {
                 self.supports_reauthentication |= req.version > 0;
                 let mechanism = server.mechanism_name();
-                match step(shard, &session.peer, server, &a.auth_bytes, reauthenticating) {
+                match step(shard, session, server, &a.auth_bytes, reauthenticating) {
                     Token::Challenge(bytes) => {
                         let resp = SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(bytes));
                         respond(ApiKey::SaslAuthenticate, req.version, corr, &resp, false)
@@ -280,7 +287,7 @@ impl Authenticator {
     pub fn raw_token(&mut self, shard: &Shard, session: &super::context::Session, token: &[u8]) -> Option<Bytes> {
         let State::RawTokens(server) = &mut self.state else { return None };
         let mechanism = server.mechanism_name();
-        let answer = match step(shard, &session.peer, server, token, self.previous.is_some()) {
+        let answer = match step(shard, session, server, token, self.previous.is_some()) {
             Token::Challenge(bytes) => bytes,
             Token::Authenticated(principal, bytes, expires_at_ms) => {
                 self.establish(shard, session, mechanism, principal, expires_at_ms).ok()?;
@@ -315,8 +322,15 @@ fn failure(message: &str) -> SaslAuthenticateResponse {
         .with_error_message(Some(StrBytes::from_string(message.to_string())))
 }
 
-fn step(shard: &Shard, peer: &str, server: &mut Server, token: &[u8], reauthenticating: bool) -> Token {
+fn step(
+    shard: &Shard,
+    session: &super::context::Session,
+    server: &mut Server,
+    token: &[u8],
+    reauthenticating: bool,
+) -> Token {
     let stats = &shard.security.stats;
+    let peer = session.peer.as_str();
     let during = if reauthenticating { "re-authentication" } else { "authentication" };
     match server {
         Server::Plain => match plain(shard, token) {
@@ -341,13 +355,24 @@ fn step(shard: &Shard, peer: &str, server: &mut Server, token: &[u8], reauthenti
                 }
             }
         }
-        Server::OAuthBearer(server) => oauth_bearer(shard, peer, server, token, during),
+        Server::OAuthBearer(server) => oauth_bearer(shard, session, server, token, during),
     }
 }
 
 /// One OAUTHBEARER message, as Kafka's `OAuthBearerSaslServer.evaluateResponse`.
-fn oauth_bearer(shard: &Shard, peer: &str, server: &mut OAuthServer, token: &[u8], during: &str) -> Token {
+fn oauth_bearer(
+    shard: &Shard,
+    session: &super::context::Session,
+    server: &mut OAuthServer,
+    token: &[u8],
+    during: &str,
+) -> Token {
     let stats = &shard.security.stats;
+    let peer = session.peer.as_str();
+    // Only a SASL listener offers OAUTHBEARER, and each has settings.
+    let Some(settings) = shard.security.oauth(&session.listener.name) else {
+        return Token::Failed(format!("listener {} has no OAUTHBEARER settings", session.listener.name));
+    };
     if token == [0x01] {
         if let Some(error) = server.error.take() {
             // The client acknowledged the error challenge: the failure's message is it.
@@ -365,7 +390,7 @@ fn oauth_bearer(shard: &Shard, peer: &str, server: &mut OAuthServer, token: &[u8
         }
     };
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-    match oauth::validate(&shard.security.oauth, &first.token, now_ms) {
+    match oauth::validate(settings, &first.token, now_ms) {
         Ok(valid) if !first.authzid.is_empty() && first.authzid != valid.principal => {
             let message = format!(
                 "Authentication failed: Client requested an authorization id ({}) that is different from the \
@@ -377,6 +402,10 @@ fn oauth_bearer(shard: &Shard, peer: &str, server: &mut OAuthServer, token: &[u8
         }
         Ok(valid) => Token::Authenticated(Principal::user(&valid.principal), Vec::new(), Some(valid.expires_at_ms)),
         Err(rejection) => {
+            if let (Some(kid), Some(jwks)) = (&rejection.unknown_kid, &settings.jwks) {
+                // Refused now; the refresher may bring the key for the client's next try.
+                jwks.missing_kid(kid);
+            }
             stats.authentication_failed(peer, OAUTHBEARER, "", &rejection.reason);
             let challenge = rejection.challenge();
             server.error = Some(challenge.clone());

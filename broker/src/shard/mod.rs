@@ -442,7 +442,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     }
     // Certificates and users are checked once here, so a bad file stops the start
     // with one clear message instead of one per shard.
-    crate::security::ShardSecurity::new(&config)?;
+    crate::security::ShardSecurity::new(&config, Vec::new())?;
     let mut metadata = MetadataStore::new(config.data_dir()).load_or_create()?;
     let peers = config.cluster_peers()?;
     if !peers.is_empty() && metadata.version == 0 {
@@ -451,6 +451,10 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
         metadata.cluster_id = crate::replication::cluster::cluster_id(&peers);
     }
     let cpus = keel_tuning::pick_cpus(config.smp, config.cpuset.as_deref())?;
+    // JWKS endpoints are fetched here, before any shard: one that cannot be fetched
+    // stops the start, as Kafka's broker does not start then either.
+    let endpoints = crate::security::jwks_endpoints(&config)?;
+    let mut jwks_feeds = crate::security::jwks_endpoint::start(&endpoints, cpus.len())?.into_iter();
     let memory = config.memory_bytes()?;
     // Each executor registers its io_memory in three io_uring rings; it must fit the
     // memlock limit or glommio silently falls back to unregistered buffers.
@@ -467,19 +471,21 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     for (i, cpu) in cpus.iter().enumerate() {
         let (config, metadata, mesh, startup) = (config.clone(), metadata.clone(), mesh.clone(), startup.clone());
         let admin = admin.clone();
+        let jwks_feeds = jwks_feeds.next().unwrap_or_default();
         // glommio's stall detector logs a backtrace of a shard that ran 10 ms past its
         // task quota without yielding; it is signal-based, so only on request.
         let stall_backtraces = std::env::var_os("KEEL_STALL_BACKTRACES").is_some();
-        let handle = LocalExecutorBuilder::new(Placement::Fixed(*cpu))
-            .name(&format!("keel-shard-{i}"))
-            .io_memory(io_memory)
-            .detect_stalls(
-                stall_backtraces.then(|| {
+        let handle =
+            LocalExecutorBuilder::new(Placement::Fixed(*cpu))
+                .name(&format!("keel-shard-{i}"))
+                .io_memory(io_memory)
+                .detect_stalls(stall_backtraces.then(|| {
                     Box::new(glommio::DefaultStallDetectionHandler {}) as Box<dyn glommio::StallDetectionHandler>
-                }),
-            )
-            .spawn(move || async move { shard_main(config, metadata, mesh, per_shard_memory, startup, admin).await })
-            .map_err(|e| format!("starting shard on cpu {cpu}: {e}"))?;
+                }))
+                .spawn(move || async move {
+                    shard_main(config, metadata, mesh, per_shard_memory, startup, admin, jwks_feeds).await
+                })
+                .map_err(|e| format!("starting shard on cpu {cpu}: {e}"))?;
         handles.push(handle);
     }
     for h in handles {
@@ -495,6 +501,7 @@ async fn shard_main(
     memory: u64,
     startup: std::sync::Arc<Startup>,
     admin: crate::admin::server::AdminLink,
+    jwks_feeds: Vec<crate::security::jwks_endpoint::ShardFeed>,
 ) -> Result<(), String> {
     let dirs = dirs::DataDirs::probe(&config.data_dirs).await;
     // A failed fdatasync takes its directory's partitions offline instead of
@@ -539,7 +546,7 @@ async fn shard_main(
         },
         Box::new(partition::now_ms),
     );
-    let security = crate::security::ShardSecurity::new(&config)?;
+    let security = crate::security::ShardSecurity::new(&config, jwks_feeds)?;
     let peers = config.cluster_peers()?;
     let replication = if peers.is_empty() {
         None

@@ -15,6 +15,7 @@ use kafka_protocol::protocol::{encode_request_header_into_buffer, Decodable, Enc
 pub mod cluster;
 pub mod kafka;
 pub mod loopfs;
+pub mod sasl;
 
 pub struct Broker {
     pub child: Option<Child>,

@@ -14,7 +14,9 @@ import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.SaslConfigs;
+import org.apache.kafka.common.config.SslConfigs;
 import org.apache.kafka.common.errors.SaslAuthenticationException;
+import org.apache.kafka.common.errors.UnsupportedSaslMechanismException;
 import org.apache.kafka.common.security.auth.AuthenticateCallbackHandler;
 import org.apache.kafka.common.security.oauthbearer.OAuthBearerToken;
 import org.apache.kafka.common.security.oauthbearer.OAuthBearerTokenCallback;
@@ -50,7 +52,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * re-authentication. Set by compat/security/run.sh with system properties:
  * sec.oauth (HOST:PORT of a SASL_PLAINTEXT listener offering OAUTHBEARER with unsecured
  * tokens), sec.reauth (HOST:PORT of a SASL_PLAINTEXT listener whose sessions last 2 s,
- * connections.max.reauth.ms=2000), sec.user and sec.password (a SCRAM-SHA-512 user there).
+ * connections.max.reauth.ms=2000), sec.user and sec.password (a SCRAM-SHA-512 user there),
+ * sec.sasl_ssl (HOST:PORT of a SASL_SSL listener whose own mechanism list, SCRAM-SHA-256
+ * and SCRAM-SHA-512, lacks OAUTHBEARER) and sec.ca (the PEM CA of its certificate).
  */
 class OAuthTest {
     private static final int RECORDS = 200;
@@ -218,6 +222,35 @@ class OAuthTest {
             System.out.println("reauth: " + sent + " records, " + reauths + " re-authentications, " + failed + " failed");
             assertTrue(reauths >= 3, "the producer re-authenticated " + reauths + " times");
             assertEquals(0.0, failed);
+        }
+    }
+
+    /**
+     * Per-listener mechanisms (Kafka's listener.name.sasl_ssl.sasl.enabled.mechanisms): the
+     * same OAUTHBEARER login that the SASL_PLAINTEXT listener accepts is refused on the
+     * SASL_SSL listener, with the enabled mechanisms of that listener in the error.
+     */
+    @Test
+    @Timeout(60)
+    void oauthBearerIsOfferedOnlyOnTheListenersThatEnableIt() throws Exception {
+        try (Admin admin = Admin.create(oauth())) {
+            assertNotNull(admin.describeCluster().clusterId().get(20, TimeUnit.SECONDS));
+        }
+        Properties p = oauth();
+        p.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, need("sec.sasl_ssl"));
+        p.put(CommonClientConfigs.SECURITY_PROTOCOL_CONFIG, "SASL_SSL");
+        p.put(SslConfigs.SSL_TRUSTSTORE_TYPE_CONFIG, "PEM");
+        p.put(SslConfigs.SSL_TRUSTSTORE_LOCATION_CONFIG, need("sec.ca"));
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "10000");
+        try (KafkaProducer<byte[], byte[]> producer =
+                 new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+            ExecutionException e = assertThrows(ExecutionException.class,
+                () -> producer.send(new ProducerRecord<>("oauth-elsewhere", new byte[1])).get(20, TimeUnit.SECONDS));
+            assertInstanceOf(UnsupportedSaslMechanismException.class, e.getCause());
+            System.out.println("SASL_SSL refused OAUTHBEARER: " + e.getCause().getMessage());
+            // Kafka's order (its HashSet's), which Keel follows.
+            assertTrue(e.getCause().getMessage().endsWith("enabled mechanisms are [SCRAM-SHA-512, SCRAM-SHA-256]"),
+                e.getCause().getMessage());
         }
     }
 }
