@@ -28,12 +28,7 @@ started=$SECONDS
 
 . "$here/check.sh"
 
-cleanup() {
-  "$root/compat/keel.sh" stop "$work/keel" >/dev/null 2>&1
-  "$root/compat/kafka/kafka.sh" stop "$work/kafka" >/dev/null 2>&1
-  if ((failed == 0 && keep == 0)); then rm -rf "$work"; else echo "work directory kept: $work"; fi
-}
-trap cleanup EXIT
+trap stop_keel_and_kafka EXIT
 
 cp=$("$root/compat/kafka/classpath.sh") || { echo "acls: 0 passed, 1 failed (Kafka classpath)"; exit 1; }
 

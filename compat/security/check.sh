@@ -10,3 +10,12 @@ check() {
     echo "FAIL $name (see $work/checks.log)"; failed=$((failed + 1))
   fi
 }
+
+# An EXIT trap for the scripts that start one Keel in $work/keel and one Kafka in
+# $work/kafka side by side: stops both, and removes $work unless a check failed or
+# $keep is 1.
+stop_keel_and_kafka() {
+  "$root/compat/keel.sh" stop "$work/keel" >/dev/null 2>&1
+  "$root/compat/kafka/kafka.sh" stop "$work/kafka" >/dev/null 2>&1
+  if ((failed == 0 && keep == 0)); then rm -rf "$work"; else echo "work directory kept: $work"; fi
+}

@@ -37,7 +37,7 @@ pub const IP: &str = "ip";
 pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
 pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
 const REQUEST_PERCENTAGE: &str = "request_percentage";
-pub const CONTROLLER_MUTATION_RATE: &str = "controller_mutation_rate";
+const CONTROLLER_MUTATION_RATE: &str = "controller_mutation_rate";
 const CONNECTION_CREATION_RATE: &str = "connection_creation_rate";
 
 /// The name of one entity type in a quota entity: a user, client id or IP, or that

@@ -67,6 +67,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * or delete one partition a second creates, deletes and adds partitions past its
  * bucket; each topic's outcome must be Kafka's, and refusals must carry a throttle.
  *
+ * <p>Request time: an Admin client with request_percentage 0.0001 asks describeCluster
+ * 12 times and must wait out throttles; one without the quota must not.
+ *
  * <p>Connection creation rate (KIP-612): with two connections a second allowed from
  * 127.0.0.3, connections from that address send ApiVersions; which of them are answered
  * must be Kafka's.
@@ -281,6 +284,36 @@ class QuotaTest {
         return out;
     }
 
+    /**
+     * An Admin client whose client id may use 0.0001% of a request thread (Kafka) or core
+     * (Keel) asks describeCluster 12 times, as does one without a quota; the client waits
+     * out each throttle it is given, so the throttled one must take seconds and the free
+     * one must not. Returns the two times.
+     */
+    private static double[] requestTime(String name, String bootstrap, List<String> checks) throws Exception {
+        ClientQuotaEntity busy = entity(ClientQuotaEntity.CLIENT_ID, "busy");
+        double[] seconds = new double[2];
+        try (Admin setup = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap))) {
+            setQuota(setup, busy, "request_percentage", 0.0001);
+            Thread.sleep(1000);
+            String[] ids = {"busy", "not-busy"};
+            for (int i = 0; i < 2; i++) {
+                try (Admin admin = admin(bootstrap, ids[i])) {
+                    long start = System.nanoTime();
+                    for (int n = 0; n < 12; n++) {
+                        admin.describeCluster().nodes().get();
+                    }
+                    seconds[i] = (System.nanoTime() - start) / 1e9;
+                }
+            }
+            setQuota(setup, busy, "request_percentage", null);
+        }
+        boolean ok = seconds[0] >= 3 && seconds[1] < 3;
+        checks.add(String.format("%s a client over its request_percentage waits out throttles, one without does not\t%s\t%s",
+            name, ok ? "PASS" : "FAIL", String.format("%.2f s throttled, %.2f s free", seconds[0], seconds[1])));
+        return seconds;
+    }
+
     /** Whether a connection from `source` gets an answer to ApiVersions v0 within 5 s. */
     private static boolean answered(String bootstrap, String source) {
         String[] hostPort = bootstrap.split(":");
@@ -423,6 +456,10 @@ class QuotaTest {
             List<String> checks = new ArrayList<>();
             Map<String, String> kafkaMore = new LinkedHashMap<>(mutations("kafka", need("quota.kafka"), checks));
             Map<String, String> keelMore = new LinkedHashMap<>(mutations("keel", need("quota.keel"), checks));
+            double[] kafkaRequests = requestTime("kafka", need("quota.kafka"), checks);
+            double[] keelRequests = requestTime("keel", need("quota.keel"), checks);
+            w.println(String.format("figure\trequest_percentage 0.0001, 12 describeCluster\tkeel %.2f s\tkafka %.2f s",
+                keelRequests[0], kafkaRequests[0]));
             kafkaMore.putAll(connectionRate(need("quota.kafka")));
             keelMore.putAll(connectionRate(need("quota.keel")));
             for (Map.Entry<String, String> e : kafkaMore.entrySet()) {
