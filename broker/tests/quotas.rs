@@ -288,12 +288,13 @@ fn a_client_past_its_request_time_quota_is_throttled_and_muted() {
     let b = Broker::start(2);
     let mut c = b.connect();
     assert_eq!(create_topic(&mut c, "busy", 8).topics[0].error_code, 0);
-    // 0.01 % of a core: 100 microseconds over the ten-second window. A few Metadata
-    // requests spend that; the throttle is capped at one second, as Kafka caps it.
-    assert_eq!(set_quota(&mut c, "request_percentage", Some(0.01)).entries[0].error_code, 0);
+    // 0.0001 % of a core: one microsecond over the ten-second window, which the
+    // first Metadata requests spend; the throttle is capped at one second, as Kafka
+    // caps it.
+    assert_eq!(set_quota(&mut c, "request_percentage", Some(0.0001)).entries[0].error_code, 0);
     std::thread::sleep(Duration::from_millis(200));
     let mut conn = b.connect();
-    let throttled = (0..200)
+    let throttled = (0..20)
         .map(|_| conn.call::<_, MetadataResponse>(ApiKey::Metadata, 12, &MetadataRequest::default().with_topics(None)))
         .find(|r| r.throttle_time_ms > 0)
         .expect("a client over its request-time quota is throttled");
