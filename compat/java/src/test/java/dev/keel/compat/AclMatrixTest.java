@@ -19,6 +19,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.TopicAuthorizationException;
+import org.apache.kafka.common.errors.GroupAuthorizationException;
 import org.apache.kafka.common.acl.AccessControlEntry;
 import org.apache.kafka.common.acl.AclBinding;
 import org.apache.kafka.common.acl.AclBindingFilter;
@@ -384,6 +386,12 @@ class AclMatrixTest {
                     return "OK:assigned";
                 }
             }
+        } catch (TopicAuthorizationException | GroupAuthorizationException e) {
+            // With neither the topic nor the group allowed, the consumer's background
+            // thread asks for both at once and throws whichever refusal it meets first,
+            // a race in the client (Keel once answered the group first where Kafka had
+            // the topic): the cell compares that it is refused.
+            return "refused (topic or group authorization)";
         }
         return "OK:unassigned";
     }
