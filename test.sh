@@ -3,7 +3,7 @@
 # with real Kafka clients (Java, franz-go, librdkafka, kafka-python, Kafka's own tools).
 # Installs what it needs itself (Maven artifacts, Go modules, pip packages).
 #
-#   ./test.sh            the default run (about 35 minutes on a 2-core machine once built;
+#   ./test.sh            the default run (about 40 minutes on a 2-core machine once built;
 #                        a clean checkout first spends 15-20 minutes compiling)
 #   ./test.sh --full     also franz-go's whole suite (not only the allowlist), the differential
 #                        tester's long profile (2,000 sequences, about 10 minutes), the
