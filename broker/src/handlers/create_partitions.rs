@@ -2,7 +2,6 @@
 //! within the client's controller mutation quota.
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
@@ -36,15 +35,12 @@ pub async fn handle(
     let changes: Vec<(String, i32)> =
         req.topics.iter().zip(&refused).filter(|(_, r)| !**r).map(|(t, _)| (t.name.0.to_string(), t.count)).collect();
     let validate_only = req.validate_only;
-    let quota = quota::mutation_quota(shard, ctx, version >= MUTATION_QUOTA_STRICT_VERSION_MIN);
-    let (results, throttle) = shard
-        .submit_to(0, move |s| async move {
-            let added = controller::create_partitions(s.clone(), changes, validate_only, quota.as_ref()).await;
-            let throttle = quota.map_or(Duration::ZERO, |q| q.throttle(&s, added.iter().any(quota::refused)));
-            (added, throttle)
+    let strict = version >= MUTATION_QUOTA_STRICT_VERSION_MIN;
+    let (results, throttle) =
+        quota::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, move |s, q| async move {
+            controller::create_partitions(s, changes, validate_only, q.as_ref()).await
         })
         .await;
-    quota::throttle_mutations(ctx, throttle, version >= SELF_THROTTLE_VERSION_MIN).await;
     let mut results = results.into_iter();
     let results = req
         .topics

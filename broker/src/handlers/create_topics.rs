@@ -2,7 +2,6 @@
 //! within the client's controller mutation quota.
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
@@ -70,15 +69,12 @@ pub async fn handle(
     let to_create: Vec<TopicSpec> =
         specs.iter().zip(&early).filter(|(_, e)| e.is_none()).map(|(s, _)| s.clone()).collect();
     let validate_only = req.validate_only;
-    let quota = quota::mutation_quota(shard, ctx, version >= MUTATION_QUOTA_STRICT_VERSION_MIN);
-    let (created, throttle) = shard
-        .submit_to(0, move |s| async move {
-            let created = controller::create_topics(s.clone(), to_create, validate_only, quota.as_ref()).await;
-            let throttle = quota.map_or(Duration::ZERO, |q| q.throttle(&s, created.iter().any(quota::refused)));
-            (created, throttle)
+    let strict = version >= MUTATION_QUOTA_STRICT_VERSION_MIN;
+    let (created, throttle) =
+        quota::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, move |s, q| async move {
+            controller::create_topics(s, to_create, validate_only, q.as_ref()).await
         })
         .await;
-    quota::throttle_mutations(ctx, throttle, version >= SELF_THROTTLE_VERSION_MIN).await;
     let mut created = created.into_iter();
     let meta = shard.meta();
     let topics = specs

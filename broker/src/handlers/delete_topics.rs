@@ -2,7 +2,6 @@
 //! mutation quota.
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
@@ -54,15 +53,12 @@ pub async fn handle(
         .collect();
     let names: Vec<String> =
         wanted.iter().zip(&refused).filter(|(_, r)| !**r).filter_map(|((n, _), _)| n.clone()).collect();
-    let quota = quota::mutation_quota(shard, ctx, version >= MUTATION_QUOTA_STRICT_VERSION_MIN);
-    let (results, throttle) = shard
-        .submit_to(0, move |s| async move {
-            let deleted = controller::delete_topics(s.clone(), names, quota.as_ref()).await;
-            let throttle = quota.map_or(Duration::ZERO, |q| q.throttle(&s, deleted.iter().any(quota::refused)));
-            (deleted, throttle)
+    let strict = version >= MUTATION_QUOTA_STRICT_VERSION_MIN;
+    let (results, throttle) =
+        quota::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, move |s, q| async move {
+            controller::delete_topics(s, names, q.as_ref()).await
         })
         .await;
-    quota::throttle_mutations(ctx, throttle, version >= SELF_THROTTLE_VERSION_MIN).await;
     let mut results = results.into_iter();
     let responses = wanted
         .into_iter()

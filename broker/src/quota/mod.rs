@@ -432,7 +432,7 @@ pub struct MutationQuota {
 }
 
 /// The controller mutation quota of a request's client, if one applies.
-pub fn mutation_quota(shard: &Shard, ctx: &RequestContext, strict: bool) -> Option<MutationQuota> {
+fn mutation_quota(shard: &Shard, ctx: &RequestContext, strict: bool) -> Option<MutationQuota> {
     let (bound, identity) = client_quota(shard, ctx, CONTROLLER_MUTATION_RATE)?;
     Some(MutationQuota { bound, identity, strict })
 }
@@ -443,7 +443,7 @@ fn mutation_refused() -> (i16, String) {
 }
 
 /// Whether a topic's outcome is a controller mutation quota's refusal.
-pub fn refused<T>(outcome: &Result<T, (i16, String)>) -> bool {
+fn refused<T>(outcome: &Result<T, (i16, String)>) -> bool {
     matches!(outcome, Err((code, _)) if *code == crate::errors::THROTTLING_QUOTA_EXCEEDED)
 }
 
@@ -471,17 +471,39 @@ impl MutationQuota {
     }
 }
 
-/// Throttles a client for a controller mutation quota: mutes its connection, or, for a
-/// version before KIP-219 (`throttles_itself` false), delays its response.
-pub async fn throttle_mutations(ctx: &RequestContext, throttle: Duration, throttles_itself: bool) {
-    if throttle.is_zero() {
-        return;
+/// Runs a CreateTopics, CreatePartitions or DeleteTopics decision on the controller's
+/// shard (`decide`, given the client's controller mutation quota if one applies), then
+/// throttles the client for what it took: mutes its connection or, for a version before
+/// KIP-219 (`throttles_itself` false), delays its response. Returns the outcomes and
+/// the throttle for the response.
+pub async fn mutate<T, F, Fut>(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    strict: bool,
+    throttles_itself: bool,
+    decide: F,
+) -> (Vec<Result<T, (i16, String)>>, Duration)
+where
+    T: Send + 'static,
+    F: FnOnce(Rc<Shard>, Option<MutationQuota>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Vec<Result<T, (i16, String)>>> + 'static,
+{
+    let quota = mutation_quota(shard, ctx, strict);
+    let (outcomes, throttle) = shard
+        .submit_to(0, move |s| async move {
+            let outcomes = decide(s.clone(), quota.clone()).await;
+            let throttle = quota.map_or(Duration::ZERO, |q| q.throttle(&s, outcomes.iter().any(refused)));
+            (outcomes, throttle)
+        })
+        .await;
+    if !throttle.is_zero() {
+        if throttles_itself {
+            ctx.session.throttle(throttle);
+        } else {
+            glommio::timer::sleep(throttle).await;
+        }
     }
-    if throttles_itself {
-        ctx.session.throttle(throttle);
-    } else {
-        glommio::timer::sleep(throttle).await;
-    }
+    (outcomes, throttle)
 }
 
 /// The `connection_creation_rate` of an IP address: its own, else the default IP's.
