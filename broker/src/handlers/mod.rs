@@ -224,8 +224,9 @@ pub fn with_throttle(response: Bytes, key: ApiKey, version: i16, throttle: std::
     if throttle_first_since(key).is_none_or(|since| version < since) {
         return response;
     }
-    // Size prefix, correlation id, and the tagged fields of a flexible header.
-    let at = 8 + usize::from(key != ApiKey::ApiVersions && key.response_header_version(version) >= 1);
+    // Size prefix, correlation id, and the tagged fields of a flexible header
+    // (ApiVersions, whose header is always v0, has no throttle first).
+    let at = 8 + usize::from(key.response_header_version(version) >= 1);
     if response.len() < at + 4 {
         return response;
     }
