@@ -18,9 +18,18 @@ fn main() {
     }
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
-        Some(Command::Topic(args)) => std::process::exit(finish(topic::run(args))),
-        Some(Command::Group(args)) => std::process::exit(finish(group::run(args))),
-        Some(Command::Cluster(args)) => std::process::exit(finish(cluster::run(args))),
+        Some(Command::Topic(args)) => {
+            let format = args.client.format;
+            std::process::exit(finish(topic::run(args), format))
+        }
+        Some(Command::Group(args)) => {
+            let format = args.client.format;
+            std::process::exit(finish(group::run(args), format))
+        }
+        Some(Command::Cluster(args)) => {
+            let format = args.client.format;
+            std::process::exit(finish(cluster::run(args), format))
+        }
         Some(Command::Config(args)) => std::process::exit(config::run(args)),
         Some(Command::Tune(args)) => std::process::exit(tune::run(args)),
         None => ServeArgs::default(),

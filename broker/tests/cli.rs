@@ -178,3 +178,57 @@ fn bad_input_gets_a_clear_message_and_exit_code() {
         assert_eq!(run.stderr.trim(), format!("keel: cannot reach {closed}: connection refused"));
     }
 }
+
+/// Parses a command's stdout as JSON, failing with the text when it is not.
+fn json_of(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
+}
+
+#[test]
+fn every_client_command_speaks_json() {
+    let b = Broker::start(1);
+    let brokers = format!("127.0.0.1:{}", b.port);
+    let brokers = brokers.as_str();
+    let j = |args: &[&str], stdin: Option<&str>| {
+        let mut all = args.to_vec();
+        all.extend(["--format", "json"]);
+        json_of(&ok(brokers, &all, stdin))
+    };
+
+    let created = j(&["topic", "create", "events", "-p", "2"], None);
+    assert_eq!(created[0]["topic"], "events", "{created}");
+    let listed = j(&["topic", "list"], None);
+    assert!(listed.as_array().unwrap().iter().any(|t| t["name"] == "events"), "{listed}");
+    let altered = j(&["topic", "alter-config", "events", "-s", "retention.ms=60000", "-d", "cleanup.policy"], None);
+    assert_eq!(altered, serde_json::json!({"topic": "events", "set": {"retention.ms": "60000"}, "deleted": ["cleanup.policy"]}));
+    let grown = j(&["topic", "add-partitions", "events", "-n", "3"], None);
+    assert_eq!(grown, serde_json::json!({"topic": "events", "partitions": 3}));
+
+    let produced = j(&["topic", "produce", "events", "-k", "k1", "-H", "h=v"], Some("one\ntwo\n"));
+    assert_eq!(produced, serde_json::json!({"topic": "events", "produced": 2, "errors": []}));
+    let consumed = ok(brokers, &["topic", "consume", "events", "-n", "2", "--format", "json"], None);
+    let records: Vec<serde_json::Value> = consumed.lines().map(json_of).collect();
+    assert_eq!(records.len(), 2, "{consumed}");
+    for (r, value) in records.iter().zip(["one", "two"]) {
+        assert_eq!((r["key"].as_str(), r["value"].as_str()), (Some("k1"), Some(value)), "{r}");
+        assert_eq!(r["headers"], serde_json::json!({"h": "v"}), "{r}");
+        assert_eq!(r["topic"], "events");
+        assert!(r["offset"].is_i64() && r["partition"].is_i64() && r["timestamp"].is_i64(), "{r}");
+    }
+
+    let groups = j(&["group", "list"], None);
+    assert!(groups.is_array(), "{groups}");
+    let cluster = j(&["cluster", "info"], None);
+    assert!(cluster["brokers"].as_array().is_some_and(|b| !b.is_empty()), "{cluster}");
+    let deleted = j(&["topic", "delete", "events"], None);
+    assert_eq!(deleted[0]["status"], "deleted", "{deleted}");
+
+    // Errors are one JSON object on stderr, with the exit code beside the message.
+    let run = keel(brokers, &["topic", "describe", "events", "--format", "json"], None);
+    assert_eq!(run.code, 1);
+    let error = json_of(&run.stderr);
+    assert!(error["error"].as_str().unwrap().contains("UNKNOWN_TOPIC_OR_PARTITION"), "{error}");
+    assert_eq!(error["exit_code"], 1);
+    let run = keel(brokers, &["topic", "consume", "events", "-o", "abc", "--format", "json"], None);
+    assert_eq!((run.code, json_of(&run.stderr)["exit_code"].as_i64()), (2, Some(2)), "{}", run.stderr);
+}

@@ -23,6 +23,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{encode_request_header_into_buffer, Decodable, Request, StrBytes};
 use kafka_protocol::ResponseError;
 
+use super::output::{print_error, Format};
+
 /// Where the client subcommands connect without `--brokers` or `KEEL_BROKERS`.
 pub const DEFAULT_BROKERS: &str = "127.0.0.1:9092";
 /// The largest response accepted from a broker.
@@ -62,11 +64,11 @@ pub fn usage(message: impl Into<String>) -> CliError {
 }
 
 /// Prints the error of a client subcommand and gives the process exit code.
-pub fn finish(result: CliResult<()>) -> i32 {
+pub fn finish(result: CliResult<()>, format: Format) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("keel: {e}");
+            print_error(&e.to_string(), e.exit_code(), format);
             e.exit_code()
         }
     }

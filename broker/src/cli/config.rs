@@ -6,7 +6,7 @@
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
-use super::output::{print_json, Format, Table};
+use super::output::{print_error, print_json, Format, Table};
 use super::ServeArgs;
 use crate::config_sources::{self, env_name};
 
@@ -37,7 +37,7 @@ pub fn run(args: ConfigArgs) -> i32 {
                 0
             }
             Err(e) => {
-                eprintln!("keel: {e}");
+                print_error(&e.to_string(), 2, format);
                 2
             }
         },

@@ -1,6 +1,6 @@
 //! `keel topic consume`: Fetch from each partition's leader and print one line per
-//! record in an rpk-like `-f` format. No consumer group: positions live in this
-//! process only.
+//! record in an rpk-like `-f` format, or with `--format json` one JSON object per line.
+//! No consumer group: positions live in this process only.
 //!
 //! When it stops: after `-n NUM` records; with `--exit-at-end`, once every partition
 //! read has reached the high watermark it had when that partition was last fetched;
@@ -15,7 +15,10 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::FetchRequest;
 use kafka_protocol::records::RecordBatchDecoder;
 
+use serde_json::json;
+
 use super::client::{failed, kafka_error, topic_name, usage, CliResult, Client};
+use super::output::Format;
 use super::topic::{leaders, list_offsets, topic_metadata, EARLIEST, LATEST};
 
 const FETCH_WAIT_MS_MAX: i32 = 500;
@@ -83,6 +86,8 @@ enum Piece {
     Topic,
     Timestamp,
     Headers,
+    /// The whole record as one JSON object (`--format json`).
+    Json,
 }
 
 fn parse_format(text: &str) -> CliResult<Vec<Piece>> {
@@ -142,9 +147,14 @@ struct Position {
     high_watermark: i64,
 }
 
-pub fn run(client: &mut Client, args: ConsumeArgs) -> CliResult<()> {
+pub fn run(client: &mut Client, output: Format, args: ConsumeArgs) -> CliResult<()> {
     let spec = parse_offset_spec(&args.offset)?;
     let format = parse_format(&args.record_format)?;
+    // JSON lines replace the -f format (which is still checked above).
+    let format = match output {
+        Format::Json => vec![Piece::Json, Piece::Text(b"\n".to_vec())],
+        Format::Table => format,
+    };
     let metadata = topic_metadata(client, &args.topic)?;
     let mut partition_leaders = leaders(&metadata);
     if let Some(p) = args.partition {
@@ -344,6 +354,23 @@ fn write_record(
                     })
                     .collect();
                 out.write_all(pairs.join(",").as_bytes())?
+            }
+            Piece::Json => {
+                fn text(b: &Option<Bytes>) -> Option<std::borrow::Cow<'_, str>> {
+                    b.as_deref().map(String::from_utf8_lossy)
+                }
+                let headers: serde_json::Map<String, serde_json::Value> =
+                    record.headers.iter().map(|(k, v)| (k.to_string(), json!(text(v)))).collect();
+                let object = json!({
+                    "topic": topic,
+                    "partition": partition,
+                    "offset": record.offset,
+                    "timestamp": record.timestamp,
+                    "key": text(&record.key),
+                    "value": text(&record.value),
+                    "headers": headers,
+                });
+                serde_json::to_writer(&mut *out, &object)?
             }
         }
     }

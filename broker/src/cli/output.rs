@@ -74,6 +74,23 @@ pub fn print_json(value: &Value) {
     println!("{}", serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()));
 }
 
+/// Prints a failed command's message on stderr: `keel: MESSAGE`, or with `--format json`
+/// one object `{"error": MESSAGE, "exit_code": N}`, so a script reads either stream as JSON.
+pub fn print_error(message: &str, exit_code: i32, format: Format) {
+    match format {
+        Format::Table => eprintln!("keel: {message}"),
+        Format::Json => eprintln!("{}", serde_json::json!({ "error": message, "exit_code": exit_code })),
+    }
+}
+
+/// What a command that changes something reports: a sentence, or the object in JSON.
+pub fn print_done(format: Format, sentence: &str, object: Value) {
+    match format {
+        Format::Table => println!("{sentence}"),
+        Format::Json => print_json(&object),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

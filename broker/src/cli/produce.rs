@@ -17,6 +17,7 @@ use kafka_protocol::records::{
 };
 
 use super::client::{failed, kafka_error, str_bytes, topic_name, usage, CliResult, Client};
+use super::output::{print_json, Format};
 use super::topic::{key_value, leaders, topic_metadata};
 
 /// A request is sent once it holds this many records...
@@ -103,7 +104,7 @@ struct Producer<'a> {
     errors: Vec<String>,
 }
 
-pub fn run(client: &mut Client, args: ProduceArgs) -> CliResult<()> {
+pub fn run(client: &mut Client, format: Format, args: ProduceArgs) -> CliResult<()> {
     let acks = parse_acks(&args.acks)?;
     let mut headers = IndexMap::new();
     for h in &args.headers {
@@ -146,7 +147,7 @@ pub fn run(client: &mut Client, args: ProduceArgs) -> CliResult<()> {
         producer.add(partition, key.clone(), Bytes::from(value), &headers)?;
     }
     producer.flush()?;
-    producer.finish()
+    producer.finish(format)
 }
 
 impl Producer<'_> {
@@ -221,9 +222,23 @@ impl Producer<'_> {
         Ok(())
     }
 
-    fn finish(self) -> CliResult<()> {
-        for e in &self.errors {
-            eprintln!("keel: produce to {e}");
+    /// Reports what was produced: a line on stderr (stdout stays free for pipes), or with
+    /// `--format json` one object on stdout, errors included.
+    fn finish(self, format: Format) -> CliResult<()> {
+        match format {
+            Format::Table => {
+                for e in &self.errors {
+                    eprintln!("keel: produce to {e}");
+                }
+                if self.errors.is_empty() {
+                    eprintln!("produced {} records to {}", self.produced, self.topic);
+                }
+            }
+            Format::Json => print_json(&serde_json::json!({
+                "topic": self.topic,
+                "produced": self.produced,
+                "errors": self.errors,
+            })),
         }
         if !self.errors.is_empty() {
             return Err(failed(format!(
@@ -232,7 +247,6 @@ impl Producer<'_> {
                 self.produced
             )));
         }
-        eprintln!("produced {} records to {}", self.produced, self.topic);
         Ok(())
     }
 }

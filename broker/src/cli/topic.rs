@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
 use serde_json::{json, Value};
 
 use super::client::{check, failed, kafka_error, str_bytes, topic_name, usage, CliResult, Client};
-use super::output::{print_json, Format, Table};
+use super::output::{print_done, print_json, Format, Table};
 use super::{consume, produce, ClientArgs};
 
 /// Timeout given to the broker for topic changes.
@@ -89,11 +89,11 @@ pub fn run(args: TopicArgs) -> CliResult<()> {
         }
         TopicCommand::List => list(&mut client, format),
         TopicCommand::Describe { name } => describe(&mut client, format, &name),
-        TopicCommand::AlterConfig { name, set, delete } => alter_config(&mut client, &name, &set, &delete),
+        TopicCommand::AlterConfig { name, set, delete } => alter_config(&mut client, format, &name, &set, &delete),
         TopicCommand::Delete { names } => delete_topics(&mut client, format, &names),
-        TopicCommand::AddPartitions { name, total } => add_partitions(&mut client, &name, total),
-        TopicCommand::Produce(p) => produce::run(&mut client, p),
-        TopicCommand::Consume(c) => consume::run(&mut client, c),
+        TopicCommand::AddPartitions { name, total } => add_partitions(&mut client, format, &name, total),
+        TopicCommand::Produce(p) => produce::run(&mut client, format, p),
+        TopicCommand::Consume(c) => consume::run(&mut client, format, c),
     }
 }
 
@@ -285,7 +285,7 @@ fn config_source(source: i8) -> &'static str {
     }
 }
 
-fn alter_config(client: &mut Client, name: &str, set: &[String], delete: &[String]) -> CliResult<()> {
+fn alter_config(client: &mut Client, format: Format, name: &str, set: &[String], delete: &[String]) -> CliResult<()> {
     if set.is_empty() && delete.is_empty() {
         return Err(usage("alter-config needs -s KEY=VALUE or -d KEY"));
     }
@@ -311,7 +311,13 @@ fn alter_config(client: &mut Client, name: &str, set: &[String], delete: &[Strin
     for r in &response.responses {
         check(r.error_code, r.error_message.as_ref(), &format!("alter configs of topic {name}"))?;
     }
-    println!("altered configs of topic {name}");
+    let set: serde_json::Map<String, Value> =
+        set.iter().filter_map(|s| s.split_once('=')).map(|(k, v)| (k.to_string(), json!(v))).collect();
+    print_done(
+        format,
+        &format!("altered configs of topic {name}"),
+        json!({ "topic": name, "set": set, "deleted": delete }),
+    );
     Ok(())
 }
 
@@ -339,13 +345,17 @@ fn delete_topics(client: &mut Client, format: Format, names: &[String]) -> CliRe
     Ok(())
 }
 
-fn add_partitions(client: &mut Client, name: &str, total: i32) -> CliResult<()> {
+fn add_partitions(client: &mut Client, format: Format, name: &str, total: i32) -> CliResult<()> {
     let topic = CreatePartitionsTopic::default().with_name(topic_name(name)).with_count(total).with_assignments(None);
     let request = CreatePartitionsRequest::default().with_topics(vec![topic]).with_timeout_ms(ADMIN_TIMEOUT_MS);
     let response = client.any().send(&request)?;
     for r in &response.results {
         check(r.error_code, r.error_message.as_ref(), &format!("add partitions to topic {name}"))?;
     }
-    println!("topic {name} now has {total} partitions");
+    print_done(
+        format,
+        &format!("topic {name} now has {total} partitions"),
+        json!({ "topic": name, "partitions": total }),
+    );
     Ok(())
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::output::{print_json, Format, Table};
+use super::output::{print_error, print_json, Format, Table};
 use keel_tuning::disk::{self, Pass, ProbeOptions};
 use keel_tuning::host::{self, Host, Status};
 
@@ -54,16 +54,16 @@ pub enum TuneCommand {
 
 /// Exit status: 0; 1 when the probe fails or `--apply` could not write a value; 2 on bad flags.
 pub fn run(args: TuneArgs) -> i32 {
-    let result = match args.command {
+    let (result, format) = match args.command {
         Some(TuneCommand::Disk { data_dir, output, size, random_seconds, format }) => {
-            disk(data_dir, output, &size, random_seconds, format)
+            (disk(data_dir, output, &size, random_seconds, format), format)
         }
-        None => check(args.data_dir, args.cpuset.as_deref(), args.apply, args.format),
+        None => (check(args.data_dir, args.cpuset.as_deref(), args.apply, args.format), args.format),
     };
     match result {
         Ok(code) => code,
         Err((code, message)) => {
-            eprintln!("keel: {message}");
+            print_error(&message, code, format);
             code
         }
     }
