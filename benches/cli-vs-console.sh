@@ -47,8 +47,18 @@ time_it "keel topic produce      " "$records" "$keel" topic produce "$topic" --a
 time_it "kafka-console-producer  " "$records" java_tool org.apache.kafka.tools.ConsoleProducer --bootstrap-server "$bootstrap" \
   --topic "$topic" --command-property acks=all <"$work/input"
 total=$((2 * records))
-time_it "keel topic consume      " "$total" bash -c "'$keel' topic consume '$topic' -o start -n $total -f '%v\n' --brokers '$bootstrap' | tail -c 0"
-time_it "kafka-console-consumer  " "$total" bash -c "java -Xmx512m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp '$cp' \
-  org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server '$bootstrap' --topic '$topic' --from-beginning \
-  --max-messages $total --timeout-ms 60000 2>/dev/null | tail -c 0"
+# Each consumer's lines are counted (a reader that drops its input would let a tool stop
+# early on a closed pipe); a count short of the total fails the run.
+count_lines() {
+  local lines
+  lines=$("$@" | wc -l)
+  if [[ $lines -ne $total ]]; then
+    echo "cli-vs-console: read $lines records, expected $total" >&2
+    exit 1
+  fi
+}
+time_it "keel topic consume      " "$total" count_lines "$keel" topic consume "$topic" -o start -n "$total" -f '%v\n' \
+  --brokers "$bootstrap"
+time_it "kafka-console-consumer  " "$total" count_lines java_tool org.apache.kafka.tools.consumer.ConsoleConsumer \
+  --bootstrap-server "$bootstrap" --topic "$topic" --from-beginning --max-messages "$total" --timeout-ms 60000
 "$keel" topic delete "$topic" --brokers "$bootstrap" >/dev/null
