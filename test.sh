@@ -255,6 +255,20 @@ case $rc in
   *) tail -n 25 "$logs/partition.log"; record "cluster network partition" 0 1 0 ;;
 esac
 
+# Random packet loss (the same harness, --fault drop): 5-20% of every node's packets,
+# nodes and clients alike, for 4 s a round; the ledger's checks and some acknowledgement
+# within 10 s of each heal.
+note "cluster: packet loss (${DROP_ROUNDS:-3} rounds; ./test.sh --full: 6)"
+rounds=${DROP_ROUNDS:-3}; ((full)) && rounds=6
+PARTITION_PORT=$((port + 5000)) compat/faults/partition.sh --fault drop --rounds "$rounds" >"$logs/drop.log" 2>&1
+rc=$?
+case $rc in
+  0) grep -E "^(drop rounds|ledger: drop_rounds)" "$logs/drop.log"; record "cluster packet loss" 1 0 0 ;;
+  77) grep -E "^SKIP" "$logs/drop.log" | tail -n 1; echo "SKIP: packet-loss test not run (see above)"
+      record "cluster packet loss" 0 0 1 ;;
+  *) tail -n 25 "$logs/drop.log"; record "cluster packet loss" 0 1 0 ;;
+esac
+
 if ((oracle)); then
   note "start Apache Kafka (oracle) on 127.0.0.1:$((port + 1000))"
   if compat/kafka/kafka.sh start "$run_dir/kafka" "$((port + 1000))"; then

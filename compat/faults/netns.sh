@@ -11,7 +11,9 @@
 #   compat/faults/netns.sh isolate <i> <n>     drop all traffic between node i and every
 #                                              other node; the bridge address (clients) still
 #                                              reaches it
-#   compat/faults/netns.sh heal <i>            remove node i's partition rules
+#   compat/faults/netns.sh drop <i> <pct>      drop pct% (1..99) of node i's packets at random,
+#                                              in and out, whoever the peer (nodes and clients)
+#   compat/faults/netns.sh heal <i>            remove node i's fault rules
 #   compat/faults/netns.sh exec <i> cmd...     run a command in node i's namespace
 #
 # `up` exits 3, having made nothing, when a name or the subnet is taken.
@@ -96,6 +98,18 @@ table $table {
 EOF
 }
 
+# Random loss on every packet of the node's eth0, each packet drawn on its own (nft's
+# numgen), so retransmissions, not a clean cut, are what the cluster meets.
+drop() {
+  local i=$1 pct=$2
+  ip netns exec "$(ns "$i")" nft -f - <<EOF
+table $table {
+  chain input { type filter hook input priority 0; policy accept; iifname "eth0" numgen random mod 100 < $pct drop; }
+  chain output { type filter hook output priority 0; policy accept; oifname "eth0" numgen random mod 100 < $pct drop; }
+}
+EOF
+}
+
 heal() {
   ip netns exec "$(ns "$1")" nft delete table $table
 }
@@ -107,7 +121,8 @@ case "$cmd" in
   down) down "${2:-9}" ;;
   addr) node_index "${2:-}"; addr "$2" ;;
   isolate) node_index "${2:-}"; node_index "${3:-}"; isolate "$2" "$3" ;;
+  drop) node_index "${2:-}"; [[ "${3:-}" =~ ^[1-9][0-9]?$ ]] || die "drop percentage must be 1..99, got '${3:-}'"; drop "$2" "$3" ;;
   heal) node_index "${2:-}"; heal "$2" ;;
   exec) node_index "${2:-}"; i=$2; shift 2; exec ip netns exec "$(ns "$i")" "$@" ;;
-  *) echo "usage: $0 check | up <n> | down [<n>] | addr <i> | isolate <i> <n> | heal <i> | exec <i> cmd..." >&2; exit 2 ;;
+  *) echo "usage: $0 check | up <n> | down [<n>] | addr <i> | isolate <i> <n> | drop <i> <pct> | heal <i> | exec <i> cmd..." >&2; exit 2 ;;
 esac

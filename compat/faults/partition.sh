@@ -17,7 +17,12 @@
 #   4. the ledger: nothing acknowledged lost, duplicated or reordered (the leader-kill
 #      ledger's checker, compat/go/cmd/ledger, which runs in `-fault partition` mode).
 #
-#   compat/faults/partition.sh [--rounds N] [--rate R] [--keep] [-- extra ledger flags...]
+#   compat/faults/partition.sh [--fault partition|drop] [--rounds N] [--rate R] [--keep] [-- extra ledger flags...]
+#
+# With --fault drop the rounds are random packet loss instead (`netns.sh drop`): 5-20%
+# of every node's packets, in and out, nodes and clients alike, for 4 s, then healed.
+# Checks: the ledger (4. above), and liveness: some record acknowledged within 10 s of
+# each heal; the longest time without an acknowledgement is reported per round.
 #
 # Needs root, `ip netns` and `nft` (nftables is installed with apt-get when missing);
 # without them it prints a SKIP line and exits 77. Node i runs in namespace keel-n<i>
@@ -34,21 +39,25 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 netns="$here/netns.sh"
 port=${PARTITION_PORT:-39092}
+fault=partition
 rounds=5
 rate=500
 keep=0
 extra=()
 while (($#)); do
   case "$1" in
+    --fault) fault=${2:?}; shift 2 ;;
     --rounds) rounds=${2:?}; shift 2 ;;
     --rate) rate=${2:?}; shift 2 ;;
     --keep) keep=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    *) echo "usage: $0 [--rounds N] [--rate R] [--keep] [-- extra ledger flags]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--fault partition|drop] [--rounds N] [--rate R] [--keep] [-- extra ledger flags]" >&2; exit 2 ;;
   esac
 done
+[[ $fault == partition || $fault == drop ]] || { echo "partition.sh: --fault partition or drop, not '$fault'" >&2; exit 2; }
 
-skip() { echo "SKIP: network-partition test: $*" >&2; echo "partition: SKIP $*"; exit 77; }
+
+skip() { echo "SKIP: network-fault test ($fault): $*" >&2; echo "$fault: SKIP $*"; exit 77; }
 
 # Capabilities: root, iproute2, nftables (installed when missing), namespaces.
 ((EUID == 0)) || skip "needs root (network namespaces and nftables)"
@@ -147,8 +156,10 @@ echo "partition.sh: 3 nodes ready in namespaces keel-n1..3; bootstrap $brokers" 
 # room for every wait inside the ledger to run to its own timeout once.
 bound=$((180 + rounds * 90))
 set +e
-nice -n 10 timeout --kill-after=10 "$bound" "$ledger" -fault partition -fault-sh "$netns" \
-  -cluster-dir "$dir" -brokers "$brokers" -kills "$rounds" -rate "$rate" -client-log "$dir/client.log" -probe-log "$dir/probes.tsv" "${extra[@]}"
+mode_flags=(-fault "$fault")
+[[ $fault == partition ]] && mode_flags+=(-probe-log "$dir/probes.tsv")
+nice -n 10 timeout --kill-after=10 "$bound" "$ledger" "${mode_flags[@]}" -fault-sh "$netns" \
+  -cluster-dir "$dir" -brokers "$brokers" -kills "$rounds" -rate "$rate" -client-log "$dir/client.log" "${extra[@]}"
 rc=$?
 set -e
 if ((rc == 124 || rc == 137)); then

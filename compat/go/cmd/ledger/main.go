@@ -90,7 +90,7 @@ func parseFlags() config {
 	flag.StringVar(&cfg.topic, "topic", fmt.Sprintf("ledger-%d", time.Now().Unix()), "topic to create and write")
 	flag.IntVar(&cfg.partitions, "partitions", 3, "partitions of the topic")
 	flag.IntVar(&cfg.replication, "replication-factor", 3, "replication factor of the topic")
-	flag.IntVar(&cfg.kills, "kills", 20, "leader kills (with -fault partition: partition rounds)")
+	flag.IntVar(&cfg.kills, "kills", 20, "leader kills (with -fault partition or drop: rounds)")
 	flag.Float64Var(&cfg.rate, "rate", 1000, "records per second offered")
 	flag.DurationVar(&cfg.down, "down", 3*time.Second, "how long a killed leader stays down")
 	flag.DurationVar(&cfg.settle, "settle", 2*time.Second, "pause after a restarted node is back, before the next kill")
@@ -101,9 +101,9 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 30*time.Second, "producer delivery timeout (retries are unlimited within it)")
 	flag.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 250*time.Millisecond, "least time between the client's metadata refreshes (kgo default 5s)")
 	flag.StringVar(&cfg.clientLog, "client-log", "", "file for the franz-go client log (info level); none if empty")
-	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal")
-	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition: script run as `isolate NODE NODES` and `heal NODE`")
-	flag.DurationVar(&cfg.hold, "hold", 4*time.Second, "with -fault partition: how long a partition lasts")
+	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal")
+	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition or drop: script run as `isolate NODE NODES`, `drop NODE PERCENT` and `heal NODE`")
+	flag.DurationVar(&cfg.hold, "hold", 4*time.Second, "with -fault partition or drop: how long a partition or a round of packet loss lasts")
 	flag.DurationVar(&cfg.ackBound, "ack-bound", 1500*time.Millisecond,
 		"with -fault partition: the longest an isolated leader may acknowledge after the cut (election timeout, at most 1 s, plus a margin)")
 	flag.StringVar(&cfg.probeLog, "probe-log", "", "with -fault partition: file for every probe's answer (tab-separated); none if empty")
@@ -115,10 +115,10 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.txnTimeout, "txn-timeout", 10*time.Second, "with -txn: the producers' transaction timeout (and record delivery timeout)")
 	flag.StringVar(&cfg.txnKill, "txn-kill", "alternate", "with -txn: whose node each kill takes down: alternate (partition 0's leader, then a transaction coordinator, ...), leader, coordinator")
 	flag.DurationVar(&cfg.lsoBound, "lso-bound", 30*time.Second, "with -txn: longest the last stable offset may stay below the high watermark after the last transaction ended")
-	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "with -txn: seed of the transactions' sizes and of which are aborted")
+	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "with -txn: seed of the transactions' sizes and of which are aborted; with -fault drop: of the loss rates")
 	flag.Parse()
 	cfg.brokers = strings.Split(brokers, ",")
-	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "pause" && cfg.fault != "partition") {
+	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "pause" && cfg.fault != "partition" && cfg.fault != "drop") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -180,6 +180,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		faults = "partition rounds"
 	case "pause":
 		faults = "pauses"
+	case "drop":
+		faults = "packet-loss rounds"
 	}
 	fmt.Fprintf(os.Stderr, "ledger: topic %s, %d partitions, rf %d; producing %.0f records/s; %d %s\n",
 		cfg.topic, cfg.partitions, cfg.replication, cfg.rate, cfg.kills, faults)
@@ -191,10 +193,13 @@ func run(ctx context.Context, cfg config) (int, error) {
 	var killErr error
 	var kills []kill
 	var rounds []round
+	var drops []dropRound
 	var claims map[claim]time.Time
 	if killErr = sleep(ctx, cfg.warmup); killErr == nil {
 		if partitionMode {
 			rounds, claims, killErr = partitionLeaders(ctx, c, cfg, os.Stderr)
+		} else if cfg.fault == "drop" {
+			drops, killErr = dropRounds(ctx, c, cfg, os.Stderr)
 		} else {
 			kills, killErr = killLeaders(ctx, c, cfg, os.Stderr)
 		}
@@ -244,7 +249,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 		pv := judgePartitions(rounds, logs, claims, cfg.ackBound)
 		counts, diff, divergent := c.replicasIdentical(ctx)
 		reportPartitions(os.Stdout, pv, cfg.ackBound, counts, diff)
-		problems := report("rounds", kills, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
+		problems := report("rounds", len(kills), kills, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
 		switch {
 		case v.failed() || pv.failed() || divergent:
 			return 1, nil
@@ -253,8 +258,20 @@ func run(ctx context.Context, cfg config) (int, error) {
 		}
 		return 0, nil
 	}
+	if cfg.fault == "drop" {
+		measureDrops(drops, acks, stoppedAt)
+		slow := printDrops(os.Stdout, drops)
+		problems := report("drop_rounds", len(drops), nil, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
+		switch {
+		case v.failed() || slow:
+			return 1, nil
+		case problems:
+			return 2, nil
+		}
+		return 0, nil
+	}
 	printKills(os.Stdout, kills)
-	problems := report("kills", kills, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
+	problems := report("kills", len(kills), kills, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
 	switch {
 	case v.failed():
 		return 1, nil
@@ -278,7 +295,7 @@ func restartDead(ctx context.Context, c *cluster) {
 
 // report prints the findings and the summary line; it returns whether the run had
 // problems other than the ledger's verdict.
-func report(faults string, kills []kill, v verdict, produced int64, failures []failure, dataLoss, fetchErrors []string,
+func report(faults string, count int, kills []kill, v verdict, produced int64, failures []failure, dataLoss, fetchErrors []string,
 	flushErr, readErr, killErr error, ends map[int32]int64) bool {
 	problems := killErr != nil || flushErr != nil || readErr != nil || len(failures) > 0 || len(dataLoss) > 0
 	out := os.Stdout
@@ -338,6 +355,6 @@ func report(faults string, kills []kill, v verdict, produced int64, failures []f
 	fmt.Fprintf(out, "ledger: failover_ms median=%s max=%s elected_ms median=%s max=%s any_partition_gap_ms median=%s max=%s\n",
 		foMed, foMax, elMed, elMax, anyMed, anyMax)
 	fmt.Fprintf(out, "ledger: %s=%d acked=%d lost=%d duplicates=%d reordered=%d gap_ms median=%s max=%s\n",
-		faults, len(gaps), v.acked, len(v.lost), len(v.duplicates), len(v.reordered), gapMed, gapMax)
+		faults, count, v.acked, len(v.lost), len(v.duplicates), len(v.reordered), gapMed, gapMax)
 	return problems
 }

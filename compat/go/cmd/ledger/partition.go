@@ -162,12 +162,17 @@ func partitionOne(ctx context.Context, c *cluster, cfg config, n int) (r round, 
 
 // fault runs the fault script: `isolate <node> <nodes>` or `heal <node>`.
 func (c *cluster) fault(ctx context.Context, verb string, node, nodes int) error {
-	ctx, cancel := context.WithTimeout(ctx, faultTimeout)
-	defer cancel()
 	args := []string{verb, fmt.Sprint(node)}
 	if verb == "isolate" {
 		args = append(args, fmt.Sprint(nodes))
 	}
+	return c.faultArgs(ctx, args...)
+}
+
+// faultArgs runs the fault script with args, bounded by faultTimeout.
+func (c *cluster) faultArgs(ctx context.Context, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, faultTimeout)
+	defer cancel()
 	out, err := exec.CommandContext(ctx, c.faultScript, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s %s: %w: %s", c.faultScript, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
