@@ -230,6 +230,15 @@ else
   tail -n 20 "$logs/ledger-pause.log"
   record "cluster leader-pause ledger" 0 1 0
 fi
+note "cluster: whole-cluster kill ledger (every node kill -9ed at once, down 3 s, all restarted; 2 rounds; ./test.sh --full: 6)"
+crashes=2; ((full)) && crashes=6
+if LEDGER_BASE_PORT=$((port + 4300)) compat/ledger/run.sh --kills "$crashes" -- -fault crash-all >"$logs/ledger-crash-all.log" 2>&1; then
+  grep -E "^(crash-all rounds|ledger: crash-all_rounds)" "$logs/ledger-crash-all.log"
+  record "cluster whole-cluster kill ledger" 1 0 0
+else
+  tail -n 20 "$logs/ledger-crash-all.log"
+  record "cluster whole-cluster kill ledger" 0 1 0
+fi
 note "cluster: transactional ledger (4 kills, partition leader and transaction coordinator in turn; ./test.sh --full: 12)"
 txn_kills=4; ((full)) && txn_kills=12
 if LEDGER_BASE_PORT=$((port + 4200)) compat/ledger/run.sh --kills "$txn_kills" -- -txn >"$logs/ledger-txn.log" 2>&1; then

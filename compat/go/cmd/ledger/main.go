@@ -101,7 +101,7 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 30*time.Second, "producer delivery timeout (retries are unlimited within it)")
 	flag.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 250*time.Millisecond, "least time between the client's metadata refreshes (kgo default 5s)")
 	flag.StringVar(&cfg.clientLog, "client-log", "", "file for the franz-go client log (info level); none if empty")
-	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal")
+	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down")
 	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition or drop: script run as `isolate NODE NODES`, `drop NODE PERCENT` and `heal NODE`")
 	flag.DurationVar(&cfg.hold, "hold", 4*time.Second, "with -fault partition or drop: how long a partition or a round of packet loss lasts")
 	flag.DurationVar(&cfg.ackBound, "ack-bound", 1500*time.Millisecond,
@@ -118,7 +118,7 @@ func parseFlags() config {
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "with -txn: seed of the transactions' sizes and of which are aborted; with -fault drop: of the loss rates")
 	flag.Parse()
 	cfg.brokers = strings.Split(brokers, ",")
-	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "pause" && cfg.fault != "partition" && cfg.fault != "drop") {
+	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "pause" && cfg.fault != "partition" && cfg.fault != "drop" && cfg.fault != "crash-all") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -182,6 +182,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		faults = "pauses"
 	case "drop":
 		faults = "packet-loss rounds"
+	case "crash-all":
+		faults = "whole-cluster kills"
 	}
 	fmt.Fprintf(os.Stderr, "ledger: topic %s, %d partitions, rf %d; producing %.0f records/s; %d %s\n",
 		cfg.topic, cfg.partitions, cfg.replication, cfg.rate, cfg.kills, faults)
@@ -193,13 +195,13 @@ func run(ctx context.Context, cfg config) (int, error) {
 	var killErr error
 	var kills []kill
 	var rounds []round
-	var drops []dropRound
+	var whole []faultRound
 	var claims map[claim]time.Time
 	if killErr = sleep(ctx, cfg.warmup); killErr == nil {
 		if partitionMode {
 			rounds, claims, killErr = partitionLeaders(ctx, c, cfg, os.Stderr)
-		} else if cfg.fault == "drop" {
-			drops, killErr = dropRounds(ctx, c, cfg, os.Stderr)
+		} else if cfg.fault == "drop" || cfg.fault == "crash-all" {
+			whole, killErr = clusterRounds(ctx, c, cfg, os.Stderr)
 		} else {
 			kills, killErr = killLeaders(ctx, c, cfg, os.Stderr)
 		}
@@ -258,10 +260,10 @@ func run(ctx context.Context, cfg config) (int, error) {
 		}
 		return 0, nil
 	}
-	if cfg.fault == "drop" {
-		measureDrops(drops, acks, stoppedAt)
-		slow := printDrops(os.Stdout, drops)
-		problems := report("drop_rounds", len(drops), nil, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
+	if cfg.fault == "drop" || cfg.fault == "crash-all" {
+		measureRounds(whole, acks, stoppedAt)
+		slow := printClusterRounds(os.Stdout, cfg.fault, whole)
+		problems := report(cfg.fault+"_rounds", len(whole), nil, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
 		switch {
 		case v.failed() || slow:
 			return 1, nil
