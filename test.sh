@@ -239,6 +239,16 @@ else
   tail -n 20 "$logs/ledger-crash-all.log"
   record "cluster whole-cluster kill ledger" 0 1 0
 fi
+note "cluster: clock-skew ledger (the leader killed and restarted with its wall clock up to 10 min off, libfaketime; 3 rounds; ./test.sh --full: 10)"
+skews=3; ((full)) && skews=10
+LEDGER_BASE_PORT=$((port + 4300)) compat/ledger/run.sh --skew --kills "$skews" >"$logs/ledger-skew.log" 2>&1
+rc=$?
+case $rc in
+  0) grep -E "^(skew rounds|ledger: skew_rounds)" "$logs/ledger-skew.log"; record "cluster clock-skew ledger" 1 0 0 ;;
+  77) grep -E "^SKIP" "$logs/ledger-skew.log" | tail -n 1; echo "SKIP: clock-skew ledger not run (see above)"
+      record "cluster clock-skew ledger" 0 0 1 ;;
+  *) tail -n 20 "$logs/ledger-skew.log"; record "cluster clock-skew ledger" 0 1 0 ;;
+esac
 note "cluster: transactional ledger (4 kills, partition leader and transaction coordinator in turn; ./test.sh --full: 12)"
 txn_kills=4; ((full)) && txn_kills=12
 if LEDGER_BASE_PORT=$((port + 4200)) compat/ledger/run.sh --kills "$txn_kills" -- -txn >"$logs/ledger-txn.log" 2>&1; then

@@ -38,7 +38,17 @@ case "$cmd" in
     if [[ -f "$dir/keel.pid" ]] && kill -0 "$(cat "$dir/keel.pid")" 2>/dev/null; then
       echo "keel.sh: already running (pid $(cat "$dir/keel.pid"))"; exit 0
     fi
-    nohup "$bin" serve --data-dir "$dir/data" --kafka-addr "127.0.0.1:$port" \
+    # A `faketime` file in the directory runs the broker under libfaketime with its wall
+    # clock off by the file's content (e.g. +300 or -90, seconds), read at start; the
+    # monotonic clock is left alone, as on a host whose clock is wrong
+    # (compat/ledger/run.sh --skew).
+    skew=()
+    if [[ -f "$dir/faketime" ]]; then
+      lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1)
+      [[ -n "$lib" ]] || { echo "keel.sh: $dir/faketime given but libfaketime is not installed" >&2; exit 1; }
+      skew=(env "LD_PRELOAD=$lib" "FAKETIME=$(cat "$dir/faketime")" FAKETIME_DONT_FAKE_MONOTONIC=1)
+    fi
+    nohup ${skew[@]+"${skew[@]}"} "$bin" serve --data-dir "$dir/data" --kafka-addr "127.0.0.1:$port" \
       --admin-addr "127.0.0.1:$((port + 100))" "$@" >>"$dir/keel.log" 2>&1 &
     echo $! >"$dir/keel.pid"
     if ! wait_ready "$port" "$((port + 100))" 60 || ! kill -0 "$(cat "$dir/keel.pid")" 2>/dev/null; then

@@ -3,7 +3,12 @@
 # producer writing ids at a fixed rate, and kill -9 of partition 0's leader again and
 # again; then every partition is read back and checked (see compat/go/cmd/ledger).
 #
-#   compat/ledger/run.sh [--kafka] [--kills N] [--rate R] [--keep] [-- extra ledger flags...]
+#   compat/ledger/run.sh [--kafka] [--skew] [--kills N] [--rate R] [--keep] [-- extra ledger flags...]
+#
+# --skew runs every node under libfaketime (installed with apt-get when missing; SKIP
+# and exit 77 without it) and the ledger in `-fault skew` mode: each round kills the
+# leader of partition 0 and restarts it with its wall clock off by a new offset of up
+# to 10 minutes either way.
 #
 # --kafka runs the same ledger against a 3-node Apache Kafka 4.4.0 cluster
 # (compat/kafka/cluster.sh, KRaft, min.insync.replicas=2) instead of Keel, for
@@ -23,6 +28,7 @@ kills=20
 rate=1000
 keep=0
 kafka=0
+skew=0
 extra=()
 while (($#)); do
   case "$1" in
@@ -30,10 +36,25 @@ while (($#)); do
     --rate) rate=${2:?}; shift 2 ;;
     --keep) keep=1; shift ;;
     --kafka) kafka=1; shift ;;
+    --skew) skew=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    *) echo "usage: $0 [--kafka] [--kills N] [--rate R] [--keep] [-- extra ledger flags]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--kafka] [--skew] [--kills N] [--rate R] [--keep] [-- extra ledger flags]" >&2; exit 2 ;;
   esac
 done
+if ((skew)); then
+  libfaketime() { ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1; }
+  if [[ -z "$(libfaketime)" ]] && command -v apt-get >/dev/null; then
+    echo "run.sh: installing libfaketime with apt-get" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q faketime >&2 ||
+      { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q faketime >&2; } || true
+  fi
+  if [[ -z "$(libfaketime)" ]]; then
+    echo "SKIP: clock-skew ledger: libfaketime is missing and apt-get could not install it" >&2
+    echo "skew: SKIP libfaketime missing"
+    exit 77
+  fi
+  extra=(-fault skew "${extra[@]}")
+fi
 
 bin="${KEEL_BIN:-$root/target/release/keel}"
 cluster_sh="$root/compat/cluster.sh" logs=keel.log offsets=(0 100 200)
@@ -71,6 +92,10 @@ trap 'exit 130' INT TERM
 
 # `--smp 1` (what cluster.sh runs anyway) so that `cluster.sh restart` has a flag to
 # replay: started with none, it replays one empty argument, which `keel serve` refuses.
+if ((skew)); then
+  # compat/keel.sh runs a node under libfaketime when its directory has this file.
+  for i in 1 2 3; do mkdir -p "$dir/node-$i" && echo "+0" >"$dir/node-$i/faketime"; done
+fi
 if ((kafka)); then
   nice -n 10 "$cluster_sh" start 3 "$dir" "$base" >&2
 else

@@ -101,7 +101,7 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 30*time.Second, "producer delivery timeout (retries are unlimited within it)")
 	flag.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 250*time.Millisecond, "least time between the client's metadata refreshes (kgo default 5s)")
 	flag.StringVar(&cfg.clientLog, "client-log", "", "file for the franz-go client log (info level); none if empty")
-	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down")
+	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down; skew: every node's wall clock off by up to 10 min for -hold (nodes under libfaketime: run.sh --skew)")
 	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition or drop: script run as `isolate NODE NODES`, `drop NODE PERCENT` and `heal NODE`")
 	flag.DurationVar(&cfg.hold, "hold", 4*time.Second, "with -fault partition or drop: how long a partition or a round of packet loss lasts")
 	flag.DurationVar(&cfg.ackBound, "ack-bound", 1500*time.Millisecond,
@@ -115,10 +115,10 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.txnTimeout, "txn-timeout", 10*time.Second, "with -txn: the producers' transaction timeout (and record delivery timeout)")
 	flag.StringVar(&cfg.txnKill, "txn-kill", "alternate", "with -txn: whose node each kill takes down: alternate (partition 0's leader, then a transaction coordinator, ...), leader, coordinator")
 	flag.DurationVar(&cfg.lsoBound, "lso-bound", 30*time.Second, "with -txn: longest the last stable offset may stay below the high watermark after the last transaction ended")
-	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "with -txn: seed of the transactions' sizes and of which are aborted; with -fault drop: of the loss rates")
+	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "with -txn: seed of the transactions' sizes and of which are aborted; with -fault drop or skew: of the loss rates or clock offsets")
 	flag.Parse()
 	cfg.brokers = strings.Split(brokers, ",")
-	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "pause" && cfg.fault != "partition" && cfg.fault != "drop" && cfg.fault != "crash-all") {
+	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "pause" && cfg.fault != "partition" && cfg.fault != "drop" && cfg.fault != "crash-all" && cfg.fault != "skew") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -184,6 +184,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		faults = "packet-loss rounds"
 	case "crash-all":
 		faults = "whole-cluster kills"
+	case "skew":
+		faults = "clock-skew rounds"
 	}
 	fmt.Fprintf(os.Stderr, "ledger: topic %s, %d partitions, rf %d; producing %.0f records/s; %d %s\n",
 		cfg.topic, cfg.partitions, cfg.replication, cfg.rate, cfg.kills, faults)
@@ -200,7 +202,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 	if killErr = sleep(ctx, cfg.warmup); killErr == nil {
 		if partitionMode {
 			rounds, claims, killErr = partitionLeaders(ctx, c, cfg, os.Stderr)
-		} else if cfg.fault == "drop" || cfg.fault == "crash-all" {
+		} else if cfg.fault == "drop" || cfg.fault == "crash-all" || cfg.fault == "skew" {
 			whole, killErr = clusterRounds(ctx, c, cfg, os.Stderr)
 		} else {
 			kills, killErr = killLeaders(ctx, c, cfg, os.Stderr)
@@ -260,7 +262,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 		}
 		return 0, nil
 	}
-	if cfg.fault == "drop" || cfg.fault == "crash-all" {
+	if cfg.fault == "drop" || cfg.fault == "crash-all" || cfg.fault == "skew" {
 		measureRounds(whole, acks, stoppedAt)
 		slow := printClusterRounds(os.Stdout, cfg.fault, whole)
 		problems := report(cfg.fault+"_rounds", len(whole), nil, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
 	"time"
 )
@@ -22,12 +24,21 @@ import (
 //   - `-fault crash-all`: every node is killed with SIGKILL at once, as a power cut of
 //     the whole cluster that spares only what each node fsynced, stays down for -down,
 //     and every node is restarted.
+//   - `-fault skew`: the leader of partition 0 is killed with SIGKILL and, after -down,
+//     restarted with its wall clock set off by a new offset within ±skewSecondsMax
+//     (seeded by -seed), as a host whose clock is wrong or was stepped while it was
+//     down. The nodes run under libfaketime with the offset in node-<i>/faketime
+//     (compat/keel.sh; started by compat/ledger/run.sh --skew); monotonic clocks are
+//     left alone. The nodes' clocks disagree by up to 20 minutes, and leadership moves
+//     between them.
 
 const (
 	dropPercentMin = 5
 	dropPercentMax = 20
 	// progressBound is how soon after a round ends some record must be acknowledged again.
 	progressBound = 10 * time.Second
+	// skewSecondsMax bounds the wall-clock offsets of -fault skew.
+	skewSecondsMax = 600
 )
 
 // faultRound is one round: what was done, and when it started and ended.
@@ -49,23 +60,34 @@ type faultRound struct {
 // clusterRounds runs cfg.kills rounds of the whole-cluster fault cfg.fault.
 func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) ([]faultRound, error) {
 	rng := rand.New(rand.NewPCG(cfg.seed, 0xd509))
-	if cfg.fault == "drop" {
-		fmt.Fprintf(log, "ledger: drop rounds: loss rates drawn with -seed %d\n", cfg.seed)
+	if cfg.fault == "drop" || cfg.fault == "skew" {
+		fmt.Fprintf(log, "ledger: %s rounds: drawn with -seed %d\n", cfg.fault, cfg.seed)
 	}
 	var rounds []faultRound
 	all := c.nodes()
+	everyNode := func([]leaderView) []int { return all }
 	for n := 1; n <= cfg.kills; n++ {
 		r := faultRound{n: n}
 		var err error
 		if cfg.fault == "drop" {
 			percent := dropPercentMin + rng.IntN(dropPercentMax-dropPercentMin+1)
-			r.what = fmt.Sprintf("%d%% loss", percent)
-			err = clusterRound(ctx, c, cfg, all, &r, func(id int) error {
+			r.what = fmt.Sprintf("%d%% loss on every node", percent)
+			err = clusterRound(ctx, c, cfg, everyNode, &r, func(id int) error {
 				return c.faultArgs(ctx, "drop", fmt.Sprint(id), fmt.Sprint(percent))
 			}, cfg.hold, func(undo context.Context, id int) error { return c.faultArgs(undo, "heal", fmt.Sprint(id)) })
+		} else if cfg.fault == "skew" {
+			offset := rng.IntN(2*skewSecondsMax+1) - skewSecondsMax
+			leader := func(view []leaderView) []int { return []int{int(view[0].leader)} }
+			err = clusterRound(ctx, c, cfg, leader, &r, func(id int) error {
+				r.what = fmt.Sprintf("node %d at %+ds", id, offset)
+				if err := c.kill(ctx, id); err != nil {
+					return err
+				}
+				return c.skew(id, offset)
+			}, cfg.down, c.restart)
 		} else {
-			r.what = "all killed"
-			err = clusterRound(ctx, c, cfg, all, &r, func(id int) error { return c.kill(ctx, id) }, cfg.down, c.restart)
+			r.what = "every node killed"
+			err = clusterRound(ctx, c, cfg, everyNode, &r, func(id int) error { return c.kill(ctx, id) }, cfg.down, c.restart)
 		}
 		if err != nil {
 			r.err = err.Error()
@@ -75,7 +97,7 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 			fmt.Fprintf(log, "ledger: %s round %d/%d: %v\n", cfg.fault, n, cfg.kills, err)
 			return rounds, err
 		}
-		fmt.Fprintf(log, "ledger: %s round %d/%d: %s on every node from %s until %s; leaders agreed %v after\n",
+		fmt.Fprintf(log, "ledger: %s round %d/%d: %s, from %s until %s; leaders agreed %v after\n",
 			cfg.fault, n, cfg.kills, r.what, r.at.Format(timeFormat), r.healed.Format(timeFormat), r.backIn.Round(time.Millisecond))
 		if err := sleep(ctx, cfg.settle); err != nil {
 			return rounds, err
@@ -84,16 +106,20 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 	return rounds, nil
 }
 
-// clusterRound applies the fault to every node, holds it, and undoes it on every node
-// whatever happened, so the read-back finds a whole cluster.
-func clusterRound(ctx context.Context, c *cluster, cfg config, all []int, r *faultRound,
+// clusterRound waits for the cluster to agree on leaders, applies the fault to the
+// nodes targets picks from that view, holds it, and undoes it on each of them whatever
+// happened, so the read-back finds a whole cluster.
+func clusterRound(ctx context.Context, c *cluster, cfg config, targets func([]leaderView) []int, r *faultRound,
 	apply func(id int) error, hold time.Duration, undo func(ctx context.Context, id int) error) error {
-	if _, err := c.waitAgreed(ctx, all, -1, cfg.waitTimeout); err != nil {
+	all := c.nodes()
+	view, err := c.waitAgreed(ctx, all, -1, cfg.waitTimeout)
+	if err != nil {
 		return fmt.Errorf("cluster not settled before the round: %w", err)
 	}
+	hit := targets(view)
 	r.at = time.Now()
 	var faultErr error
-	for _, id := range all {
+	for _, id := range hit {
 		if faultErr = apply(id); faultErr != nil {
 			break
 		}
@@ -104,7 +130,7 @@ func clusterRound(ctx context.Context, c *cluster, cfg config, all []int, r *fau
 	r.healed = time.Now()
 	undoCtx, cancel := context.WithTimeout(context.Background(), restartTimeout)
 	defer cancel()
-	for _, id := range all {
+	for _, id := range hit {
 		if err := undo(undoCtx, id); err != nil && faultErr == nil {
 			faultErr = err
 		}
@@ -143,7 +169,7 @@ func measureRounds(rounds []faultRound, acks []ack, stoppedAt time.Time) {
 // printRounds prints the rounds and returns whether a round broke a liveness bound:
 // no acknowledgement within progressBound of its end.
 func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
-	fmt.Fprintln(w, "round  fault       acked_during  gap_ms  progress_ms  back_ms")
+	fmt.Fprintln(w, "round  fault                     acked_during  gap_ms  progress_ms  back_ms")
 	var gaps, progress []time.Duration
 	slow := false
 	for _, r := range rounds {
@@ -151,7 +177,7 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 		if r.noProgress {
 			p = "none"
 		}
-		fmt.Fprintf(w, "%5d  %-10s  %12d  %6s  %11s  %7s\n", r.n, r.what, r.ackedDuring, ms(r.gap), p, ms(r.backIn))
+		fmt.Fprintf(w, "%5d  %-24s  %12d  %6s  %11s  %7s\n", r.n, r.what, r.ackedDuring, ms(r.gap), p, ms(r.backIn))
 		if r.err != "" {
 			fmt.Fprintf(w, "       error: %s\n", r.err)
 		}
@@ -169,4 +195,15 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 		fmt.Fprintf(w, "LIVENESS: a round had no acknowledgement within %v of its end\n", progressBound)
 	}
 	return slow
+}
+
+// skew sets node id's wall-clock offset for libfaketime: its node-<id>/faketime file,
+// replaced whole so the broker never reads half a line.
+func (c *cluster) skew(id, seconds int) error {
+	path := filepath.Join(c.dir, fmt.Sprintf("node-%d", id), "faketime")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%+d\n", seconds)), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
