@@ -68,6 +68,8 @@ type config struct {
 	fault           string
 	faultScript     string
 	hold            time.Duration
+	mixedSkew       bool
+	mixedDrop       bool
 	ackBound        time.Duration
 	probeLog        string
 	txn             bool
@@ -101,7 +103,9 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 30*time.Second, "producer delivery timeout (retries are unlimited within it)")
 	flag.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 250*time.Millisecond, "least time between the client's metadata refreshes (kgo default 5s)")
 	flag.StringVar(&cfg.clientLog, "client-log", "", "file for the franz-go client log (info level); none if empty")
-	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down; skew: every node's wall clock off by up to 10 min for -hold (nodes under libfaketime: run.sh --skew)")
+	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down; skew: the leader restarted with its wall clock up to 10 min off (nodes under libfaketime: run.sh --skew); mixed: each round one of kill, pause, crash-all (+ skew with -mixed-skew, drop with -mixed-drop), drawn with -seed")
+	flag.BoolVar(&cfg.mixedSkew, "mixed-skew", false, "with -fault mixed: draw clock-skew rounds too (the nodes run under libfaketime)")
+	flag.BoolVar(&cfg.mixedDrop, "mixed-drop", false, "with -fault mixed: draw packet-loss rounds too (the fault script can drop)")
 	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition or drop: script run as `isolate NODE NODES`, `drop NODE PERCENT` and `heal NODE`")
 	flag.DurationVar(&cfg.hold, "hold", 4*time.Second, "with -fault partition or drop: how long a partition or a round of packet loss lasts")
 	flag.DurationVar(&cfg.ackBound, "ack-bound", 1500*time.Millisecond,
@@ -118,7 +122,7 @@ func parseFlags() config {
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "with -txn: seed of the transactions' sizes and of which are aborted; with -fault drop or skew: of the loss rates or clock offsets")
 	flag.Parse()
 	cfg.brokers = strings.Split(brokers, ",")
-	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "pause" && cfg.fault != "partition" && cfg.fault != "drop" && cfg.fault != "crash-all" && cfg.fault != "skew") {
+	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "pause" && cfg.fault != "partition" && cfg.fault != "drop" && cfg.fault != "crash-all" && cfg.fault != "skew" && cfg.fault != "mixed") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -186,6 +190,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		faults = "whole-cluster kills"
 	case "skew":
 		faults = "clock-skew rounds"
+	case "mixed":
+		faults = fmt.Sprintf("rounds drawn from %v", mixedClasses(cfg))
 	}
 	fmt.Fprintf(os.Stderr, "ledger: topic %s, %d partitions, rf %d; producing %.0f records/s; %d %s\n",
 		cfg.topic, cfg.partitions, cfg.replication, cfg.rate, cfg.kills, faults)
@@ -202,7 +208,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 	if killErr = sleep(ctx, cfg.warmup); killErr == nil {
 		if partitionMode {
 			rounds, claims, killErr = partitionLeaders(ctx, c, cfg, os.Stderr)
-		} else if cfg.fault == "drop" || cfg.fault == "crash-all" || cfg.fault == "skew" {
+		} else if cfg.fault == "drop" || cfg.fault == "crash-all" || cfg.fault == "skew" || cfg.fault == "mixed" {
 			whole, killErr = clusterRounds(ctx, c, cfg, os.Stderr)
 		} else {
 			kills, killErr = killLeaders(ctx, c, cfg, os.Stderr)
@@ -262,7 +268,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 		}
 		return 0, nil
 	}
-	if cfg.fault == "drop" || cfg.fault == "crash-all" || cfg.fault == "skew" {
+	if cfg.fault == "drop" || cfg.fault == "crash-all" || cfg.fault == "skew" || cfg.fault == "mixed" {
 		measureRounds(whole, acks, stoppedAt)
 		slow := printClusterRounds(os.Stdout, cfg.fault, whole)
 		problems := report(cfg.fault+"_rounds", len(whole), nil, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)

@@ -44,6 +44,7 @@ const (
 // faultRound is one round: what was done, and when it started and ended.
 type faultRound struct {
 	n      int
+	class  string // kill, pause, crash-all, skew or drop
 	what   string // "13% loss", "all killed"
 	at     time.Time
 	healed time.Time     // the fault's end: the heal or the first restart issued
@@ -57,27 +58,48 @@ type faultRound struct {
 	windowEnd   time.Time
 }
 
-// clusterRounds runs cfg.kills rounds of the whole-cluster fault cfg.fault.
+// mixedClasses is what `-fault mixed` draws from: leader kills and pauses and
+// whole-cluster kills always, clock skew when the nodes run under libfaketime
+// (-mixed-skew), packet loss when the fault script can drop (-mixed-drop).
+func mixedClasses(cfg config) []string {
+	classes := []string{"kill", "pause", "crash-all"}
+	if cfg.mixedSkew {
+		classes = append(classes, "skew")
+	}
+	if cfg.mixedDrop {
+		classes = append(classes, "drop")
+	}
+	return classes
+}
+
+// clusterRounds runs cfg.kills rounds of cfg.fault, each class drawn per round with
+// -fault mixed.
 func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) ([]faultRound, error) {
 	rng := rand.New(rand.NewPCG(cfg.seed, 0xd509))
-	if cfg.fault == "drop" || cfg.fault == "skew" {
+	if cfg.fault != "crash-all" {
 		fmt.Fprintf(log, "ledger: %s rounds: drawn with -seed %d\n", cfg.fault, cfg.seed)
 	}
 	var rounds []faultRound
 	all := c.nodes()
 	everyNode := func([]leaderView) []int { return all }
+	classes := mixedClasses(cfg)
 	for n := 1; n <= cfg.kills; n++ {
-		r := faultRound{n: n}
+		class := cfg.fault
+		if class == "mixed" {
+			class = classes[rng.IntN(len(classes))]
+		}
+		r := faultRound{n: n, class: class}
+		leader := func(view []leaderView) []int { return []int{int(view[0].leader)} }
 		var err error
-		if cfg.fault == "drop" {
+		switch class {
+		case "drop":
 			percent := dropPercentMin + rng.IntN(dropPercentMax-dropPercentMin+1)
 			r.what = fmt.Sprintf("%d%% loss on every node", percent)
 			err = clusterRound(ctx, c, cfg, everyNode, &r, func(id int) error {
 				return c.faultArgs(ctx, "drop", fmt.Sprint(id), fmt.Sprint(percent))
 			}, cfg.hold, func(undo context.Context, id int) error { return c.faultArgs(undo, "heal", fmt.Sprint(id)) })
-		} else if cfg.fault == "skew" {
+		case "skew":
 			offset := rng.IntN(2*skewSecondsMax+1) - skewSecondsMax
-			leader := func(view []leaderView) []int { return []int{int(view[0].leader)} }
 			err = clusterRound(ctx, c, cfg, leader, &r, func(id int) error {
 				r.what = fmt.Sprintf("node %d at %+ds", id, offset)
 				if err := c.kill(ctx, id); err != nil {
@@ -85,7 +107,17 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 				}
 				return c.skew(id, offset)
 			}, cfg.down, c.restart)
-		} else {
+		case "kill":
+			err = clusterRound(ctx, c, cfg, leader, &r, func(id int) error {
+				r.what = fmt.Sprintf("node %d killed", id)
+				return c.kill(ctx, id)
+			}, cfg.down, c.restart)
+		case "pause":
+			err = clusterRound(ctx, c, cfg, leader, &r, func(id int) error {
+				r.what = fmt.Sprintf("node %d paused", id)
+				return c.pause(ctx, id)
+			}, cfg.down, c.resume)
+		default: // crash-all
 			r.what = "every node killed"
 			err = clusterRound(ctx, c, cfg, everyNode, &r, func(id int) error { return c.kill(ctx, id) }, cfg.down, c.restart)
 		}
@@ -185,6 +217,24 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 		progress = append(progress, r.progressIn)
 		if r.noProgress || r.progressIn > progressBound {
 			slow = true
+		}
+	}
+	byClass := map[string][]faultRound{}
+	for _, r := range rounds {
+		byClass[r.class] = append(byClass[r.class], r)
+	}
+	if len(byClass) > 1 {
+		for _, class := range []string{"kill", "pause", "crash-all", "skew", "drop"} {
+			var cg, cp []time.Duration
+			for _, r := range byClass[class] {
+				cg, cp = append(cg, r.gap), append(cp, r.progressIn)
+			}
+			if len(cg) == 0 {
+				continue
+			}
+			gm, gx := stats(cg)
+			pm, px := stats(cp)
+			fmt.Fprintf(w, "class %-9s rounds=%d gap_ms p50=%s max=%s progress_ms p50=%s max=%s\n", class, len(cg), gm, gx, pm, px)
 		}
 	}
 	gapMed, gapMax := stats(gaps)
