@@ -41,6 +41,20 @@ record() { # name passed failed skipped
   passed=$((passed + $2)); failed=$((failed + $3)); skipped=$((skipped + $4))
   summary+=("$(printf '%-28s %4s passed %4s failed %4s skipped' "$1" "$2" "$3" "$4")")
 }
+# fault_stage NAME LOG PATTERN CMD...: runs a fault harness with its output in
+# $logs/LOG. Exit 0 passes (the summary lines matching PATTERN are shown), 77 is a
+# skip said out loud (a missing capability: root, namespaces, nft, libfaketime), any
+# other status fails with the log's tail.
+fault_stage() {
+  local name=$1 log=$logs/$2 pattern=$3 rc=0
+  shift 3
+  "$@" >"$log" 2>&1 || rc=$?
+  case $rc in
+    0) grep -E "$pattern" "$log" | tail -n 3; record "$name" 1 0 0 ;;
+    77) grep -E "^SKIP" "$log" | tail -n 1; echo "SKIP: $name not run (see above)"; record "$name" 0 0 1 ;;
+    *) tail -n 25 "$log"; record "$name" 0 1 0 ;;
+  esac
+}
 # Counts a suite that produced no parsable summary as one failure.
 record_or_fail() { if [[ -n "$2" ]]; then record "$1" $2; else record "$1" 0 1 0; fi; }
 
@@ -214,50 +228,24 @@ else
 fi
 note "cluster: leader-kill ledger (${LEDGER_KILLS:-5} kills; ./test.sh --full: 20)"
 kills=${LEDGER_KILLS:-5}; ((full)) && kills=20
-if LEDGER_BASE_PORT=$((port + 4000)) compat/ledger/run.sh --kills "$kills" >"$logs/ledger.log" 2>&1; then
-  grep -E "^ledger:" "$logs/ledger.log" | tail -n 2
-  record "cluster leader-kill ledger" 1 0 0
-else
-  tail -n 20 "$logs/ledger.log"
-  record "cluster leader-kill ledger" 0 1 0
-fi
+fault_stage "cluster leader-kill ledger" ledger.log "^ledger: (failover|kills)" \
+  env LEDGER_BASE_PORT=$((port + 4000)) compat/ledger/run.sh --kills "$kills"
 note "cluster: leader-pause ledger (3 SIGSTOP/SIGCONT of 2 s; ./test.sh --full: 10)"
 pauses=3; ((full)) && pauses=10
-if LEDGER_BASE_PORT=$((port + 4100)) compat/ledger/run.sh --kills "$pauses" -- -fault pause -down 2s >"$logs/ledger-pause.log" 2>&1; then
-  grep -E "^ledger: (failover|kills)" "$logs/ledger-pause.log" | tail -n 2
-  record "cluster leader-pause ledger" 1 0 0
-else
-  tail -n 20 "$logs/ledger-pause.log"
-  record "cluster leader-pause ledger" 0 1 0
-fi
+fault_stage "cluster leader-pause ledger" ledger-pause.log "^ledger: (failover|kills)" \
+  env LEDGER_BASE_PORT=$((port + 4100)) compat/ledger/run.sh --kills "$pauses" -- -fault pause -down 2s
 note "cluster: whole-cluster kill ledger (every node kill -9ed at once, down 3 s, all restarted; 2 rounds; ./test.sh --full: 6)"
 crashes=2; ((full)) && crashes=6
-if LEDGER_BASE_PORT=$((port + 4300)) compat/ledger/run.sh --kills "$crashes" -- -fault crash-all >"$logs/ledger-crash-all.log" 2>&1; then
-  grep -E "^(crash-all rounds|ledger: crash-all_rounds)" "$logs/ledger-crash-all.log"
-  record "cluster whole-cluster kill ledger" 1 0 0
-else
-  tail -n 20 "$logs/ledger-crash-all.log"
-  record "cluster whole-cluster kill ledger" 0 1 0
-fi
-note "cluster: clock-skew ledger (the leader killed and restarted with its wall clock up to 10 min off, libfaketime; 3 rounds; ./test.sh --full: 10)"
+fault_stage "cluster whole-cluster kill" ledger-crash-all.log "^(crash-all rounds|ledger: crash-all_rounds)" \
+  env LEDGER_BASE_PORT=$((port + 4300)) compat/ledger/run.sh --kills "$crashes" -- -fault crash-all
+note "cluster: clock-skew ledger (the leader restarted with its wall clock up to 10 min off, libfaketime; 3 rounds; ./test.sh --full: 10)"
 skews=3; ((full)) && skews=10
-LEDGER_BASE_PORT=$((port + 4300)) compat/ledger/run.sh --skew --kills "$skews" >"$logs/ledger-skew.log" 2>&1
-rc=$?
-case $rc in
-  0) grep -E "^(skew rounds|ledger: skew_rounds)" "$logs/ledger-skew.log"; record "cluster clock-skew ledger" 1 0 0 ;;
-  77) grep -E "^SKIP" "$logs/ledger-skew.log" | tail -n 1; echo "SKIP: clock-skew ledger not run (see above)"
-      record "cluster clock-skew ledger" 0 0 1 ;;
-  *) tail -n 20 "$logs/ledger-skew.log"; record "cluster clock-skew ledger" 0 1 0 ;;
-esac
+fault_stage "cluster clock-skew ledger" ledger-skew.log "^(skew rounds|ledger: skew_rounds)" \
+  env LEDGER_BASE_PORT=$((port + 4300)) compat/ledger/run.sh --skew --kills "$skews"
 note "cluster: transactional ledger (4 kills, partition leader and transaction coordinator in turn; ./test.sh --full: 12)"
 txn_kills=4; ((full)) && txn_kills=12
-if LEDGER_BASE_PORT=$((port + 4200)) compat/ledger/run.sh --kills "$txn_kills" -- -txn >"$logs/ledger-txn.log" 2>&1; then
-  grep -E "^ledger: txn (commit_stall|kills)" "$logs/ledger-txn.log" | tail -n 2
-  record "cluster transactional ledger" 1 0 0
-else
-  tail -n 20 "$logs/ledger-txn.log"
-  record "cluster transactional ledger" 0 1 0
-fi
+fault_stage "cluster transactional ledger" ledger-txn.log "^ledger: txn (commit_stall|kills)" \
+  env LEDGER_BASE_PORT=$((port + 4200)) compat/ledger/run.sh --kills "$txn_kills" -- -txn
 
 # The network-partition proof (compat/faults/partition.sh): the leader of partition 0
 # is cut off from both followers with nft rules in its own network namespace while
@@ -265,28 +253,15 @@ fi
 # them the stage says SKIP and counts as skipped, never as passed.
 note "cluster: network partitions (${PARTITION_ROUNDS:-3} rounds; ./test.sh --full: 5)"
 rounds=${PARTITION_ROUNDS:-3}; ((full)) && rounds=5
-PARTITION_PORT=$((port + 5000)) compat/faults/partition.sh --rounds "$rounds" >"$logs/partition.log" 2>&1
-rc=$?
-case $rc in
-  0) grep -E "^(partition: rounds|ledger: rounds)" "$logs/partition.log"; record "cluster network partition" 1 0 0 ;;
-  77) grep -E "^SKIP" "$logs/partition.log" | tail -n 1; echo "SKIP: network-partition test not run (see above)"
-      record "cluster network partition" 0 0 1 ;;
-  *) tail -n 25 "$logs/partition.log"; record "cluster network partition" 0 1 0 ;;
-esac
-
+fault_stage "cluster network partition" partition.log "^(partition: rounds|ledger: rounds)" \
+  env PARTITION_PORT=$((port + 5000)) compat/faults/partition.sh --rounds "$rounds"
 # Random packet loss (the same harness, --fault drop): 5-20% of every node's packets,
 # nodes and clients alike, for 4 s a round; the ledger's checks and some acknowledgement
 # within 10 s of each heal.
 note "cluster: packet loss (${DROP_ROUNDS:-3} rounds; ./test.sh --full: 6)"
 rounds=${DROP_ROUNDS:-3}; ((full)) && rounds=6
-PARTITION_PORT=$((port + 5000)) compat/faults/partition.sh --fault drop --rounds "$rounds" >"$logs/drop.log" 2>&1
-rc=$?
-case $rc in
-  0) grep -E "^(drop rounds|ledger: drop_rounds)" "$logs/drop.log"; record "cluster packet loss" 1 0 0 ;;
-  77) grep -E "^SKIP" "$logs/drop.log" | tail -n 1; echo "SKIP: packet-loss test not run (see above)"
-      record "cluster packet loss" 0 0 1 ;;
-  *) tail -n 25 "$logs/drop.log"; record "cluster packet loss" 0 1 0 ;;
-esac
+fault_stage "cluster packet loss" drop.log "^(drop rounds|ledger: drop_rounds)" \
+  env PARTITION_PORT=$((port + 5000)) compat/faults/partition.sh --fault drop --rounds "$rounds"
 
 if ((oracle)); then
   note "start Apache Kafka (oracle) on 127.0.0.1:$((port + 1000))"
