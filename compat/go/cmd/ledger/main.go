@@ -69,7 +69,6 @@ type config struct {
 	faultScript     string
 	hold            time.Duration
 	mixedSkew       bool
-	mixedDrop       bool
 	ackBound        time.Duration
 	probeLog        string
 	txn             bool
@@ -103,9 +102,8 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 30*time.Second, "producer delivery timeout (retries are unlimited within it)")
 	flag.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 250*time.Millisecond, "least time between the client's metadata refreshes (kgo default 5s)")
 	flag.StringVar(&cfg.clientLog, "client-log", "", "file for the franz-go client log (info level); none if empty")
-	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down; skew: the leader restarted with its wall clock up to 10 min off (nodes under libfaketime: run.sh --skew); mixed: each round one of kill, pause, crash-all (+ skew with -mixed-skew, drop with -mixed-drop), drawn with -seed")
+	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down; skew: the leader restarted with its wall clock up to 10 min off (nodes under libfaketime: run.sh --skew); mixed: each round one of kill, pause, crash-all (and skew with -mixed-skew), drawn with -seed")
 	flag.BoolVar(&cfg.mixedSkew, "mixed-skew", false, "with -fault mixed: draw clock-skew rounds too (the nodes run under libfaketime)")
-	flag.BoolVar(&cfg.mixedDrop, "mixed-drop", false, "with -fault mixed: draw packet-loss rounds too (the fault script can drop)")
 	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition or drop: script run as `isolate NODE NODES`, `drop NODE PERCENT` and `heal NODE`")
 	flag.DurationVar(&cfg.hold, "hold", 4*time.Second, "with -fault partition or drop: how long a partition or a round of packet loss lasts")
 	flag.DurationVar(&cfg.ackBound, "ack-bound", 1500*time.Millisecond,
