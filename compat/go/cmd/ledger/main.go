@@ -69,6 +69,7 @@ type config struct {
 	faultScript     string
 	hold            time.Duration
 	mixedSkew       bool
+	duration        time.Duration
 	ackBound        time.Duration
 	probeLog        string
 	txn             bool
@@ -103,6 +104,7 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 250*time.Millisecond, "least time between the client's metadata refreshes (kgo default 5s)")
 	flag.StringVar(&cfg.clientLog, "client-log", "", "file for the franz-go client log (info level); none if empty")
 	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down; skew: the leader restarted with its wall clock up to 10 min off (nodes under libfaketime: run.sh --skew); mixed: each round one of kill, pause, crash-all (and skew with -mixed-skew), drawn with -seed")
+	flag.DurationVar(&cfg.duration, "duration", 0, "with -fault drop, crash-all, skew or mixed: start rounds until this much time has passed (then -kills is ignored)")
 	flag.BoolVar(&cfg.mixedSkew, "mixed-skew", false, "with -fault mixed: draw clock-skew rounds too (the nodes run under libfaketime)")
 	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition or drop: script run as `isolate NODE NODES`, `drop NODE PERCENT` and `heal NODE`")
 	flag.DurationVar(&cfg.hold, "hold", 4*time.Second, "with -fault partition or drop: how long a partition or a round of packet loss lasts")
@@ -191,8 +193,12 @@ func run(ctx context.Context, cfg config) (int, error) {
 	case "mixed":
 		faults = fmt.Sprintf("rounds drawn from %v", mixedClasses(cfg))
 	}
-	fmt.Fprintf(os.Stderr, "ledger: topic %s, %d partitions, rf %d; producing %.0f records/s; %d %s\n",
-		cfg.topic, cfg.partitions, cfg.replication, cfg.rate, cfg.kills, faults)
+	count := fmt.Sprint(cfg.kills)
+	if cfg.duration > 0 {
+		count = "for " + cfg.duration.String() + ","
+	}
+	fmt.Fprintf(os.Stderr, "ledger: topic %s, %d partitions, rf %d; producing %.0f records/s; %s %s\n",
+		cfg.topic, cfg.partitions, cfg.replication, cfg.rate, count, faults)
 
 	produceCtx, stopProducing := context.WithCancel(ctx)
 	producedCh := make(chan int64, 1)

@@ -81,7 +81,18 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 	all := c.nodes()
 	everyNode := func([]leaderView) []int { return all }
 	classes := mixedClasses(cfg)
-	for n := 1; n <= cfg.kills; n++ {
+	started := time.Now()
+	more := func(n int) bool {
+		if cfg.duration > 0 {
+			return time.Since(started) < cfg.duration
+		}
+		return n <= cfg.kills
+	}
+	total := fmt.Sprint(cfg.kills)
+	if cfg.duration > 0 {
+		total = "(for " + cfg.duration.String() + ")"
+	}
+	for n := 1; more(n); n++ {
 		class := cfg.fault
 		if class == "mixed" {
 			class = classes[rng.IntN(len(classes))]
@@ -124,11 +135,11 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 		}
 		rounds = append(rounds, r)
 		if err != nil {
-			fmt.Fprintf(log, "ledger: %s round %d/%d: %v\n", cfg.fault, n, cfg.kills, err)
+			fmt.Fprintf(log, "ledger: %s round %d/%s: %v\n", cfg.fault, n, total, err)
 			return rounds, err
 		}
-		fmt.Fprintf(log, "ledger: %s round %d/%d: %s, from %s until %s; leaders agreed %v after\n",
-			cfg.fault, n, cfg.kills, r.what, r.at.Format(timeFormat), r.healed.Format(timeFormat), r.backIn.Round(time.Millisecond))
+		fmt.Fprintf(log, "ledger: %s round %d/%s: %s, from %s until %s; leaders agreed %v after\n",
+			cfg.fault, n, total, r.what, r.at.Format(timeFormat), r.healed.Format(timeFormat), r.backIn.Round(time.Millisecond))
 		if err := sleep(ctx, cfg.settle); err != nil {
 			return rounds, err
 		}
