@@ -11,11 +11,12 @@ import (
 	"time"
 )
 
-// Whole-cluster fault rounds: a fault applied to every node at once, held, then undone.
-// Nothing is aimed at a leader, so leaders may or may not change; what a round measures
-// is whether writes keep being acknowledged through it and how soon after it ends they
-// are again. The ledger's checks (nothing acknowledged lost, duplicated or reordered)
-// judge the data as in the other modes.
+// Fault rounds applied to every node at once or to partition 0's leader, held, then
+// undone. What a round measures is whether writes keep being acknowledged through it
+// (on any partition) and how soon after it ends they are again; the ledger's checks
+// (nothing acknowledged lost, duplicated or reordered) judge the data as in the other
+// modes. `-fault mixed` draws each round's class from kill, pause, crash-all and skew
+// (see mixedClasses), kill and pause acting on the leader as in killLeaders.
 //
 //   - `-fault drop`: each round draws a loss rate from dropPercentMin..dropPercentMax
 //     (seeded by -seed) and has the fault script drop that share of each node's packets
@@ -45,7 +46,7 @@ const (
 type faultRound struct {
 	n      int
 	class  string // kill, pause, crash-all, skew or drop
-	what   string // "13% loss", "all killed"
+	what   string // "13% loss on every node", "node 2 paused", ...
 	at     time.Time
 	healed time.Time     // the fault's end: the heal or the first restart issued
 	backIn time.Duration // from healed until every node agreed on the leaders
@@ -207,8 +208,9 @@ func measureRounds(rounds []faultRound, acks []ack, stoppedAt time.Time) {
 	}
 }
 
-// printRounds prints the rounds and returns whether a round broke a liveness bound:
-// no acknowledgement within progressBound of its end.
+// printClusterRounds prints the rounds, a summary per class when classes were mixed,
+// and returns whether a round broke the liveness bound: no acknowledgement within
+// progressBound of its end.
 func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 	fmt.Fprintln(w, "round  fault                     acked_during  gap_ms  progress_ms  back_ms")
 	var gaps, progress []time.Duration
