@@ -200,7 +200,10 @@ fn every_client_command_speaks_json() {
     let listed = j(&["topic", "list"], None);
     assert!(listed.as_array().unwrap().iter().any(|t| t["name"] == "events"), "{listed}");
     let altered = j(&["topic", "alter-config", "events", "-s", "retention.ms=60000", "-d", "cleanup.policy"], None);
-    assert_eq!(altered, serde_json::json!({"topic": "events", "set": {"retention.ms": "60000"}, "deleted": ["cleanup.policy"]}));
+    assert_eq!(
+        altered,
+        serde_json::json!({"topic": "events", "set": {"retention.ms": "60000"}, "deleted": ["cleanup.policy"]})
+    );
     let grown = j(&["topic", "add-partitions", "events", "-n", "3"], None);
     assert_eq!(grown, serde_json::json!({"topic": "events", "partitions": 3}));
 

@@ -14,7 +14,6 @@ use clap::Args;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::FetchRequest;
 use kafka_protocol::records::RecordBatchDecoder;
-
 use serde_json::json;
 
 use super::client::{failed, kafka_error, topic_name, usage, CliResult, Client};
