@@ -1,0 +1,390 @@
+// Command offsets checks that a consumer group's committed offsets are linearizable
+// while its coordinator is killed and paused. Several clients commit (OffsetCommit of
+// an empty group, generation -1) and read (OffsetFetch) the offsets of one group's
+// partitions, each partition a register; every operation's invocation and answer
+// times are recorded, and porcupine (github.com/anishathalye/porcupine) checks the
+// history against a register model, one partition at a time.
+//
+// A commit that failed or timed out may or may not have taken effect (an entry can
+// still commit after its leader lost leadership), so it is kept with an open end; a
+// failed read is dropped. Values are unique, so every read names the one write it saw.
+//
+// Faults, every -interval: the group's coordinator (FindCoordinator) is killed with
+// `cluster.sh kill` and restarted after -down, or stopped with SIGSTOP and resumed,
+// in turn. Exit status: 0 linearizable, 1 not, 2 the run could not finish or the
+// checker timed out.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type config struct {
+	brokers    []string
+	clusterDir string
+	clusterSh  string
+	topic      string
+	group      string
+	partitions int
+	clients    int
+	duration   time.Duration
+	interval   time.Duration
+	down       time.Duration
+	opTimeout  time.Duration
+	seed       uint64
+	faults     string
+}
+
+// input is one operation on partition key's register: a commit of value, or a read.
+type input struct {
+	key   int32
+	write bool
+	value int64
+}
+
+// noOffset is what a read of a partition with no committed offset returns.
+const noOffset = -1
+
+func main() {
+	var cfg config
+	var brokers string
+	flag.StringVar(&brokers, "brokers", "127.0.0.1:29092,127.0.0.1:29093,127.0.0.1:29094", "Kafka addresses of nodes 1..n, in node order")
+	flag.StringVar(&cfg.clusterDir, "cluster-dir", "", "directory of the cluster compat/cluster.sh started (required)")
+	flag.StringVar(&cfg.clusterSh, "cluster-sh", "compat/cluster.sh", "path of compat/cluster.sh")
+	flag.StringVar(&cfg.topic, "topic", fmt.Sprintf("offsets-%d", time.Now().Unix()), "topic whose partitions' offsets are committed")
+	flag.StringVar(&cfg.group, "group", fmt.Sprintf("offsets-%d", time.Now().Unix()), "group the offsets are committed for")
+	flag.IntVar(&cfg.partitions, "partitions", 4, "partitions (registers)")
+	flag.IntVar(&cfg.clients, "clients", 4, "concurrent clients")
+	flag.DurationVar(&cfg.duration, "duration", 60*time.Second, "how long clients run")
+	flag.DurationVar(&cfg.interval, "interval", 6*time.Second, "time between coordinator faults (0: none)")
+	flag.DurationVar(&cfg.down, "down", 2*time.Second, "how long a killed or paused coordinator stays down")
+	flag.DurationVar(&cfg.opTimeout, "op-timeout", 5*time.Second, "bound of one commit or read")
+	flag.StringVar(&cfg.faults, "faults", "both", "kill, pause, or both in turn")
+	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "seed of the clients' choices")
+	flag.Parse()
+	cfg.brokers = strings.Split(brokers, ",")
+	if cfg.clusterDir == "" || cfg.partitions < 1 || cfg.clients < 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	os.Exit(run(cfg))
+}
+
+func run(cfg config) int {
+	ctx := context.Background()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(cfg.brokers...))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "offsets:", err)
+		return 2
+	}
+	defer admin.Close()
+	if err := createTopic(ctx, admin, cfg.topic, cfg.partitions); err != nil {
+		fmt.Fprintln(os.Stderr, "offsets:", err)
+		return 2
+	}
+	fmt.Fprintf(os.Stderr, "offsets: group %s, %d partitions of %s, %d clients for %v, a coordinator fault every %v, seed %d\n",
+		cfg.group, cfg.partitions, cfg.topic, cfg.clients, cfg.duration, cfg.interval, cfg.seed)
+
+	start := time.Now()
+	var mu sync.Mutex
+	var history []porcupine.Operation
+	var commits, reads, unknown, failedReads int
+	record := func(op porcupine.Operation) {
+		mu.Lock()
+		history = append(history, op)
+		mu.Unlock()
+	}
+	stamp := func() int64 { return time.Since(start).Nanoseconds() }
+
+	runCtx, stop := context.WithTimeout(ctx, cfg.duration)
+	defer stop()
+	var wg sync.WaitGroup
+	for id := 0; id < cfg.clients; id++ {
+		wg.Add(1)
+		go func(id int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(cfg.seed, uint64(id)))
+			cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.brokers...), kgo.RetryTimeout(cfg.opTimeout))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "offsets:", err)
+				return
+			}
+			defer cl.Close()
+			for seq := int64(1); runCtx.Err() == nil; seq++ {
+				opCtx, cancel := context.WithTimeout(ctx, cfg.opTimeout)
+				if rng.IntN(2) == 0 {
+					key := int32(rng.IntN(cfg.partitions))
+					value := int64(id)*1_000_000_000 + seq
+					call := stamp()
+					err := commit(opCtx, cl, cfg, key, value)
+					ret := stamp()
+					mu.Lock()
+					commits++
+					if err != nil {
+						unknown++ // it may still take effect: no end
+						ret = math.MaxInt64
+					}
+					mu.Unlock()
+					record(porcupine.Operation{ClientId: id, Input: input{key: key, write: true, value: value}, Call: call, Output: int64(0), Return: ret})
+				} else {
+					call := stamp()
+					got, err := fetch(opCtx, cl, cfg)
+					ret := stamp()
+					mu.Lock()
+					reads++
+					if err != nil {
+						failedReads++
+					}
+					mu.Unlock()
+					if err == nil {
+						for key, value := range got {
+							record(porcupine.Operation{ClientId: id, Input: input{key: key}, Call: call, Output: value, Return: ret})
+						}
+					}
+				}
+				cancel()
+			}
+		}(id)
+	}
+	faults := 0
+	var faultErr error
+	if cfg.interval > 0 {
+		faults, faultErr = injectFaults(runCtx, admin, cfg)
+	}
+	wg.Wait()
+	if faultErr != nil {
+		fmt.Fprintln(os.Stderr, "offsets: faults stopped:", faultErr)
+	}
+
+	result, info := porcupine.CheckOperationsVerbose(registerModel(), history, 2*time.Minute)
+	fmt.Printf("offsets: commits=%d (outcome unknown %d) reads=%d (failed %d) operations=%d coordinator_faults=%d linearizable=%s\n",
+		commits, unknown, reads, failedReads, len(history), faults, result)
+	switch {
+	case result == porcupine.Illegal:
+		path := "offsets-history.html"
+		if f, err := os.Create(path); err == nil {
+			_ = porcupine.Visualize(registerModel(), info, f)
+			f.Close()
+			fmt.Printf("NOT LINEARIZABLE: the history is drawn in %s\n", path)
+		}
+		return 1
+	case result != porcupine.Ok || faultErr != nil || commits == 0 || reads == 0:
+		return 2
+	}
+	return 0
+}
+
+func registerModel() porcupine.Model {
+	return porcupine.Model{
+		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+			byKey := map[int32][]porcupine.Operation{}
+			for _, op := range history {
+				k := op.Input.(input).key
+				byKey[k] = append(byKey[k], op)
+			}
+			keys := make([]int32, 0, len(byKey))
+			for k := range byKey {
+				keys = append(keys, k)
+			}
+			sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+			out := make([][]porcupine.Operation, 0, len(keys))
+			for _, k := range keys {
+				out = append(out, byKey[k])
+			}
+			return out
+		},
+		Init: func() interface{} { return int64(noOffset) },
+		Step: func(state, in, out interface{}) (bool, interface{}) {
+			i := in.(input)
+			if i.write {
+				return true, i.value
+			}
+			return out.(int64) == state.(int64), state
+		},
+		DescribeOperation: func(in, out interface{}) string {
+			i := in.(input)
+			if i.write {
+				return fmt.Sprintf("commit p%d = %d", i.key, i.value)
+			}
+			return fmt.Sprintf("fetch p%d -> %d", i.key, out.(int64))
+		},
+	}
+}
+
+func createTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = topic, int32(partitions), 3
+	req.Topics = append(req.Topics, t)
+	req.TimeoutMillis = 30_000
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if t.ErrorCode != 0 && t.ErrorCode != 36 { // 36: TOPIC_ALREADY_EXISTS
+			return fmt.Errorf("create topic %s: error %d", topic, t.ErrorCode)
+		}
+	}
+	return nil
+}
+
+// commit commits value as partition key's offset for the group, as an empty group's
+// member does (generation -1, no member id).
+func commit(ctx context.Context, cl *kgo.Client, cfg config, key int32, value int64) error {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = cfg.group, -1
+	t := kmsg.NewOffsetCommitRequestTopic()
+	t.Topic = cfg.topic
+	p := kmsg.NewOffsetCommitRequestTopicPartition()
+	p.Partition, p.Offset, p.LeaderEpoch = key, value, -1
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return fmt.Errorf("commit p%d: error %d", p.Partition, p.ErrorCode)
+			}
+		}
+	}
+	return nil
+}
+
+// fetch reads the group's committed offset of every partition (noOffset where none).
+func fetch(ctx context.Context, cl *kgo.Client, cfg config) (map[int32]int64, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = cfg.group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = cfg.topic
+	for p := 0; p < cfg.partitions; p++ {
+		rt.Partitions = append(rt.Partitions, int32(p))
+	}
+	req.Topics = append(req.Topics, rt)
+	g := kmsg.NewOffsetFetchRequestGroup()
+	g.Group = cfg.group
+	gt := kmsg.NewOffsetFetchRequestGroupTopic()
+	gt.Topic, gt.Partitions = cfg.topic, rt.Partitions
+	g.Topics = append(g.Topics, gt)
+	req.Groups = append(req.Groups, g)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	got := map[int32]int64{}
+	add := func(code int16, p int32, offset int64) error {
+		if code != 0 {
+			return fmt.Errorf("fetch p%d: error %d", p, code)
+		}
+		got[p] = offset
+		return nil
+	}
+	if len(resp.Groups) > 0 { // v8 and later answer per group
+		g := resp.Groups[0]
+		if g.ErrorCode != 0 {
+			return nil, fmt.Errorf("fetch: group error %d", g.ErrorCode)
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				if err := add(p.ErrorCode, p.Partition, p.Offset); err != nil {
+					return nil, err
+				}
+			}
+		}
+	} else {
+		if resp.ErrorCode != 0 {
+			return nil, fmt.Errorf("fetch: error %d", resp.ErrorCode)
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := add(p.ErrorCode, p.Partition, p.Offset); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if len(got) != cfg.partitions {
+		return nil, fmt.Errorf("fetch answered %d of %d partitions", len(got), cfg.partitions)
+	}
+	return got, nil
+}
+
+// injectFaults kills and pauses the group's coordinator in turn until ctx ends; gives
+// how many faults it injected.
+func injectFaults(ctx context.Context, cl *kgo.Client, cfg config) (int, error) {
+	faults := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return faults, nil
+		case <-time.After(cfg.interval):
+		}
+		node, err := coordinator(ctx, cl, cfg.group)
+		if err != nil {
+			if ctx.Err() != nil {
+				return faults, nil
+			}
+			return faults, err
+		}
+		stop, resume := "kill", "restart"
+		if cfg.faults == "pause" || (cfg.faults == "both" && faults%2 == 1) {
+			stop, resume = "pause", "resume"
+		}
+		if err := clusterSh(cfg, stop, node); err != nil {
+			return faults, err
+		}
+		faults++
+		time.Sleep(cfg.down)
+		if err := clusterSh(cfg, resume, node); err != nil {
+			return faults, err
+		}
+		fmt.Fprintf(os.Stderr, "offsets: fault %d: coordinator node %d %s, %s after %v\n", faults, node, stop, resume, cfg.down)
+	}
+}
+
+func coordinator(ctx context.Context, cl *kgo.Client, group string) (int32, error) {
+	for attempt := 0; ; attempt++ {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey, req.CoordinatorKeys = group, []string{group}
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			if len(resp.Coordinators) > 0 && resp.Coordinators[0].ErrorCode == 0 {
+				return resp.Coordinators[0].NodeID, nil
+			}
+			if len(resp.Coordinators) == 0 && resp.ErrorCode == 0 {
+				return resp.NodeID, nil
+			}
+		}
+		if attempt >= 50 || ctx.Err() != nil {
+			return 0, fmt.Errorf("no coordinator for group %s: %v", group, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func clusterSh(cfg config, verb string, node int32) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, cfg.clusterSh, verb, fmt.Sprint(node), cfg.clusterDir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("cluster.sh %s %d: %w: %s", verb, node, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
