@@ -5,9 +5,10 @@
 // times are recorded, and porcupine (github.com/anishathalye/porcupine) checks the
 // history against a register model, one partition at a time.
 //
-// A commit that failed or timed out may or may not have taken effect (an entry can
-// still commit after its leader lost leadership), so it is kept with an open end; a
-// failed read is dropped. Values are unique, so every read names the one write it saw.
+// Each operation is one request to one broker (no client retries). A commit that
+// failed or timed out may or may not have taken effect (an entry can still commit
+// after its leader lost leadership), so it is kept with an open end; a failed read is
+// dropped. Values are unique, so every read names the one write it saw.
 //
 // Faults, every -interval: the group's coordinator (FindCoordinator) is killed with
 // `cluster.sh kill` and restarted after -down, or stopped with SIGSTOP and resumed,
@@ -17,6 +18,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
@@ -47,6 +49,7 @@ type config struct {
 	opTimeout  time.Duration
 	seed       uint64
 	faults     string
+	history    string
 }
 
 // input is one operation on partition key's register: a commit of value, or a read.
@@ -73,6 +76,7 @@ func main() {
 	flag.DurationVar(&cfg.interval, "interval", 6*time.Second, "time between coordinator faults (0: none)")
 	flag.DurationVar(&cfg.down, "down", 2*time.Second, "how long a killed or paused coordinator stays down")
 	flag.DurationVar(&cfg.opTimeout, "op-timeout", 5*time.Second, "bound of one commit or read")
+	flag.StringVar(&cfg.history, "history", "history.jsonl", "file for the history, Jepsen-style JSON lines (invoke and ok/info events); none if empty")
 	flag.StringVar(&cfg.faults, "faults", "both", "kill, pause, or both in turn")
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "seed of the clients' choices")
 	flag.Parse()
@@ -118,7 +122,10 @@ func run(cfg config) int {
 		go func(id int) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(cfg.seed, uint64(id)))
-			cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.brokers...), kgo.RetryTimeout(cfg.opTimeout))
+			// One attempt per operation: a retried commit could take effect twice (once
+			// where the first attempt landed, once where the retry did), which a register
+			// model cannot tell from a broker's fault.
+			cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.brokers...), kgo.RequestRetries(0))
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "offsets:", err)
 				return
@@ -132,6 +139,7 @@ func run(cfg config) int {
 					call := stamp()
 					err := commit(opCtx, cl, cfg, key, value)
 					ret := stamp()
+					gaveUp := ret
 					mu.Lock()
 					commits++
 					if err != nil {
@@ -139,7 +147,8 @@ func run(cfg config) int {
 						ret = math.MaxInt64
 					}
 					mu.Unlock()
-					record(porcupine.Operation{ClientId: id, Input: input{key: key, write: true, value: value}, Call: call, Output: int64(0), Return: ret})
+					record(porcupine.Operation{ClientId: id, Input: input{key: key, write: true, value: value}, Call: call,
+						Output: int64(0), Return: ret, Metadata: gaveUp})
 				} else {
 					call := stamp()
 					got, err := fetch(opCtx, cl, cfg)
@@ -170,6 +179,11 @@ func run(cfg config) int {
 		fmt.Fprintln(os.Stderr, "offsets: faults stopped:", faultErr)
 	}
 
+	if cfg.history != "" {
+		if err := writeHistory(cfg.history, history); err != nil {
+			fmt.Fprintln(os.Stderr, "offsets: history:", err)
+		}
+	}
 	result, info := porcupine.CheckOperationsVerbose(registerModel(), history, 2*time.Minute)
 	fmt.Printf("offsets: commits=%d (outcome unknown %d) reads=%d (failed %d) operations=%d coordinator_faults=%d linearizable=%s\n",
 		commits, unknown, reads, failedReads, len(history), faults, result)
@@ -186,6 +200,52 @@ func run(cfg config) int {
 		return 2
 	}
 	return 0
+}
+
+// writeHistory writes the operations as Jepsen-style events, one JSON object a line in
+// time order: an "invoke" at each call and, at its return, "ok" (or "info" when the
+// client gave up on a commit whose outcome is unknown).
+func writeHistory(path string, ops []porcupine.Operation) error {
+	type event struct {
+		Process int    `json:"process"`
+		Type    string `json:"type"`
+		F       string `json:"f"`
+		Key     int32  `json:"key"`
+		Value   *int64 `json:"value"`
+		TimeNs  int64  `json:"time"`
+	}
+	var events []event
+	for _, op := range ops {
+		in := op.Input.(input)
+		f := "fetch"
+		var value *int64
+		if in.write {
+			f, value = "commit", &in.value
+		}
+		events = append(events, event{op.ClientId, "invoke", f, in.key, value, op.Call})
+		switch {
+		case op.Return == math.MaxInt64:
+			events = append(events, event{op.ClientId, "info", f, in.key, value, op.Metadata.(int64)})
+		case in.write:
+			events = append(events, event{op.ClientId, "ok", f, in.key, value, op.Return})
+		default:
+			read := op.Output.(int64)
+			events = append(events, event{op.ClientId, "ok", f, in.key, &read, op.Return})
+		}
+	}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].TimeNs < events[j].TimeNs })
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for _, e := range events {
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func registerModel() porcupine.Model {
