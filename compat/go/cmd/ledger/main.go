@@ -83,6 +83,23 @@ type config struct {
 	seed            uint64
 }
 
+// faultNames is every -fault mode and what its rounds are called in the summary.
+var faultNames = map[string]string{
+	"kill": "kills", "pause": "pauses", "partition": "partition rounds", "drop": "packet-loss rounds",
+	"crash-all": "whole-cluster kills", "skew": "clock-skew rounds", "mixed": "mixed rounds",
+}
+
+// completed is how many of the kills (or partition rounds) finished without an error.
+func completed(kills []kill) int {
+	n := 0
+	for _, k := range kills {
+		if k.err == "" {
+			n++
+		}
+	}
+	return n
+}
+
 func parseFlags() config {
 	var cfg config
 	var brokers string
@@ -122,7 +139,7 @@ func parseFlags() config {
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "with -txn: seed of the transactions' sizes and of which are aborted; with -fault drop or skew: of the loss rates or clock offsets")
 	flag.Parse()
 	cfg.brokers = strings.Split(brokers, ",")
-	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || (cfg.fault != "kill" && cfg.fault != "pause" && cfg.fault != "partition" && cfg.fault != "drop" && cfg.fault != "crash-all" && cfg.fault != "skew" && cfg.fault != "mixed") {
+	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || faultNames[cfg.fault] == "" {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -156,6 +173,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 	defer c.close()
 	c.faultScript = cfg.faultScript
 	partitionMode := cfg.fault == "partition"
+	// Rounds of clusterRounds (rounds.go): faults that are not aimed at one leader kill.
+	roundsMode := cfg.fault == "drop" || cfg.fault == "crash-all" || cfg.fault == "skew" || cfg.fault == "mixed"
 	l := &ledger{}
 	opts := producerOptions(cfg.brokers, cfg, l)
 	if cfg.clientLog != "" {
@@ -178,19 +197,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 	if _, err := c.waitAgreed(ctx, c.nodes(), -1, cfg.waitTimeout); err != nil {
 		return 2, fmt.Errorf("topic %s has no agreed leaders: %w\n%s", cfg.topic, err, c.logTails(30))
 	}
-	faults := "kills"
-	switch cfg.fault {
-	case "partition":
-		faults = "partition rounds"
-	case "pause":
-		faults = "pauses"
-	case "drop":
-		faults = "packet-loss rounds"
-	case "crash-all":
-		faults = "whole-cluster kills"
-	case "skew":
-		faults = "clock-skew rounds"
-	case "mixed":
+	faults := faultNames[cfg.fault]
+	if cfg.fault == "mixed" {
 		faults = fmt.Sprintf("rounds drawn from %v", mixedClasses(cfg))
 	}
 	count := fmt.Sprint(cfg.kills)
@@ -212,7 +220,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 	if killErr = sleep(ctx, cfg.warmup); killErr == nil {
 		if partitionMode {
 			rounds, claims, killErr = partitionLeaders(ctx, c, cfg, os.Stderr)
-		} else if cfg.fault == "drop" || cfg.fault == "crash-all" || cfg.fault == "skew" || cfg.fault == "mixed" {
+		} else if roundsMode {
 			whole, killErr = clusterRounds(ctx, c, cfg, os.Stderr)
 		} else {
 			kills, killErr = killLeaders(ctx, c, cfg, os.Stderr)
@@ -263,7 +271,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 		pv := judgePartitions(rounds, logs, claims, cfg.ackBound)
 		counts, diff, divergent := c.replicasIdentical(ctx)
 		reportPartitions(os.Stdout, pv, cfg.ackBound, counts, diff)
-		problems := report("rounds", len(kills), kills, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
+		problems := report("rounds", completed(kills), kills, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
 		switch {
 		case v.failed() || pv.failed() || divergent:
 			return 1, nil
@@ -272,7 +280,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 		}
 		return 0, nil
 	}
-	if cfg.fault == "drop" || cfg.fault == "crash-all" || cfg.fault == "skew" || cfg.fault == "mixed" {
+	if roundsMode {
 		measureRounds(whole, acks, stoppedAt)
 		slow := printClusterRounds(os.Stdout, cfg.fault, whole)
 		problems := report(cfg.fault+"_rounds", len(whole), nil, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
@@ -285,7 +293,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 		return 0, nil
 	}
 	printKills(os.Stdout, kills)
-	problems := report("kills", len(kills), kills, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
+	problems := report("kills", completed(kills), kills, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
 	switch {
 	case v.failed():
 		return 1, nil
