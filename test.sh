@@ -262,6 +262,13 @@ note "cluster: packet loss (${DROP_ROUNDS:-3} rounds; ./test.sh --full: 6)"
 rounds=${DROP_ROUNDS:-3}; ((full)) && rounds=6
 fault_stage "cluster packet loss" drop.log "^(drop rounds|ledger: drop_rounds)" \
   env PARTITION_PORT=$((port + 5000)) compat/faults/partition.sh --fault drop --rounds "$rounds"
+# Committed group offsets (compat/faults/offsets.sh): clients commit and read one
+# group's offsets, one request per operation, while its coordinator is killed and
+# paused in turn; porcupine checks the history for linearizability.
+note "cluster: group offsets linearizable (30 s of coordinator kills and pauses; ./test.sh --full: 120 s)"
+secs=30; ((full)) && secs=120
+fault_stage "cluster offsets linearizable" offsets.log "^offsets: (commits|operations)" \
+  env OFFSETS_PORT=$((port + 5500)) compat/faults/offsets.sh --seconds "$secs"
 
 if ((oracle)); then
   note "start Apache Kafka (oracle) on 127.0.0.1:$((port + 1000))"

@@ -3,7 +3,8 @@
 //! coordinator; FindCoordinator names another node within seconds, and there
 //! OffsetFetch returns every offset committed before the kill, and so it does after a
 //! controlled shutdown of the next coordinator. A node that does not lead the group's
-//! partition answers NOT_COORDINATOR.
+//! partition answers NOT_COORDINATOR. A coordinator paused while another took over
+//! never answers from what it held when it resumes.
 
 mod common;
 
@@ -154,4 +155,48 @@ fn committed_offsets_survive_the_coordinator_kill_9() {
     let others: Vec<i32> = (1..=3).filter(|n| *n != at).collect();
     let next = wait_for_coordinator(&c, &others, group, Some(at));
     assert_eq!(fetch_when_loaded(&c, next, group), want, "after the controlled shutdown of node {at}");
+}
+
+/// A coordinator stopped (SIGSTOP) long enough for another to take over still believes
+/// it leads when it resumes, until it hears of the later term. An OffsetFetch sent to
+/// it after a newer commit at its successor, answered as soon as it resumes, must not
+/// return the offset it held: it confirms its leadership first (ReadIndex), fails to,
+/// and answers NOT_COORDINATOR (or, if it already learnt, the same). Three rounds, each
+/// pausing the coordinator of the moment.
+#[test]
+fn a_paused_coordinator_does_not_answer_from_memory_when_it_resumes() {
+    let mut c = Cluster::start(3);
+    assert_eq!(c.create_topic(TOPIC, 3, 3), 0);
+    let group = "paused-coordinator";
+    let mut offset = 100;
+    commit_until_done(&c, &[1, 2, 3], group, &[(0, offset)]);
+    for round in 0..3 {
+        let paused = wait_for_coordinator(&c, &[1, 2, 3], group, None);
+        assert_eq!(fetch_when_loaded(&c, paused, group)[0].1, offset);
+        let mut stale = c.try_connect(paused).expect("the coordinator accepts a connection");
+        c.node(paused).pause();
+        let live: Vec<i32> = (1..=3).filter(|n| *n != paused).collect();
+        wait_for_coordinator(&c, &live, group, Some(paused));
+        offset += 100;
+        commit_until_done(&c, &live, group, &[(0, offset)]);
+
+        // Sent after the commit was acknowledged; read when the paused node resumes.
+        let req = OffsetFetchRequest::default().with_group_id(group_id(group)).with_topics(Some(vec![
+            OffsetFetchRequestTopic::default().with_name(common::kafka::name(TOPIC)).with_partition_indexes(vec![0]),
+        ]));
+        let (correlation, frame) = stale.frame(ApiKey::OffsetFetch, 7, &req);
+        stale.send_raw(&frame);
+        c.node(paused).resume();
+        let mut answer = stale.read_frame().expect("the resumed node answers");
+        assert_eq!(i32::from_be_bytes(answer[..4].try_into().unwrap()), correlation);
+        let mut body = answer.split_off(5); // correlation id and tagged fields (v6+)
+        let r = <OffsetFetchResponse as kafka_protocol::protocol::Decodable>::decode(&mut body, 7).expect("decodes");
+        let got = r.topics[0].partitions[0].committed_offset;
+        eprintln!("round {round}: node {paused} resumed and answered error {} offset {got}", r.error_code);
+        assert!(
+            r.error_code == NOT_COORDINATOR || (r.error_code == 0 && got == offset),
+            "round {round}: resumed node {paused} answered error {} with offset {got}; the last commit was {offset}",
+            r.error_code
+        );
+    }
 }

@@ -74,6 +74,18 @@ pub struct Actions {
     /// Released entries to read back from the partition log for appends to slow voters;
     /// each is answered with `MultiRaft::fetched`, in any order.
     pub fetch: Vec<FetchRequest>,
+    /// Leaderships confirmed for `MultiRaft::read_index`.
+    pub reads: Vec<ReadConfirmed>,
+}
+
+/// A quorum answered the heartbeats a leader sent for read round `round` of `group`,
+/// in the term it was asked in: the node still led after `read_index` was called, and
+/// its commit index then was `commit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadConfirmed {
+    pub group: GroupId,
+    pub round: u64,
+    pub commit: u64,
 }
 
 impl Actions {
@@ -84,6 +96,7 @@ impl Actions {
             && self.apply.is_empty()
             && self.leadership.is_empty()
             && self.fetch.is_empty()
+            && self.reads.is_empty()
     }
 
     /// Queues `message` of `group` for its destination, heartbeats apart.

@@ -28,7 +28,7 @@ mod quiesce;
 
 use std::fmt;
 
-pub use actions::{is_heartbeat, Actions, Apply, Envelope, LeadershipChange, PersistRequest};
+pub use actions::{is_heartbeat, Actions, Apply, Envelope, LeadershipChange, PersistRequest, ReadConfirmed};
 pub use error::{FetchError, GroupError, ProposeError, StepError};
 pub use in_sync::InSync;
 pub use log_store::{FetchRequest, GroupStorage, LogBase, PersistedGroup, SnapshotInstall};

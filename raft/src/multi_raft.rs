@@ -38,7 +38,7 @@ use raft::{RawNode, StateRole};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::actions::{Actions, Apply, LeadershipChange, PersistRequest};
+use crate::actions::{Actions, Apply, LeadershipChange, PersistRequest, ReadConfirmed};
 use crate::error::{FetchError, GroupError, ProposeError, StepError};
 use crate::in_sync::{InSync, InSyncTracker, Observed};
 use crate::log_store::{offset_count, GroupStorage, SnapshotInstall};
@@ -455,6 +455,23 @@ impl MultiRaft {
         actions
     }
 
+    /// Asks `group`'s voters to confirm that this node still leads it (Raft's ReadIndex,
+    /// §6.4 of Ongaro's thesis), for a read that must not be served by a deposed leader
+    /// that has not heard of its successor (one paused, or cut off, and back). The
+    /// heartbeats carrying `round` go out with the next `collect`; once a majority
+    /// answers them in this term, a later `collect` carries a [`ReadConfirmed`]. A
+    /// leader deposed meanwhile never confirms, nor does one that has not yet committed
+    /// an entry of its term (raft-rs drops that request): the caller bounds its wait
+    /// and asks again.
+    pub fn read_index(&mut self, group: GroupId, round: u64) -> Result<(), ProposeError> {
+        let state = self.groups.get_mut(&group).ok_or(ProposeError::UnknownGroup { group })?;
+        may_propose(&state.node, group)?;
+        state.wake(self.ticks);
+        state.node.read_index(round.to_be_bytes().to_vec());
+        self.ready.insert(group);
+        Ok(())
+    }
+
     /// The shell read back the released entries of `group` from `low` that a
     /// [`FetchRequest`](crate::FetchRequest) asked for (`entries` empty: the read
     /// failed, and raft-rs asks again with a later append). The appends waiting for them
@@ -617,6 +634,11 @@ fn collect_group(group: GroupId, state: &mut Group, actions: &mut Actions) -> bo
         let leader = (soft.leader_id != raft::INVALID_ID).then_some(soft.leader_id);
         let term = node.raft.term;
         actions.leadership.push(LeadershipChange { group, term, leader, role: soft.raft_state });
+    }
+    for read in ready.take_read_states() {
+        if let Ok(round) = <[u8; 8]>::try_from(&read.request_ctx[..]) {
+            actions.reads.push(ReadConfirmed { group, round: u64::from_be_bytes(round), commit: read.index });
+        }
     }
     let mut snapshots_sent = Vec::new();
     for message in ready.take_messages() {
@@ -975,6 +997,70 @@ mod tests {
             assert!(waited <= election_ticks + election_ticks / 2 + 3, "no new leader after {waited} ticks");
         }
         assert!(waited > election_ticks, "peers are given an election timeout: elected after {waited} ticks");
+    }
+
+    /// Collects from `nodes` (persisting at once) and delivers what they send, except to
+    /// or from `cut` (a node index), until quiet; returns the reads confirmed.
+    fn deliver_reads(nodes: &mut [MultiRaft], cut: Option<usize>) -> Vec<(NodeId, ReadConfirmed)> {
+        let mut reads = Vec::new();
+        for _ in 0..100 {
+            let mut inbox = Vec::new();
+            let mut quiet = true;
+            for (i, raft) in nodes.iter_mut().enumerate() {
+                let actions = raft.collect();
+                quiet &= actions.is_empty();
+                for request in &actions.persist {
+                    raft.persisted(request.group, request.ready).expect("known group");
+                }
+                reads.extend(actions.reads.iter().map(|read| (raft.node(), *read)));
+                if Some(i) != cut {
+                    for (_, envelopes) in actions.messages.into_iter().chain(actions.heartbeats) {
+                        inbox.extend(envelopes.into_iter().filter(|e| Some(e.message.to as usize - 1) != cut));
+                    }
+                }
+            }
+            for envelope in inbox {
+                let to = envelope.message.to as usize - 1;
+                let _ = nodes[to].step(envelope.group, envelope.message);
+            }
+            if quiet {
+                return reads;
+            }
+        }
+        panic!("cluster never settled");
+    }
+
+    #[test]
+    fn only_a_leader_a_majority_still_follows_confirms_a_read() {
+        let mut nodes = cluster(3, &[GROUP]);
+        nodes[0].campaign(GROUP).expect("campaign");
+        settle(&mut nodes);
+        for _ in 0..3 {
+            tick_all(&mut nodes);
+        }
+        assert_eq!(nodes[0].quiet_groups(), 1);
+        // A quiet leader confirms too (the read wakes the group).
+        nodes[0].read_index(GROUP, 7).expect("the leader takes a read");
+        let commit = nodes[0].commit_index(GROUP).expect("group");
+        assert_eq!(deliver_reads(&mut nodes, None), vec![(1, ReadConfirmed { group: GROUP, round: 7, commit })]);
+        assert!(matches!(nodes[1].read_index(GROUP, 8), Err(ProposeError::NotLeader { leader: Some(1), .. })));
+
+        // Node 1 is cut off long enough for the others to elect a leader, and does not
+        // know it: its read goes out, is answered in a later term, and never confirms.
+        let mut ticks = 0;
+        while !nodes[1..].iter().any(|raft| raft.leader_term(GROUP).is_some()) {
+            for raft in nodes[1..].iter_mut() {
+                raft.tick();
+            }
+            deliver_reads(&mut nodes, Some(0));
+            ticks += 1;
+            assert!(ticks < 100, "no new leader");
+        }
+        assert!(nodes[0].leader_term(GROUP).is_some(), "the cut-off leader still believes it leads");
+        nodes[0].read_index(GROUP, 9).expect("it takes the read");
+        let reads = deliver_reads(&mut nodes, None);
+        assert!(reads.iter().all(|(node, _)| *node != 1), "a deposed leader confirmed a read: {reads:?}");
+        assert_eq!(nodes[0].leader_term(GROUP), None, "the answers in a later term depose it");
     }
 
     fn change(changes: &[(ConfChangeType, NodeId)]) -> ConfChangeV2 {

@@ -117,6 +117,9 @@ pub async fn commit(shard: Rc<Shard>, partition: i32, req: CommitRequest) -> Vec
         None => Producer::NONE,
     };
     match shell::append_internal(&shard, super::OFFSETS_TOPIC, partition, producer, &writes).await {
+        // Committed, but this node stopped coordinating meanwhile: whoever loads the
+        // partition next reads the commit from the log.
+        Ok(_) if routing::check_coordinator(&shard, partition).is_err() => {}
         Ok(base) => {
             let mut c = shard.coordinator.borrow_mut();
             for (n, (i, v)) in written.into_iter().enumerate() {
@@ -165,7 +168,7 @@ fn validate_commit(shard: &Shard, req: &CommitRequest) -> Result<(), i16> {
 
 /// Fetches the committed offsets of one group: a group-level error, or its partitions.
 pub async fn fetch(shard: Rc<Shard>, partition: i32, req: FetchRequest) -> Result<Vec<FetchedOffset>, i16> {
-    routing::check_coordinator(&shard, partition)?;
+    routing::check_coordinator_for_read(&shard, partition).await?;
     let c = shard.coordinator.borrow();
     if let (Some(member), Some(Group::Consumer(g))) = (&req.member_id, c.groups.get(&req.group_id)) {
         g.validate_offset_fetch(member, req.member_epoch)?;

@@ -127,6 +127,24 @@ pub fn check_coordinator(shard: &Shard, partition: i32) -> Result<(), i16> {
     Ok(())
 }
 
+/// As `check_coordinator`, before an answer from the coordinator's memory: in a
+/// cluster, the offsets partition's voters also confirm that this node still leads it
+/// (`replication::read_index`), so a coordinator that was paused or cut off, and has
+/// not heard of its successor yet, does not answer from what it held.
+pub async fn check_coordinator_for_read(shard: &Shard, partition: i32) -> Result<(), i16> {
+    check_coordinator(shard, partition)?;
+    let replica = shard.partition(OFFSETS_TOPIC, partition).and_then(|p| p.replica.clone());
+    if let (Some(replication), Some(replica)) = (&shard.replication, replica) {
+        replication.confirm_leadership(replica.group).await.map_err(|code| match code {
+            errors::NOT_LEADER_OR_FOLLOWER => errors::NOT_COORDINATOR,
+            _ => errors::COORDINATOR_NOT_AVAILABLE,
+        })?;
+        // Loaded in the term just confirmed.
+        check_coordinator(shard, partition)?;
+    }
+    Ok(())
+}
+
 /// The `__consumer_offsets` partition of a group, on its coordinator shard.
 pub fn partition_of(shard: &Shard, group: &str) -> Option<i32> {
     internal_partition_of(shard, OFFSETS_TOPIC, group)

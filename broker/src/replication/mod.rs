@@ -17,6 +17,7 @@ pub mod balance;
 pub mod cluster;
 pub mod frame;
 mod install;
+mod read_index;
 pub mod reassign;
 pub mod shell;
 pub mod transport;

@@ -52,6 +52,7 @@ use keel_storage::log::{self, PartitionLog};
 use keel_storage::{Signal, StorageError};
 use serde::{Deserialize, Serialize};
 
+use super::read_index::ReadRounds;
 use super::transport::{Transport, TransportConfig};
 use crate::errors;
 
@@ -122,6 +123,8 @@ pub struct Replica {
     deferred: RefCell<Vec<PersistRequest>>,
     /// The record changed in memory only (a configuration change applied).
     record_due: Cell<bool>,
+    /// Leadership confirmations for reads, on the leader (`read_index`).
+    pub(super) reads: RefCell<ReadRounds>,
 }
 
 impl Replica {
@@ -243,9 +246,12 @@ const RESTORE_READ_BYTES: usize = 1 << 20;
 pub struct Replication {
     pub node: NodeId,
     shard: u16,
-    multi: RefCell<MultiRaft>,
+    pub(super) multi: RefCell<MultiRaft>,
     transport: Rc<Transport>,
-    wake: Rc<Signal>,
+    pub(super) wake: Rc<Signal>,
+    /// The shortest election timeout: how long a read waits for a leadership
+    /// confirmation before asking again (`read_index`).
+    pub(super) election_timeout: Duration,
     replicas: RefCell<BTreeMap<GroupId, Rc<Replica>>>,
     kv: Rc<ShardKv>,
     flush: Rc<FlushQueue>,
@@ -287,6 +293,7 @@ impl Replication {
         config.tick_ms = settings.tick.as_millis() as u64;
         config.log_memory_bytes_max = settings.log_memory_bytes;
         config.replica_lag_ticks = (settings.replica_lag.as_millis() / settings.tick.as_millis().max(1)) as u64;
+        let election_timeout = settings.tick * config.election_ticks as u32;
         let others = peers.iter().filter(|(id, _)| **id != node).map(|(id, a)| (*id, *a)).collect();
         let me = Rc::new_cyclic(|me: &Weak<Replication>| {
             let inbound_to = me.clone();
@@ -299,6 +306,7 @@ impl Replication {
                 node,
                 shard,
                 multi: RefCell::new(MultiRaft::new(config)),
+                election_timeout,
                 transport: Transport::new(node, shard, others, TransportConfig::default(), inbound),
                 wake: Signal::new(),
                 replicas: RefCell::new(BTreeMap::new()),
@@ -424,6 +432,7 @@ impl Replication {
             installing: Cell::new(false),
             deferred: RefCell::new(Vec::new()),
             record_due: Cell::new(false),
+            reads: RefCell::new(ReadRounds::default()),
         });
         {
             let mut multi = self.multi.borrow_mut();
@@ -629,6 +638,7 @@ impl Replication {
             }
             self.send(&actions);
             self.leadership(&actions);
+            self.confirm_reads(&actions.reads);
             for request in &actions.fetch {
                 glommio::spawn_local(self.clone().read_back(*request)).detach();
             }
@@ -1060,7 +1070,7 @@ fn not_leader(leader: Option<NodeId>) -> (i16, String) {
 }
 
 /// What a client is told when the core refuses a proposal.
-fn refusal(e: ProposeError) -> (i16, String) {
+pub(super) fn refusal(e: ProposeError) -> (i16, String) {
     match e {
         ProposeError::NotLeader { leader, .. } => not_leader(leader),
         ProposeError::TransferringLeadership { .. } => not_leader(None),

@@ -183,6 +183,23 @@ impl Broker {
         }
     }
 
+    /// Stops the process where it is (SIGSTOP), as a stalled machine would; `resume`
+    /// lets it go on.
+    pub fn pause(&mut self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    pub fn resume(&mut self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&mut self, signal: i32) {
+        if let Some(c) = &self.child {
+            // SAFETY: sending a signal to our own child process.
+            unsafe { libc::kill(c.id() as i32, signal) };
+        }
+    }
+
     /// An orderly stop (SIGTERM), waiting for the process to exit.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {

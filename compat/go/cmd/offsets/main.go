@@ -5,7 +5,8 @@
 // times are recorded, and porcupine (github.com/anishathalye/porcupine) checks the
 // history against a register model, one partition at a time.
 //
-// Each operation is one request to one broker (no client retries). A commit that
+// Each operation is one request to one broker (no client retries unless -retries), and
+// the history names the node that answered it. A commit that
 // failed or timed out may or may not have taken effect (an entry can still commit
 // after its leader lost leadership), so it is kept with an open end; a failed read is
 // dropped. Values are unique, so every read names the one write it saw.
@@ -21,6 +22,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -28,6 +30,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -50,6 +53,24 @@ type config struct {
 	seed       uint64
 	faults     string
 	history    string
+	retries    int
+}
+
+// answeredBy remembers which node answered a client's last OffsetCommit or OffsetFetch
+// (each client has one operation in flight), for the history.
+type answeredBy struct{ node atomic.Int32 }
+
+func (a *answeredBy) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil && (key == 8 || key == 9) {
+		a.node.Store(meta.NodeID)
+	}
+}
+
+// outcome is an operation's metadata in the history: the node that answered (-1: none)
+// and, for a commit whose outcome is unknown, when the client gave up.
+type outcome struct {
+	node   int32
+	gaveUp int64
 }
 
 // input is one operation on partition key's register: a commit of value, or a read.
@@ -78,8 +99,13 @@ func main() {
 	flag.DurationVar(&cfg.opTimeout, "op-timeout", 5*time.Second, "bound of one commit or read")
 	flag.StringVar(&cfg.history, "history", "history.jsonl", "file for the history, Jepsen-style JSON lines (invoke and ok/info events); none if empty")
 	flag.StringVar(&cfg.faults, "faults", "both", "kill, pause, or both in turn")
+	flag.IntVar(&cfg.retries, "retries", 0, "franz-go request retries per operation (0: one request, so no commit can take effect twice)")
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "seed of the clients' choices")
+	recheck := flag.String("check", "", "check the history in this file (written by an earlier run) instead of running")
 	flag.Parse()
+	if *recheck != "" {
+		os.Exit(checkFile(*recheck))
+	}
 	cfg.brokers = strings.Split(brokers, ",")
 	if cfg.clusterDir == "" || cfg.partitions < 1 || cfg.clients < 1 {
 		flag.Usage()
@@ -125,21 +151,24 @@ func run(cfg config) int {
 			// One attempt per operation: a retried commit could take effect twice (once
 			// where the first attempt landed, once where the retry did), which a register
 			// model cannot tell from a broker's fault.
-			cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.brokers...), kgo.RequestRetries(0))
+			answered := &answeredBy{}
+			cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.brokers...), kgo.RequestRetries(cfg.retries), kgo.WithHooks(answered))
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "offsets:", err)
 				return
 			}
 			defer cl.Close()
 			for seq := int64(1); runCtx.Err() == nil; seq++ {
+				var err error
 				opCtx, cancel := context.WithTimeout(ctx, cfg.opTimeout)
 				if rng.IntN(2) == 0 {
 					key := int32(rng.IntN(cfg.partitions))
 					value := int64(id)*1_000_000_000 + seq
+					answered.node.Store(-1)
 					call := stamp()
-					err := commit(opCtx, cl, cfg, key, value)
+					err = commit(opCtx, cl, cfg, key, value)
 					ret := stamp()
-					gaveUp := ret
+					meta := outcome{node: answered.node.Load(), gaveUp: ret}
 					mu.Lock()
 					commits++
 					if err != nil {
@@ -148,11 +177,14 @@ func run(cfg config) int {
 					}
 					mu.Unlock()
 					record(porcupine.Operation{ClientId: id, Input: input{key: key, write: true, value: value}, Call: call,
-						Output: int64(0), Return: ret, Metadata: gaveUp})
+						Output: int64(0), Return: ret, Metadata: meta})
 				} else {
+					answered.node.Store(-1)
 					call := stamp()
-					got, err := fetch(opCtx, cl, cfg)
+					var got map[int32]int64
+					got, err = fetch(opCtx, cl, cfg)
 					ret := stamp()
+					meta := outcome{node: answered.node.Load()}
 					mu.Lock()
 					reads++
 					if err != nil {
@@ -161,11 +193,17 @@ func run(cfg config) int {
 					mu.Unlock()
 					if err == nil {
 						for key, value := range got {
-							record(porcupine.Operation{ClientId: id, Input: input{key: key}, Call: call, Output: value, Return: ret})
+							record(porcupine.Operation{ClientId: id, Input: input{key: key}, Call: call, Output: value, Return: ret,
+								Metadata: meta})
 						}
 					}
 				}
 				cancel()
+				if err != nil {
+					// A node down refuses at once: back off rather than fill the
+					// history with failures.
+					time.Sleep(20 * time.Millisecond)
+				}
 			}
 		}(id)
 	}
@@ -184,11 +222,25 @@ func run(cfg config) int {
 			fmt.Fprintln(os.Stderr, "offsets: history:", err)
 		}
 	}
+	fmt.Printf("offsets: commits=%d (outcome unknown %d) reads=%d (failed %d) coordinator_faults=%d\n",
+		commits, unknown, reads, failedReads, faults)
+	verdict := check(history)
+	if verdict == 0 && (faultErr != nil || commits == 0 || reads == 0) {
+		return 2
+	}
+	return verdict
+}
+
+// check checks a history with porcupine: 0 linearizable, 1 not (drawn in
+// offsets-history.html), 2 undecided.
+func check(history []porcupine.Operation) int {
+	history, seen := settleUnknown(history)
 	result, info := porcupine.CheckOperationsVerbose(registerModel(), history, 2*time.Minute)
-	fmt.Printf("offsets: commits=%d (outcome unknown %d) reads=%d (failed %d) operations=%d coordinator_faults=%d linearizable=%s\n",
-		commits, unknown, reads, failedReads, len(history), faults, result)
-	switch {
-	case result == porcupine.Illegal:
+	fmt.Printf("offsets: operations checked=%d (unknown commits a read saw: %d) linearizable=%s\n", len(history), seen, result)
+	switch result {
+	case porcupine.Ok:
+		return 0
+	case porcupine.Illegal:
 		path := "offsets-history.html"
 		if f, err := os.Create(path); err == nil {
 			_ = porcupine.Visualize(registerModel(), info, f)
@@ -196,24 +248,81 @@ func run(cfg config) int {
 			fmt.Printf("NOT LINEARIZABLE: the history is drawn in %s\n", path)
 		}
 		return 1
-	case result != porcupine.Ok || faultErr != nil || commits == 0 || reads == 0:
+	}
+	return 2
+}
+
+// checkFile checks a history file that writeHistory wrote.
+func checkFile(path string) int {
+	ops, err := readHistory(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "offsets:", err)
 		return 2
 	}
-	return 0
+	return check(ops)
+}
+
+// settleUnknown gives every commit of unknown outcome the end the reads decide, which
+// changes no verdict and keeps the search small (each open-ended commit is concurrent
+// with everything after it):
+//   - one that no read saw is dropped: it may not have taken effect, and taking effect
+//     could only make a history illegal (values are unique, so no read depends on it);
+//   - one that a read saw took effect before that read ended, so it ends at the first
+//     such read's end (or stays open if that read began before it, which no
+//     linearization allows either way).
+//
+// Returns the operations to check and how many unknown commits a read saw.
+func settleUnknown(ops []porcupine.Operation) ([]porcupine.Operation, int) {
+	type keyValue struct {
+		key   int32
+		value int64
+	}
+	firstRead := map[keyValue]int64{}
+	for _, op := range ops {
+		in := op.Input.(input)
+		if in.write {
+			continue
+		}
+		kv := keyValue{in.key, op.Output.(int64)}
+		if end, ok := firstRead[kv]; !ok || op.Return < end {
+			firstRead[kv] = op.Return
+		}
+	}
+	kept := ops[:0:0]
+	seen := 0
+	for _, op := range ops {
+		in := op.Input.(input)
+		if in.write && op.Return == math.MaxInt64 {
+			end, ok := firstRead[keyValue{in.key, in.value}]
+			if !ok {
+				continue
+			}
+			seen++
+			if end > op.Call {
+				op.Return = end
+			}
+		}
+		kept = append(kept, op)
+	}
+	return kept, seen
+}
+
+// historyEvent is one line of a history file.
+type historyEvent struct {
+	Process int    `json:"process"`
+	Type    string `json:"type"`
+	F       string `json:"f"`
+	Key     int32  `json:"key"`
+	Value   *int64 `json:"value"`
+	TimeNs  int64  `json:"time"`
+	Node    *int32 `json:"node,omitempty"`
 }
 
 // writeHistory writes the operations as Jepsen-style events, one JSON object a line in
 // time order: an "invoke" at each call and, at its return, "ok" (or "info" when the
 // client gave up on a commit whose outcome is unknown).
 func writeHistory(path string, ops []porcupine.Operation) error {
-	type event struct {
-		Process int    `json:"process"`
-		Type    string `json:"type"`
-		F       string `json:"f"`
-		Key     int32  `json:"key"`
-		Value   *int64 `json:"value"`
-		TimeNs  int64  `json:"time"`
-	}
+	type event = historyEvent
 	var events []event
 	for _, op := range ops {
 		in := op.Input.(input)
@@ -222,15 +331,20 @@ func writeHistory(path string, ops []porcupine.Operation) error {
 		if in.write {
 			f, value = "commit", &in.value
 		}
-		events = append(events, event{op.ClientId, "invoke", f, in.key, value, op.Call})
+		meta := op.Metadata.(outcome)
+		var node *int32
+		if meta.node >= 0 {
+			node = &meta.node
+		}
+		events = append(events, event{op.ClientId, "invoke", f, in.key, value, op.Call, nil})
 		switch {
 		case op.Return == math.MaxInt64:
-			events = append(events, event{op.ClientId, "info", f, in.key, value, op.Metadata.(int64)})
+			events = append(events, event{op.ClientId, "info", f, in.key, value, meta.gaveUp, node})
 		case in.write:
-			events = append(events, event{op.ClientId, "ok", f, in.key, value, op.Return})
+			events = append(events, event{op.ClientId, "ok", f, in.key, value, op.Return, node})
 		default:
 			read := op.Output.(int64)
-			events = append(events, event{op.ClientId, "ok", f, in.key, &read, op.Return})
+			events = append(events, event{op.ClientId, "ok", f, in.key, &read, op.Return, node})
 		}
 	}
 	sort.SliceStable(events, func(i, j int) bool { return events[i].TimeNs < events[j].TimeNs })
@@ -246,6 +360,58 @@ func writeHistory(path string, ops []porcupine.Operation) error {
 		}
 	}
 	return nil
+}
+
+// readHistory reads back what writeHistory wrote: each process has one operation on a
+// key in flight, so an invocation pairs with the next completion of its process, kind
+// and key.
+func readHistory(path string) ([]porcupine.Operation, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	type pending struct {
+		process int
+		f       string
+		key     int32
+	}
+	calls := map[pending]int64{}
+	var ops []porcupine.Operation
+	dec := json.NewDecoder(f)
+	for {
+		var e historyEvent
+		if err := dec.Decode(&e); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		at := pending{e.Process, e.F, e.Key}
+		if e.Type == "invoke" {
+			calls[at] = e.TimeNs
+			continue
+		}
+		call, ok := calls[at]
+		if !ok || e.Value == nil {
+			return nil, fmt.Errorf("%s: a %s with no invocation or value", path, e.Type)
+		}
+		delete(calls, at)
+		meta := outcome{node: -1, gaveUp: e.TimeNs}
+		if e.Node != nil {
+			meta.node = *e.Node
+		}
+		op := porcupine.Operation{ClientId: e.Process, Call: call, Return: e.TimeNs, Metadata: meta}
+		switch {
+		case e.F == "fetch":
+			op.Input, op.Output = input{key: e.Key}, *e.Value
+		case e.Type == "info":
+			op.Input, op.Output, op.Return = input{key: e.Key, write: true, value: *e.Value}, int64(0), math.MaxInt64
+		default:
+			op.Input, op.Output = input{key: e.Key, write: true, value: *e.Value}, int64(0)
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
 }
 
 func registerModel() porcupine.Model {
