@@ -2,9 +2,9 @@
 //! a partition moves to it (AlterPartitionReassignments): the new replica
 //! copies the log from the leader's log start (a snapshot, then Raft appends), becomes
 //! a voter in one joint change, the replica left out removes its copy, and the moved
-//! partition keeps every acknowledged record through a kill of its new leader. A
-//! broker the controller stops hearing from is fenced: out of Metadata and of new
-//! placements until it registers again.
+//! partition keeps every acknowledged record through a kill of its new leader, and
+//! through kills of its leader while it moves. A broker the controller stops hearing
+//! from is fenced: out of Metadata and of new placements until it registers again.
 
 mod common;
 
@@ -127,6 +127,58 @@ fn a_partition_moves_to_a_new_replica_with_its_whole_log() {
     });
     let expected: Vec<String> = values[50..].iter().chain(&more).cloned().collect();
     assert_eq!(read_all(&c, newcomer, TOPIC, 0), expected);
+}
+
+/// SIGKILL during a membership change: while a partition moves to a fourth broker, the
+/// newcomer (copying the log) and the leader of the moment are killed and restarted in
+/// turn (at most four kills), with records produced between the kills. The move still completes, and the new
+/// replica set holds every acknowledged record once, in order (a produce retried after
+/// an ambiguous failure may add a second copy, which is counted and shown, not lost).
+#[test]
+fn a_move_completes_through_kills_of_its_leader_and_newcomer() {
+    const TOPIC: &str = "moving-under-kills";
+    let all = [1, 2, 3, 4];
+    let mut c = Cluster::start(3);
+    assert_eq!(c.create_topic(TOPIC, 1, 3), 0, "{}", c.logs());
+    assert_eq!(c.join(), 4);
+    let (first_leader, _) = c.wait_for_leader(&all, TOPIC, 0, None);
+    let before = replicas(&c, 1, TOPIC).expect("metadata");
+    let newcomer = all.iter().copied().find(|n| !before.contains(n)).expect("a fourth node");
+    // A follower leaves, so the leaders killed below stay members.
+    let leaving = before.iter().copied().find(|n| *n != first_leader).expect("a follower");
+    let target: Vec<i32> = std::iter::once(newcomer).chain(before.iter().copied().filter(|n| *n != leaving)).collect();
+
+    // About 18 MB, so that the newcomer's copy is under way at the first kill.
+    let pad = "x".repeat(6_000);
+    let values: Vec<String> = (0..3_200).map(|i| format!("v{i}-{pad}")).collect();
+    let mut acked = produce_all(&c, &all, TOPIC, 0, &values[..3_000]);
+    assert_eq!(reassign(&c, 1, TOPIC, 0, Some(&target)), 0);
+    let mut kills = 0;
+    let mut next = 3_000;
+    while kills < 4 && all.iter().any(|id| !ongoing(&c, *id, TOPIC).is_empty()) {
+        let victim = if kills % 2 == 0 { newcomer } else { c.wait_for_leader(&all, TOPIC, 0, None).0 };
+        c.node(victim).kill9();
+        kills += 1;
+        let live: Vec<i32> = all.iter().copied().filter(|n| *n != victim).collect();
+        acked.extend(produce_all(&c, &live, TOPIC, 0, &values[next..next + 50]));
+        next += 50;
+        c.node(victim).spawn();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(kills > 0, "the move ended before the first kill");
+    acked.extend(produce_all(&c, &all, TOPIC, 0, &values[next..]));
+    c.wait_until("the move completes on every node", Duration::from_secs(90), |c| {
+        all.iter().all(|id| ongoing(c, *id, TOPIC).is_empty() && replicas(c, *id, TOPIC) == Some(target.clone()))
+    });
+    assert_eq!(acked, values, "every value was acknowledged");
+    let (leader, _) = c.wait_for_leader(&all, TOPIC, 0, None);
+    let mut read = read_all(&c, leader, TOPIC, 0);
+    let length = read.len();
+    let mut seen = std::collections::HashSet::new();
+    read.retain(|v| seen.insert(v.clone()));
+    eprintln!("{kills} kills during the move; {length} records read, {} second copies", length - read.len());
+    assert_eq!(read.len(), values.len(), "records lost");
+    assert!(read == values, "records out of order");
 }
 
 /// The broker ids node `id` lists in Metadata.
