@@ -269,6 +269,9 @@ note "cluster: group offsets linearizable (30 s of coordinator kills and pauses;
 secs=30; ((full)) && secs=120
 fault_stage "cluster offsets linearizable" offsets.log "^offsets: (commits|operations)" \
   env OFFSETS_PORT=$((port + 5500)) compat/faults/offsets.sh --seconds "$secs"
+note "cluster: group offsets linearizable under partitions (30 s: the coordinator cut off from its peers, or paused, in turn; namespaces; ./test.sh --full: 120 s)"
+fault_stage "cluster offsets, partitions" offsets-netns.log "^offsets: (commits|operations)" \
+  env OFFSETS_PORT=$((port + 5500)) compat/faults/offsets.sh --netns --seconds "$secs"
 
 if ((oracle)); then
   note "start Apache Kafka (oracle) on 127.0.0.1:$((port + 1000))"

@@ -56,26 +56,11 @@ while (($#)); do
 done
 [[ $fault == partition || $fault == drop ]] || { echo "partition.sh: --fault partition or drop, not '$fault'" >&2; exit 2; }
 
-
 skip() { echo "SKIP: network-fault test ($fault): $*" >&2; echo "$fault: SKIP $*"; exit 77; }
 
-# Capabilities: root, iproute2, nftables (installed when missing), namespaces.
-((EUID == 0)) || skip "needs root (network namespaces and nftables)"
-command -v ip >/dev/null || skip "'ip' (iproute2) not found"
-if ! command -v nft >/dev/null; then
-  if command -v apt-get >/dev/null; then
-    echo "partition.sh: installing nftables with apt-get" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q nftables >&2 ||
-      { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nftables >&2; } ||
-      skip "nftables is missing and apt-get could not install it"
-  fi
-  command -v nft >/dev/null || skip "'nft' (nftables) not found"
-fi
-set +e
-check_out=$("$netns" check 2>&1)
-check_rc=$?
-set -e
-((check_rc == 0)) || skip "$check_out"
+# shellcheck source=netns-cluster.sh
+. "$here/netns-cluster.sh"
+netns_require
 
 bin="${KEEL_BIN:-$root/target/release/keel}"
 if [[ ! -x "$bin" ]]; then
@@ -89,15 +74,7 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/keel-partition.XXXXXX")
 rc=2
 made_net=0
 cleanup() {
-  for i in 1 2 3; do
-    pidfile="$dir/node-$i/keel.pid"
-    [[ -f "$pidfile" ]] || continue
-    pid=$(cat "$pidfile")
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    rm -f "$pidfile"
-  done
+  netns_cluster_stop "$dir"
   ((made_net)) && "$netns" down 3
   if ((rc == 0 && keep == 0)); then
     rm -rf "$dir"
@@ -124,33 +101,7 @@ cat >"$dir/keel.yaml" <<EOF
 journal_checkpoint_interval_ms: 250
 journal_file_bytes: 16777216
 EOF
-peers=""
-for i in 1 2 3; do peers+="${peers:+,}$i@$("$netns" addr "$i"):$((port + 200))"; done
-brokers=""
-for i in 1 2 3; do
-  a=$("$netns" addr "$i")
-  brokers+="${brokers:+,}$a:$port"
-  mkdir -p "$dir/node-$i"
-  # `ip netns exec` execs keel, so $! is the broker's own pid.
-  nice -n 10 ip netns exec "keel-n$i" "$bin" serve --data-dir "$dir/node-$i/data" \
-    --kafka-addr "$a:$port" --admin-addr "$a:$((port + 100))" --node-id "$i" \
-    --rpc-addr "$a:$((port + 200))" --peers "$peers" --smp 1 --config "$dir/keel.yaml" >>"$dir/node-$i/keel.log" 2>&1 &
-  echo $! >"$dir/node-$i/keel.pid"
-done
-# Ready: every node's admin API (reached over the bridge) lists 3 brokers and a controller.
-deadline=$((SECONDS + 60))
-for i in 1 2 3; do
-  a=$("$netns" addr "$i")
-  until [[ "$(curl -sf --max-time 2 "http://$a:$((port + 100))/v1/cluster" 2>/dev/null || true)" == *'"brokers":3'*'"controller":'[1-9]* ]]; do
-    if ((SECONDS > deadline)) || ! kill -0 "$(cat "$dir/node-$i/keel.pid")" 2>/dev/null; then
-      echo "partition.sh: the cluster did not form; log tails:" >&2
-      for j in 1 2 3; do echo "--- node $j" >&2; tail -n 20 "$dir/node-$j/keel.log" >&2; done
-      exit 2
-    fi
-    sleep 0.3
-  done
-done
-echo "partition.sh: 3 nodes ready in namespaces keel-n1..3; bootstrap $brokers" >&2
+netns_cluster_start "$dir" "$port" "$bin" --config "$dir/keel.yaml" || exit 2
 
 # Each round takes about election + hold + heal + settle (~10 s); the bound leaves
 # room for every wait inside the ledger to run to its own timeout once.

@@ -11,9 +11,10 @@
 // after its leader lost leadership), so it is kept with an open end; a failed read is
 // dropped. Values are unique, so every read names the one write it saw.
 //
-// Faults, every -interval: the group's coordinator (FindCoordinator) is killed with
-// `cluster.sh kill` and restarted after -down, or stopped with SIGSTOP and resumed,
-// in turn. Exit status: 0 linearizable, 1 not, 2 the run could not finish or the
+// Faults, every -interval, in turn from -faults: the group's coordinator
+// (FindCoordinator) is killed with `cluster.sh kill` and restarted after -down, stopped
+// with SIGSTOP and resumed, or cut off from the other nodes with `netns.sh isolate`
+// (clients still reach it) and healed. Exit status: 0 linearizable, 1 not, 2 the run could not finish or the
 // checker timed out.
 package main
 
@@ -51,7 +52,8 @@ type config struct {
 	down       time.Duration
 	opTimeout  time.Duration
 	seed       uint64
-	faults     string
+	faults     []string
+	faultSh    string
 	history    string
 	retries    int
 }
@@ -98,7 +100,8 @@ func main() {
 	flag.DurationVar(&cfg.down, "down", 2*time.Second, "how long a killed or paused coordinator stays down")
 	flag.DurationVar(&cfg.opTimeout, "op-timeout", 5*time.Second, "bound of one commit or read")
 	flag.StringVar(&cfg.history, "history", "history.jsonl", "file for the history, Jepsen-style JSON lines (invoke and ok/info events); none if empty")
-	flag.StringVar(&cfg.faults, "faults", "both", "kill, pause, or both in turn")
+	faults := flag.String("faults", "kill,pause", "coordinator faults, in turn: kill, pause, partition (comma-separated; \"both\" is kill,pause)")
+	flag.StringVar(&cfg.faultSh, "fault-sh", "compat/faults/netns.sh", "path of compat/faults/netns.sh (partition faults; the cluster must run in its namespaces)")
 	flag.IntVar(&cfg.retries, "retries", 0, "franz-go request retries per operation (0: one request, so no commit can take effect twice)")
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "seed of the clients' choices")
 	recheck := flag.String("check", "", "check the history in this file (written by an earlier run) instead of running")
@@ -107,6 +110,16 @@ func main() {
 		os.Exit(checkFile(*recheck))
 	}
 	cfg.brokers = strings.Split(brokers, ",")
+	if *faults == "both" {
+		*faults = "kill,pause"
+	}
+	cfg.faults = strings.Split(*faults, ",")
+	for _, f := range cfg.faults {
+		if _, ok := faultVerbs[f]; !ok {
+			fmt.Fprintf(os.Stderr, "offsets: unknown fault %q\n", f)
+			os.Exit(2)
+		}
+	}
 	if cfg.clusterDir == "" || cfg.partitions < 1 || cfg.clients < 1 {
 		flag.Usage()
 		os.Exit(2)
@@ -569,16 +582,14 @@ func injectFaults(ctx context.Context, cl *kgo.Client, cfg config) (int, error) 
 			}
 			return faults, err
 		}
-		stop, resume := "kill", "restart"
-		if cfg.faults == "pause" || (cfg.faults == "both" && faults%2 == 1) {
-			stop, resume = "pause", "resume"
-		}
-		if err := clusterSh(cfg, stop, node); err != nil {
+		verbs := faultVerbs[cfg.faults[faults%len(cfg.faults)]]
+		stop, resume := verbs[0], verbs[1]
+		if err := faultCommand(cfg, stop, node); err != nil {
 			return faults, err
 		}
 		faults++
 		time.Sleep(cfg.down)
-		if err := clusterSh(cfg, resume, node); err != nil {
+		if err := faultCommand(cfg, resume, node); err != nil {
 			return faults, err
 		}
 		fmt.Fprintf(os.Stderr, "offsets: fault %d: coordinator node %d %s, %s after %v\n", faults, node, stop, resume, cfg.down)
@@ -605,12 +616,29 @@ func coordinator(ctx context.Context, cl *kgo.Client, group string) (int32, erro
 	}
 }
 
-func clusterSh(cfg config, verb string, node int32) error {
+// faultVerbs: each fault's commands to start and to undo it.
+var faultVerbs = map[string][2]string{
+	"kill":      {"kill", "restart"},
+	"pause":     {"pause", "resume"},
+	"partition": {"isolate", "heal"},
+}
+
+// faultCommand runs verb on node: `netns.sh isolate|heal` (cut off from the other two
+// nodes, clients still reaching it), else `cluster.sh`.
+func faultCommand(cfg config, verb string, node int32) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, cfg.clusterSh, verb, fmt.Sprint(node), cfg.clusterDir).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("cluster.sh %s %d: %w: %s", verb, node, err, strings.TrimSpace(string(out)))
+	var cmd *exec.Cmd
+	switch verb {
+	case "isolate":
+		cmd = exec.CommandContext(ctx, cfg.faultSh, verb, fmt.Sprint(node), "3")
+	case "heal":
+		cmd = exec.CommandContext(ctx, cfg.faultSh, verb, fmt.Sprint(node))
+	default:
+		cmd = exec.CommandContext(ctx, cfg.clusterSh, verb, fmt.Sprint(node), cfg.clusterDir)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s %d: %w: %s", cmd.Path, verb, node, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
