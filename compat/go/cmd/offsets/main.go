@@ -47,6 +47,7 @@ type config struct {
 	group      string
 	partitions int
 	clients    int
+	readers    int
 	duration   time.Duration
 	interval   time.Duration
 	down       time.Duration
@@ -94,7 +95,8 @@ func main() {
 	flag.StringVar(&cfg.topic, "topic", fmt.Sprintf("offsets-%d", time.Now().Unix()), "topic whose partitions' offsets are committed")
 	flag.StringVar(&cfg.group, "group", fmt.Sprintf("offsets-%d", time.Now().Unix()), "group the offsets are committed for")
 	flag.IntVar(&cfg.partitions, "partitions", 4, "partitions (registers)")
-	flag.IntVar(&cfg.clients, "clients", 4, "concurrent clients")
+	flag.IntVar(&cfg.clients, "clients", 4, "concurrent clients that commit and read")
+	flag.IntVar(&cfg.readers, "readers", 2, "concurrent clients that only read, one read per 2 ms at most (they keep asking a coordinator the writers have left)")
 	flag.DurationVar(&cfg.duration, "duration", 60*time.Second, "how long clients run")
 	flag.DurationVar(&cfg.interval, "interval", 6*time.Second, "time between coordinator faults (0: none)")
 	flag.DurationVar(&cfg.down, "down", 2*time.Second, "how long a killed or paused coordinator stays down")
@@ -139,8 +141,8 @@ func run(cfg config) int {
 		fmt.Fprintln(os.Stderr, "offsets:", err)
 		return 2
 	}
-	fmt.Fprintf(os.Stderr, "offsets: group %s, %d partitions of %s, %d clients for %v, a coordinator fault every %v, seed %d\n",
-		cfg.group, cfg.partitions, cfg.topic, cfg.clients, cfg.duration, cfg.interval, cfg.seed)
+	fmt.Fprintf(os.Stderr, "offsets: group %s, %d partitions of %s, %d clients and %d readers for %v, a coordinator fault every %v, seed %d\n",
+		cfg.group, cfg.partitions, cfg.topic, cfg.clients, cfg.readers, cfg.duration, cfg.interval, cfg.seed)
 
 	start := time.Now()
 	var mu sync.Mutex
@@ -156,7 +158,7 @@ func run(cfg config) int {
 	runCtx, stop := context.WithTimeout(ctx, cfg.duration)
 	defer stop()
 	var wg sync.WaitGroup
-	for id := 0; id < cfg.clients; id++ {
+	for id := 0; id < cfg.clients+cfg.readers; id++ {
 		wg.Add(1)
 		go func(id int) {
 			defer wg.Done()
@@ -174,7 +176,7 @@ func run(cfg config) int {
 			for seq := int64(1); runCtx.Err() == nil; seq++ {
 				var err error
 				opCtx, cancel := context.WithTimeout(ctx, cfg.opTimeout)
-				if rng.IntN(2) == 0 {
+				if id < cfg.clients && rng.IntN(2) == 0 {
 					key := int32(rng.IntN(cfg.partitions))
 					value := int64(id)*1_000_000_000 + seq
 					answered.node.Store(-1)
@@ -212,6 +214,11 @@ func run(cfg config) int {
 					}
 				}
 				cancel()
+				if id >= cfg.clients {
+					// Readers are paced: porcupine's memory grows with the square of
+					// the operations on one partition.
+					time.Sleep(2 * time.Millisecond)
+				}
 				if err != nil {
 					// A node down refuses at once: back off rather than fill the
 					// history with failures.
