@@ -807,24 +807,39 @@ mod tests {
 
     /// As `settle`; returns the snapshots each node (by index) was asked to install.
     fn settle_installing(nodes: &mut [MultiRaft]) -> Vec<(usize, SnapshotInstall)> {
-        let mut installs = Vec::new();
+        settle_cut(nodes, None).installs
+    }
+
+    /// What `settle_cut` saw: the snapshots each node (by index) was asked to install,
+    /// and the reads confirmed, by node.
+    struct Settled {
+        installs: Vec<(usize, SnapshotInstall)>,
+        reads: Vec<(NodeId, ReadConfirmed)>,
+    }
+
+    /// As `settle`, delivering nothing to or from node index `cut`.
+    fn settle_cut(nodes: &mut [MultiRaft], cut: Option<usize>) -> Settled {
+        let mut settled = Settled { installs: Vec::new(), reads: Vec::new() };
         for _ in 0..100 {
             let mut quiet = true;
             let mut inbox = Vec::new();
-            for raft in nodes.iter_mut() {
+            for (i, raft) in nodes.iter_mut().enumerate() {
                 let actions = raft.collect();
                 quiet &= actions.is_empty();
                 for request in &actions.persist {
                     if let Some(install) = &request.snapshot {
-                        installs.push((raft.node() as usize - 1, install.clone()));
+                        settled.installs.push((raft.node() as usize - 1, install.clone()));
                     }
                     raft.persisted(request.group, request.ready).expect("known group");
                     if let Some(install) = &request.snapshot {
                         raft.applied(request.group, install.index).expect("known group");
                     }
                 }
-                for (_, envelopes) in actions.messages.into_iter().chain(actions.heartbeats) {
-                    inbox.extend(envelopes);
+                settled.reads.extend(actions.reads.iter().map(|read| (raft.node(), *read)));
+                if Some(i) != cut {
+                    for (_, envelopes) in actions.messages.into_iter().chain(actions.heartbeats) {
+                        inbox.extend(envelopes.into_iter().filter(|e| Some(e.message.to as usize - 1) != cut));
+                    }
                 }
                 for apply in &actions.apply {
                     let last = apply.entries.last().map_or(0, |entry| entry.index);
@@ -836,7 +851,7 @@ mod tests {
                 let _ = nodes[to].step(envelope.group, envelope.message);
             }
             if quiet {
-                return installs;
+                return settled;
             }
         }
         panic!("cluster never settled");
@@ -999,37 +1014,6 @@ mod tests {
         assert!(waited > election_ticks, "peers are given an election timeout: elected after {waited} ticks");
     }
 
-    /// Collects from `nodes` (persisting at once) and delivers what they send, except to
-    /// or from `cut` (a node index), until quiet; returns the reads confirmed.
-    fn deliver_reads(nodes: &mut [MultiRaft], cut: Option<usize>) -> Vec<(NodeId, ReadConfirmed)> {
-        let mut reads = Vec::new();
-        for _ in 0..100 {
-            let mut inbox = Vec::new();
-            let mut quiet = true;
-            for (i, raft) in nodes.iter_mut().enumerate() {
-                let actions = raft.collect();
-                quiet &= actions.is_empty();
-                for request in &actions.persist {
-                    raft.persisted(request.group, request.ready).expect("known group");
-                }
-                reads.extend(actions.reads.iter().map(|read| (raft.node(), *read)));
-                if Some(i) != cut {
-                    for (_, envelopes) in actions.messages.into_iter().chain(actions.heartbeats) {
-                        inbox.extend(envelopes.into_iter().filter(|e| Some(e.message.to as usize - 1) != cut));
-                    }
-                }
-            }
-            for envelope in inbox {
-                let to = envelope.message.to as usize - 1;
-                let _ = nodes[to].step(envelope.group, envelope.message);
-            }
-            if quiet {
-                return reads;
-            }
-        }
-        panic!("cluster never settled");
-    }
-
     #[test]
     fn only_a_leader_a_majority_still_follows_confirms_a_read() {
         let mut nodes = cluster(3, &[GROUP]);
@@ -1042,7 +1026,7 @@ mod tests {
         // A quiet leader confirms too (the read wakes the group).
         nodes[0].read_index(GROUP, 7).expect("the leader takes a read");
         let commit = nodes[0].commit_index(GROUP).expect("group");
-        assert_eq!(deliver_reads(&mut nodes, None), vec![(1, ReadConfirmed { group: GROUP, round: 7, commit })]);
+        assert_eq!(settle_cut(&mut nodes, None).reads, vec![(1, ReadConfirmed { group: GROUP, round: 7, commit })]);
         assert!(matches!(nodes[1].read_index(GROUP, 8), Err(ProposeError::NotLeader { leader: Some(1), .. })));
 
         // Node 1 is cut off long enough for the others to elect a leader, and does not
@@ -1052,13 +1036,13 @@ mod tests {
             for raft in nodes[1..].iter_mut() {
                 raft.tick();
             }
-            deliver_reads(&mut nodes, Some(0));
+            settle_cut(&mut nodes, Some(0));
             ticks += 1;
             assert!(ticks < 100, "no new leader");
         }
         assert!(nodes[0].leader_term(GROUP).is_some(), "the cut-off leader still believes it leads");
         nodes[0].read_index(GROUP, 9).expect("it takes the read");
-        let reads = deliver_reads(&mut nodes, None);
+        let reads = settle_cut(&mut nodes, None).reads;
         assert!(reads.iter().all(|(node, _)| *node != 1), "a deposed leader confirmed a read: {reads:?}");
         assert_eq!(nodes[0].leader_term(GROUP), None, "the answers in a later term depose it");
     }
