@@ -4,6 +4,9 @@
 #
 #   netns_require            checks root, iproute2, nftables (installed with apt-get
 #                            when missing) and that namespaces work here, or skips
+#   netns_up                 `netns.sh up 3`; sets `made_net` to 1 when it made the
+#                            namespaces (so the caller's cleanup takes them down), and
+#                            exits 2 when it could not
 #   netns_cluster_start DIR PORT BIN [serve flags...]
 #                            node i in namespace keel-n<i> at `netns.sh addr i`, Kafka on
 #                            PORT, admin +100, node-to-node +200, data and keel.log in
@@ -12,7 +15,7 @@
 #                            node lists 3 brokers and a controller, and sets `brokers`
 #   netns_cluster_stop DIR   SIGTERM to every node, SIGKILL after 5 s
 #
-# The namespaces must be up (`netns.sh up 3`).
+# The namespaces must be up (`netns_up`).
 
 netns_require() {
   ((EUID == 0)) || skip "needs root (network namespaces and nftables)"
@@ -29,6 +32,16 @@ netns_require() {
   local out rc=0
   out=$("$netns" check 2>&1) || rc=$?
   ((rc == 0)) || skip "$out"
+}
+
+netns_up() {
+  local rc=0
+  made_net=1
+  "$netns" up 3 >&2 || rc=$?
+  if ((rc != 0)); then
+    ((rc == 3)) && made_net=0 # names taken by someone else: leave them alone
+    exit 2
+  fi
 }
 
 netns_cluster_start() {

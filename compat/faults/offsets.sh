@@ -57,13 +57,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 fault_flags=()
 if ((use_netns)); then
-  made_net=1
-  up_rc=0
-  "$netns" up 3 >&2 || up_rc=$?
-  if ((up_rc != 0)); then
-    ((up_rc == 3)) && made_net=0 # names taken by someone else: leave them alone
-    exit 2
-  fi
+  netns_up
   netns_cluster_start "$dir" "$base" "$bin" || exit 2
   fault_flags=(-fault-sh "$netns" -faults partition,pause)
 else

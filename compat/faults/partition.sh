@@ -85,15 +85,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-made_net=1
-set +e
-"$netns" up 3 >&2
-up_rc=$?
-set -e
-if ((up_rc != 0)); then
-  ((up_rc == 3)) && made_net=0 # names taken by someone else: leave them alone
-  exit 2
-fi
+netns_up
 # Check 3 reads the segment files, which a journaled log writes in whole pages and
 # completes (the last partial page) at each journal checkpoint: checkpoints every
 # 250 ms keep the files within a quarter second of the log.

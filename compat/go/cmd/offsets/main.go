@@ -342,8 +342,7 @@ type historyEvent struct {
 // time order: an "invoke" at each call and, at its return, "ok" (or "info" when the
 // client gave up on a commit whose outcome is unknown).
 func writeHistory(path string, ops []porcupine.Operation) error {
-	type event = historyEvent
-	var events []event
+	var events []historyEvent
 	for _, op := range ops {
 		in := op.Input.(input)
 		f := "fetch"
@@ -356,15 +355,15 @@ func writeHistory(path string, ops []porcupine.Operation) error {
 		if meta.node >= 0 {
 			node = &meta.node
 		}
-		events = append(events, event{op.ClientId, "invoke", f, in.key, value, op.Call, nil})
+		events = append(events, historyEvent{op.ClientId, "invoke", f, in.key, value, op.Call, nil})
 		switch {
 		case op.Return == math.MaxInt64:
-			events = append(events, event{op.ClientId, "info", f, in.key, value, meta.gaveUp, node})
+			events = append(events, historyEvent{op.ClientId, "info", f, in.key, value, meta.gaveUp, node})
 		case in.write:
-			events = append(events, event{op.ClientId, "ok", f, in.key, value, op.Return, node})
+			events = append(events, historyEvent{op.ClientId, "ok", f, in.key, value, op.Return, node})
 		default:
 			read := op.Output.(int64)
-			events = append(events, event{op.ClientId, "ok", f, in.key, &read, op.Return, node})
+			events = append(events, historyEvent{op.ClientId, "ok", f, in.key, &read, op.Return, node})
 		}
 	}
 	sort.SliceStable(events, func(i, j int) bool { return events[i].TimeNs < events[j].TimeNs })
