@@ -3,12 +3,16 @@
 # with real Kafka clients (Java, franz-go, librdkafka, kafka-python, Kafka's own tools).
 # Installs what it needs itself (Maven artifacts, Go modules, pip packages).
 #
-#   ./test.sh            the default run (about 40 minutes on a 2-core machine once built;
-#                        a clean checkout first spends 15-20 minutes compiling)
-#   ./test.sh --full     also franz-go's whole suite (not only the allowlist), the differential
-#                        tester's long profile (2,000 sequences, about 10 minutes), the
-#                        transactional copier with 50,000 messages, 3 kills and copier kills,
-#                        MirrorMaker 2 and Connect against a 3-node Keel (about 3.5 minutes)
+#   ./test.sh            the default run (about 30 minutes on a 2-core machine once built;
+#                        a clean checkout first spends 10-20 minutes compiling)
+#   ./test.sh --full     also franz-go's whole suite (not only the allowlist), the Java,
+#                        Python and ClientCompatibilityTest suites against the 3-node
+#                        cluster, each fault class alone with more rounds (pauses,
+#                        whole-cluster kills, clock skew, packet loss, offsets on loopback),
+#                        a 10-minute mixed-fault run, the differential tester's long
+#                        profile (2,000 sequences, about 10 minutes), the transactional
+#                        copier with 50,000 messages, 3 kills and copier kills, MirrorMaker
+#                        2 and Connect against a 3-node Keel (about 3.5 minutes)
 #   ./test.sh --oracle   also run the client suites against Apache Kafka 4.x
 #   ./test.sh --stress   run the consumer-group stress rounds (3 -> 4 members under CPU
 #                        load, librdkafka and Java) 10 times per protocol, not 2
@@ -197,9 +201,11 @@ if compat/cluster.sh start 3 "$cluster_dir" "$cluster_base"; then
   KGO_TEST_RF=3 RESULTS_LABEL=keel-cluster compat/go/run.sh "$cluster_bootstrap" >"$logs/cluster-franz-go.log" 2>&1
   grep -E "^(SKIP|FAIL|franz-go:)" "$logs/cluster-franz-go.log" | tail -n 20
   record_or_fail "cluster franz-go (RF 3)" "$(grep -E '^franz-go: [0-9]+ passed' "$logs/cluster-franz-go.log" | tail -n 1 | sed -E 's/franz-go: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/')"
-  python_suite cluster "$cluster_bootstrap"
-  KEEL_TEST_RF=3 java_suite cluster "$cluster_bootstrap"
-  CCT_NUM_CLUSTER_NODES=3 client_compat cluster "$cluster_bootstrap"
+  if ((full)); then
+    python_suite cluster "$cluster_bootstrap"
+    KEEL_TEST_RF=3 java_suite cluster "$cluster_bootstrap"
+    CCT_NUM_CLUSTER_NODES=3 client_compat cluster "$cluster_bootstrap"
+  fi
   note "cluster: kafka-reassign-partitions moves every partition of an RF 2 topic"
   compat/reassign.sh "$cluster_bootstrap" >"$logs/cluster-reassign.log" 2>&1
   grep -E "^figure:|^reassign: [0-9]+ passed" "$logs/cluster-reassign.log"
@@ -230,18 +236,6 @@ note "cluster: leader-kill ledger (${LEDGER_KILLS:-5} kills; ./test.sh --full: 2
 kills=${LEDGER_KILLS:-5}; ((full)) && kills=20
 fault_stage "cluster leader-kill ledger" ledger.log "^ledger: (failover|kills)" \
   env LEDGER_BASE_PORT=$((port + 4000)) compat/ledger/run.sh --kills "$kills"
-note "cluster: leader-pause ledger (3 SIGSTOP/SIGCONT of 2 s; ./test.sh --full: 10)"
-pauses=3; ((full)) && pauses=10
-fault_stage "cluster leader-pause ledger" ledger-pause.log "^ledger: (failover|kills)" \
-  env LEDGER_BASE_PORT=$((port + 4100)) compat/ledger/run.sh --kills "$pauses" -- -fault pause -down 2s
-note "cluster: whole-cluster kill ledger (every node kill -9ed at once, down 3 s, all restarted; 2 rounds; ./test.sh --full: 6)"
-crashes=2; ((full)) && crashes=6
-fault_stage "cluster whole-cluster kill" ledger-crash-all.log "^(crash-all rounds|ledger: crash-all_rounds)" \
-  env LEDGER_BASE_PORT=$((port + 4300)) compat/ledger/run.sh --kills "$crashes" -- -fault crash-all
-note "cluster: clock-skew ledger (the leader restarted with its wall clock up to 10 min off, libfaketime; 3 rounds; ./test.sh --full: 10)"
-skews=3; ((full)) && skews=10
-fault_stage "cluster clock-skew ledger" ledger-skew.log "^(skew rounds|ledger: skew_rounds)" \
-  env LEDGER_BASE_PORT=$((port + 4300)) compat/ledger/run.sh --skew --kills "$skews"
 note "cluster: transactional ledger (4 kills, partition leader and transaction coordinator in turn; ./test.sh --full: 12)"
 txn_kills=4; ((full)) && txn_kills=12
 fault_stage "cluster transactional ledger" ledger-txn.log "^ledger: txn (commit_stall|kills)" \
@@ -255,23 +249,43 @@ note "cluster: network partitions (${PARTITION_ROUNDS:-3} rounds; ./test.sh --fu
 rounds=${PARTITION_ROUNDS:-3}; ((full)) && rounds=5
 fault_stage "cluster network partition" partition.log "^(partition: rounds|ledger: rounds)" \
   env PARTITION_PORT=$((port + 5000)) compat/faults/partition.sh --rounds "$rounds"
-# Random packet loss (the same harness, --fault drop): 5-20% of every node's packets,
-# nodes and clients alike, for 4 s a round; the ledger's checks and some acknowledgement
-# within 10 s of each heal.
-note "cluster: packet loss (${DROP_ROUNDS:-3} rounds; ./test.sh --full: 6)"
-rounds=${DROP_ROUNDS:-3}; ((full)) && rounds=6
-fault_stage "cluster packet loss" drop.log "^(drop rounds|ledger: drop_rounds)" \
-  env PARTITION_PORT=$((port + 5000)) compat/faults/partition.sh --fault drop --rounds "$rounds"
-# Committed group offsets (compat/faults/offsets.sh): clients commit and read one
-# group's offsets, one request per operation, while its coordinator is killed and
-# paused in turn; porcupine checks the history for linearizability.
-note "cluster: group offsets linearizable (30 s of coordinator kills and pauses; ./test.sh --full: 120 s)"
+# Every fault class mixed (compat/faults/soak.sh --netns): leader kills and pauses,
+# whole-cluster kills, a leader restarted with its clock up to 10 min off, the leader
+# cut off from its peers and 5-20% packet loss, drawn with a seed, for 3 minutes in
+# network namespaces; the ledger's checks, identical replicas and progress within 10 s
+# of each round. --full also runs each class alone with more rounds, and 30 minutes
+# mixed is `compat/faults/soak.sh --netns --minutes 30` (docs/reliability.md).
+soak_minutes=3; ((full)) && soak_minutes=10
+note "cluster: every fault class mixed ($soak_minutes min, seed ${SOAK_SEED:-7}, network namespaces; ./test.sh --full: 10 min)"
+fault_stage "cluster mixed faults" soak.log "^(class |mixed rounds:|ledger: mixed_rounds|replicas:)" \
+  env SOAK_PORT=$((port + 5200)) compat/faults/soak.sh --netns --minutes "$soak_minutes" --seed "${SOAK_SEED:-7}"
+# Committed group offsets (compat/faults/offsets.sh --netns): clients commit and read
+# one group's offsets, one request per operation, while its coordinator is killed, cut
+# off from its peers and paused in turn; porcupine checks the history for
+# linearizability.
 secs=30; ((full)) && secs=120
-fault_stage "cluster offsets linearizable" offsets.log "^offsets: (commits|operations)" \
-  env OFFSETS_PORT=$((port + 5500)) compat/faults/offsets.sh --seconds "$secs"
-note "cluster: group offsets linearizable under partitions (30 s: the coordinator cut off from its peers, or paused, in turn; namespaces; ./test.sh --full: 120 s)"
-fault_stage "cluster offsets, partitions" offsets-netns.log "^offsets: (commits|operations)" \
+note "cluster: group offsets linearizable ($secs s: the coordinator killed, cut off or paused in turn; namespaces; ./test.sh --full: 120 s, and on loopback too)"
+fault_stage "cluster offsets linearizable" offsets-netns.log "^offsets: (commits|operations)" \
   env OFFSETS_PORT=$((port + 5500)) compat/faults/offsets.sh --netns --seconds "$secs"
+
+if ((full)); then
+  # Each fault class alone, with more rounds than the mixed stage draws.
+  note "cluster: leader-pause ledger (10 SIGSTOP/SIGCONT of 2 s)"
+  fault_stage "cluster leader-pause ledger" ledger-pause.log "^ledger: (failover|kills)" \
+    env LEDGER_BASE_PORT=$((port + 4100)) compat/ledger/run.sh --kills 10 -- -fault pause -down 2s
+  note "cluster: whole-cluster kill ledger (every node kill -9ed at once, down 3 s, all restarted; 6 rounds)"
+  fault_stage "cluster whole-cluster kill" ledger-crash-all.log "^(crash-all rounds|ledger: crash-all_rounds)" \
+    env LEDGER_BASE_PORT=$((port + 4300)) compat/ledger/run.sh --kills 6 -- -fault crash-all
+  note "cluster: clock-skew ledger (the leader restarted with its wall clock up to 10 min off, libfaketime; 10 rounds)"
+  fault_stage "cluster clock-skew ledger" ledger-skew.log "^(skew rounds|ledger: skew_rounds)" \
+    env LEDGER_BASE_PORT=$((port + 4300)) compat/ledger/run.sh --skew --kills 10
+  note "cluster: packet loss (6 rounds)"
+  fault_stage "cluster packet loss" drop.log "^(drop rounds|ledger: drop_rounds)" \
+    env PARTITION_PORT=$((port + 5000)) compat/faults/partition.sh --fault drop --rounds 6
+  note "cluster: group offsets linearizable on loopback (120 s of coordinator kills and pauses)"
+  fault_stage "cluster offsets, loopback" offsets.log "^offsets: (commits|operations)" \
+    env OFFSETS_PORT=$((port + 5500)) compat/faults/offsets.sh --seconds 120
+fi
 
 if ((oracle)); then
   note "start Apache Kafka (oracle) on 127.0.0.1:$((port + 1000))"

@@ -1,6 +1,7 @@
+#!/usr/bin/env bash
 # A 3-node Keel cluster in network namespaces, for the harnesses that cut or degrade
-# its network (partition.sh, offsets.sh --netns). Sourced; the caller sets `netns` (the
-# path of netns.sh) and `skip` (prints a SKIP line and exits 77).
+# its network (partition.sh, offsets.sh --netns, soak.sh --netns). Sourced; the caller
+# sets `netns` (the path of netns.sh) and `skip` (prints a SKIP line and exits 77).
 #
 #   netns_require            checks root, iproute2, nftables (installed with apt-get
 #                            when missing) and that namespaces work here, or skips
@@ -14,6 +15,15 @@
 #                            compat/cluster.sh pause|resume work on it); waits until every
 #                            node lists 3 brokers and a controller, and sets `brokers`
 #   netns_cluster_stop DIR   SIGTERM to every node, SIGKILL after 5 s
+#
+# Run as a command, it is the namespace cluster's counterpart of compat/cluster.sh's
+# node verbs, for the ledger's -cluster-sh (soak.sh --netns):
+#
+#   compat/faults/netns-cluster.sh kill|pause|resume|restart NODE DIR
+#
+# `restart` starts the node again with the flags `netns_cluster_start` recorded in
+# DIR/netns.conf, under libfaketime when DIR/node-NODE/faketime holds a wall-clock
+# offset (as compat/keel.sh does), and returns once its admin API answers.
 #
 # The namespaces must be up (`netns_up`).
 
@@ -49,30 +59,59 @@ netns_cluster_start() {
   shift 3
   brokers=""
   for i in 1 2 3; do peers+="${peers:+,}$i@$("$netns" addr "$i"):$((port + 200))"; done
+  { echo "$port $bin $peers"; (($#)) && printf '%s\n' "$@"; } >"$dir/netns.conf"
   for i in 1 2 3; do
-    a=$("$netns" addr "$i")
-    brokers+="${brokers:+,}$a:$port"
-    mkdir -p "$dir/node-$i"
-    # `ip netns exec` execs keel, so $! is the broker's own pid.
-    nice -n 10 ip netns exec "keel-n$i" "$bin" serve --data-dir "$dir/node-$i/data" \
-      --kafka-addr "$a:$port" --admin-addr "$a:$((port + 100))" --node-id "$i" \
-      --rpc-addr "$a:$((port + 200))" --peers "$peers" --smp 1 "$@" >>"$dir/node-$i/keel.log" 2>&1 &
-    echo $! >"$dir/node-$i/keel.pid"
+    brokers+="${brokers:+,}$("$netns" addr "$i"):$port"
+    netns_node_start "$dir" "$i"
   done
   # Ready: every node's admin API (reached over the bridge) lists 3 brokers and a controller.
   local deadline=$((SECONDS + 60)) j
   for i in 1 2 3; do
-    a=$("$netns" addr "$i")
-    until [[ "$(curl -sf --max-time 2 "http://$a:$((port + 100))/v1/cluster" 2>/dev/null || true)" == *'"brokers":3'*'"controller":'[1-9]* ]]; do
-      if ((SECONDS > deadline)) || ! kill -0 "$(cat "$dir/node-$i/keel.pid")" 2>/dev/null; then
-        echo "netns-cluster.sh: the cluster did not form; log tails:" >&2
-        for j in 1 2 3; do echo "--- node $j" >&2; tail -n 20 "$dir/node-$j/keel.log" >&2; done
-        return 2
-      fi
-      sleep 0.3
-    done
+    if ! netns_node_ready "$dir" "$i" "$deadline" '"brokers":3'; then
+      echo "netns-cluster.sh: the cluster did not form; log tails:" >&2
+      for j in 1 2 3; do echo "--- node $j" >&2; tail -n 20 "$dir/node-$j/keel.log" >&2; done
+      return 2
+    fi
   done
   echo "netns-cluster.sh: 3 nodes ready in namespaces keel-n1..3; bootstrap $brokers" >&2
+}
+
+# netns_node_start DIR I: starts node I with the flags in DIR/netns.conf.
+netns_node_start() {
+  local dir=$1 i=$2 port bin peers a lib extra=() skew=()
+  { read -r port bin peers; mapfile -t extra; } <"$dir/netns.conf"
+  a=$("$netns" addr "$i")
+  mkdir -p "$dir/node-$i"
+  if [[ -f "$dir/node-$i/faketime" ]]; then
+    lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1)
+    [[ -n "$lib" ]] || { echo "netns-cluster.sh: node-$i/faketime given but libfaketime is not installed" >&2; return 1; }
+    skew=(env "LD_PRELOAD=$lib" "FAKETIME=$(cat "$dir/node-$i/faketime")" FAKETIME_DONT_FAKE_MONOTONIC=1)
+  fi
+  # `ip netns exec` and env exec keel, so $! is the broker's own pid.
+  nice -n 10 ip netns exec "keel-n$i" ${skew[@]+"${skew[@]}"} "$bin" serve --data-dir "$dir/node-$i/data" \
+    --kafka-addr "$a:$port" --admin-addr "$a:$((port + 100))" --node-id "$i" \
+    --rpc-addr "$a:$((port + 200))" --peers "$peers" --smp 1 ${extra[@]+"${extra[@]}"} >>"$dir/node-$i/keel.log" 2>&1 &
+  echo $! >"$dir/node-$i/keel.pid"
+}
+
+# netns_node_ready DIR I DEADLINE [PATTERN]: waits (until SECONDS reaches DEADLINE) for
+# node I's admin API to answer: /v1/cluster listing PATTERN and a controller, or
+# without PATTERN /v1/health (a restarted node of a cluster that is still down has no
+# controller yet). Fails if the node died.
+netns_node_ready() {
+  local dir=$1 i=$2 deadline=$3 pattern=${4:-} a port
+  a=$("$netns" addr "$i")
+  read -r port _ <"$dir/netns.conf"
+  local url="http://$a:$((port + 100))/v1/cluster" out
+  [[ -n "$pattern" ]] || url="http://$a:$((port + 100))/v1/health"
+  while :; do
+    out=$(curl -sf --max-time 2 "$url" 2>/dev/null) &&
+      [[ -z "$pattern" || "$out" == *"$pattern"*'"controller":'[1-9]* ]] && return 0
+    if ((SECONDS > deadline)) || ! kill -0 "$(cat "$dir/node-$i/keel.pid" 2>/dev/null)" 2>/dev/null; then
+      return 2
+    fi
+    sleep 0.3
+  done
 }
 
 netns_cluster_stop() {
@@ -88,3 +127,24 @@ netns_cluster_stop() {
     rm -f "$pidfile"
   done
 }
+
+# As a command: the node verbs of compat/cluster.sh for a namespace cluster.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  set -euo pipefail
+  netns="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/netns.sh"
+  verb=${1:-} node=${2:-} dir=${3:-}
+  [[ "$node" =~ ^[1-3]$ && -f "$dir/netns.conf" ]] ||
+    { echo "usage: $0 kill|pause|resume|restart NODE(1-3) DIR (a directory netns_cluster_start used)" >&2; exit 2; }
+  pidfile="$dir/node-$node/keel.pid"
+  case "$verb" in
+    kill) kill -KILL "$(cat "$pidfile")"; rm -f "$pidfile" ;;
+    pause) kill -STOP "$(cat "$pidfile")" ;;
+    resume) kill -CONT "$(cat "$pidfile")" ;;
+    restart)
+      netns_node_start "$dir" "$node"
+      netns_node_ready "$dir" "$node" $((SECONDS + 60)) ||
+        { echo "netns-cluster.sh: node $node did not come back; log tail:" >&2; tail -n 30 "$dir/node-$node/keel.log" >&2; exit 1; }
+      ;;
+    *) echo "usage: $0 kill|pause|resume|restart NODE DIR" >&2; exit 2 ;;
+  esac
+fi

@@ -8,8 +8,8 @@
 #
 # Ports OFFSETS_PORT..+2 (default 29392; admin +100, node-to-node +200). With --netns
 # the nodes run in network namespaces (compat/faults/netns-cluster.sh; root, ip netns
-# and nft, else SKIP and exit 77) and the coordinator is cut off from the other two
-# (clients still reach it) and paused in turn. Exit status: 0 linearizable, 1 not (the
+# and nft, else SKIP and exit 77) and the coordinator is killed, cut off from the other
+# two (clients still reach it) and paused in turn. Exit status: 0 linearizable, 1 not (the
 # history is drawn in the run directory's offsets-history.html), 2 the run could not
 # finish, 77 skipped.
 set -euo pipefail
@@ -55,11 +55,11 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-fault_flags=()
+cluster_sh="$root/compat/cluster.sh" fault_flags=()
 if ((use_netns)); then
   netns_up
   netns_cluster_start "$dir" "$base" "$bin" || exit 2
-  fault_flags=(-fault-sh "$netns" -faults partition,pause)
+  cluster_sh="$here/netns-cluster.sh" fault_flags=(-fault-sh "$netns" -faults kill,partition,pause)
 else
   # `--smp 1` so that `cluster.sh restart` has a flag to replay.
   nice -n 10 "$root/compat/cluster.sh" start 3 "$dir" "$base" --smp 1 >&2
@@ -67,7 +67,7 @@ else
 fi
 set +e
 (cd "$dir" && timeout --kill-after=10 $((seconds + 240)) "$checker" -brokers "$brokers" -cluster-dir "$dir" \
-  -cluster-sh "$root/compat/cluster.sh" -duration "${seconds}s" "${fault_flags[@]}" "${extra[@]}")
+  -cluster-sh "$cluster_sh" -duration "${seconds}s" "${fault_flags[@]}" "${extra[@]}")
 rc=$?
 set -e
 ((rc == 124 || rc == 137)) && rc=2

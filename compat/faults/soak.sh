@@ -1,37 +1,94 @@
 #!/usr/bin/env bash
-# The long mixed run: one 3-node Keel cluster on loopback, one idempotent acks=all
-# ledger producer, and back-to-back fault rounds each drawn (seeded) from leader
-# `kill -9`, leader SIGSTOP/SIGCONT, `kill -9` of every node at once and a leader
-# restarted with its wall clock up to 10 minutes off (libfaketime). At the end every
-# partition is read back and checked (nothing acknowledged lost, duplicated or
-# reordered), and every round must see an acknowledgement within 10 s of its end.
-# Prints each round, a summary per fault class and the ledger's verdict.
+# The long mixed run: one 3-node Keel cluster, one idempotent acks=all ledger producer,
+# and back-to-back fault rounds each drawn (seeded) from leader `kill -9`, leader
+# SIGSTOP/SIGCONT, `kill -9` of every node at once and a leader restarted with its wall
+# clock up to 10 minutes off (libfaketime); with --netns also the leader cut off from
+# its peers (nft, clients still reach it) and 5-20% random packet loss on every node.
+# At the end every partition is read back and checked (nothing acknowledged lost,
+# duplicated or reordered), every replica's segment files must hold the same batches,
+# and every round must see an acknowledgement within 10 s of its end. Prints each
+# round, a summary per fault class and the ledger's verdict.
 #
-#   compat/faults/soak.sh [--minutes 30] [--rate 500] [--seed S] [--keep]
+#   compat/faults/soak.sh [--minutes 30] [--rate 500] [--seed S] [--netns] [--keep]
 #
 # Rounds start until MINUTES have passed (the ledger's -duration); a round takes 6-12 s
-# (settle, fault, 3 s down, restart, 2 s settle). Network partitions and packet loss
-# need the namespace cluster and run in compat/faults/partition.sh. Ports
-# SOAK_PORT..+2 (default 28092; admin +100, node-to-node +200). Exit status: the ledger's (0 clean,
-# 1 a violation, 2 could not finish, 77 skipped without libfaketime).
+# (settle, fault, 3 s down or 4 s held, restart or heal, 2 s settle). Without --netns
+# the nodes run on loopback (compat/ledger/run.sh --skew); with it, each in its own
+# network namespace (compat/faults/netns-cluster.sh: root, ip netns and nft). Ports
+# SOAK_PORT..+2 (default 28092; admin +100, node-to-node +200; the namespace nodes all
+# use SOAK_PORT on their own addresses). Exit status: the ledger's (0 clean, 1 a
+# violation, 2 could not finish, 77 skipped without libfaketime or namespaces).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
 minutes=30
 rate=500
 seed=$(date +%s)
-keep=()
+keep=0
+use_netns=0
 while (($#)); do
   case "$1" in
     --minutes) minutes=${2:?}; shift 2 ;;
     --rate) rate=${2:?}; shift 2 ;;
     --seed) seed=${2:?}; shift 2 ;;
-    --keep) keep=(--keep); shift ;;
-    *) echo "usage: $0 [--minutes 30] [--rate 500] [--seed S] [--keep]" >&2; exit 2 ;;
+    --netns) use_netns=1; shift ;;
+    --keep) keep=1; shift ;;
+    *) echo "usage: $0 [--minutes 30] [--rate 500] [--seed S] [--netns] [--keep]" >&2; exit 2 ;;
   esac
 done
 ((minutes > 0)) || { echo "soak.sh: --minutes must be at least 1" >&2; exit 2; }
+port=${SOAK_PORT:-28092}
 # run.sh's time limit grows with --kills (45 s each): give it one per 5 s of the run.
 rounds=$((minutes * 60 / 5))
-echo "soak.sh: mixed rounds for $minutes min, seed $seed, $rate records/s" >&2
-LEDGER_BASE_PORT=${SOAK_PORT:-28092} exec "$here/../ledger/run.sh" --skew --kills "$rounds" --rate "$rate" ${keep[@]+"${keep[@]}"} \
-  -- -fault mixed -mixed-skew -seed "$seed" -duration "${minutes}m"
+echo "soak.sh: mixed rounds for $minutes min, seed $seed, $rate records/s$( ((use_netns)) && echo ", network namespaces")" >&2
+mixed=(-fault mixed -mixed-skew -seed "$seed" -duration "${minutes}m")
+if ((!use_netns)); then
+  keep_flag=(); ((keep)) && keep_flag=(--keep)
+  LEDGER_BASE_PORT=$port exec "$here/../ledger/run.sh" --skew --kills "$rounds" --rate "$rate" \
+    ${keep_flag[@]+"${keep_flag[@]}"} -- "${mixed[@]}"
+fi
+
+netns="$here/netns.sh"
+skip() { echo "SKIP: mixed soak in namespaces: $*" >&2; echo "soak: SKIP $*"; exit 77; }
+# shellcheck source=netns-cluster.sh
+. "$here/netns-cluster.sh"
+netns_require
+# shellcheck source=../faketime.sh
+. "$root/compat/faketime.sh"
+[[ -n "$(faketime_lib)" ]] || skip "libfaketime is missing and apt-get could not install it"
+bin="${KEEL_BIN:-$root/target/release/keel}"
+[[ -x "$bin" ]] || (cd "$root" && nice -n 10 cargo build --release -p keel-broker)
+ledger="$root/compat/go/.bin/ledger"
+(cd "$root/compat/go" && nice -n 10 go build -o "$ledger" ./cmd/ledger)
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/keel-soak.XXXXXX")
+rc=2
+made_net=0
+cleanup() {
+  netns_cluster_stop "$dir"
+  ((made_net)) && "$netns" down 3
+  if ((rc == 0 && keep == 0)); then rm -rf "$dir"; else echo "soak.sh: node logs in $dir/node-*/keel.log, client log in $dir/client.log" >&2; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+netns_up
+# Every node under libfaketime from the start (netns_node_start reads node-i/faketime).
+for i in 1 2 3; do mkdir -p "$dir/node-$i" && echo "+0" >"$dir/node-$i/faketime"; done
+# The end's replica comparison reads segment files, which the journal completes at each
+# checkpoint: every 250 ms keeps them within a quarter second of the log.
+printf 'journal_checkpoint_interval_ms: 250\njournal_file_bytes: 16777216\n' >"$dir/keel.yaml"
+netns_cluster_start "$dir" "$port" "$bin" --config "$dir/keel.yaml" || exit 2
+set +e
+nice -n 10 timeout --kill-after=10 $((180 + rounds * 45)) "$ledger" -cluster-dir "$dir" \
+  -cluster-sh "$here/netns-cluster.sh" -fault-sh "$netns" -brokers "$brokers" -kills "$rounds" -rate "$rate" \
+  -client-log "$dir/client.log" "${mixed[@]}" -mixed-net
+rc=$?
+set -e
+if ((rc == 124 || rc == 137)); then echo "soak.sh: the ledger did not finish in time" >&2; rc=2; fi
+for i in 1 2 3; do
+  if grep -q panicked "$dir/node-$i/keel.log"; then
+    echo "soak.sh: node $i panicked:" >&2; grep -A5 panicked "$dir/node-$i/keel.log" | head -20 >&2
+    ((rc == 0)) && rc=1
+  fi
+done
+exit "$rc"

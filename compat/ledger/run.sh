@@ -42,13 +42,9 @@ while (($#)); do
   esac
 done
 if ((skew)); then
-  libfaketime() { ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1; }
-  if [[ -z "$(libfaketime)" ]] && command -v apt-get >/dev/null; then
-    echo "run.sh: installing libfaketime with apt-get" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q faketime >&2 ||
-      { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q faketime >&2; } || true
-  fi
-  if [[ -z "$(libfaketime)" ]]; then
+  # shellcheck source=../faketime.sh
+  . "$root/compat/faketime.sh"
+  if [[ -z "$(faketime_lib)" ]]; then
     echo "SKIP: clock-skew ledger: libfaketime is missing and apt-get could not install it" >&2
     echo "skew: SKIP libfaketime missing"
     exit 77

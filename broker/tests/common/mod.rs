@@ -44,9 +44,14 @@ pub fn free_port() -> u16 {
             (b > a).then_some((a, u64::from(b - a) + 1))
         })
         .unwrap_or((20_000, 12_000));
+    // Tests of one binary run in parallel: a port handed out once is not handed out
+    // again in this process, even before its broker has bound it.
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
     for i in 0..1000u64 {
         let port = first + ((seed.wrapping_mul(6364136223846793005).wrapping_add(i * 7919)) % count) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed_out.push(port);
             return port;
         }
     }

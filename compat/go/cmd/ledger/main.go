@@ -69,6 +69,7 @@ type config struct {
 	faultScript     string
 	hold            time.Duration
 	mixedSkew       bool
+	mixedNet        bool
 	duration        time.Duration
 	ackBound        time.Duration
 	probeLog        string
@@ -120,11 +121,12 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 30*time.Second, "producer delivery timeout (retries are unlimited within it)")
 	flag.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 250*time.Millisecond, "least time between the client's metadata refreshes (kgo default 5s)")
 	flag.StringVar(&cfg.clientLog, "client-log", "", "file for the franz-go client log (info level); none if empty")
-	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down; skew: the leader restarted with its wall clock up to 10 min off (nodes under libfaketime: run.sh --skew); mixed: each round one of kill, pause, crash-all (and skew with -mixed-skew), drawn with -seed")
+	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down; skew: the leader restarted with its wall clock up to 10 min off (nodes under libfaketime: run.sh --skew); mixed: each round one of kill, pause, crash-all (and skew with -mixed-skew, partition and drop with -mixed-net), drawn with -seed")
 	flag.DurationVar(&cfg.duration, "duration", 0, "with -fault drop, crash-all, skew or mixed: start rounds until this much time has passed (then -kills is ignored)")
 	flag.BoolVar(&cfg.mixedSkew, "mixed-skew", false, "with -fault mixed: draw clock-skew rounds too (the nodes run under libfaketime)")
-	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition or drop: script run as `isolate NODE NODES`, `drop NODE PERCENT` and `heal NODE`")
-	flag.DurationVar(&cfg.hold, "hold", 4*time.Second, "with -fault partition or drop: how long a partition or a round of packet loss lasts")
+	flag.BoolVar(&cfg.mixedNet, "mixed-net", false, "with -fault mixed: draw partition and packet-loss rounds too, with -fault-sh (the nodes run in network namespaces: -cluster-sh compat/faults/netns-cluster.sh)")
+	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition or drop (or mixed with -mixed-net): script run as `isolate NODE NODES`, `drop NODE PERCENT` and `heal NODE`")
+	flag.DurationVar(&cfg.hold, "hold", 4*time.Second, "with -fault partition, drop or mixed: how long a partition or a round of packet loss lasts")
 	flag.DurationVar(&cfg.ackBound, "ack-bound", 1500*time.Millisecond,
 		"with -fault partition: the longest an isolated leader may acknowledge after the cut (election timeout, at most 1 s, plus a margin)")
 	flag.StringVar(&cfg.probeLog, "probe-log", "", "with -fault partition: file for every probe's answer (tab-separated); none if empty")
@@ -283,11 +285,17 @@ func run(ctx context.Context, cfg config) (int, error) {
 	if roundsMode {
 		measureRounds(whole, acks, stoppedAt)
 		slow := printClusterRounds(os.Stdout, cfg.fault, whole)
+		// Every replica's segment files hold the same batches (base offset, epoch, CRC).
+		counts, diff, divergent := c.replicasIdentical(ctx)
+		if diff != "" {
+			fmt.Fprintf(os.Stdout, "replicas differ at the end: %s\n", diff)
+		}
+		fmt.Fprintf(os.Stdout, "replicas: identical=%t batches_per_partition=%v\n", diff == "", counts)
 		problems := report(cfg.fault+"_rounds", len(whole), nil, v, produced, failures, dataLoss, fetchErrors, flushErr, readErr, killErr, ends)
 		switch {
-		case v.failed() || slow:
+		case v.failed() || slow || divergent:
 			return 1, nil
-		case problems:
+		case problems || diff != "":
 			return 2, nil
 		}
 		return 0, nil

@@ -15,8 +15,9 @@ import (
 // undone. What a round measures is whether writes keep being acknowledged through it
 // (on any partition) and how soon after it ends they are again; the ledger's checks
 // (nothing acknowledged lost, duplicated or reordered) judge the data as in the other
-// modes. `-fault mixed` draws each round's class from kill, pause, crash-all and skew
-// (see mixedClasses), kill and pause acting on the leader as in killLeaders.
+// modes. `-fault mixed` draws each round's class from kill, pause, crash-all, skew,
+// partition and drop (see mixedClasses), kill, pause and partition acting on the
+// leader as in killLeaders and partitionRound.
 //
 //   - `-fault drop`: each round draws a loss rate from dropPercentMin..dropPercentMax
 //     (seeded by -seed) and has the fault script drop that share of each node's packets
@@ -45,7 +46,7 @@ const (
 // faultRound is one round: what was done, and when it started and ended.
 type faultRound struct {
 	n      int
-	class  string // kill, pause, crash-all, skew or drop
+	class  string // kill, pause, crash-all, skew, partition or drop
 	what   string // "13% loss on every node", "node 2 paused", ...
 	at     time.Time
 	healed time.Time     // the fault's end: the heal or the first restart issued
@@ -60,13 +61,17 @@ type faultRound struct {
 }
 
 // mixedClasses is what `-fault mixed` draws from: leader kills and pauses and
-// whole-cluster kills, and clock skew when the nodes run under libfaketime
-// (-mixed-skew). Packet loss needs the namespace cluster, whose nodes the ledger
-// cannot restart, so it is not mixed in.
+// whole-cluster kills; clock skew when the nodes run under libfaketime (-mixed-skew);
+// the leader cut off from its peers and random packet loss when the nodes run in
+// network namespaces that the fault script can cut (-mixed-net, compat/faults/soak.sh
+// --netns).
 func mixedClasses(cfg config) []string {
 	classes := []string{"kill", "pause", "crash-all"}
 	if cfg.mixedSkew {
 		classes = append(classes, "skew")
+	}
+	if cfg.mixedNet {
+		classes = append(classes, "partition", "drop")
 	}
 	return classes
 }
@@ -108,6 +113,11 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 			err = clusterRound(ctx, c, cfg, everyNode, &r, func(id int) error {
 				return c.faultArgs(ctx, "drop", fmt.Sprint(id), fmt.Sprint(percent))
 			}, cfg.hold, func(undo context.Context, id int) error { return c.faultArgs(undo, "heal", fmt.Sprint(id)) })
+		case "partition": // only drawn by -fault mixed; -fault partition runs partitionRound
+			err = clusterRound(ctx, c, cfg, leader, &r, func(id int) error {
+				r.what = fmt.Sprintf("node %d cut off", id)
+				return c.fault(ctx, "isolate", id, len(all))
+			}, cfg.hold, func(undo context.Context, id int) error { return c.fault(undo, "heal", id, 0) })
 		case "skew":
 			offset := rng.IntN(2*skewSecondsMax+1) - skewSecondsMax
 			err = clusterRound(ctx, c, cfg, leader, &r, func(id int) error {
@@ -149,8 +159,8 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 }
 
 // clusterRound waits for the cluster to agree on leaders, applies the fault to the
-// nodes targets picks from that view, holds it, and undoes it on each of them whatever
-// happened, so the read-back finds a whole cluster.
+// nodes targets picks from that view, holds it, and undoes it on all of them at once
+// whatever happened, so the read-back finds a whole cluster.
 func clusterRound(ctx context.Context, c *cluster, cfg config, targets func([]leaderView) []int, r *faultRound,
 	apply func(id int) error, hold time.Duration, undo func(ctx context.Context, id int) error) error {
 	all := c.nodes()
@@ -172,8 +182,13 @@ func clusterRound(ctx context.Context, c *cluster, cfg config, targets func([]le
 	r.healed = time.Now()
 	undoCtx, cancel := context.WithTimeout(context.Background(), restartTimeout)
 	defer cancel()
+	// Every node at once, as power coming back starts every machine together.
+	undone := make(chan error, len(hit))
 	for _, id := range hit {
-		if err := undo(undoCtx, id); err != nil && faultErr == nil {
+		go func() { undone <- undo(undoCtx, id) }()
+	}
+	for range hit {
+		if err := <-undone; err != nil && faultErr == nil {
 			faultErr = err
 		}
 	}
@@ -235,7 +250,7 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 		byClass[r.class] = append(byClass[r.class], r)
 	}
 	if len(byClass) > 1 {
-		for _, class := range []string{"kill", "pause", "crash-all", "skew", "drop"} {
+		for _, class := range []string{"kill", "pause", "crash-all", "skew", "partition", "drop"} {
 			var cg, cp []time.Duration
 			for _, r := range byClass[class] {
 				cg, cp = append(cg, r.gap), append(cp, r.progressIn)
