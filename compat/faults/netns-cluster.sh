@@ -14,7 +14,7 @@
 #                            DIR/node-i, its pid in DIR/node-i/keel.pid (so
 #                            compat/cluster.sh pause|resume work on it); waits until every
 #                            node lists 3 brokers and a controller, and sets `brokers`
-#   netns_cluster_stop DIR   SIGTERM to every node, SIGKILL after 5 s
+#   netns_cluster_stop DIR   SIGTERM to every node at once, SIGKILL after 10 s
 #
 # Run as a command, it is the namespace cluster's counterpart of compat/cluster.sh's
 # node verbs, for the ledger's -cluster-sh (soak.sh --netns):
@@ -115,17 +115,22 @@ netns_node_ready() {
 }
 
 netns_cluster_stop() {
-  local dir=$1 i pid pidfile
+  local dir=$1 i pids=() pid alive
   for i in 1 2 3; do
-    pidfile="$dir/node-$i/keel.pid"
-    [[ -f "$pidfile" ]] || continue
-    pid=$(cat "$pidfile")
-    kill -CONT "$pid" 2>/dev/null || true
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    rm -f "$pidfile"
+    [[ -f "$dir/node-$i/keel.pid" ]] && pids+=("$(cat "$dir/node-$i/keel.pid")")
+    rm -f "$dir/node-$i/keel.pid"
   done
+  ((${#pids[@]})) || return 0
+  kill -CONT "${pids[@]}" 2>/dev/null || true
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  # A node that stops hands its leaderships over first (up to 5 s), then flushes.
+  for _ in $(seq 1 100); do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    ((alive)) || return 0
+    sleep 0.1
+  done
+  kill -KILL "${pids[@]}" 2>/dev/null || true
 }
 
 # As a command: the node verbs of compat/cluster.sh for a namespace cluster.
