@@ -10,8 +10,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
-use crate::coordinator::offset_ops::{self, CommitPartition, CommitRequest};
-use crate::coordinator::routing;
+use crate::coordinator::offset_ops::{CommitPartition, CommitRequest};
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
@@ -43,33 +42,19 @@ pub async fn handle(
     } else {
         None
     };
-    let refusals: Vec<Option<i16>> = req
-        .topics
-        .iter()
-        .flat_map(|t| {
-            let code = whole.or_else(|| {
-                (!super::authorized(shard, ctx, acl::operation::READ, acl::resource::TOPIC, t.name.0.as_str()))
-                    .then_some(crate::errors::TOPIC_AUTHORIZATION_FAILED)
-            });
-            t.partitions.iter().map(move |_| code)
-        })
-        .collect();
-    let mut refused = refusals.iter();
-    let partitions: Vec<CommitPartition> = req
-        .topics
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
-        .filter(|_| refused.next().is_some_and(|r| r.is_none()))
-        .map(|(t, p)| CommitPartition {
-            topic: t.name.0.to_string(),
-            partition: p.partition_index,
-            offset: p.committed_offset,
-            leader_epoch: p.committed_leader_epoch,
-            metadata: p.committed_metadata.as_deref().map(str::to_string),
-        })
-        .collect();
-    let count = partitions.len();
-    let commit = CommitRequest {
+    let topics = req.topics.iter().map(|t| {
+        (
+            t.name.0.as_str(),
+            t.partitions.iter().map(|p| CommitPartition {
+                topic: t.name.0.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_deref().map(str::to_string),
+            }),
+        )
+    });
+    let request = |partitions| CommitRequest {
         group_id: group_id.clone(),
         member_id: req.member_id.to_string(),
         instance_id: req.group_instance_id.as_deref().map(str::to_string),
@@ -80,15 +65,8 @@ pub async fn handle(
         producer: Some((req.producer_id.0, req.producer_epoch)),
         join_transaction: (version >= 5).then(|| req.transactional_id.0.to_string()),
     };
-    let codes = if count == 0 && refusals.iter().any(Option::is_some) {
-        Vec::new()
-    } else {
-        routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::commit(s, p, commit))
-            .await
-            .unwrap_or_else(|code| vec![code; count])
-    };
-    let mut committed = codes.into_iter();
-    let mut codes = refusals.into_iter().map(|r| r.unwrap_or_else(|| committed.next().expect("a code per commit")));
+    let mut codes =
+        super::offset_commit::commit_authorized(shard, ctx, &group_id, whole, topics, request).await.into_iter();
     let topics = req
         .topics
         .into_iter()

@@ -17,6 +17,7 @@ pub mod balance;
 pub mod cluster;
 pub mod frame;
 mod install;
+mod raft_log;
 mod read_index;
 pub mod reassign;
 pub mod shell;

@@ -49,7 +49,8 @@ use std::time::SystemTime;
 
 use keel_storage::StorageError;
 
-use super::partition::{self, remove_dir, DirOwner, Partition, FUTURE_SUFFIX};
+use super::partition::Partition;
+use super::partition_dir::{self, remove_dir, DirOwner, FUTURE_SUFFIX};
 use super::Shard;
 
 /// (size, modification time) of each file copied, by name.
@@ -73,7 +74,8 @@ pub async fn run(shard: Rc<Shard>, p: Rc<Partition>, target: usize) {
         }
         Err(MoveError::AfterSwitch(e)) => {
             tracing::error!(partition = %name, error = %e, "partition move failed after its switch point; restoring the record");
-            let restored = shard.kv.put(&partition::dir_owner_key(&name), DirOwner::encode(p.topic_id, &from)).await;
+            let restored =
+                shard.kv.put(&partition_dir::dir_owner_key(&name), DirOwner::encode(p.topic_id, &from)).await;
             if let Err(e) = &restored {
                 tracing::error!(partition = %name, error = %e, "cannot restore the partition's directory record; it stays fenced");
             }
@@ -111,7 +113,7 @@ async fn move_log(shard: &Rc<Shard>, p: &Rc<Partition>, target: usize, name: &st
     // 3. The switch point: the record names the target once the copy is complete.
     shard
         .kv
-        .put(&partition::dir_owner_key(name), DirOwner::encode(p.topic_id, &target_base))
+        .put(&partition_dir::dir_owner_key(name), DirOwner::encode(p.topic_id, &target_base))
         .await
         .map_err(BeforeSwitch)?;
     let (from, to) = (future.clone(), dest.clone());

@@ -7,6 +7,7 @@ pub mod housekeeping;
 pub mod log_move;
 pub mod mesh;
 pub mod partition;
+pub mod partition_dir;
 pub mod producer_state;
 pub mod producer_turns;
 pub mod scrub;

@@ -3,7 +3,6 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +12,7 @@ use keel_storage::log::{self, PartitionLog};
 use keel_storage::StorageError;
 use uuid::Uuid;
 
+use super::partition_dir::{choose_dir, claim_dir, dir_owner_key, partition_dir, DirOwner};
 use super::producer_state::{ProducerStates, SeqBatch, SeqCheck};
 use super::txn_log::{AbortedTxn, PartitionTxns, TxnChange};
 use super::txn_store::{aborted_key, load_txns, persist_txn, rewrite_txns, txn_changes};
@@ -140,176 +140,6 @@ pub(crate) fn journal_key(topic_id: Uuid, index: i32) -> Bytes {
     key.extend_from_slice(topic_id.as_bytes());
     key.extend_from_slice(&index.to_be_bytes());
     key.into()
-}
-
-/// The state-store key naming the topic that owns a partition directory, and the data
-/// directory it lives in.
-pub(crate) fn dir_owner_key(name: &str) -> String {
-    format!("{DIR_OWNER_PREFIX}{name}")
-}
-
-const DIR_OWNER_PREFIX: &str = "dir-owner/";
-
-/// Suffix of a partition directory being copied into another data directory by
-/// AlterReplicaLogDirs (Kafka's `-future` replica).
-pub const FUTURE_SUFFIX: &str = ".future";
-
-/// What the state store says about a partition directory: `<topic id>` (the older
-/// form) or `<topic id> <data dir>`.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct DirOwner {
-    pub topic_id: Option<Uuid>,
-    pub data_dir: Option<PathBuf>,
-}
-
-impl DirOwner {
-    pub(crate) fn parse(value: &[u8]) -> DirOwner {
-        let text = std::str::from_utf8(value).unwrap_or_default();
-        let (id, dir) = match text.split_once(' ') {
-            Some((id, dir)) => (id, Some(PathBuf::from(dir))),
-            None => (text, None),
-        };
-        DirOwner { topic_id: id.trim().parse().ok(), data_dir: dir }
-    }
-
-    pub(crate) fn encode(topic_id: Uuid, data_dir: &std::path::Path) -> Bytes {
-        Bytes::from(format!("{topic_id} {}", data_dir.display()))
-    }
-}
-
-async fn exists(path: PathBuf) -> bool {
-    glommio::executor().spawn_blocking(move || path.is_dir()).await
-}
-
-/// Removes a directory tree on glommio's blocking thread; a missing one is fine.
-pub(crate) async fn remove_dir(path: PathBuf) -> Result<(), StorageError> {
-    let target = path.clone();
-    glommio::executor()
-        .spawn_blocking(move || match std::fs::remove_dir_all(&target) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        })
-        .await
-        .map_err(|e| StorageError::io("remove dir", &path, e))
-}
-
-/// Chooses the data directory of partition directory `name`. The state store's record
-/// wins; a record naming a directory that is not configured is an error (the data
-/// is left alone). Without a record (a crash before it reached the store, or the
-/// older layout) the directories are searched, home first, and a new partition goes
-/// home. Leftovers of an AlterReplicaLogDirs move a crash interrupted are settled:
-/// a finished copy the record already names is renamed into place (roll forward),
-/// an unfinished copy is removed, and a source the record no longer names is removed.
-/// Data is never removed because a record is missing.
-async fn choose_dir(shard: &Shard, name: &str, recorded: &DirOwner) -> Result<usize, StorageError> {
-    let dirs = &shard.dirs;
-    let recorded_index = match &recorded.data_dir {
-        Some(path) => Some(dirs.index_of(path).ok_or_else(|| {
-            StorageError::io(
-                "find data directory",
-                path,
-                std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("{name} is recorded in a directory not configured"),
-                ),
-            )
-        })?),
-        None => None,
-    };
-    let mut order: Vec<usize> = vec![dirs.home_index()];
-    order.extend((0..dirs.all().len()).filter(|i| *i != dirs.home_index()));
-    let chosen = match recorded_index {
-        Some(i) => {
-            let base = &dirs.get(i).path;
-            let (dir, future) = (base.join(name), base.join(format!("{name}{FUTURE_SUFFIX}")));
-            if !exists(dir.clone()).await && exists(future.clone()).await {
-                tracing::info!(dir = %dir.display(), "finishing a partition move a crash interrupted");
-                let (from, to) = (future.clone(), dir.clone());
-                glommio::executor()
-                    .spawn_blocking(move || std::fs::rename(&from, &to))
-                    .await
-                    .map_err(|e| StorageError::io("rename moved partition", &future, e))?;
-                keel_storage::checkpoint::sync_dir(base).await?;
-            }
-            i
-        }
-        None => {
-            let mut found = None;
-            for &i in &order {
-                if dirs.get(i).offline().is_none() && exists(dirs.get(i).path.join(name)).await {
-                    found = Some(i);
-                    break;
-                }
-            }
-            found.unwrap_or(dirs.home_index())
-        }
-    };
-    for &i in &order {
-        if i == chosen || dirs.get(i).offline().is_some() {
-            continue;
-        }
-        let base = &dirs.get(i).path;
-        let future = base.join(format!("{name}{FUTURE_SUFFIX}"));
-        if exists(future.clone()).await {
-            tracing::warn!(dir = %future.display(), "removing an unfinished partition move");
-            remove_dir(future).await?;
-        }
-        let other = base.join(name);
-        if recorded_index.is_some() && exists(other.clone()).await {
-            tracing::warn!(dir = %other.display(), "removing the source of a finished partition move");
-            remove_dir(other).await?;
-        } else if exists(other.clone()).await {
-            tracing::warn!(dir = %other.display(), chosen = %dirs.get(chosen).path.display(),
-                "partition directory found in two data directories; using the first, leaving the other");
-        }
-    }
-    Ok(chosen)
-}
-
-/// Makes `dir` this topic's. Which topic owns a directory is kept in the shard's
-/// state store, written durably: a directory another topic id owns was left by a
-/// deleted topic of the same name and is removed. Data is never removed because an
-/// owner record is missing or unreadable: that is a crash or an older layout (whose
-/// `topic-id` file is then consulted only when it names a different, valid id).
-async fn claim_dir(
-    shard: &Shard,
-    dir: &std::path::Path,
-    data_dir: &std::path::Path,
-    recorded: &DirOwner,
-    topic_id: Uuid,
-) -> Result<(), StorageError> {
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let key = dir_owner_key(&name);
-    let owner = match recorded.topic_id {
-        Some(id) => Some(id),
-        None => {
-            let id_file = dir.join("topic-id");
-            let read = glommio::executor().spawn_blocking(move || std::fs::read_to_string(id_file)).await;
-            read.ok().and_then(|s| s.trim().parse::<Uuid>().ok())
-        }
-    };
-    if owner.is_some_and(|id| id != topic_id) {
-        tracing::warn!(dir = %dir.display(), "removing data of a deleted topic");
-        remove_dir(dir.to_path_buf()).await?;
-    }
-    if recorded.topic_id != Some(topic_id) || recorded.data_dir.as_deref() != Some(data_dir) {
-        // Not awaited: opening a thousand partitions does not wait for a thousand passes
-        // one after another. The record reaches the store on the next scheduler turn,
-        // long before a removal of the partition could follow it.
-        let kv = shard.kv.clone();
-        let owner = DirOwner::encode(topic_id, data_dir);
-        glommio::spawn_local(async move {
-            if let Err(e) = kv.put(&key, owner).await {
-                tracing::warn!(%key, error = %e, "cannot record a partition directory's owner");
-            }
-        })
-        .detach();
-    }
-    Ok(())
-}
-
-pub fn partition_dir(data_dir: &std::path::Path, topic: &str, index: i32) -> PathBuf {
-    data_dir.join(format!("{topic}-{index}"))
 }
 
 impl Partition {
