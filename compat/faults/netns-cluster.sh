@@ -23,7 +23,8 @@
 #
 # `restart` starts the node again with the flags `netns_cluster_start` recorded in
 # DIR/netns.conf, under libfaketime when DIR/node-NODE/faketime holds a wall-clock
-# offset (as compat/keel.sh does), and returns once its admin API answers.
+# offset and noting its fsyncs when DIR/node-NODE/power-loss exists (as compat/keel.sh
+# does), and returns once its admin API answers.
 #
 # The namespaces must be up (`netns_up`).
 
@@ -78,17 +79,18 @@ netns_cluster_start() {
 
 # netns_node_start DIR I: starts node I with the flags in DIR/netns.conf.
 netns_node_start() {
-  local dir=$1 i=$2 port bin peers a lib extra=() skew=()
+  local dir=$1 i=$2 port bin peers a lib extra=() envs=()
   { read -r port bin peers; mapfile -t extra; } <"$dir/netns.conf"
   a=$("$netns" addr "$i")
   mkdir -p "$dir/node-$i"
   if [[ -f "$dir/node-$i/faketime" ]]; then
     lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1)
     [[ -n "$lib" ]] || { echo "netns-cluster.sh: node-$i/faketime given but libfaketime is not installed" >&2; return 1; }
-    skew=(env "LD_PRELOAD=$lib" "FAKETIME=$(cat "$dir/node-$i/faketime")" FAKETIME_DONT_FAKE_MONOTONIC=1)
+    envs+=("LD_PRELOAD=$lib" "FAKETIME=$(cat "$dir/node-$i/faketime")" FAKETIME_DONT_FAKE_MONOTONIC=1)
   fi
+  [[ -f "$dir/node-$i/power-loss" ]] && envs+=("KEEL_TEST_SYNC_LOG=$dir/node-$i/synced.tsv")
   # `ip netns exec` and env exec keel, so $! is the broker's own pid.
-  nice -n 10 ip netns exec "keel-n$i" ${skew[@]+"${skew[@]}"} "$bin" serve --data-dir "$dir/node-$i/data" \
+  nice -n 10 ip netns exec "keel-n$i" env ${envs[@]+"${envs[@]}"} "$bin" serve --data-dir "$dir/node-$i/data" \
     --kafka-addr "$a:$port" --admin-addr "$a:$((port + 100))" --node-id "$i" \
     --rpc-addr "$a:$((port + 200))" --peers "$peers" --smp 1 ${extra[@]+"${extra[@]}"} >>"$dir/node-$i/keel.log" 2>&1 &
   echo $! >"$dir/node-$i/keel.pid"
