@@ -5,14 +5,15 @@
 #
 #   ./test.sh            the default run (about 30 minutes on a 2-core machine once built;
 #                        a clean checkout first spends 10-20 minutes compiling)
-#   ./test.sh --full     also franz-go's whole suite (not only the allowlist), the Java,
-#                        Python and ClientCompatibilityTest suites against the 3-node
-#                        cluster, each fault class alone with more rounds (pauses,
-#                        whole-cluster kills, clock skew, packet loss, offsets on loopback),
-#                        a 10-minute mixed-fault run, the differential tester's long
-#                        profile (2,000 sequences, about 10 minutes), the transactional
-#                        copier with 50,000 messages, 3 kills and copier kills, MirrorMaker
-#                        2 and Connect against a 3-node Keel (about 3.5 minutes)
+#   ./test.sh --full     also MirrorMaker 2 and Connect (compat/migration, single node and
+#                        a 3-node Keel, about 3.5 minutes each), franz-go's whole suite
+#                        (not only the allowlist), the Java, Python and
+#                        ClientCompatibilityTest suites against the 3-node cluster, each
+#                        fault class alone with more rounds (pauses, whole-cluster kills,
+#                        clock skew, packet loss, offsets on loopback), a 10-minute
+#                        mixed-fault run, the differential tester's long profile (2,000
+#                        sequences, about 10 minutes), and the transactional copier with
+#                        50,000 messages, 3 kills and copier kills
 #   ./test.sh --oracle   also run the client suites against Apache Kafka 4.x
 #   ./test.sh --stress   run the consumer-group stress rounds (3 -> 4 members under CPU
 #                        load, librdkafka and Java) 10 times per protocol, not 2
@@ -163,7 +164,6 @@ TMPDIR="$run_dir" compat/security/run.sh $((port + 8200)) >"$logs/security.log" 
 grep -E "^(PASS|FAIL|security:)" "$logs/security.log"
 record_or_fail "security (TLS, SASL)" "$(sed -nE 's/^security: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2 0/p' "$logs/security.log")"
 
-note "migration: MirrorMaker 2 from Apache Kafka into Keel; a Kafka Connect worker on Keel"
 migration() { # label port-offset [--cluster]
   MIGRATION_BASE_PORT=$((port + $2)) compat/migration/run.sh ${3:-} >"$logs/$1.log" 2>&1
   grep -E "figure:|^=+ .*(passed|failed)|^DIFFERENT|^migration:" "$logs/$1.log" | tail -n 12
@@ -172,8 +172,9 @@ migration() { # label port-offset [--cluster]
   if grep -q "^migration: guide commands ok" "$logs/$1.log"; then record "$1 guide commands" 1 0 0
   else record "$1 guide commands" 0 1 0; fi
 }
-migration migration 6000
 if ((full)); then
+  note "migration: MirrorMaker 2 from Apache Kafka into Keel; a Kafka Connect worker on Keel"
+  migration migration 6000
   note "migration into a 3-node Keel, replication factor 3 (compat/migration/run.sh --cluster)"
   migration migration-cluster 6500 --cluster
 fi
@@ -250,9 +251,10 @@ rounds=${PARTITION_ROUNDS:-3}; ((full)) && rounds=5
 fault_stage "cluster network partition" partition.log "^(partition: rounds|ledger: rounds)" \
   env PARTITION_PORT=$((port + 5000)) compat/faults/partition.sh --rounds "$rounds"
 # Every fault class mixed (compat/faults/soak.sh --netns): leader kills and pauses,
-# whole-cluster kills, a leader restarted with its clock up to 10 min off, the leader
-# cut off from its peers and 5-20% packet loss, drawn with a seed, for 3 minutes in
-# network namespaces; the ledger's checks, identical replicas and progress within 10 s
+# whole-cluster kills, whole-cluster power cuts (files cut back to what was fsynced,
+# tails torn), a leader restarted with its clock up to 10 min off, the leader cut off
+# from its peers and 5-20% packet loss, drawn with a seed, for 3 minutes in network
+# namespaces; the ledger's checks, identical replicas and progress within 10 s
 # of each round. --full also runs each class alone with more rounds, and 30 minutes
 # mixed is `compat/faults/soak.sh --netns --minutes 30` (docs/reliability.md).
 soak_minutes=3; ((full)) && soak_minutes=10

@@ -42,13 +42,16 @@ case "$cmd" in
     # clock off by the file's content (e.g. +300 or -90, seconds), read at start; the
     # monotonic clock is left alone, as on a host whose clock is wrong
     # (compat/ledger/run.sh --skew).
-    skew=()
+    # A `power-loss` file makes the broker note what each fdatasync made durable in
+    # synced.tsv, for the fault harness's power cuts (storage/src/sync_log.rs).
+    envs=()
     if [[ -f "$dir/faketime" ]]; then
       lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1)
       [[ -n "$lib" ]] || { echo "keel.sh: $dir/faketime given but libfaketime is not installed" >&2; exit 1; }
-      skew=(env "LD_PRELOAD=$lib" "FAKETIME=$(cat "$dir/faketime")" FAKETIME_DONT_FAKE_MONOTONIC=1)
+      envs+=("LD_PRELOAD=$lib" "FAKETIME=$(cat "$dir/faketime")" FAKETIME_DONT_FAKE_MONOTONIC=1)
     fi
-    nohup ${skew[@]+"${skew[@]}"} "$bin" serve --data-dir "$dir/data" --kafka-addr "127.0.0.1:$port" \
+    [[ -f "$dir/power-loss" ]] && envs+=("KEEL_TEST_SYNC_LOG=$dir/synced.tsv")
+    nohup env ${envs[@]+"${envs[@]}"} "$bin" serve --data-dir "$dir/data" --kafka-addr "127.0.0.1:$port" \
       --admin-addr "127.0.0.1:$((port + 100))" "$@" >>"$dir/keel.log" 2>&1 &
     echo $! >"$dir/keel.pid"
     if ! wait_ready "$port" "$((port + 100))" 60 || ! kill -0 "$(cat "$dir/keel.pid")" 2>/dev/null; then

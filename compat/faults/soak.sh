@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The long mixed run: one 3-node Keel cluster, one idempotent acks=all ledger producer,
 # and back-to-back fault rounds each drawn (seeded) from leader `kill -9`, leader
-# SIGSTOP/SIGCONT, `kill -9` of every node at once and a leader restarted with its wall
-# clock up to 10 minutes off (libfaketime); with --netns also the leader cut off from
-# its peers (nft, clients still reach it) and 5-20% random packet loss on every node.
+# SIGSTOP/SIGCONT, `kill -9` of every node at once, a power cut of every node (killed,
+# then each file cut back to what its fsyncs made durable and its tail torn) and a
+# leader restarted with its wall clock up to 10 minutes off (libfaketime); with --netns
+# also the leader cut off from its peers (nft, clients still reach it) and 5-20% random
+# packet loss on every node.
 # At the end every partition is read back and checked (nothing acknowledged lost,
 # duplicated or reordered), every replica's segment files must hold the same batches,
 # and every round must see an acknowledgement within 10 s of its end. Prints each
@@ -41,10 +43,10 @@ port=${SOAK_PORT:-28092}
 # run.sh's time limit grows with --kills (45 s each): give it one per 5 s of the run.
 rounds=$((minutes * 60 / 5))
 echo "soak.sh: mixed rounds for $minutes min, seed $seed, $rate records/s$( ((use_netns)) && echo ", network namespaces")" >&2
-mixed=(-fault mixed -mixed-skew -seed "$seed" -duration "${minutes}m")
+mixed=(-fault mixed -mixed-skew -mixed-power -seed "$seed" -duration "${minutes}m")
 if ((!use_netns)); then
   keep_flag=(); ((keep)) && keep_flag=(--keep)
-  LEDGER_BASE_PORT=$port exec "$here/../ledger/run.sh" --skew --kills "$rounds" --rate "$rate" \
+  LEDGER_BASE_PORT=$port exec "$here/../ledger/run.sh" --skew --power --kills "$rounds" --rate "$rate" \
     ${keep_flag[@]+"${keep_flag[@]}"} -- "${mixed[@]}"
 fi
 
@@ -72,8 +74,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 netns_up
-# Every node under libfaketime from the start (netns_node_start reads node-i/faketime).
-for i in 1 2 3; do mkdir -p "$dir/node-$i" && echo "+0" >"$dir/node-$i/faketime"; done
+# Every node under libfaketime from the start, noting its fsyncs for the power cuts
+# (netns_node_start reads node-i/faketime and node-i/power-loss).
+for i in 1 2 3; do mkdir -p "$dir/node-$i" && echo "+0" >"$dir/node-$i/faketime" && : >"$dir/node-$i/power-loss"; done
 # The end's replica comparison reads segment files, which the journal completes at each
 # checkpoint: every 250 ms keeps them within a quarter second of the log.
 printf 'journal_checkpoint_interval_ms: 250\njournal_file_bytes: 16777216\n' >"$dir/keel.yaml"

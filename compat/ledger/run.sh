@@ -3,7 +3,11 @@
 # producer writing ids at a fixed rate, and kill -9 of partition 0's leader again and
 # again; then every partition is read back and checked (see compat/go/cmd/ledger).
 #
-#   compat/ledger/run.sh [--kafka] [--skew] [--kills N] [--rate R] [--keep] [-- extra ledger flags...]
+#   compat/ledger/run.sh [--kafka] [--skew] [--power] [--kills N] [--rate R] [--keep] [-- extra ledger flags...]
+#
+# --power starts every node noting what its fsyncs made durable (a power-loss file in
+# its directory), which `-- -fault power` and `-- -fault mixed -mixed-power` need: the
+# ledger then cuts each file back to that after a whole-cluster kill.
 #
 # --skew runs every node under libfaketime (installed with apt-get when missing; SKIP
 # and exit 77 without it) and the ledger in `-fault skew` mode: each round kills the
@@ -29,6 +33,7 @@ rate=1000
 keep=0
 kafka=0
 skew=0
+power=0
 extra=()
 while (($#)); do
   case "$1" in
@@ -37,8 +42,9 @@ while (($#)); do
     --keep) keep=1; shift ;;
     --kafka) kafka=1; shift ;;
     --skew) skew=1; shift ;;
+    --power) power=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    *) echo "usage: $0 [--kafka] [--skew] [--kills N] [--rate R] [--keep] [-- extra ledger flags]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--kafka] [--skew] [--power] [--kills N] [--rate R] [--keep] [-- extra ledger flags]" >&2; exit 2 ;;
   esac
 done
 if ((skew)); then
@@ -91,6 +97,10 @@ trap 'exit 130' INT TERM
 if ((skew)); then
   # compat/keel.sh runs a node under libfaketime when its directory has this file.
   for i in 1 2 3; do mkdir -p "$dir/node-$i" && echo "+0" >"$dir/node-$i/faketime"; done
+fi
+if ((power)); then
+  # compat/keel.sh starts a node with KEEL_TEST_SYNC_LOG when its directory has this file.
+  for i in 1 2 3; do mkdir -p "$dir/node-$i" && : >"$dir/node-$i/power-loss"; done
 fi
 if ((kafka)); then
   nice -n 10 "$cluster_sh" start 3 "$dir" "$base" >&2

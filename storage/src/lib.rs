@@ -30,6 +30,7 @@ pub mod segment_io;
 pub mod signal;
 pub mod snapshot;
 pub mod stats;
+mod sync_log;
 mod truncate;
 
 pub use compaction::{CompactionOutcome, CompactionPolicy};

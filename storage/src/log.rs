@@ -558,6 +558,15 @@ pub(crate) async fn sync_or_die(file: &DmaFile, path: &Path) {
         eprintln!("keel: fatal: fdatasync {} failed: {e}; stopping to recover from disk", path.display());
         std::process::exit(70);
     }
+    note_synced(path);
+}
+
+/// For the power-loss harness ([`crate::sync_log`]): a journal file notes its own
+/// durable end after each pass.
+fn note_synced(path: &Path) {
+    if path.extension().map_or(true, |e| e != "journal") {
+        crate::sync_log::synced_file(path);
+    }
 }
 
 thread_local! {
@@ -575,7 +584,9 @@ pub fn survive_sync_failures() {
 /// [`sync_or_die`], or an error when [`survive_sync_failures`] was called.
 pub(crate) async fn sync_or_fail(file: &DmaFile, path: &Path) -> Result<(), StorageError> {
     if SYNC_FAILURES_SURVIVABLE.with(|s| s.get()) {
-        return file.fdatasync().await.map_err(|e| StorageError::io("fdatasync", path, e.into()));
+        file.fdatasync().await.map_err(|e| StorageError::io("fdatasync", path, e.into()))?;
+        note_synced(path);
+        return Ok(());
     }
     sync_or_die(file, path).await;
     Ok(())

@@ -353,6 +353,7 @@ impl Journal {
             *self.failed.borrow_mut() = Some(e.to_string());
             return Err(e);
         }
+        crate::sync_log::synced_journal(&path, position + (tail_len + total) as u64);
         self.syncs.set(self.syncs.get() + 1);
         self.bytes_written.set(self.bytes_written.get() + len as u64);
         let mut w = self.writer.borrow_mut();

@@ -70,6 +70,7 @@ type config struct {
 	hold            time.Duration
 	mixedSkew       bool
 	mixedNet        bool
+	mixedPower      bool
 	duration        time.Duration
 	ackBound        time.Duration
 	probeLog        string
@@ -87,7 +88,7 @@ type config struct {
 // faultNames is every -fault mode and what its rounds are called in the summary.
 var faultNames = map[string]string{
 	"kill": "kills", "pause": "pauses", "partition": "partition rounds", "drop": "packet-loss rounds",
-	"crash-all": "whole-cluster kills", "skew": "clock-skew rounds", "mixed": "mixed rounds",
+	"crash-all": "whole-cluster kills", "power": "power cuts", "skew": "clock-skew rounds", "mixed": "mixed rounds",
 }
 
 // completed is how many of the kills (or partition rounds) finished without an error.
@@ -121,9 +122,10 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 30*time.Second, "producer delivery timeout (retries are unlimited within it)")
 	flag.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 250*time.Millisecond, "least time between the client's metadata refreshes (kgo default 5s)")
 	flag.StringVar(&cfg.clientLog, "client-log", "", "file for the franz-go client log (info level); none if empty")
-	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down; skew: the leader restarted with its wall clock up to 10 min off (nodes under libfaketime: run.sh --skew); mixed: each round one of kill, pause, crash-all (and skew with -mixed-skew, partition and drop with -mixed-net), drawn with -seed")
+	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down; power: as crash-all, each node's files cut back to what its fsyncs made durable, tails torn (nodes started with a power-loss file); skew: the leader restarted with its wall clock up to 10 min off (nodes under libfaketime: run.sh --skew); mixed: each round one of kill, pause, crash-all (and skew with -mixed-skew, partition and drop with -mixed-net, power with -mixed-power), drawn with -seed")
 	flag.DurationVar(&cfg.duration, "duration", 0, "with -fault drop, crash-all, skew or mixed: start rounds until this much time has passed (then -kills is ignored)")
 	flag.BoolVar(&cfg.mixedSkew, "mixed-skew", false, "with -fault mixed: draw clock-skew rounds too (the nodes run under libfaketime)")
+	flag.BoolVar(&cfg.mixedPower, "mixed-power", false, "with -fault mixed: draw whole-cluster power cuts too (every node started with a power-loss file in its directory; see power.go)")
 	flag.BoolVar(&cfg.mixedNet, "mixed-net", false, "with -fault mixed: draw partition and packet-loss rounds too, with -fault-sh (the nodes run in network namespaces: -cluster-sh compat/faults/netns-cluster.sh)")
 	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition or drop (or mixed with -mixed-net): script run as `isolate NODE NODES`, `drop NODE PERCENT` and `heal NODE`")
 	flag.DurationVar(&cfg.hold, "hold", 4*time.Second, "with -fault partition, drop or mixed: how long a partition or a round of packet loss lasts")
@@ -176,7 +178,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 	c.faultScript = cfg.faultScript
 	partitionMode := cfg.fault == "partition"
 	// Rounds of clusterRounds (rounds.go): faults that are not aimed at one leader kill.
-	roundsMode := cfg.fault == "drop" || cfg.fault == "crash-all" || cfg.fault == "skew" || cfg.fault == "mixed"
+	roundsMode := cfg.fault == "drop" || cfg.fault == "crash-all" || cfg.fault == "power" || cfg.fault == "skew" || cfg.fault == "mixed"
 	l := &ledger{}
 	opts := producerOptions(cfg.brokers, cfg, l)
 	if cfg.clientLog != "" {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -26,6 +27,8 @@ import (
 //   - `-fault crash-all`: every node is killed with SIGKILL at once, as a power cut of
 //     the whole cluster that spares only what each node fsynced, stays down for -down,
 //     and every node is restarted.
+//   - `-fault power`: as crash-all, and before the restart each node's files are cut
+//     back to what its fsyncs made durable, with torn tails (power.go).
 //   - `-fault skew`: the leader of partition 0 is killed with SIGKILL and, after -down,
 //     restarted with its wall clock set off by a new offset within ±skewSecondsMax
 //     (seeded by -seed), as a host whose clock is wrong or was stepped while it was
@@ -46,7 +49,7 @@ const (
 // faultRound is one round: what was done, and when it started and ended.
 type faultRound struct {
 	n      int
-	class  string // kill, pause, crash-all, skew, partition or drop
+	class  string // kill, pause, crash-all, power, skew, partition or drop
 	what   string // "13% loss on every node", "node 2 paused", ...
 	at     time.Time
 	healed time.Time     // the fault's end: the heal or the first restart issued
@@ -64,7 +67,8 @@ type faultRound struct {
 // whole-cluster kills; clock skew when the nodes run under libfaketime (-mixed-skew);
 // the leader cut off from its peers and random packet loss when the nodes run in
 // network namespaces that the fault script can cut (-mixed-net, compat/faults/soak.sh
-// --netns).
+// --netns); whole-cluster power cuts when the nodes note their fsyncs (-mixed-power,
+// power.go).
 func mixedClasses(cfg config) []string {
 	classes := []string{"kill", "pause", "crash-all"}
 	if cfg.mixedSkew {
@@ -72,6 +76,9 @@ func mixedClasses(cfg config) []string {
 	}
 	if cfg.mixedNet {
 		classes = append(classes, "partition", "drop")
+	}
+	if cfg.mixedPower {
+		classes = append(classes, "power")
 	}
 	return classes
 }
@@ -137,6 +144,25 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 				r.what = fmt.Sprintf("node %d paused", id)
 				return c.pause(ctx, id)
 			}, cfg.down, c.resume)
+		case "power":
+			seeds := map[int]uint64{}
+			for _, id := range all {
+				seeds[id] = rng.Uint64()
+			}
+			var mu sync.Mutex
+			var total powerCutStats
+			err = clusterRound(ctx, c, cfg, everyNode, &r, func(id int) error { return c.kill(ctx, id) }, cfg.down,
+				func(undo context.Context, id int) error {
+					st, err := c.powerCut(id, rand.New(rand.NewPCG(seeds[id], 0)))
+					mu.Lock()
+					total.files, total.damaged, total.bytesCut = total.files+st.files, total.damaged+st.damaged, total.bytesCut+st.bytesCut
+					mu.Unlock()
+					if err != nil {
+						return err
+					}
+					return c.restart(undo, id)
+				})
+			r.what = fmt.Sprintf("power cut: %d of %d files torn", total.damaged, total.files)
 		default: // crash-all
 			r.what = "every node killed"
 			err = clusterRound(ctx, c, cfg, everyNode, &r, func(id int) error { return c.kill(ctx, id) }, cfg.down, c.restart)
@@ -250,7 +276,7 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 		byClass[r.class] = append(byClass[r.class], r)
 	}
 	if len(byClass) > 1 {
-		for _, class := range []string{"kill", "pause", "crash-all", "skew", "partition", "drop"} {
+		for _, class := range []string{"kill", "pause", "crash-all", "power", "skew", "partition", "drop"} {
 			var cg, cp []time.Duration
 			for _, r := range byClass[class] {
 				cg, cp = append(cg, r.gap), append(cp, r.progressIn)
