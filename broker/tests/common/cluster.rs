@@ -229,14 +229,25 @@ pub fn produce_request(topic: &str, partition: i32, batch: Bytes) -> kafka_proto
 
 /// Every value of the partition from its log start, read from node `id` (its leader).
 pub fn read_all(c: &Cluster, id: i32, topic: &str, partition: i32) -> Vec<String> {
-    let mut k = c.try_connect(id).expect("the leader answers");
+    try_read_all(c, id, topic, partition).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// As [`read_all`], with an error instead of a panic: while leadership may still move
+/// (the preferred replicas take it back a few seconds after a topic is made), a read
+/// can meet NOT_LEADER_OR_FOLLOWER.
+pub fn try_read_all(c: &Cluster, id: i32, topic: &str, partition: i32) -> Result<Vec<String>, String> {
+    let mut k = c.try_connect(id).ok_or(format!("node {id} does not answer"))?;
     let mut out = Vec::new();
     let (error, mut offset) = list_offset(&mut k, topic, partition, -2);
-    assert_eq!(error, 0, "log start of {topic}-{partition} on node {id}");
+    if error != 0 {
+        return Err(format!("log start of {topic}-{partition} on node {id}: error {error}"));
+    }
     loop {
         let r = fetch(&mut k, &[(topic, partition, offset)], 0, 1);
         let p = &r.responses[0].partitions[0];
-        assert_eq!(p.error_code, 0, "fetch {topic}-{partition} at {offset} from node {id}");
+        if p.error_code != 0 {
+            return Err(format!("fetch {topic}-{partition} at {offset} from node {id}: error {}", p.error_code));
+        }
         let records = p.records.clone().unwrap_or_default();
         let batches = split_and_validate(&records).unwrap();
         let Some((last, _)) = batches.last() else { break };
@@ -252,5 +263,5 @@ pub fn read_all(c: &Cluster, id: i32, topic: &str, partition: i32) -> Vec<String
             break;
         }
     }
-    out
+    Ok(out)
 }
