@@ -260,7 +260,7 @@ fn connections_past_an_ip_address_rate_are_closed_unserved_after_the_throttle() 
     assert!(!answered && took >= Duration::from_millis(400), "the 21st is closed after its throttle: {outcomes:?}");
     let refused = outcomes.iter().filter(|(a, _)| !a).count();
     assert!(refused >= 2, "{outcomes:?}");
-    assert_eq!(b.metric_sum("keel_connections_refused_total"), refused as u64);
+    assert_eq!(b.metric_sum("keel_connections_refused_total"), refused as u64, "{outcomes:?}");
     // Other addresses are not limited.
     assert!((0..25).all(|_| api_versions_from(&b, "127.0.0.4").0));
 }

@@ -191,6 +191,11 @@ impl Sensors {
             ((observed - bound) / bound * window.as_millis() as f64).round()
         };
         let throttle = Duration::from_millis(ms.min(kind.throttle_max().as_millis() as f64) as u64);
+        if throttle.is_zero() {
+            // Over by less than half a millisecond's worth: served as within the quota,
+            // so neither taken back nor counted as throttled or refused.
+            return Duration::ZERO;
+        }
         if take_back_if_throttled {
             rate.record(-value, now);
         }
@@ -328,6 +333,24 @@ mod tests {
         assert_eq!(sensors.record(Kind::BrokerConnections, id(""), 0.1, 100.0, false, t0), WINDOW);
         assert_eq!(sensors.connections_delayed.get(), 1);
         assert_eq!(sensors.throttled.get(), 0);
+    }
+
+    #[test]
+    fn a_rate_over_by_less_than_a_millisecond_of_throttle_is_served_and_kept() {
+        let sensors = Sensors::default();
+        let t0 = Instant::now();
+        let ip = || ("10.0.0.1".to_string(), String::new());
+        for _ in 0..20 {
+            sensors.record(Kind::IpConnections, ip(), 2.0, 1.0, true, t0);
+        }
+        // 21 over 10.4997 s is 2.00006 a second: a throttle of 0.3 ms, which rounds to
+        // none. The connection is served, so it is neither refused nor taken back...
+        let later = t0 + Duration::from_micros(499_700);
+        assert_eq!(sensors.record(Kind::IpConnections, ip(), 2.0, 1.0, true, later), Duration::ZERO);
+        assert_eq!(sensors.connections_refused.get(), 0);
+        // ... and the next one at the same instant counts it: 22 over 10.4997 s.
+        assert_eq!(sensors.record(Kind::IpConnections, ip(), 2.0, 1.0, true, later), Duration::from_millis(500));
+        assert_eq!(sensors.connections_refused.get(), 1);
     }
 
     #[test]
