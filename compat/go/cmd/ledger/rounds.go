@@ -16,8 +16,8 @@ import (
 // undone. What a round measures is whether writes keep being acknowledged through it
 // (on any partition) and how soon after it ends they are again; the ledger's checks
 // (nothing acknowledged lost, duplicated or reordered) judge the data as in the other
-// modes. `-fault mixed` draws each round's class from kill, pause, crash-all, skew,
-// partition and drop (see mixedClasses), kill, pause and partition acting on the
+// modes. `-fault mixed` draws each round's class from kill, pause, crash-all, power,
+// skew, partition and drop (see mixedClasses), kill, pause and partition acting on the
 // leader as in killLeaders and partitionRound.
 //
 //   - `-fault drop`: each round draws a loss rate from dropPercentMin..dropPercentMax
@@ -162,7 +162,7 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 					}
 					return c.restart(undo, id)
 				})
-			r.what = fmt.Sprintf("power cut: %d of %d files torn", total.damaged, total.files)
+			r.what = fmt.Sprintf("power cut: %d of %d files torn, %d KiB cut", total.damaged, total.files, total.bytesCut>>10)
 		default: // crash-all
 			r.what = "every node killed"
 			err = clusterRound(ctx, c, cfg, everyNode, &r, func(id int) error { return c.kill(ctx, id) }, cfg.down, c.restart)
