@@ -94,6 +94,8 @@ netns_node_start() {
     --kafka-addr "$a:$port" --admin-addr "$a:$((port + 100))" --node-id "$i" \
     --rpc-addr "$a:$((port + 200))" --peers "$peers" --smp 1 ${extra[@]+"${extra[@]}"} >>"$dir/node-$i/keel.log" 2>&1 &
   echo $! >"$dir/node-$i/keel.pid"
+  # Killing nodes is the harness's business: no "Killed" job report from this shell.
+  disown $!
 }
 
 # netns_node_ready DIR I DEADLINE [PATTERN]: waits (until SECONDS reaches DEADLINE) for
