@@ -558,15 +558,7 @@ pub(crate) async fn sync_or_die(file: &DmaFile, path: &Path) {
         eprintln!("keel: fatal: fdatasync {} failed: {e}; stopping to recover from disk", path.display());
         std::process::exit(70);
     }
-    note_synced(path);
-}
-
-/// For the power-loss harness ([`crate::sync_log`]): a journal file notes its own
-/// durable end after each pass.
-fn note_synced(path: &Path) {
-    if path.extension().map_or(true, |e| e != "journal") {
-        crate::sync_log::synced_file(path);
-    }
+    crate::sync_log::synced_file(path);
 }
 
 thread_local! {
@@ -585,7 +577,7 @@ pub fn survive_sync_failures() {
 pub(crate) async fn sync_or_fail(file: &DmaFile, path: &Path) -> Result<(), StorageError> {
     if SYNC_FAILURES_SURVIVABLE.with(|s| s.get()) {
         file.fdatasync().await.map_err(|e| StorageError::io("fdatasync", path, e.into()))?;
-        note_synced(path);
+        crate::sync_log::synced_file(path);
         return Ok(());
     }
     sync_or_die(file, path).await;

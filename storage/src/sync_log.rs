@@ -35,12 +35,15 @@ fn log() -> Option<&'static Mutex<std::fs::File>> {
     .as_ref()
 }
 
-/// After a successful fdatasync of `path`: its current size is durable.
+/// After a successful fdatasync of `path`: its current size is durable. A journal file
+/// is left to [`synced_journal`]: its size says nothing of what a pass made durable.
 pub(crate) fn synced_file(path: &Path) {
-    if let Some(log) = log() {
-        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        write_line(log, path, len, "cut");
+    let Some(log) = log() else { return };
+    if path.extension().is_some_and(|e| e == "journal") {
+        return;
     }
+    let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    write_line(log, path, len, "cut");
 }
 
 /// After a successful fdatasync of the preallocated journal file `path`: its bytes
