@@ -8,6 +8,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 bin="${KEEL_BIN:-$root/target/release/keel}"
+# shellcheck source=node-env.sh
+. "$here/node-env.sh"
 
 wait_port() {
   local port=$1 deadline=$((SECONDS + ${2:-60}))
@@ -38,19 +40,10 @@ case "$cmd" in
     if [[ -f "$dir/keel.pid" ]] && kill -0 "$(cat "$dir/keel.pid")" 2>/dev/null; then
       echo "keel.sh: already running (pid $(cat "$dir/keel.pid"))"; exit 0
     fi
-    # A `faketime` file in the directory runs the broker under libfaketime with its wall
-    # clock off by the file's content (e.g. +300 or -90, seconds), read at start; the
-    # monotonic clock is left alone, as on a host whose clock is wrong
-    # (compat/ledger/run.sh --skew).
-    # A `power-loss` file makes the broker note what each fdatasync made durable in
-    # synced.tsv, for the fault harness's power cuts (storage/src/sync_log.rs).
-    envs=()
-    if [[ -f "$dir/faketime" ]]; then
-      lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1)
-      [[ -n "$lib" ]] || { echo "keel.sh: $dir/faketime given but libfaketime is not installed" >&2; exit 1; }
-      envs+=("LD_PRELOAD=$lib" "FAKETIME=$(cat "$dir/faketime")" FAKETIME_DONT_FAKE_MONOTONIC=1)
-    fi
-    [[ -f "$dir/power-loss" ]] && envs+=("KEEL_TEST_SYNC_LOG=$dir/synced.tsv")
+    # A `faketime` file in the directory runs the broker with its wall clock off, as on
+    # a host whose clock is wrong (compat/ledger/run.sh --skew); a `power-loss` file has
+    # it note its fsyncs for the fault harness's power cuts (compat/node-env.sh).
+    node_env "$dir" || exit 1
     nohup env ${envs[@]+"${envs[@]}"} "$bin" serve --data-dir "$dir/data" --kafka-addr "127.0.0.1:$port" \
       --admin-addr "127.0.0.1:$((port + 100))" "$@" >>"$dir/keel.log" 2>&1 &
     echo $! >"$dir/keel.pid"

@@ -1,15 +1,35 @@
-# Sourced: `faketime_lib` prints the path of libfaketime.so.1, installing the Debian
-# package with apt-get when it is missing; prints nothing if it cannot be had. The
-# clock-skew harnesses (compat/ledger/run.sh --skew, compat/faults/soak.sh) skip out
-# loud without it.
+# Sourced by the harnesses that start Keel nodes under test-only conditions.
+#
+#   faketime_lib     prints the path of libfaketime.so.1, installing the Debian package
+#                    with apt-get when it is missing; prints nothing if it cannot be had
+#                    (the clock-skew harnesses, compat/ledger/run.sh --skew and
+#                    compat/faults/soak.sh, then skip out loud)
+#   node_env DIR     sets the array `envs` to the environment a node whose directory is
+#                    DIR starts with (compat/keel.sh, compat/faults/netns-cluster.sh):
+#                    under libfaketime with its wall clock off by DIR/faketime's content
+#                    (e.g. +300 or -90 seconds; monotonic clocks untouched), and noting
+#                    what each fdatasync made durable in DIR/synced.tsv when
+#                    DIR/power-loss exists (storage/src/sync_log.rs); fails when
+#                    DIR/faketime is given but libfaketime is not installed
+
+libfaketime_path() { ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1; }
+
 faketime_lib() {
-  local lib
-  lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1)
-  if [[ -z "$lib" ]] && command -v apt-get >/dev/null; then
-    echo "faketime.sh: installing libfaketime with apt-get" >&2
+  if [[ -z "$(libfaketime_path)" ]] && command -v apt-get >/dev/null; then
+    echo "node-env.sh: installing libfaketime with apt-get" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q faketime >&2 ||
       { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q faketime >&2; } || true
-    lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1)
   fi
-  echo "$lib"
+  libfaketime_path
+}
+
+node_env() {
+  local dir=$1 lib
+  envs=()
+  if [[ -f "$dir/faketime" ]]; then
+    lib=$(libfaketime_path)
+    [[ -n "$lib" ]] || { echo "node-env.sh: $dir/faketime given but libfaketime is not installed" >&2; return 1; }
+    envs+=("LD_PRELOAD=$lib" "FAKETIME=$(cat "$dir/faketime")" FAKETIME_DONT_FAKE_MONOTONIC=1)
+  fi
+  if [[ -f "$dir/power-loss" ]]; then envs+=("KEEL_TEST_SYNC_LOG=$dir/synced.tsv"); fi
 }

@@ -28,6 +28,9 @@
 #
 # The namespaces must be up (`netns_up`).
 
+# shellcheck source=../node-env.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/node-env.sh"
+
 netns_require() {
   ((EUID == 0)) || skip "needs root (network namespaces and nftables)"
   command -v ip >/dev/null || skip "'ip' (iproute2) not found"
@@ -79,16 +82,11 @@ netns_cluster_start() {
 
 # netns_node_start DIR I: starts node I with the flags in DIR/netns.conf.
 netns_node_start() {
-  local dir=$1 i=$2 port bin peers a lib extra=() envs=()
+  local dir=$1 i=$2 port bin peers a extra=() envs
   { read -r port bin peers; mapfile -t extra; } <"$dir/netns.conf"
   a=$("$netns" addr "$i")
   mkdir -p "$dir/node-$i"
-  if [[ -f "$dir/node-$i/faketime" ]]; then
-    lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1)
-    [[ -n "$lib" ]] || { echo "netns-cluster.sh: node-$i/faketime given but libfaketime is not installed" >&2; return 1; }
-    envs+=("LD_PRELOAD=$lib" "FAKETIME=$(cat "$dir/node-$i/faketime")" FAKETIME_DONT_FAKE_MONOTONIC=1)
-  fi
-  [[ -f "$dir/node-$i/power-loss" ]] && envs+=("KEEL_TEST_SYNC_LOG=$dir/node-$i/synced.tsv")
+  node_env "$dir/node-$i" || return 1
   # `ip netns exec` and env exec keel, so $! is the broker's own pid.
   nice -n 10 ip netns exec "keel-n$i" env ${envs[@]+"${envs[@]}"} "$bin" serve --data-dir "$dir/node-$i/data" \
     --kafka-addr "$a:$port" --admin-addr "$a:$((port + 100))" --node-id "$i" \

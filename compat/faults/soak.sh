@@ -55,8 +55,8 @@ skip() { echo "SKIP: mixed soak in namespaces: $*" >&2; echo "soak: SKIP $*"; ex
 # shellcheck source=netns-cluster.sh
 . "$here/netns-cluster.sh"
 netns_require
-# shellcheck source=../faketime.sh
-. "$root/compat/faketime.sh"
+# shellcheck source=../node-env.sh
+. "$root/compat/node-env.sh"
 [[ -n "$(faketime_lib)" ]] || skip "libfaketime is missing and apt-get could not install it"
 bin="${KEEL_BIN:-$root/target/release/keel}"
 [[ -x "$bin" ]] || (cd "$root" && nice -n 10 cargo build --release -p keel-broker)

@@ -48,8 +48,8 @@ while (($#)); do
   esac
 done
 if ((skew)); then
-  # shellcheck source=../faketime.sh
-  . "$root/compat/faketime.sh"
+  # shellcheck source=../node-env.sh
+  . "$root/compat/node-env.sh"
   if [[ -z "$(faketime_lib)" ]]; then
     echo "SKIP: clock-skew ledger: libfaketime is missing and apt-get could not install it" >&2
     echo "skew: SKIP libfaketime missing"
