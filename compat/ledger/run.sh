@@ -5,6 +5,10 @@
 #
 #   compat/ledger/run.sh [--kafka] [--skew] [--power] [--kills N] [--rate R] [--keep] [-- extra ledger flags...]
 #
+# `-- -queue N` adds the queue workload beside the ledger (compat/go/cmd/ledger/queue.go):
+# N transactional workers sending and polling, their history checked by
+# keel-queue-check (built here).
+#
 # --power starts every node noting what its fsyncs made durable (a power-loss file in
 # its directory), which `-- -fault power` and `-- -fault mixed -mixed-power` need: the
 # ledger then cuts each file back to that after a whole-cluster kill.
@@ -68,6 +72,14 @@ elif [[ ! -x "$bin" ]]; then
 fi
 ledger="$root/compat/go/.bin/ledger"
 (cd "$root/compat/go" && nice -n 10 go build -o "$ledger" ./cmd/ledger)
+# The queue workload's history is judged by keel-queue-check (compat/queue).
+for flag in ${extra[@]+"${extra[@]}"}; do
+  if [[ "$flag" == -queue || "$flag" == -queue=* ]]; then
+    (cd "$root" && nice -n 10 cargo build --release -q -p keel-queue-check)
+    extra+=(-queue-check "$root/target/release/keel-queue-check")
+    break
+  fi
+done
 
 for port in "$base" "$((base + 1))" "$((base + 2))"; do
   for off in "${offsets[@]}"; do

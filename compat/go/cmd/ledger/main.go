@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -83,6 +84,12 @@ type config struct {
 	txnKill         string
 	lsoBound        time.Duration
 	seed            uint64
+	queue           int
+	queueRate       float64
+	queueKeys       int
+	queueKeyWrites  int
+	queueHistory    string
+	queueCheck      string
 }
 
 // faultNames is every -fault mode and what its rounds are called in the summary.
@@ -136,13 +143,22 @@ func parseFlags() config {
 	flag.IntVar(&cfg.txnProducers, "txn-producers", 2, "with -txn: transactional producers, each with its own transactional id, writing concurrently")
 	flag.IntVar(&cfg.txnRecordsMin, "txn-records-min", 3, "with -txn: fewest records in a transaction")
 	flag.IntVar(&cfg.txnRecordsMax, "txn-records-max", 10, "with -txn: most records in a transaction")
-	flag.Float64Var(&cfg.txnAbort, "txn-abort", 0.25, "with -txn: fraction of transactions aborted on purpose")
-	flag.DurationVar(&cfg.txnTimeout, "txn-timeout", 10*time.Second, "with -txn: the producers' transaction timeout (and record delivery timeout)")
+	flag.Float64Var(&cfg.txnAbort, "txn-abort", 0.25, "with -txn or -queue: fraction of transactions aborted on purpose")
+	flag.DurationVar(&cfg.txnTimeout, "txn-timeout", 10*time.Second, "with -txn or -queue: the producers' transaction timeout (and record delivery timeout)")
 	flag.StringVar(&cfg.txnKill, "txn-kill", "alternate", "with -txn: whose node each kill takes down: alternate (partition 0's leader, then a transaction coordinator, ...), leader, coordinator")
-	flag.DurationVar(&cfg.lsoBound, "lso-bound", 30*time.Second, "with -txn: longest the last stable offset may stay below the high watermark after the last transaction ended")
+	flag.IntVar(&cfg.queue, "queue", 0, "beside the ledger, the queue workload (queue.go) with this many transactional workers: sends and polls over rotating keys, a Jepsen-style history checked by -queue-check")
+	flag.Float64Var(&cfg.queueRate, "queue-rate", 60, "with -queue: transactions per second, all workers together")
+	flag.IntVar(&cfg.queueKeys, "queue-keys", 4, "with -queue: keys (single-partition topics) written at a time")
+	flag.IntVar(&cfg.queueKeyWrites, "queue-key-writes", 200, "with -queue: values a key takes before a new key replaces it")
+	flag.StringVar(&cfg.queueHistory, "queue-history", "", "with -queue: the history file (default queue.jsonl in -cluster-dir)")
+	flag.StringVar(&cfg.queueCheck, "queue-check", "", "with -queue: the checker run on the history (target/release/keel-queue-check); none if empty")
+	flag.DurationVar(&cfg.lsoBound, "lso-bound", 30*time.Second, "with -txn or -queue: longest the last stable offset may stay below the high watermark after the last transaction ended")
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "with -txn: seed of the transactions' sizes and of which are aborted; with -fault drop or skew: of the loss rates or clock offsets")
 	flag.Parse()
 	cfg.brokers = strings.Split(brokers, ",")
+	if cfg.queueHistory == "" {
+		cfg.queueHistory = filepath.Join(cfg.clusterDir, "queue.jsonl")
+	}
 	if cfg.clusterDir == "" || cfg.kills < 0 || cfg.rate <= 0 || cfg.partitions < 1 || faultNames[cfg.fault] == "" {
 		flag.Usage()
 		os.Exit(2)
@@ -150,6 +166,10 @@ func parseFlags() config {
 	if cfg.txn && (cfg.fault != "kill" || cfg.txnProducers < 1 || cfg.txnRecordsMin < 1 || cfg.txnRecordsMax < cfg.txnRecordsMin ||
 		cfg.txnAbort < 0 || cfg.txnAbort > 1 || (cfg.txnKill != "alternate" && cfg.txnKill != "leader" && cfg.txnKill != "coordinator")) {
 		fmt.Fprintln(os.Stderr, "ledger: -txn needs -fault kill, -txn-producers >= 1, 1 <= -txn-records-min <= -txn-records-max, 0 <= -txn-abort <= 1, -txn-kill alternate|leader|coordinator")
+		os.Exit(2)
+	}
+	if cfg.queue < 0 || (cfg.queue > 0 && (cfg.txn || cfg.queueRate <= 0 || cfg.queueKeys < 1 || cfg.queueKeyWrites < 1)) {
+		fmt.Fprintln(os.Stderr, "ledger: -queue needs no -txn, -queue-rate > 0, -queue-keys >= 1, -queue-key-writes >= 1")
 		os.Exit(2)
 	}
 	return cfg
@@ -170,6 +190,23 @@ func run(ctx context.Context, cfg config) (int, error) {
 	if cfg.txn {
 		return runTxn(ctx, cfg)
 	}
+	var q *queueRun
+	code, err := runLedger(ctx, cfg, &q)
+	if q != nil && err == nil {
+		// 1 (a violation) outranks 2 (could not finish), which outranks 0.
+		switch {
+		case code == 1 || q.code == 1:
+			code = 1
+		case code == 2 || q.code == 2:
+			code = 2
+		}
+	}
+	return code, err
+}
+
+// runLedger is the ledger's run; with -queue it starts the queue workload in *q,
+// stops it with the producer and checks its history before the ledger's report.
+func runLedger(ctx context.Context, cfg config, q **queueRun) (int, error) {
 	c, err := newCluster(cfg.clusterScript, cfg.clusterDir, cfg.brokers, cfg.topic, cfg.partitions)
 	if err != nil {
 		return 2, err
@@ -200,6 +237,11 @@ func run(ctx context.Context, cfg config) (int, error) {
 	}
 	if _, err := c.waitAgreed(ctx, c.nodes(), -1, cfg.waitTimeout); err != nil {
 		return 2, fmt.Errorf("topic %s has no agreed leaders: %w\n%s", cfg.topic, err, c.logTails(30))
+	}
+	if cfg.queue > 0 {
+		if *q, err = startQueue(ctx, cfg, producer); err != nil {
+			return 2, fmt.Errorf("queue: %w", err)
+		}
 	}
 	faults := faultNames[cfg.fault]
 	if cfg.fault == "mixed" {
@@ -236,6 +278,9 @@ func run(ctx context.Context, cfg config) (int, error) {
 		_ = sleep(ctx, cfg.cooldown)
 	}
 	stopProducing()
+	if *q != nil {
+		(*q).halt()
+	}
 	produced := <-producedCh
 	stoppedAt := time.Now()
 	flushCtx, cancel := context.WithTimeout(context.Background(), cfg.deliveryTimeout+15*time.Second)
@@ -243,6 +288,9 @@ func run(ctx context.Context, cfg config) (int, error) {
 	cancel()
 	if !partitionMode {
 		restartDead(ctx, c)
+	}
+	if *q != nil {
+		(*q).finish(ctx, stoppedAt)
 	}
 
 	acks, failures, dataLoss := l.snapshot()

@@ -213,37 +213,62 @@ func (p *txnProducer) write(t *txn) {
 }
 
 // end commits the transaction if it is to be committed and every record was
-// acknowledged, and aborts it otherwise. A commit that fails is followed by an
-// abort (franz-go's documented recovery) and its outcome is unknown; a client that
-// cannot abort is dropped.
+// acknowledged, and aborts it otherwise (see endTransaction).
 func (p *txnProducer) end(t *txn) {
+	e := endTransaction(p.cl, t.err == "" && !t.wantAbort)
+	t.commitSent, t.result = e.commitSent, e.result
+	switch {
+	case t.err == "":
+		t.err = e.err
+	case e.err != "":
+		t.err += "; " + e.err
+	}
+	if e.drop {
+		p.drop()
+	}
+}
+
+// transactionEnd is how a transaction ended, as its client was told.
+type transactionEnd struct {
+	commitSent bool    // EndTransaction(TryCommit) may have reached the coordinator
+	result     outcome // committed, aborted for certain, or unknown
+	err        string  // the commit's or the abort's error, if any
+	drop       bool    // the client could not abort: close it and start another
+}
+
+// endTransaction commits the client's transaction if commit is set, and aborts it
+// otherwise. A commit that fails is followed by an abort (franz-go's documented
+// recovery) and its outcome is unknown; so is that of a transaction the client
+// cannot abort, and that client must be dropped.
+func endTransaction(cl *kgo.Client, commit bool) transactionEnd {
 	ctx, cancel := context.WithTimeout(context.Background(), txnOpTimeout)
 	defer cancel()
-	if t.err == "" && !t.wantAbort {
-		t.commitSent = true
-		err := p.cl.EndTransaction(ctx, kgo.TryCommit)
+	var e transactionEnd
+	if commit {
+		e.commitSent = true
+		err := cl.EndTransaction(ctx, kgo.TryCommit)
 		if err == nil {
-			t.result = outcomeCommitted
-			return
+			e.result = outcomeCommitted
+			return e
 		}
 		if errors.Is(err, kerr.OperationNotAttempted) {
-			t.commitSent = false // the producer id had failed: no EndTxn was sent
+			e.commitSent = false // the producer id had failed: no EndTxn was sent
 		}
-		t.err = fmt.Sprintf("commit: %v", err)
+		e.err = fmt.Sprintf("commit: %v", err)
 	}
-	err := p.cl.AbortBufferedRecords(ctx)
+	err := cl.AbortBufferedRecords(ctx)
 	if err == nil {
-		err = p.cl.EndTransaction(ctx, kgo.TryAbort)
+		err = cl.EndTransaction(ctx, kgo.TryAbort)
 	}
 	switch {
 	case err != nil:
-		if t.err == "" {
-			t.err = fmt.Sprintf("abort: %v", err)
-		} else {
-			t.err += fmt.Sprintf("; abort: %v", err)
+		if e.err != "" {
+			e.err += "; "
 		}
-		p.drop()
-	case !t.commitSent:
-		t.result = outcomeAborted
+		e.err += fmt.Sprintf("abort: %v", err)
+		e.drop = true
+	case !e.commitSent:
+		e.result = outcomeAborted
 	}
+	return e
 }

@@ -234,26 +234,39 @@ type stableOffsets struct {
 // the deadline passes; then the partitions still short are stuck. It polls at
 // least once.
 func waitStable(ctx context.Context, cl *kgo.Client, topic string, parts int, deadline time.Time) (stableOffsets, error) {
+	all, err := waitStableTopics(ctx, cl, map[string]int{topic: parts}, deadline)
+	return all[topic], err
+}
+
+// waitStableTopics is waitStable over several topics (partitions 0..n-1 of each,
+// n = want[topic]).
+func waitStableTopics(ctx context.Context, cl *kgo.Client, want map[string]int, deadline time.Time) (map[string]stableOffsets, error) {
 	for {
-		lso, err := endOffsetsAt(ctx, cl, topic, parts, 1)
+		lso, err := listEnds(ctx, cl, want, 1)
 		if err != nil {
-			return stableOffsets{}, err
+			return nil, err
 		}
-		hw, err := endOffsetsAt(ctx, cl, topic, parts, 0)
+		hw, err := listEnds(ctx, cl, want, 0)
 		if err != nil {
-			return stableOffsets{}, err
+			return nil, err
 		}
-		s := stableOffsets{hw: hw, lso: lso, at: time.Now()}
-		for p, end := range hw {
-			if lso[p] < end {
-				s.stuck++
+		all := map[string]stableOffsets{}
+		stuck := 0
+		for topic := range want {
+			s := stableOffsets{hw: hw[topic], lso: lso[topic], at: time.Now()}
+			for p, end := range s.hw {
+				if s.lso[p] < end {
+					s.stuck++
+				}
 			}
+			all[topic] = s
+			stuck += s.stuck
 		}
-		if s.stuck == 0 || time.Now().After(deadline) {
-			return s, nil
+		if stuck == 0 || time.Now().After(deadline) {
+			return all, nil
 		}
 		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			return s, err
+			return all, err
 		}
 	}
 }

@@ -35,41 +35,59 @@ func endOffsets(ctx context.Context, cl *kgo.Client, topic string, parts int) (m
 // endOffsetsAt is endOffsets at an isolation level: 0 read_uncommitted (the high
 // watermark), 1 read_committed (the last stable offset).
 func endOffsetsAt(ctx context.Context, cl *kgo.Client, topic string, parts int, isolation int8) (map[int32]int64, error) {
+	ends, err := listEnds(ctx, cl, map[string]int{topic: parts}, isolation)
+	return ends[topic], err
+}
+
+// listEnds is the end offset of partitions 0..n-1 of each topic (n = want[topic]) at
+// an isolation level, retried until every partition answers or endOffsetsTimeout.
+func listEnds(ctx context.Context, cl *kgo.Client, want map[string]int, isolation int8) (map[string]map[int32]int64, error) {
 	deadline := time.Now().Add(endOffsetsTimeout)
+	total := 0
+	for _, parts := range want {
+		total += parts
+	}
 	var last error
 	for time.Now().Before(deadline) {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.ReplicaID = -1
 		req.IsolationLevel = isolation
-		t := kmsg.NewListOffsetsRequestTopic()
-		t.Topic = topic
-		for p := 0; p < parts; p++ {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition = int32(p)
-			rp.Timestamp = -1
-			rp.CurrentLeaderEpoch = -1
-			t.Partitions = append(t.Partitions, rp)
+		for topic, parts := range want {
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = topic
+			for p := 0; p < parts; p++ {
+				rp := kmsg.NewListOffsetsRequestTopicPartition()
+				rp.Partition = int32(p)
+				rp.Timestamp = -1
+				rp.CurrentLeaderEpoch = -1
+				t.Partitions = append(t.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, t)
 		}
-		req.Topics = append(req.Topics, t)
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		resp, err := req.RequestWith(rctx, cl)
 		cancel()
 		if err == nil {
-			ends := map[int32]int64{}
+			ends := map[string]map[int32]int64{}
+			n := 0
 			for _, rt := range resp.Topics {
 				for _, rp := range rt.Partitions {
 					if e := kerr.ErrorForCode(rp.ErrorCode); e != nil {
-						err = fmt.Errorf("partition %d: %w", rp.Partition, e)
+						err = fmt.Errorf("%s partition %d: %w", rt.Topic, rp.Partition, e)
 						continue
 					}
-					ends[rp.Partition] = rp.Offset
+					if ends[rt.Topic] == nil {
+						ends[rt.Topic] = map[int32]int64{}
+					}
+					ends[rt.Topic][rp.Partition] = rp.Offset
+					n++
 				}
 			}
-			if err == nil && len(ends) == parts {
+			if err == nil && n == total {
 				return ends, nil
 			}
 			if err == nil {
-				err = fmt.Errorf("%d of %d partitions answered", len(ends), parts)
+				err = fmt.Errorf("%d of %d partitions answered", n, total)
 			}
 		}
 		last = err
