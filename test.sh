@@ -64,12 +64,13 @@ fault_stage() {
 record_or_fail() { if [[ -n "$2" ]]; then record "$1" $2; else record "$1" 0 1 0; fi; }
 
 note "build"
-# The differential tester (compat/diff) is built with the broker: built alone, its
-# dependencies would be compiled again for its own feature set.
-if ! cargo build --release -p keel-broker -p keel-diff 2>&1 | tail -n 3; then echo "build failed"; exit 1; fi
+# The differential tester (compat/diff) and the queue checker (compat/queue) are built
+# with the broker: built alone, their dependencies would be compiled again for their
+# own feature sets.
+if ! cargo build --release -p keel-broker -p keel-diff -p keel-queue-check 2>&1 | tail -n 3; then echo "build failed"; exit 1; fi
 
 note "Rust tests (unit, storage recovery, Raft simulation, bad input, multi-shard, kill -9)"
-cargo test --release --no-fail-fast -p keel-protocol -p keel-storage -p keel-raft -p keel-broker -p keel-tuning 2>&1 | tee "$logs/cargo-test.log" | grep -E "^test |test result|panicked" 
+cargo test --release --no-fail-fast -p keel-protocol -p keel-storage -p keel-raft -p keel-broker -p keel-tuning -p keel-queue-check 2>&1 | tee "$logs/cargo-test.log" | grep -E "^test |test result|panicked" 
 counts=$(awk '/^test result:/ {for(i=1;i<=NF;i++){if($(i+1) ~ /^passed/)p+=$i; if($(i+1) ~ /^failed/)f+=$i; if($(i+1) ~ /^ignored/)s+=$i}} END {if (NR) print p+0, f+0, s+0}' "$logs/cargo-test.log")
 record_or_fail "rust (cargo test)" "$counts"
 
@@ -233,10 +234,13 @@ if compat/cluster.sh start 3 "$cluster_dir" "$cluster_base"; then
 else
   record "cluster start" 0 1 0
 fi
-note "cluster: leader-kill ledger (${LEDGER_KILLS:-5} kills; ./test.sh --full: 20)"
+# Beside the ledger, the queue workload (Jepsen's Kafka queue test): transactional
+# workers send and poll over rotating keys; keel-queue-check judges the history with
+# Jepsen's queue checks and adya's list-append analysis (aborted reads, write-read cycles).
+note "cluster: leader-kill ledger and queue workload (${LEDGER_KILLS:-5} kills; ./test.sh --full: 20)"
 kills=${LEDGER_KILLS:-5}; ((full)) && kills=20
-fault_stage "cluster leader-kill ledger" ledger.log "^ledger: (failover|kills)" \
-  env LEDGER_BASE_PORT=$((port + 4000)) compat/ledger/run.sh --kills "$kills"
+fault_stage "cluster leader-kill ledger" ledger.log "^(ledger: (failover|kills)|queue-check: anomalies)" \
+  env LEDGER_BASE_PORT=$((port + 4000)) compat/ledger/run.sh --kills "$kills" -- -queue 3
 note "cluster: transactional ledger (4 kills, partition leader and transaction coordinator in turn; ./test.sh --full: 12)"
 txn_kills=4; ((full)) && txn_kills=12
 fault_stage "cluster transactional ledger" ledger-txn.log "^ledger: txn (commit_stall|kills)" \
