@@ -49,47 +49,48 @@ import (
 )
 
 type config struct {
-	brokers         []string
-	clusterDir      string
-	clusterScript   string
-	topic           string
-	partitions      int
-	replication     int
-	kills           int
-	rate            float64
-	down            time.Duration
-	settle          time.Duration
-	warmup          time.Duration
-	cooldown        time.Duration
-	waitTimeout     time.Duration
-	linger          time.Duration
-	deliveryTimeout time.Duration
-	metadataMinAge  time.Duration
-	clientLog       string
-	fault           string
-	faultScript     string
-	hold            time.Duration
-	mixedSkew       bool
-	mixedNet        bool
-	mixedPower      bool
-	duration        time.Duration
-	ackBound        time.Duration
-	probeLog        string
-	txn             bool
-	txnProducers    int
-	txnRecordsMin   int
-	txnRecordsMax   int
-	txnAbort        float64
-	txnTimeout      time.Duration
-	txnKill         string
-	lsoBound        time.Duration
-	seed            uint64
-	queue           int
-	queueRate       float64
-	queueKeys       int
-	queueKeyWrites  int
-	queueHistory    string
-	queueCheck      string
+	brokers              []string
+	clusterDir           string
+	clusterScript        string
+	topic                string
+	partitions           int
+	replication          int
+	kills                int
+	rate                 float64
+	down                 time.Duration
+	settle               time.Duration
+	warmup               time.Duration
+	cooldown             time.Duration
+	waitTimeout          time.Duration
+	linger               time.Duration
+	deliveryTimeout      time.Duration
+	metadataMinAge       time.Duration
+	clientLog            string
+	fault                string
+	faultScript          string
+	hold                 time.Duration
+	mixedSkew            bool
+	mixedNet             bool
+	mixedPower           bool
+	duration             time.Duration
+	ackBound             time.Duration
+	probeLog             string
+	txn                  bool
+	txnProducers         int
+	txnRecordsMin        int
+	txnRecordsMax        int
+	txnAbort             float64
+	txnTimeout           time.Duration
+	txnKill              string
+	lsoBound             time.Duration
+	seed                 uint64
+	queue                int
+	queueRate            float64
+	queueKeys            int
+	queueKeyWrites       int
+	queueHistory         string
+	queueCheck           string
+	queueReadUncommitted bool
 }
 
 // faultNames is every -fault mode and what its rounds are called in the summary.
@@ -151,6 +152,7 @@ func parseFlags() config {
 	flag.IntVar(&cfg.queueKeys, "queue-keys", 4, "with -queue: keys (single-partition topics) written at a time")
 	flag.IntVar(&cfg.queueKeyWrites, "queue-key-writes", 200, "with -queue: values a key takes before a new key replaces it")
 	flag.StringVar(&cfg.queueHistory, "queue-history", "", "with -queue: the history file (default queue.jsonl in -cluster-dir)")
+	flag.BoolVar(&cfg.queueReadUncommitted, "queue-read-uncommitted", false, "with -queue: the workers poll read_uncommitted, a check of the checker (it must report the aborted sends they see)")
 	flag.StringVar(&cfg.queueCheck, "queue-check", "", "with -queue: the checker run on the history (target/release/keel-queue-check); none if empty")
 	flag.DurationVar(&cfg.lsoBound, "lso-bound", 30*time.Second, "with -txn or -queue: longest the last stable offset may stay below the high watermark after the last transaction ended")
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "with -txn: seed of the transactions' sizes and of which are aborted; with -fault drop or skew: of the loss rates or clock offsets")

@@ -196,7 +196,7 @@ func (w *queueWorker) newClient() error {
 		kgo.RecordDeliveryTimeout(w.cfg.txnTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ConsumePartitions(assign),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchIsolationLevel(w.isolation()),
 		kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.MetadataMinAge(w.cfg.metadataMinAge),
 		kgo.DialTimeout(2*time.Second),
@@ -209,6 +209,15 @@ func (w *queueWorker) newClient() error {
 	w.generation++
 	w.stats.clients.Add(1)
 	return nil
+}
+
+// isolation is read_committed, or read_uncommitted with -queue-read-uncommitted: a
+// check of the checker, whose polls then see aborted sends it must report.
+func (w *queueWorker) isolation() kgo.IsolationLevel {
+	if w.cfg.queueReadUncommitted {
+		return kgo.ReadUncommitted()
+	}
+	return kgo.ReadCommitted()
 }
 
 func (w *queueWorker) drop() {
