@@ -41,6 +41,8 @@
 
 pub mod record;
 pub mod replay;
+#[cfg(test)]
+mod simulation;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -103,8 +105,7 @@ struct Writer {
     file: Rc<DmaFile>,
     path: PathBuf,
     /// The partial last block, rewritten by the next write.
-    tail: Vec<u8>,
-    tail_position: u64,
+    tail: Tail,
     /// The file is written (zeros or older records) up to here.
     preallocated: u64,
     /// Sequence numbers and paths of files not yet covered by a checkpoint.
@@ -194,8 +195,7 @@ impl Journal {
                 seq,
                 file: Rc::new(file),
                 path,
-                tail: Vec::new(),
-                tail_position: 0,
+                tail: Tail::default(),
                 preallocated,
                 live,
                 spares: Vec::new(),
@@ -274,7 +274,7 @@ impl Journal {
     /// Where the next record will be written.
     pub fn next_position(&self) -> Position {
         let w = self.writer.borrow();
-        Position { seq: w.seq, offset: w.tail_position + w.tail.len() as u64 }
+        Position { seq: w.seq, offset: w.tail.end() }
     }
 
     pub fn bytes_since_checkpoint(&self) -> u64 {
@@ -295,7 +295,7 @@ impl Journal {
         let total: usize = records.iter().map(Record::encoded_len).sum();
         let overflows = {
             let w = self.writer.borrow();
-            let end = w.tail_position + w.tail.len() as u64;
+            let end = w.tail.end();
             end > 0 && end + total as u64 > self.config.file_bytes
         };
         if overflows {
@@ -305,32 +305,23 @@ impl Journal {
     }
 
     async fn write_locked(&self, records: &[Record], total: usize) -> Result<(), StorageError> {
-        let (file, path, seq, position, tail_len, zero_fill) = {
+        let (file, path, seq, zero_fill) = {
             let w = self.writer.borrow();
-            let end = w.tail_position + (w.tail.len() + total) as u64;
+            let end = w.tail.end() + total as u64;
             let aligned_end = end.div_ceil(PAGE) * PAGE;
             let zero_fill = (aligned_end > w.preallocated).then(|| {
                 let to = (aligned_end + ZERO_FILL_AHEAD_BYTES).min(self.config.file_bytes.max(aligned_end));
                 (aligned_end.max(w.preallocated), to)
             });
-            (w.file.clone(), w.path.clone(), w.seq, w.tail_position, w.tail.len(), zero_fill)
+            (w.file.clone(), w.path.clone(), w.seq, zero_fill)
         };
         // The device's logical block, not the page: a small pass rewrites one 512-byte
         // block of the tail instead of a 4 KiB page.
-        let block = file.alignment() as usize;
-        let len = (tail_len + total).div_ceil(block) * block;
-        let full = (tail_len + total) / block * block;
+        let pass = self.writer.borrow().tail.lay_out(total, file.alignment() as usize);
+        let (position, len) = (pass.position, pass.len);
         let mut buf = file.alloc_dma_buffer(len);
-        {
-            let out = buf.as_bytes_mut();
-            out[..tail_len].copy_from_slice(&self.writer.borrow().tail);
-            let mut cursor = &mut out[tail_len..];
-            for r in records {
-                r.encode(seq, &mut cursor);
-            }
-            out[tail_len + total..].fill(0);
-        }
-        let new_tail = buf.as_bytes()[full..tail_len + total].to_vec();
+        self.writer.borrow().tail.fill(buf.as_bytes_mut(), records, seq, &pass);
+        let next_tail = pass.next_tail(buf.as_bytes());
         let zeros = async {
             if let Some((from, to)) = zero_fill {
                 write_zeros(&file, from, to).await;
@@ -353,7 +344,7 @@ impl Journal {
             *self.failed.borrow_mut() = Some(e.to_string());
             return Err(e);
         }
-        crate::sync_log::synced_journal(&path, position + (tail_len + total) as u64);
+        crate::sync_log::synced_journal(&path, position + pass.end as u64);
         self.syncs.set(self.syncs.get() + 1);
         self.bytes_written.set(self.bytes_written.get() + len as u64);
         let mut w = self.writer.borrow_mut();
@@ -361,8 +352,7 @@ impl Journal {
             w.preallocated = w.preallocated.max(to);
         }
         w.preallocated = w.preallocated.max(position + len as u64);
-        w.tail_position = position + full as u64;
-        w.tail = new_tail;
+        w.tail = next_tail;
         w.bytes_since_checkpoint += total as u64;
         Ok(())
     }
@@ -390,8 +380,7 @@ impl Journal {
         w.seq = seq;
         w.file = Rc::new(file);
         w.path = path.clone();
-        w.tail.clear();
-        w.tail_position = 0;
+        w.tail = Tail::default();
         w.preallocated = preallocated;
         w.live.push((seq, path));
         Ok(seq)
@@ -426,6 +415,58 @@ impl Journal {
                 tracing::warn!(error = %e, "cannot remove a retired journal file");
             }
         }
+    }
+}
+
+/// The current file's partial last block: the next pass writes it again, followed by
+/// its records, so every write covers whole device blocks and the records stay packed
+/// back to back.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Tail {
+    /// Where the partial block starts in the file.
+    pub position: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// One pass laid out in the file: `len` bytes (whole blocks) written at `position`;
+/// the tail's bytes and the records end at `end`, the last whole block at `full`.
+#[derive(Debug)]
+pub(crate) struct Pass {
+    pub position: u64,
+    pub len: usize,
+    pub full: usize,
+    pub end: usize,
+}
+
+impl Tail {
+    /// Where the next record goes.
+    pub fn end(&self) -> u64 {
+        self.position + self.bytes.len() as u64
+    }
+
+    /// Lays out a pass of `total` bytes of records on a device of `block`-byte blocks.
+    pub fn lay_out(&self, total: usize, block: usize) -> Pass {
+        let end = self.bytes.len() + total;
+        Pass { position: self.position, len: end.div_ceil(block) * block, full: end / block * block, end }
+    }
+
+    /// Writes the pass into `out` (`pass.len` bytes): the tail, the records framed for
+    /// file `seq`, zeros to the block's end.
+    pub fn fill(&self, out: &mut [u8], records: &[Record], seq: u64, pass: &Pass) {
+        let tail_len = self.bytes.len();
+        out[..tail_len].copy_from_slice(&self.bytes);
+        let mut cursor = &mut out[tail_len..pass.end];
+        for r in records {
+            r.encode(seq, &mut cursor);
+        }
+        out[pass.end..].fill(0);
+    }
+}
+
+impl Pass {
+    /// The tail once the pass that wrote `written` is durable.
+    pub fn next_tail(&self, written: &[u8]) -> Tail {
+        Tail { position: self.position + self.full as u64, bytes: written[self.full..self.end].to_vec() }
     }
 }
 

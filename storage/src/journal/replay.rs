@@ -37,17 +37,31 @@ pub(super) struct Found {
 
 /// Reads the files `seqs` (in order) of the journal in `dir`.
 pub(super) async fn read_all(dir: &Path, seqs: &[u64]) -> Result<Found, StorageError> {
-    let mut records: Vec<(Position, Record)> = Vec::new();
+    let mut files = Vec::with_capacity(seqs.len());
     for &seq in seqs {
-        let path = super::file_path(dir, seq);
-        let data = read_file(&path).await?;
+        files.push((seq, read_file(&super::file_path(dir, seq)).await?));
+    }
+    Ok(group(decode(&files)))
+}
+
+/// Every record of the files (sequence number and contents, in order), each file's
+/// read up to the first that does not decode.
+pub(super) fn decode(files: &[(u64, Bytes)]) -> Vec<(Position, Record)> {
+    let mut records = Vec::new();
+    for (seq, data) in files {
         let mut offset = 0usize;
-        while let Some((record, len)) = Record::decode(&data.slice(offset..), seq) {
-            records.push((Position { seq, offset: offset as u64 }, record));
+        while let Some((record, len)) = Record::decode(&data.slice(offset..), *seq) {
+            records.push((Position { seq: *seq, offset: offset as u64 }, record));
             offset += len;
         }
-        tracing::debug!(path = %path.display(), records_end = offset, "journal file read");
+        tracing::debug!(seq, records_end = offset, "journal file read");
     }
+    records
+}
+
+/// What recovery needs of the records: the last checkpoint's `replay_from`, and for
+/// each log its mark and the records after it (from its last `Create` on).
+pub(super) fn group(mut records: Vec<(Position, Record)>) -> Found {
     let last_checkpoint = records.iter().rposition(|(_, r)| matches!(r, Record::Checkpoint { .. }));
     let (replay_from, mut marks) = match last_checkpoint.map(|i| records.swap_remove(i).1) {
         Some(Record::Checkpoint { replay_from, marks }) => (replay_from, marks.into_iter().collect()),
@@ -78,7 +92,7 @@ pub(super) async fn read_all(dir: &Path, seqs: &[u64]) -> Result<Found, StorageE
     for (key, mark) in marks.drain() {
         logs.entry(key).or_insert_with(|| LogRecovery { mark: Some(mark), ..LogRecovery::default() });
     }
-    Ok(Found { replay_from, bytes_after_checkpoint, logs })
+    Found { replay_from, bytes_after_checkpoint, logs }
 }
 
 async fn read_file(path: &Path) -> Result<Bytes, StorageError> {
