@@ -377,20 +377,11 @@ fn every_acknowledged_record_survives_power_loss_on_a_simulated_disk() {
     let mut total = Stats::default();
     for &seed in &seeds {
         let mut sim = Sim::new(seed);
+        sim.stats = std::mem::take(&mut total);
         if let Err(e) = sim.run() {
             panic!("seed {seed}: {e} (replay: KEEL_JOURNAL_SIM_SEED={seed})");
         }
-        let s = sim.stats;
-        total.passes += s.passes;
-        total.acknowledged += s.acknowledged;
-        total.power_losses += s.power_losses;
-        total.short_writes += s.short_writes;
-        total.sectors_lost += s.sectors_lost;
-        total.sectors_garbage += s.sectors_garbage;
-        total.checkpoints += s.checkpoints;
-        total.recycled += s.recycled;
-        total.records_checked += s.records_checked;
-        total.in_flight_survived += s.in_flight_survived;
+        total = sim.stats;
     }
     let secs = started.elapsed().as_secs_f64();
     println!(
