@@ -14,7 +14,8 @@
 #                        mixed-fault run, the differential tester's long profile (2,000
 #                        sequences, about 10 minutes), and the transactional copier with
 #                        50,000 messages, 3 kills and copier kills
-#   ./test.sh --oracle   also run the client suites against Apache Kafka 4.x
+#   ./test.sh --oracle   also run the client suites against Apache Kafka 4.x, and the
+#                        queue workload against a 3-node Kafka under leader kills
 #   ./test.sh --stress   run the consumer-group stress rounds (3 -> 4 members under CPU
 #                        load, librdkafka and Java) 10 times per protocol, not 2
 #
@@ -301,6 +302,11 @@ if ((oracle)); then
   else
     record "kafka start" 0 1 0
   fi
+  # The queue workload against a 3-node Kafka under leader kills: the checker must find
+  # nothing Kafka's transactions forbid there either (write cycles are permitted).
+  note "Apache Kafka 3-node cluster: queue workload under 3 leader kills"
+  fault_stage "kafka queue workload" queue-kafka.log "^queue-check: anomalies" \
+    env LEDGER_BASE_PORT=$((port + 4400)) compat/ledger/run.sh --kafka --kills 3 -- -queue 3
 fi
 
 note "summary (logs in $logs)"
