@@ -258,13 +258,18 @@ fault_stage "cluster network partition" partition.log "^(partition: rounds|ledge
 # Every fault class mixed (compat/faults/soak.sh --netns): leader kills and pauses,
 # whole-cluster kills, whole-cluster power cuts (files cut back to what was fsynced,
 # tails torn), a leader restarted with its clock up to 10 min off, the leader cut off
-# from its peers and 5-20% packet loss, drawn with a seed, for 3 minutes in network
-# namespaces; the ledger's checks, identical replicas and progress within 10 s
-# of each round. --full also runs each class alone with more rounds, and 30 minutes
-# mixed is `compat/faults/soak.sh --netns --minutes 30` (docs/reliability.md).
+# from its peers, the leader and a follower cut apart, the leader cut off from the
+# clients, 5-20% packet loss, bits flipped in a follower's segment, the leader's
+# clock stepped while it runs and the leader's disk filled (each node's data directory
+# on a loop file system; without loop devices the run says `soak: WITHOUT disk-full
+# rounds`), drawn with a seed, for 3 minutes in network namespaces; the ledger's checks,
+# identical replicas and progress within 10 s of each round (5 s of freeing a disk);
+# the queue workload beside the ledger, its history checked by keel-queue-check.
+# --full also runs each class alone with more rounds, and 30 minutes mixed is
+# `compat/faults/soak.sh --netns --minutes 30` (docs/reliability.md).
 soak_minutes=3; ((full)) && soak_minutes=10
 note "cluster: every fault class mixed ($soak_minutes min, seed ${SOAK_SEED:-7}, network namespaces; ./test.sh --full: 10 min)"
-fault_stage "cluster mixed faults" soak.log "^(class |mixed rounds:|ledger: mixed_rounds|replicas:)" \
+fault_stage "cluster mixed faults" soak.log "^(class |mixed rounds:|ledger: mixed_rounds|replicas:|queue-check: anomalies|soak: WITHOUT)" \
   env SOAK_PORT=$((port + 5200)) compat/faults/soak.sh --netns --minutes "$soak_minutes" --seed "${SOAK_SEED:-7}"
 # Committed group offsets (compat/faults/offsets.sh --netns): clients commit and read
 # one group's offsets, one request per operation, while its coordinator is killed, cut
@@ -289,6 +294,14 @@ if ((full)); then
   note "cluster: packet loss (6 rounds)"
   fault_stage "cluster packet loss" drop.log "^(drop rounds|ledger: drop_rounds)" \
     env PARTITION_PORT=$((port + 5000)) compat/faults/partition.sh --fault drop --rounds 6
+  # One minute each of the classes soak.sh added last (namespaces; a full disk needs
+  # loop file systems, else the stage says SKIP).
+  for class in disk-full bitflip step; do
+    note "cluster: $class rounds alone (1 min, namespaces)"
+    if [[ $class == disk-full ]]; then loop=(env KEEL_NETNS_LOOP_MIB=1024); else loop=(); fi
+    fault_stage "cluster $class rounds" "soak-$class.log" "^($class rounds:|ledger: ${class}_rounds|replicas:)" \
+      ${loop[@]+"${loop[@]}"} env SOAK_PORT=$((port + 5200)) compat/faults/soak.sh --netns --minutes 1 --seed 8 -- -fault "$class"
+  done
   note "cluster: group offsets linearizable on loopback (120 s of coordinator kills and pauses)"
   fault_stage "cluster offsets, loopback" offsets.log "^offsets: (commits|operations)" \
     env OFFSETS_PORT=$((port + 5500)) compat/faults/offsets.sh --seconds 120

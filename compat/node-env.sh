@@ -11,6 +11,12 @@
 #                    what each fdatasync made durable in DIR/synced.tsv when
 #                    DIR/power-loss exists (storage/src/sync_log.rs); fails when
 #                    DIR/faketime is given but libfaketime is not installed
+#
+# libfaketime reads the offset from the file itself (FAKETIME_TIMESTAMP_FILE), again at
+# most a second after it last did (FAKETIME_CACHE_DURATION=1), so replacing the file
+# steps the clock of a running node (the ledger's `step` rounds) as well as setting it
+# for the next start. Its default re-reads every 10 s, which a step held for 4 s can
+# miss entirely; an offset passed in FAKETIME is read once, at start.
 
 libfaketime_path() { ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1; }
 
@@ -29,7 +35,8 @@ node_env() {
   if [[ -f "$dir/faketime" ]]; then
     lib=$(libfaketime_path)
     [[ -n "$lib" ]] || { echo "node-env.sh: $dir/faketime given but libfaketime is not installed" >&2; return 1; }
-    envs+=("LD_PRELOAD=$lib" "FAKETIME=$(cat "$dir/faketime")" FAKETIME_DONT_FAKE_MONOTONIC=1)
+    envs+=("LD_PRELOAD=$lib" "FAKETIME_TIMESTAMP_FILE=$(cd "$dir" && pwd)/faketime" FAKETIME_CACHE_DURATION=1
+      FAKETIME_DONT_FAKE_MONOTONIC=1)
   fi
   if [[ -f "$dir/power-loss" ]]; then envs+=("KEEL_TEST_SYNC_LOG=$dir/synced.tsv"); fi
 }

@@ -13,8 +13,23 @@
 #                            PORT, admin +100, node-to-node +200, data and keel.log in
 #                            DIR/node-i, its pid in DIR/node-i/keel.pid (so
 #                            compat/cluster.sh pause|resume work on it); waits until every
-#                            node lists 3 brokers and a controller, and sets `brokers`
-#   netns_cluster_stop DIR   SIGTERM to every node at once, SIGKILL after 10 s
+#                            node lists 3 brokers and a controller, and sets `brokers`.
+#                            With KEEL_NETNS_LOOP_MIB set, each node's data directory is
+#                            first put on its own loop file system of that many MiB
+#                            (netns_loop_up), or the caller skips when that cannot be done
+#   netns_cluster_stop DIR   SIGTERM to every node at once, SIGKILL after 10 s; then
+#                            unmounts the loop file systems, if any (netns_loop_down)
+#   netns_loop_require       checks losetup, mkfs.ext4 and mount (e2fsprogs installed with
+#                            apt-get when missing) and that a loop file system can be
+#                            made and mounted here; prints why not and fails otherwise
+#   netns_loop_up DIR MIB    gives each node's data directory its own ext4 file system
+#                            of MIB MiB on a loop device: the image DIR/loop/node-i.ext4
+#                            mounted at DIR/node-i/disk (made with no blocks reserved
+#                            for root), the data directory DIR/node-i/data a symlink to
+#                            disk/data (netns_cluster_start calls it)
+#   netns_loop_down DIR      unmounts and detaches what netns_loop_up made (the nodes must
+#                            be stopped); safe to call when it made nothing. The images
+#                            stay, for `mount -o loop` when the run is kept
 #
 # Run as a command, it is the namespace cluster's counterpart of compat/cluster.sh's
 # node verbs, for the ledger's -cluster-sh (soak.sh --netns):
@@ -62,6 +77,11 @@ netns_cluster_start() {
   local dir=$1 port=$2 bin=$3 peers="" i a
   shift 3
   brokers=""
+  if [[ -n "${KEEL_NETNS_LOOP_MIB:-}" ]]; then
+    local why
+    why=$(netns_loop_require) || skip "data directories on loop file systems (KEEL_NETNS_LOOP_MIB): $why"
+    netns_loop_up "$dir" "$KEEL_NETNS_LOOP_MIB" || return 2
+  fi
   for i in 1 2 3; do peers+="${peers:+,}$i@$("$netns" addr "$i"):$((port + 200))"; done
   { echo "$port $bin $peers"; (($#)) && printf '%s\n' "$@"; } >"$dir/netns.conf"
   for i in 1 2 3; do
@@ -117,12 +137,19 @@ netns_node_ready() {
 }
 
 netns_cluster_stop() {
-  local dir=$1 i pids=() pid alive
+  local dir=$1 i pids=()
   for i in 1 2 3; do
     [[ -f "$dir/node-$i/keel.pid" ]] && pids+=("$(cat "$dir/node-$i/keel.pid")")
     rm -f "$dir/node-$i/keel.pid"
   done
-  ((${#pids[@]})) || return 0
+  if ((${#pids[@]})); then netns_nodes_stop "${pids[@]}"; fi
+  netns_loop_down "$dir"
+}
+
+# netns_nodes_stop PID...: SIGTERM, then SIGKILL after 10 s; returns once they are gone
+# (or 5 s after the SIGKILL).
+netns_nodes_stop() {
+  local pids=("$@") pid alive
   kill -CONT "${pids[@]}" 2>/dev/null || true
   kill -TERM "${pids[@]}" 2>/dev/null || true
   # A node that stops hands its leaderships over first (up to 5 s), then flushes.
@@ -133,6 +160,69 @@ netns_cluster_stop() {
     sleep 0.1
   done
   kill -KILL "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 1 50); do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    ((alive)) || return 0
+    sleep 0.1
+  done
+}
+
+netns_loop_require() {
+  local missing=() tool probe dev="" ok=0
+  for tool in losetup mkfs.ext4 mount umount; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+  if ((${#missing[@]})) && command -v apt-get >/dev/null; then
+    echo "netns-cluster.sh: installing e2fsprogs and mount with apt-get (missing: ${missing[*]})" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q e2fsprogs mount >&2 ||
+      { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q e2fsprogs mount >&2; } || true
+  fi
+  for tool in losetup mkfs.ext4 mount umount; do
+    command -v "$tool" >/dev/null || { echo "'$tool' not found (e2fsprogs, mount)"; return 1; }
+  done
+  ((EUID == 0)) || { echo "needs root to mount a loop file system"; return 1; }
+  probe=$(mktemp -d "${TMPDIR:-/tmp}/keel-loop-probe.XXXXXX")
+  if truncate -s 16M "$probe/img" && mkfs.ext4 -q -F "$probe/img" >/dev/null 2>&1 &&
+    dev=$(losetup -f --show "$probe/img" 2>/dev/null) && mkdir "$probe/mnt" && mount "$dev" "$probe/mnt" 2>/dev/null; then
+    ok=1
+    umount "$probe/mnt"
+  fi
+  [[ -n "$dev" ]] && losetup -d "$dev" 2>/dev/null
+  rm -rf "$probe"
+  ((ok)) || { echo "no loop file system could be made and mounted here (losetup -f, or mount of ext4, refused)"; return 1; }
+}
+
+netns_loop_up() {
+  local dir=$1 mib=$2 i img dev
+  mkdir -p "$dir/loop"
+  for i in 1 2 3; do
+    img="$dir/loop/node-$i.ext4"
+    mkdir -p "$dir/node-$i/disk"
+    truncate -s "${mib}M" "$img"
+    mkfs.ext4 -q -F -m 0 "$img" >/dev/null || { echo "netns-cluster.sh: mkfs.ext4 $img failed" >&2; return 2; }
+    dev=$(losetup -f --show "$img") || { echo "netns-cluster.sh: no free loop device for $img" >&2; return 2; }
+    echo "$dev" >"$dir/loop/node-$i.dev"
+    mount "$dev" "$dir/node-$i/disk" || { echo "netns-cluster.sh: mount $dev failed" >&2; return 2; }
+    echo "$dir/node-$i/disk" >"$dir/loop/node-$i.mount"
+    mkdir -p "$dir/node-$i/disk/data"
+    ln -sfn disk/data "$dir/node-$i/data"
+  done
+  echo "netns-cluster.sh: each node's data directory on its own ${mib} MiB ext4 loop file system" >&2
+}
+
+netns_loop_down() {
+  local dir=$1 i
+  [[ -d "$dir/loop" ]] || return 0
+  for i in 1 2 3; do
+    if [[ -f "$dir/loop/node-$i.mount" ]]; then
+      umount "$(cat "$dir/loop/node-$i.mount")" 2>/dev/null || umount -l "$(cat "$dir/loop/node-$i.mount")" 2>/dev/null ||
+        echo "netns-cluster.sh: could not unmount $(cat "$dir/loop/node-$i.mount")" >&2
+      rm -f "$dir/loop/node-$i.mount"
+    fi
+    if [[ -f "$dir/loop/node-$i.dev" ]]; then
+      losetup -d "$(cat "$dir/loop/node-$i.dev")" 2>/dev/null || true
+      rm -f "$dir/loop/node-$i.dev"
+    fi
+  done
 }
 
 # As a command: the node verbs of compat/cluster.sh for a namespace cluster.

@@ -11,6 +11,11 @@
 #   compat/faults/netns.sh isolate <i> <n>     drop all traffic between node i and every
 #                                              other node; the bridge address (clients) still
 #                                              reaches it
+#   compat/faults/netns.sh sever <i> <j>       drop all traffic between nodes i and j (rules in
+#                                              both namespaces); with 3 nodes the third is
+#                                              then a bridge between two halves
+#   compat/faults/netns.sh cut-clients <i>     drop all traffic between node i and the bridge
+#                                              address (the clients); its peers still reach it
 #   compat/faults/netns.sh drop <i> <pct>      drop pct% (1..99) of node i's packets at random,
 #                                              in and out, whoever the peer (nodes and clients)
 #   compat/faults/netns.sh heal <i>            remove node i's fault rules
@@ -87,9 +92,13 @@ down() {
 isolate() {
   local i=$1 n=$2 others=()
   for j in $(seq 1 "$n"); do ((j == i)) || others+=("$(addr "$j")"); done
-  local set
-  set=$(IFS=,; echo "${others[*]}")
-  # One atomic nft transaction: both directions are cut at the same instant.
+  cut "$i" "$(IFS=,; echo "${others[*]}")"
+}
+
+# cut NODE SET: drops every packet between node NODE and the addresses in SET, both
+# directions in one atomic nft transaction.
+cut() {
+  local i=$1 set=$2
   ip netns exec "$(ns "$i")" nft -f - <<EOF
 table $table {
   chain input { type filter hook input priority 0; policy accept; ip saddr { $set } drop; }
@@ -121,8 +130,11 @@ case "$cmd" in
   down) down "${2:-9}" ;;
   addr) node_index "${2:-}"; addr "$2" ;;
   isolate) node_index "${2:-}"; node_index "${3:-}"; isolate "$2" "$3" ;;
+  sever) node_index "${2:-}"; node_index "${3:-}"; [[ "$2" != "$3" ]] || die "sever needs two different nodes"
+    cut "$2" "$(addr "$3")"; cut "$3" "$(addr "$2")" ;;
+  cut-clients) node_index "${2:-}"; cut "$2" "$subnet.1" ;;
   drop) node_index "${2:-}"; [[ "${3:-}" =~ ^[1-9][0-9]?$ ]] || die "drop percentage must be 1..99, got '${3:-}'"; drop "$2" "$3" ;;
   heal) node_index "${2:-}"; heal "$2" ;;
   exec) node_index "${2:-}"; i=$2; shift 2; exec ip netns exec "$(ns "$i")" "$@" ;;
-  *) echo "usage: $0 check | up <n> | down [<n>] | addr <i> | isolate <i> <n> | drop <i> <pct> | heal <i> | exec <i> cmd..." >&2; exit 2 ;;
+  *) echo "usage: $0 check | up <n> | down [<n>] | addr <i> | isolate <i> <n> | sever <i> <j> | cut-clients <i> | drop <i> <pct> | heal <i> | exec <i> cmd..." >&2; exit 2 ;;
 esac

@@ -156,6 +156,8 @@ const BASE_WRITE_EVERY: u64 = 256;
 const READS_BACK_MAX: u64 = 2;
 /// Bytes of batches read per step of a restart.
 const RESTORE_READ_BYTES: usize = 1 << 20;
+/// How often writes that failed (a full disk) are tried again.
+const PERSIST_RETRY_INTERVAL: Duration = Duration::from_millis(100);
 
 pub struct Replication {
     pub node: NodeId,
@@ -183,6 +185,14 @@ pub struct Replication {
     kafka_addrs: RefCell<Option<KafkaAddrs>>,
     /// Snapshot copies one shard runs at once.
     installs: Rc<glommio::sync::Semaphore>,
+    /// Groups whose entries were appended but whose pass failed (a full disk), with
+    /// the latest such Ready: their record and log are made durable again, and only
+    /// then reported (`retry_unpersisted`). Dropping them instead would stall a
+    /// follower for good: its leader waits for the answers those Readys hold back.
+    unpersisted: RefCell<Vec<(Rc<Replica>, u64)>>,
+    /// A retry of `unpersisted` is scheduled, or due.
+    retry_scheduled: Cell<bool>,
+    retry_due: Cell<bool>,
 }
 
 /// Names the Kafka listener (`host:port`) of a node, if it registered one.
@@ -234,6 +244,9 @@ impl Replication {
                 reads_back: Rc::new(glommio::sync::Semaphore::new(READS_BACK_MAX)),
                 kafka_addrs: RefCell::new(None),
                 installs: Rc::new(glommio::sync::Semaphore::new(1)),
+                unpersisted: RefCell::new(Vec::new()),
+                retry_scheduled: Cell::new(false),
+                retry_due: Cell::new(false),
             }
         });
         me.transport
@@ -546,7 +559,7 @@ impl Replication {
         while !self.stopped.get() {
             let woken = self.wake.wait();
             let actions = self.multi.borrow_mut().collect();
-            if actions.is_empty() {
+            if actions.is_empty() && !self.retry_due.replace(false) {
                 woken.await;
                 continue;
             }
@@ -563,6 +576,7 @@ impl Replication {
                     let _ = multi.persisted(group, ready);
                 }
             }
+            self.schedule_retry();
             self.apply(&actions);
         }
     }
@@ -600,8 +614,10 @@ impl Replication {
     /// Writes every request's entries and HardState, then waits for the one journal
     /// pass that makes them durable. Returns the (group, ready) pairs now durable; a
     /// group whose write failed is left out (it stays unacknowledged, and its leader
-    /// retries). A leader's snapshot, and every later write of its group until the
-    /// snapshot's batches are copied, go to the group's installer instead.
+    /// retries), and one whose state or journal write failed after its entries were
+    /// appended is tried again until it is durable (`retry_unpersisted`). A leader's
+    /// snapshot, and every later write of its group until the snapshot's batches are
+    /// copied, go to the group's installer instead.
     async fn persist(self: &Rc<Self>, requests: &[PersistRequest]) -> Vec<(GroupId, u64)> {
         let mut now = Vec::with_capacity(requests.len());
         for req in requests {
@@ -615,7 +631,85 @@ impl Replication {
                 glommio::spawn_local(self.clone().install(r)).detach();
             }
         }
-        self.write(&now).await
+        let mut durable = self.write(&now).await;
+        durable.extend(self.retry_unpersisted().await);
+        durable
+    }
+
+    /// Notes that `r`'s Ready `ready` is appended but not durable, for
+    /// `retry_unpersisted`; one entry per group, the latest Ready (reporting it
+    /// reports the earlier ones too).
+    fn unpersisted(&self, r: Rc<Replica>, ready: u64) {
+        let mut pending = self.unpersisted.borrow_mut();
+        match pending.iter_mut().find(|(p, _)| p.group == r.group) {
+            Some(entry) => entry.1 = entry.1.max(ready),
+            None => pending.push((r, ready)),
+        }
+    }
+
+    /// Makes durable again what failed passes left unacknowledged: the groups' records
+    /// where due, then their logs (the flush queue retries a failed journal write by
+    /// itself). Returns the (group, ready) pairs now durable; the rest wait for the
+    /// next try.
+    async fn retry_unpersisted(&self) -> Vec<(GroupId, u64)> {
+        let pending: Vec<(Rc<Replica>, u64)> = std::mem::take(&mut *self.unpersisted.borrow_mut())
+            .into_iter()
+            .filter(|(r, _)| self.replica(r.group).is_some_and(|now| Rc::ptr_eq(&now, r)))
+            .collect();
+        if pending.is_empty() {
+            return Vec::new();
+        }
+        let due: Vec<Rc<Replica>> =
+            pending.iter().filter(|(r, _)| r.record_due.replace(false)).map(|(r, _)| r.clone()).collect();
+        if !due.is_empty() {
+            let records: Vec<StateChange> = due
+                .iter()
+                .map(|r| {
+                    let value = serde_json::to_vec(&*r.record.borrow()).expect("a group record serializes");
+                    (record_key(r.group), Some(value.into()))
+                })
+                .collect();
+            let changes: Vec<(&str, Option<Bytes>)> = records.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            if let Err(e) = self.kv.write(&changes).await {
+                tracing::debug!(error = %e, groups = pending.len(), "Raft state still cannot be written");
+                for r in &due {
+                    r.record_due.set(true);
+                }
+                for (r, ready) in pending {
+                    self.unpersisted(r, ready);
+                }
+                return Vec::new();
+            }
+        }
+        let mut durable = Vec::with_capacity(pending.len());
+        for (r, ready) in pending {
+            if wait_durable(&r.log).await.is_ok() {
+                durable.push((r.group, ready));
+            } else {
+                self.unpersisted(r, ready);
+            }
+        }
+        if !durable.is_empty() {
+            tracing::info!(groups = durable.len(), "Raft state written after an earlier failure");
+        }
+        durable
+    }
+
+    /// Wakes the driver for another `retry_unpersisted` soon, while any is pending.
+    fn schedule_retry(self: &Rc<Self>) {
+        if self.unpersisted.borrow().is_empty() || self.retry_scheduled.replace(true) {
+            return;
+        }
+        let me = Rc::downgrade(self);
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(PERSIST_RETRY_INTERVAL).await;
+            if let Some(me) = me.upgrade() {
+                me.retry_scheduled.set(false);
+                me.retry_due.set(true);
+                me.wake.notify();
+            }
+        })
+        .detach();
     }
 
     /// Carries out the writes a group deferred while it installs a snapshot, in order,
@@ -768,7 +862,11 @@ impl Replication {
         if !records.is_empty() {
             let changes: Vec<(&str, Option<Bytes>)> = records.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
             if let Err(e) = self.kv.write(&changes).await {
-                tracing::error!(error = %e, "cannot write Raft state; nothing of this pass is acknowledged");
+                tracing::error!(error = %e, "cannot write Raft state; nothing of this pass is acknowledged until it is");
+                for (r, ready) in written {
+                    r.record_due.set(true);
+                    self.unpersisted(r, ready);
+                }
                 return Vec::new();
             }
             for (r, base) in recorded_bases {
@@ -779,6 +877,8 @@ impl Replication {
         for (r, ready) in written {
             if wait_durable(&r.log).await.is_ok() {
                 durable.push((r.group, ready));
+            } else {
+                self.unpersisted(r, ready);
             }
         }
         durable

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -17,8 +18,9 @@ import (
 // (on any partition) and how soon after it ends they are again; the ledger's checks
 // (nothing acknowledged lost, duplicated or reordered) judge the data as in the other
 // modes. `-fault mixed` draws each round's class from kill, pause, crash-all, power,
-// skew, partition and drop (see mixedClasses), kill, pause and partition acting on the
-// leader as in killLeaders and partitionRound.
+// skew, partition, drop, disk-full, bitflip and step (see mixedClasses), kill, pause
+// and partition acting on the leader as in killLeaders and partitionRound; disk-full,
+// bitflip and step are in disk.go.
 //
 //   - `-fault drop`: each round draws a loss rate from dropPercentMin..dropPercentMax
 //     (seeded by -seed) and has the fault script drop that share of each node's packets
@@ -49,36 +51,63 @@ const (
 // faultRound is one round: what was done, and when it started and ended.
 type faultRound struct {
 	n      int
-	class  string // kill, pause, crash-all, power, skew, partition or drop
+	class  string // kill, pause, crash-all, power, skew, partition, drop, disk-full, bitflip or step
 	what   string // "13% loss on every node", "node 2 paused", ...
 	at     time.Time
 	healed time.Time     // the fault's end: the heal or the first restart issued
 	backIn time.Duration // from healed until every node agreed on the leaders
 	err    string
+	// With disk-full: the partitions the full node led, whose acknowledgements alone
+	// count for progressIn and partGap, and the bound on progressIn (else progressBound).
+	parts []int32
+	bound time.Duration
+	// With disk-full: how soon after the removal the node's segment files held what
+	// the others' held then; the partitions whose files did not within writtenOutBound.
+	writtenOutIn time.Duration
+	stalled      []int32
+	// With bitflip: how soon after the restart the node found the damage; whether it
+	// did not within damageFoundBound; whether the damaged node led partition 0.
+	foundIn       time.Duration
+	undetected    bool
+	damagedLeader bool
 	// Filled from the acknowledgements after the run.
 	ackedDuring int           // records acknowledged from the start until healed
 	gap         time.Duration // longest time without an acknowledgement, from the start until the next round
 	progressIn  time.Duration // from healed to the first acknowledgement after it
 	noProgress  bool          // nothing acknowledged after healed before the next round
+	partGap     time.Duration // with parts: longestGap over those partitions alone
 	windowEnd   time.Time
 }
 
 // mixedClasses is what `-fault mixed` draws from: leader kills and pauses and
 // whole-cluster kills; clock skew when the nodes run under libfaketime (-mixed-skew);
-// the leader cut off from its peers and random packet loss when the nodes run in
-// network namespaces that the fault script can cut (-mixed-net, compat/faults/soak.sh
-// --netns); whole-cluster power cuts when the nodes note their fsyncs (-mixed-power,
-// power.go).
+// the leader cut off from its peers, the leader and one follower cut apart (the third
+// node a bridge between them), the leader cut off from the clients, and random packet
+// loss when the nodes run in network namespaces that the fault script can cut
+// (-mixed-net, compat/faults/soak.sh --netns); whole-cluster power cuts when the nodes note their fsyncs (-mixed-power,
+// power.go); a leader's disk filled when every node's data directory is a file system
+// of its own (-mixed-disk); bits flipped in a stopped follower's segments
+// (-mixed-bitflip); the leader's wall clock stepped while it runs (-mixed-step, under
+// libfaketime).
 func mixedClasses(cfg config) []string {
 	classes := []string{"kill", "pause", "crash-all"}
 	if cfg.mixedSkew {
 		classes = append(classes, "skew")
 	}
 	if cfg.mixedNet {
-		classes = append(classes, "partition", "drop")
+		classes = append(classes, "partition", "bridge", "client-cut", "drop")
 	}
 	if cfg.mixedPower {
 		classes = append(classes, "power")
+	}
+	if cfg.mixedDisk {
+		classes = append(classes, "disk-full")
+	}
+	if cfg.mixedBitflip {
+		classes = append(classes, "bitflip")
+	}
+	if cfg.mixedStep {
+		classes = append(classes, "step")
 	}
 	return classes
 }
@@ -125,6 +154,22 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 				r.what = fmt.Sprintf("node %d cut off", id)
 				return c.fault(ctx, "isolate", id, len(all))
 			}, cfg.hold, func(undo context.Context, id int) error { return c.fault(undo, "heal", id, 0) })
+		case "bridge": // the leader and one follower cut apart; the third node reaches both
+			other := 0
+			err = clusterRound(ctx, c, cfg, leader, &r, func(id int) error {
+				for other == 0 || other == id {
+					other = all[rng.IntN(len(all))]
+				}
+				r.what = fmt.Sprintf("nodes %d and %d cut apart", id, other)
+				return c.faultArgs(ctx, "sever", fmt.Sprint(id), fmt.Sprint(other))
+			}, cfg.hold, func(undo context.Context, id int) error {
+				return errors.Join(c.fault(undo, "heal", id, 0), c.fault(undo, "heal", other, 0))
+			})
+		case "client-cut": // the clients cannot reach the leader; its peers can
+			err = clusterRound(ctx, c, cfg, leader, &r, func(id int) error {
+				r.what = fmt.Sprintf("node %d cut off from the clients", id)
+				return c.faultArgs(ctx, "cut-clients", fmt.Sprint(id))
+			}, cfg.hold, func(undo context.Context, id int) error { return c.fault(undo, "heal", id, 0) })
 		case "skew":
 			offset := rng.IntN(2*skewSecondsMax+1) - skewSecondsMax
 			err = clusterRound(ctx, c, cfg, leader, &r, func(id int) error {
@@ -163,6 +208,12 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 					return c.restart(undo, id)
 				})
 			r.what = fmt.Sprintf("power cut: %d of %d files torn, %d KiB cut", total.damaged, total.files, total.bytesCut>>10)
+		case "disk-full":
+			err = diskFullRound(ctx, c, cfg, &r)
+		case "bitflip":
+			err = bitflipRound(ctx, c, cfg, &r, rand.New(rand.NewPCG(rng.Uint64(), 0)))
+		case "step":
+			err = stepRound(ctx, c, cfg, &r, rng.IntN(2*stepSecondsMax+1)-stepSecondsMax)
 		default: // crash-all
 			r.what = "every node killed"
 			err = clusterRound(ctx, c, cfg, everyNode, &r, func(id int) error { return c.kill(ctx, id) }, cfg.down, c.restart)
@@ -177,7 +228,14 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 		}
 		fmt.Fprintf(log, "ledger: %s round %d/%s: %s, from %s until %s; leaders agreed %v after\n",
 			cfg.fault, n, total, r.what, r.at.Format(timeFormat), r.healed.Format(timeFormat), r.backIn.Round(time.Millisecond))
-		if err := sleep(ctx, cfg.settle); err != nil {
+		settle := cfg.settle
+		if class == "client-cut" {
+			// The clients' connections to the cut node back off their retransmissions
+			// (a few seconds after a 4-s cut): the round keeps its whole progress
+			// window, rather than the next fault starting before they are back.
+			settle = max(settle, progressBound)
+		}
+		if err := sleep(ctx, settle); err != nil {
 			return rounds, err
 		}
 	}
@@ -241,8 +299,14 @@ func measureRounds(rounds []faultRound, acks []ack, stoppedAt time.Time) {
 		from := sort.Search(len(all), func(j int) bool { return !all[j].Before(r.at) })
 		healed := sort.Search(len(all), func(j int) bool { return !all[j].Before(r.healed) })
 		r.ackedDuring = healed - from
-		if healed < len(all) && all[healed].Before(r.windowEnd) {
-			r.progressIn = all[healed].Sub(r.healed)
+		ts := all
+		if r.parts != nil {
+			ts = ackTimes(acks, r.parts)
+			r.partGap = longestGap(ts, r.at, r.windowEnd)
+			healed = sort.Search(len(ts), func(j int) bool { return !ts[j].Before(r.healed) })
+		}
+		if healed < len(ts) && ts[healed].Before(r.windowEnd) {
+			r.progressIn = ts[healed].Sub(r.healed)
 		} else {
 			r.noProgress = true
 		}
@@ -250,8 +314,9 @@ func measureRounds(rounds []faultRound, acks []ack, stoppedAt time.Time) {
 }
 
 // printClusterRounds prints the rounds, a summary per class when classes were mixed,
-// and returns whether a round broke the liveness bound: no acknowledgement within
-// progressBound of its end.
+// and returns whether a round failed a check: no acknowledgement within progressBound
+// of its end (within diskFreedBound of freeing a full disk, on the partitions the
+// node led), flipped bits the node did not find, or a damaged replica leading.
 func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 	fmt.Fprintln(w, "round  fault                     acked_during  gap_ms  progress_ms  back_ms")
 	var gaps, progress []time.Duration
@@ -267,8 +332,31 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 		}
 		gaps = append(gaps, r.gap)
 		progress = append(progress, r.progressIn)
-		if r.noProgress || r.progressIn > progressBound {
+		bound := progressBound
+		if r.bound > 0 {
+			bound = r.bound
+		}
+		if r.noProgress || r.progressIn > bound {
 			slow = true
+			fmt.Fprintf(w, "LIVENESS: round %d had no acknowledgement within %v of its end\n", r.n, bound)
+		}
+		switch {
+		case r.class == "disk-full" && len(r.stalled) > 0:
+			slow = true
+			fmt.Fprintf(w, "SEGMENTS NOT WRITTEN: round %d: the node's segment files of partitions %v did not catch up within %v of freeing its disk (node restarted)\n",
+				r.n, r.stalled, writtenOutBound)
+		case r.class == "disk-full":
+			fmt.Fprintf(w, "       partitions %v: longest gap %s ms, first acknowledgement %s ms after the disk was freed (bound %v); segment files caught up in %s ms\n",
+				r.parts, ms(r.partGap), p, bound, ms(r.writtenOutIn))
+		case r.class == "bitflip" && r.undetected:
+			slow = true
+			fmt.Fprintf(w, "DAMAGE NOT FOUND: round %d: the node did not report the flipped bits within %v\n", r.n, damageFoundBound)
+		case r.class == "bitflip":
+			fmt.Fprintf(w, "       damage found %s ms after the restart\n", ms(r.foundIn))
+		}
+		if r.damagedLeader {
+			slow = true
+			fmt.Fprintf(w, "DAMAGED REPLICA LED: round %d: the damaged node led partition 0\n", r.n)
 		}
 	}
 	byClass := map[string][]faultRound{}
@@ -276,26 +364,31 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 		byClass[r.class] = append(byClass[r.class], r)
 	}
 	if len(byClass) > 1 {
-		for _, class := range []string{"kill", "pause", "crash-all", "power", "skew", "partition", "drop"} {
-			var cg, cp []time.Duration
+		for _, class := range []string{"kill", "pause", "crash-all", "power", "skew", "partition", "bridge", "client-cut", "drop", "disk-full", "bitflip", "step"} {
+			var cg, cp, cf []time.Duration
 			for _, r := range byClass[class] {
-				cg, cp = append(cg, r.gap), append(cp, r.progressIn)
+				cg, cp, cf = append(cg, r.gap), append(cp, r.progressIn), append(cf, r.foundIn)
 			}
 			if len(cg) == 0 {
 				continue
 			}
 			gm, gx := stats(cg)
 			pm, px := stats(cp)
-			fmt.Fprintf(w, "class %-9s rounds=%d gap_ms p50=%s max=%s progress_ms p50=%s max=%s\n", class, len(cg), gm, gx, pm, px)
+			extra := ""
+			switch class {
+			case "disk-full":
+				extra = fmt.Sprintf(" (the full node's partitions; bound %v)", diskFreedBound)
+			case "bitflip":
+				fm, fx := stats(cf)
+				extra = fmt.Sprintf(" found_ms p50=%s max=%s", fm, fx)
+			}
+			fmt.Fprintf(w, "class %-9s rounds=%d gap_ms p50=%s max=%s progress_ms p50=%s max=%s%s\n", class, len(cg), gm, gx, pm, px, extra)
 		}
 	}
 	gapMed, gapMax := stats(gaps)
 	progMed, progMax := stats(progress)
 	fmt.Fprintf(w, "%s rounds: %d; longest gap without an acknowledgement p50 %s ms, max %s ms; first acknowledgement after the round p50 %s ms, max %s ms (bound %v)\n",
 		fault, len(rounds), gapMed, gapMax, progMed, progMax, progressBound)
-	if slow {
-		fmt.Fprintf(w, "LIVENESS: a round had no acknowledgement within %v of its end\n", progressBound)
-	}
 	return slow
 }
 

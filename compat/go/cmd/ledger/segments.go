@@ -75,6 +75,21 @@ func readSegments(dir string) ([]batchInfo, error) {
 
 func parseBatches(data []byte) []batchInfo {
 	var out []batchInfo
+	for _, s := range batchSpans(data) {
+		out = append(out, s.batch)
+	}
+	return out
+}
+
+// batchSpan is a batch and where it lies in its file: bytes pos up to next.
+type batchSpan struct {
+	batch     batchInfo
+	pos, next int
+}
+
+// batchSpans is parseBatches with each batch's place in the file.
+func batchSpans(data []byte) []batchSpan {
+	var out []batchSpan
 	for pos := 0; pos+batchHeaderBytes <= len(data); {
 		length := int(int32(binary.BigEndian.Uint32(data[pos+8:])))
 		next := pos + 12 + length
@@ -85,12 +100,12 @@ func parseBatches(data []byte) []batchInfo {
 		if crc32.Checksum(data[pos+21:next], castagnoli) != crc {
 			break
 		}
-		out = append(out, batchInfo{
+		out = append(out, batchSpan{batch: batchInfo{
 			base:      int64(binary.BigEndian.Uint64(data[pos:])),
 			lastDelta: int32(binary.BigEndian.Uint32(data[pos+23:])),
 			epoch:     int32(binary.BigEndian.Uint32(data[pos+12:])),
 			crc:       crc,
-		})
+		}, pos: pos, next: next})
 		pos = next
 	}
 	return out

@@ -1,0 +1,413 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Faults of one node's disk and clock while the cluster runs: `-fault disk-full`,
+// `-fault bitflip` and `-fault step`, drawn by `-fault mixed` with -mixed-disk,
+// -mixed-bitflip and -mixed-step.
+//
+//   - disk-full: the file system holding the data directory of partition 0's leader
+//     is filled (a filler file allocated until ENOSPC) while the producer keeps
+//     producing, held for -hold, then the filler is removed. The node's data directory
+//     must be a file system of its own (node-<i>/disk, a loop-mounted ext4 made by
+//     compat/faults/netns-cluster.sh with KEEL_NETNS_LOOP_MIB), or the fault would
+//     fill the host's disk. Writes to the partitions the node led must be acknowledged
+//     again within diskFreedBound of the removal, and the node's segment files of every
+//     partition must again hold what the other replicas' held at the removal within
+//     writtenOutBound (else the node is restarted, so the rest of the run goes on
+//     from a node that writes, and the run fails).
+//   - bitflip: a follower of partition 0 is killed with SIGKILL; one to three bits are
+//     flipped in one batch of its partition-0 segment files that the leader's files
+//     hold too (so a majority has it: committed, below the high watermark), inside the
+//     records the batch's CRC covers; it is restarted. The node must find the damage
+//     (its log names the replica damaged within damageFoundBound) and so serve nothing
+//     from it and stop voting for it. Then it is killed again, the same bits are
+//     flipped back, and it is restarted whole, as an operator restores a replica from a
+//     copy: the broker does not yet rebuild a damaged replica from its leader
+//     (docs/ARCHITECTURE.md), and a partition with a replica out for good could not
+//     elect after the next leader kill.
+//   - step: the wall clock of partition 0's leader is stepped by up to ±stepSecondsMax
+//     while it runs (its node-<i>/faketime file replaced; libfaketime re-reads it within
+//     a second, compat/node-env.sh), held for -hold, and stepped back. Monotonic clocks
+//     are left alone.
+
+const (
+	// diskFreedBound is how soon after the filler is removed a record on a partition
+	// the full node led must be acknowledged.
+	diskFreedBound = 5 * time.Second
+	// writtenOutBound is how soon after the filler is removed the node's segment files
+	// must hold what the other replicas' did then.
+	writtenOutBound = 10 * time.Second
+	// damageFoundBound is how long a restarted node may take to find the flipped bits.
+	damageFoundBound = 60 * time.Second
+	// stepSecondsMax bounds the wall-clock steps of -fault step.
+	stepSecondsMax = 600
+	// fillerName is the file that fills a node's disk, beside its data directory.
+	fillerName     = "filler"
+	flippedBitsMax = 3
+)
+
+// nodeDisk is the mount point of node id's own file system (netns-cluster.sh's
+// netns_loop_up), which holds its data directory.
+func (c *cluster) nodeDisk(id int) string {
+	return filepath.Join(c.dir, fmt.Sprintf("node-%d", id), "disk")
+}
+
+// fillDisk allocates a filler file on node id's file system until ENOSPC and returns
+// its size. It refuses when the data directory is not on a file system of its own.
+func (c *cluster) fillDisk(id int) (int64, error) {
+	mount := c.nodeDisk(id)
+	var disk, parent syscall.Stat_t
+	if err := syscall.Stat(mount, &disk); err != nil {
+		return 0, fmt.Errorf("node %d has no disk of its own (%w); start it with KEEL_NETNS_LOOP_MIB", id, err)
+	}
+	if err := syscall.Stat(filepath.Dir(mount), &parent); err != nil || disk.Dev == parent.Dev {
+		return 0, fmt.Errorf("%s is not a mount point: filling it would fill the host's disk", mount)
+	}
+	f, err := os.OpenFile(filepath.Join(mount, fillerName), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(mount, &st); err != nil {
+		return 0, err
+	}
+	size := int64(0)
+	// One large allocation, then smaller ones until nothing is left.
+	if free := int64(st.Bfree)*st.Bsize - 4<<20; free > 0 {
+		if err := syscall.Fallocate(int(f.Fd()), 0, 0, free); err == nil {
+			size = free
+		}
+	}
+	for _, chunk := range []int64{1 << 20, 64 << 10, 4 << 10} {
+		for {
+			err := syscall.Fallocate(int(f.Fd()), 0, size, chunk)
+			if errors.Is(err, syscall.ENOSPC) {
+				break
+			}
+			if err != nil {
+				return size, fmt.Errorf("fallocate %s: %w", f.Name(), err)
+			}
+			size += chunk
+		}
+	}
+	return size, nil
+}
+
+// freeDisk removes node id's filler file.
+func (c *cluster) freeDisk(id int) error {
+	err := os.Remove(filepath.Join(c.nodeDisk(id), fillerName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// flip is bits flipped in a segment file: undoing it flips them again.
+type flip struct {
+	path    string
+	batch   batchInfo
+	offsets []int64
+	masks   []byte
+}
+
+func (f flip) String() string {
+	return fmt.Sprintf("%d bit(s) in batch %v of %s", len(f.offsets), f.batch, filepath.Base(f.path))
+}
+
+// apply flips the bits (again).
+func (f flip) apply() error {
+	file, err := os.OpenFile(f.path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	b := make([]byte, 1)
+	for i, off := range f.offsets {
+		if _, err := file.ReadAt(b, off); err != nil {
+			return err
+		}
+		b[0] ^= f.masks[i]
+		if _, err := file.WriteAt(b, off); err != nil {
+			return err
+		}
+	}
+	return file.Sync()
+}
+
+// flipBits picks, in node id's (a stopped follower's) segment files of partition 0, a
+// batch that the leader's files hold too, and flips one to three bits in its records.
+func (c *cluster) flipBits(id, leader int, rng *rand.Rand) (flip, error) {
+	held := map[batchInfo]bool{}
+	leaderBatches, err := readSegments(partitionDir(c.dir, leader, c.topic, 0))
+	if err != nil {
+		return flip{}, fmt.Errorf("leader's segments: %w", err)
+	}
+	for _, b := range leaderBatches {
+		held[b] = true
+	}
+	files, err := filepath.Glob(filepath.Join(partitionDir(c.dir, id, c.topic, 0), "*.log"))
+	if err != nil || len(files) == 0 {
+		return flip{}, fmt.Errorf("node %d has no segment files of partition 0 (%v)", id, err)
+	}
+	sort.Strings(files)
+	type candidate struct {
+		path string
+		span batchSpan
+	}
+	var candidates []candidate
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return flip{}, err
+		}
+		for _, s := range batchSpans(data) {
+			if held[s.batch] && s.next-s.pos > batchHeaderBytes {
+				candidates = append(candidates, candidate{path, s})
+			}
+		}
+	}
+	// Not the newest batches: keep clear of what the journal may still write out.
+	if len(candidates) > 10 {
+		candidates = candidates[:len(candidates)*3/4]
+	}
+	if len(candidates) == 0 {
+		return flip{}, fmt.Errorf("node %d: no batch of partition 0 that the leader holds too", id)
+	}
+	pick := candidates[rng.IntN(len(candidates))]
+	f := flip{path: pick.path, batch: pick.span.batch}
+	records := int64(pick.span.next - pick.span.pos - batchHeaderBytes)
+	for n := 1 + rng.IntN(flippedBitsMax); len(f.offsets) < n; {
+		off := int64(pick.span.pos+batchHeaderBytes) + rng.Int64N(records)
+		if !contains64(f.offsets, off) {
+			f.offsets = append(f.offsets, off)
+			f.masks = append(f.masks, 1<<rng.IntN(8))
+		}
+	}
+	return f, f.apply()
+}
+
+func contains64(xs []int64, x int64) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// logSize is the size of node id's log, where a later damageFound starts reading.
+func (c *cluster) logSize(id int) int64 {
+	info, err := os.Stat(c.nodeFile(id, "log"))
+	if err != nil {
+		return 0
+	}
+	return info.Size()
+}
+
+// damageFound waits until node id's log, past from, says it found a damaged replica
+// of the topic (the scrub's or the Raft restore's CRC check); false after timeout.
+func (c *cluster) damageFound(ctx context.Context, id int, from int64, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if data, err := os.ReadFile(c.nodeFile(id, "log")); err == nil && int64(len(data)) > from {
+			for _, line := range bytes.Split(data[from:], []byte("\n")) {
+				s := string(line)
+				if strings.Contains(s, c.topic) && (strings.Contains(s, "damaged replica") || strings.Contains(s, "CRC mismatch")) {
+					return true
+				}
+			}
+		}
+		if sleep(ctx, 200*time.Millisecond) != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// faketimeOffset is node id's current wall-clock offset in seconds (its
+// node-<id>/faketime file; 0 when it has none).
+func (c *cluster) faketimeOffset(id int) int {
+	b, err := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("node-%d", id), "faketime"))
+	if err != nil {
+		return 0
+	}
+	var s int
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &s); err != nil {
+		return 0
+	}
+	return s
+}
+
+// hasFaketime reports whether node id runs under libfaketime (a step needs it).
+func (c *cluster) hasFaketime(id int) bool {
+	_, err := os.Stat(filepath.Join(c.dir, fmt.Sprintf("node-%d", id), "faketime"))
+	return err == nil
+}
+
+// diskFullRound fills the disk of partition 0's leader for -hold, then frees it (and
+// restarts the node if the full disk stopped it).
+func diskFullRound(ctx context.Context, c *cluster, cfg config, r *faultRound) error {
+	r.bound = diskFreedBound
+	target := func(view []leaderView) []int {
+		id := view[0].leader
+		r.parts = nil
+		for p, v := range view {
+			if p < c.parts && v.leader == id {
+				r.parts = append(r.parts, int32(p))
+			}
+		}
+		return []int{int(id)}
+	}
+	return clusterRound(ctx, c, cfg, target, r, func(id int) error {
+		size, err := c.fillDisk(id)
+		r.what = fmt.Sprintf("node %d's disk full (%d MiB)", id, size>>20)
+		return err
+	}, cfg.hold, func(undo context.Context, id int) error {
+		want := c.othersLogEnds(id)
+		if err := c.freeDisk(id); err != nil {
+			return err
+		}
+		if !c.running(id) {
+			r.what += ", node stopped"
+			return c.restart(undo, id)
+		}
+		freed := time.Now()
+		if r.stalled = c.awaitWrittenOut(undo, id, want, writtenOutBound); len(r.stalled) > 0 {
+			// Restart it, so that later rounds meet a node that writes.
+			if err := c.kill(undo, id); err != nil {
+				return err
+			}
+			return c.restart(undo, id)
+		}
+		r.writtenOutIn = time.Since(freed)
+		return nil
+	})
+}
+
+// othersLogEnds is, per partition, the least log end in the segment files of the
+// nodes other than id.
+func (c *cluster) othersLogEnds(id int) map[int32]int64 {
+	want := map[int32]int64{}
+	for p := int32(0); p < int32(c.parts); p++ {
+		for _, other := range c.nodes() {
+			if other == id {
+				continue
+			}
+			bs, err := readSegments(partitionDir(c.dir, other, c.topic, p))
+			if end := logEnd(bs); err == nil {
+				if have, ok := want[p]; !ok || end < have {
+					want[p] = end
+				}
+			}
+		}
+	}
+	return want
+}
+
+// awaitWrittenOut waits until node id's segment files of each partition reach the log
+// ends in want; it returns the partitions that did not within timeout.
+func (c *cluster) awaitWrittenOut(ctx context.Context, id int, want map[int32]int64, timeout time.Duration) []int32 {
+	deadline := time.Now().Add(timeout)
+	for {
+		var behind []int32
+		for p := int32(0); p < int32(c.parts); p++ {
+			bs, err := readSegments(partitionDir(c.dir, id, c.topic, p))
+			if err != nil || logEnd(bs) < want[p] {
+				behind = append(behind, p)
+			}
+		}
+		if len(behind) == 0 || time.Now().After(deadline) || sleep(ctx, 200*time.Millisecond) != nil {
+			return behind
+		}
+	}
+}
+
+// bitflipRound damages a stopped follower's copy of partition 0, restarts it, waits
+// until it finds the damage, holds -hold, and restores it.
+func bitflipRound(ctx context.Context, c *cluster, cfg config, r *faultRound, rng *rand.Rand) error {
+	var leader int
+	var damage flip
+	target := func(view []leaderView) []int {
+		leader = int(view[0].leader)
+		var followers []int
+		for _, id := range c.nodes() {
+			if id != leader {
+				followers = append(followers, id)
+			}
+		}
+		return []int{followers[rng.IntN(len(followers))]}
+	}
+	return clusterRound(ctx, c, cfg, target, r, func(id int) error {
+		if err := c.kill(ctx, id); err != nil {
+			return err
+		}
+		var err error
+		if damage, err = c.flipBits(id, leader, rng); err != nil {
+			return err
+		}
+		r.what = fmt.Sprintf("node %d: %v", id, damage)
+		from := c.logSize(id)
+		restarted := time.Now()
+		if err := c.restart(ctx, id); err != nil {
+			return err
+		}
+		if !c.damageFound(ctx, id, from, damageFoundBound) {
+			r.undetected = true
+			return nil
+		}
+		r.foundIn = time.Since(restarted)
+		if err := sleep(ctx, cfg.hold); err != nil {
+			return err
+		}
+		// Still led by a healthy replica, in the leader's view and the damaged node's.
+		for _, asked := range []int{leader, id} {
+			if v, err := c.viewAll(ctx, asked); err == nil && int(v[0].leader) == id {
+				r.damagedLeader = true
+			}
+		}
+		return nil
+	}, 0, func(undo context.Context, id int) error {
+		if c.running(id) {
+			if err := c.kill(undo, id); err != nil {
+				return err
+			}
+		}
+		if damage.path != "" {
+			if err := damage.apply(); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("restoring %s: %w", damage.path, err)
+			}
+		}
+		return c.restart(undo, id)
+	})
+}
+
+// stepRound steps the wall clock of partition 0's leader by step seconds while it
+// runs, holds -hold, and steps it back.
+func stepRound(ctx context.Context, c *cluster, cfg config, r *faultRound, step int) error {
+	if step == 0 {
+		step = 1
+	}
+	var base int
+	return clusterRound(ctx, c, cfg, func(view []leaderView) []int { return []int{int(view[0].leader)} }, r, func(id int) error {
+		if !c.hasFaketime(id) {
+			return fmt.Errorf("node %d does not run under libfaketime (no node-%d/faketime)", id, id)
+		}
+		base = c.faketimeOffset(id)
+		r.what = fmt.Sprintf("node %d stepped %+ds", id, step)
+		return c.skew(id, base+step)
+	}, cfg.hold, func(_ context.Context, id int) error { return c.skew(id, base) })
+}
