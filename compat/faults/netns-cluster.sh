@@ -149,23 +149,26 @@ netns_cluster_stop() {
 # netns_nodes_stop PID...: SIGTERM, then SIGKILL after 10 s; returns once they are gone
 # (or 5 s after the SIGKILL).
 netns_nodes_stop() {
-  local pids=("$@") pid alive
-  kill -CONT "${pids[@]}" 2>/dev/null || true
-  kill -TERM "${pids[@]}" 2>/dev/null || true
+  kill -CONT "$@" 2>/dev/null || true
+  kill -TERM "$@" 2>/dev/null || true
   # A node that stops hands its leaderships over first (up to 5 s), then flushes.
-  for _ in $(seq 1 100); do
+  netns_pids_gone 100 "$@" && return 0
+  kill -KILL "$@" 2>/dev/null || true
+  netns_pids_gone 50 "$@" || true
+}
+
+# netns_pids_gone TRIES PID...: waits until none of the processes is left, checking
+# every 0.1 s at most TRIES times; fails if some still are.
+netns_pids_gone() {
+  local tries=$1 pid alive
+  shift
+  for _ in $(seq 1 "$tries"); do
     alive=0
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
     ((alive)) || return 0
     sleep 0.1
   done
-  kill -KILL "${pids[@]}" 2>/dev/null || true
-  for _ in $(seq 1 50); do
-    alive=0
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    ((alive)) || return 0
-    sleep 0.1
-  done
+  return 1
 }
 
 netns_loop_require() {
