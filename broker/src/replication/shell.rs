@@ -681,14 +681,7 @@ impl Replication {
                 return Vec::new();
             }
         }
-        let mut durable = Vec::with_capacity(pending.len());
-        for (r, ready) in pending {
-            if wait_durable(&r.log).await.is_ok() {
-                durable.push((r.group, ready));
-            } else {
-                self.unpersisted(r, ready);
-            }
-        }
+        let durable = self.durable_or_retried(pending).await;
         if !durable.is_empty() {
             tracing::info!(groups = durable.len(), "Raft state written after an earlier failure");
         }
@@ -873,6 +866,12 @@ impl Replication {
                 r.log.borrow_mut().set_replicas_have(base);
             }
         }
+        self.durable_or_retried(written).await
+    }
+
+    /// The passes whose logs are durable now, as (group, ready); the others are noted
+    /// for `retry_unpersisted`.
+    async fn durable_or_retried(&self, written: Vec<(Rc<Replica>, u64)>) -> Vec<(GroupId, u64)> {
         let mut durable = Vec::with_capacity(written.len());
         for (r, ready) in written {
             if wait_durable(&r.log).await.is_ok() {
@@ -884,10 +883,9 @@ impl Replication {
         durable
     }
 
-    /// Writes `entries` to the replica's log (data) or record (Raft's own), first
-    /// truncating a conflicting tail. True when the record's own entries changed.
-    /// Appends `entries` to `r`'s log (data) or record (Raft's own); adds to `state`
-    /// the state-store changes the data batches call for.
+    /// Writes `entries` to `r`'s log (data) or record (Raft's own), first truncating a
+    /// conflicting tail; adds to `state` the state-store changes the data batches call
+    /// for. True when the record's own entries changed.
     async fn write_entries(
         &self,
         r: &Replica,
