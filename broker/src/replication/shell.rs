@@ -56,6 +56,8 @@ use super::read_index::ReadRounds;
 use super::transport::{Transport, TransportConfig};
 use crate::errors;
 
+mod retry;
+
 /// The cluster metadata group (KRaft's `__cluster_metadata`), on shard 0 of every node.
 pub const METADATA_GROUP: GroupId = GroupId { topic: 0, partition: 0 };
 
@@ -156,8 +158,6 @@ const BASE_WRITE_EVERY: u64 = 256;
 const READS_BACK_MAX: u64 = 2;
 /// Bytes of batches read per step of a restart.
 const RESTORE_READ_BYTES: usize = 1 << 20;
-/// How often writes that failed (a full disk) are tried again.
-const PERSIST_RETRY_INTERVAL: Duration = Duration::from_millis(100);
 
 pub struct Replication {
     pub node: NodeId,
@@ -185,14 +185,8 @@ pub struct Replication {
     kafka_addrs: RefCell<Option<KafkaAddrs>>,
     /// Snapshot copies one shard runs at once.
     installs: Rc<glommio::sync::Semaphore>,
-    /// Groups whose entries were appended but whose pass failed (a full disk), with
-    /// the latest such Ready: their record and log are made durable again, and only
-    /// then reported (`retry_unpersisted`). Dropping them instead would stall a
-    /// follower for good: its leader waits for the answers those Readys hold back.
-    unpersisted: RefCell<Vec<(Rc<Replica>, u64)>>,
-    /// A retry of `unpersisted` is scheduled, or due.
-    retry_scheduled: Cell<bool>,
-    retry_due: Cell<bool>,
+    /// Passes a full disk left unacknowledged, retried until durable (`retry.rs`).
+    unpersisted: retry::Unpersisted,
 }
 
 /// Names the Kafka listener (`host:port`) of a node, if it registered one.
@@ -244,9 +238,7 @@ impl Replication {
                 reads_back: Rc::new(glommio::sync::Semaphore::new(READS_BACK_MAX)),
                 kafka_addrs: RefCell::new(None),
                 installs: Rc::new(glommio::sync::Semaphore::new(1)),
-                unpersisted: RefCell::new(Vec::new()),
-                retry_scheduled: Cell::new(false),
-                retry_due: Cell::new(false),
+                unpersisted: retry::Unpersisted::default(),
             }
         });
         me.transport
@@ -559,7 +551,7 @@ impl Replication {
         while !self.stopped.get() {
             let woken = self.wake.wait();
             let actions = self.multi.borrow_mut().collect();
-            if actions.is_empty() && !self.retry_due.replace(false) {
+            if actions.is_empty() && !self.unpersisted.due.replace(false) {
                 woken.await;
                 continue;
             }
@@ -636,75 +628,6 @@ impl Replication {
         durable
     }
 
-    /// Notes that `r`'s Ready `ready` is appended but not durable, for
-    /// `retry_unpersisted`; one entry per group, the latest Ready (reporting it
-    /// reports the earlier ones too).
-    fn unpersisted(&self, r: Rc<Replica>, ready: u64) {
-        let mut pending = self.unpersisted.borrow_mut();
-        match pending.iter_mut().find(|(p, _)| p.group == r.group) {
-            Some(entry) => entry.1 = entry.1.max(ready),
-            None => pending.push((r, ready)),
-        }
-    }
-
-    /// Makes durable again what failed passes left unacknowledged: the groups' records
-    /// where due, then their logs (the flush queue retries a failed journal write by
-    /// itself). Returns the (group, ready) pairs now durable; the rest wait for the
-    /// next try.
-    async fn retry_unpersisted(&self) -> Vec<(GroupId, u64)> {
-        let pending: Vec<(Rc<Replica>, u64)> = std::mem::take(&mut *self.unpersisted.borrow_mut())
-            .into_iter()
-            .filter(|(r, _)| self.replica(r.group).is_some_and(|now| Rc::ptr_eq(&now, r)))
-            .collect();
-        if pending.is_empty() {
-            return Vec::new();
-        }
-        let due: Vec<Rc<Replica>> =
-            pending.iter().filter(|(r, _)| r.record_due.replace(false)).map(|(r, _)| r.clone()).collect();
-        if !due.is_empty() {
-            let records: Vec<StateChange> = due
-                .iter()
-                .map(|r| {
-                    let value = serde_json::to_vec(&*r.record.borrow()).expect("a group record serializes");
-                    (record_key(r.group), Some(value.into()))
-                })
-                .collect();
-            let changes: Vec<(&str, Option<Bytes>)> = records.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-            if let Err(e) = self.kv.write(&changes).await {
-                tracing::debug!(error = %e, groups = pending.len(), "Raft state still cannot be written");
-                for r in &due {
-                    r.record_due.set(true);
-                }
-                for (r, ready) in pending {
-                    self.unpersisted(r, ready);
-                }
-                return Vec::new();
-            }
-        }
-        let durable = self.durable_or_retried(pending).await;
-        if !durable.is_empty() {
-            tracing::info!(groups = durable.len(), "Raft state written after an earlier failure");
-        }
-        durable
-    }
-
-    /// Wakes the driver for another `retry_unpersisted` soon, while any is pending.
-    fn schedule_retry(self: &Rc<Self>) {
-        if self.unpersisted.borrow().is_empty() || self.retry_scheduled.replace(true) {
-            return;
-        }
-        let me = Rc::downgrade(self);
-        glommio::spawn_local(async move {
-            glommio::timer::sleep(PERSIST_RETRY_INTERVAL).await;
-            if let Some(me) = me.upgrade() {
-                me.retry_scheduled.set(false);
-                me.retry_due.set(true);
-                me.wake.notify();
-            }
-        })
-        .detach();
-    }
-
     /// Carries out the writes a group deferred while it installs a snapshot, in order,
     /// until none is left.
     async fn install(self: Rc<Self>, r: Rc<Replica>) {
@@ -775,8 +698,7 @@ impl Replication {
         self.flush.appended(&r.log);
         let state = state.into_inner();
         if !state.is_empty() {
-            let changes: Vec<(&str, Option<Bytes>)> = state.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-            self.kv.write(&changes).await.map_err(|e| e.to_string())?;
+            self.write_state(&state).await.map_err(|e| e.to_string())?;
         }
         wait_durable(&r.log).await?;
         {
@@ -808,8 +730,13 @@ impl Replication {
     }
 
     async fn write_record(&self, group: GroupId, record: &GroupRecord) -> Result<(), String> {
-        let value = Bytes::from(serde_json::to_vec(record).expect("a group record serializes"));
-        self.kv.write(&[(record_key(group).as_str(), Some(value))]).await.map_err(|e| e.to_string())
+        self.write_state(&[record_change(group, record)]).await.map_err(|e| e.to_string())
+    }
+
+    /// Writes state-store changes durably (a group's record, a partition's state).
+    async fn write_state(&self, changes: &[StateChange]) -> Result<(), StorageError> {
+        let changes: Vec<(&str, Option<Bytes>)> = changes.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        self.kv.write(&changes).await
     }
 
     /// `persist` for the writes that go ahead now.
@@ -844,8 +771,7 @@ impl Replication {
             if own_changed || hard_state_due || base_due || r.record_due.replace(false) {
                 let record = r.record.borrow();
                 r.recorded_base.set(record.base.0);
-                let value = serde_json::to_vec(&*record).expect("a group record serializes");
-                records.push((record_key(req.group), Some(value.into())));
+                records.push(record_change(req.group, &record));
                 if r.on_commit.is_none() {
                     recorded_bases.push((r.clone(), record.base.2 as i64));
                 }
@@ -853,8 +779,7 @@ impl Replication {
             written.push((r, req.ready));
         }
         if !records.is_empty() {
-            let changes: Vec<(&str, Option<Bytes>)> = records.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-            if let Err(e) = self.kv.write(&changes).await {
+            if let Err(e) = self.write_state(&records).await {
                 tracing::error!(error = %e, "cannot write Raft state; nothing of this pass is acknowledged until it is");
                 for (r, ready) in written {
                     r.record_due.set(true);
@@ -867,20 +792,6 @@ impl Replication {
             }
         }
         self.durable_or_retried(written).await
-    }
-
-    /// The passes whose logs are durable now, as (group, ready); the others are noted
-    /// for `retry_unpersisted`.
-    async fn durable_or_retried(&self, written: Vec<(Rc<Replica>, u64)>) -> Vec<(GroupId, u64)> {
-        let mut durable = Vec::with_capacity(written.len());
-        for (r, ready) in written {
-            if wait_durable(&r.log).await.is_ok() {
-                durable.push((r.group, ready));
-            } else {
-                self.unpersisted(r, ready);
-            }
-        }
-        durable
     }
 
     /// Writes `entries` to `r`'s log (data) or record (Raft's own), first truncating a
@@ -1054,6 +965,12 @@ pub(super) fn refusal(e: ProposeError) -> (i16, String) {
 
 fn hard_state_term(storage: &GroupStorage) -> u64 {
     storage.hard_state().term
+}
+
+/// A group's record as the state-store change that writes it.
+fn record_change(group: GroupId, record: &GroupRecord) -> StateChange {
+    let value = serde_json::to_vec(record).expect("a group record serializes");
+    (record_key(group), Some(value.into()))
 }
 
 /// Waits until everything appended to `log` is durable (the journal pass ran).
