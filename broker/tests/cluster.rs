@@ -334,19 +334,19 @@ fn a_rolling_restart_with_sigterm_hands_leadership_over_and_loses_nothing() {
 }
 
 /// A replica whose segment file was damaged while it was down (one bit flipped in a
-/// batch every replica has) is never served and never elected: its node finds the bad
-/// CRC when it reads the log back at start (the Raft restore, or the scrub that reads
-/// the rest) and leaves the partition's group, so it neither votes nor leads. The two healthy replicas keep serving every acknowledged
-/// record; with one of them down too, the partition waits instead of electing the
-/// damaged one, and it is whole again once the healthy one returns.
+/// batch every replica has) is never served and never elected, and is rebuilt from
+/// its leader: its node finds the bad CRC when it reads the log back at start (the
+/// Raft restore, or the scrub that reads the rest), leaves the partition's group and
+/// asks for a rebuild. The leader takes it out of the group, adds it back empty and
+/// sends it the log; made the preferred replica, it then leads and serves every
+/// acknowledged record.
 #[test]
-fn a_damaged_replica_is_neither_served_nor_elected() {
-    let mut c = Cluster::start(3);
+fn a_damaged_replica_is_never_served_and_is_rebuilt_from_its_leader() {
+    let mut c = Cluster::start_with_yaml(3, "leader_imbalance_check_interval_ms: 1000\n");
     let all = [1, 2, 3];
     assert_eq!(c.create_topic("damaged", 1, 3), 0, "{}", c.logs());
     let (leader, _) = c.wait_for_leader(&all, "damaged", 0, None);
-    let mut others = all.iter().copied().filter(|n| *n != leader);
-    let (damaged, healthy) = (others.next().unwrap(), others.next().unwrap());
+    let damaged = all.iter().copied().find(|n| *n != leader).unwrap();
     let values: Vec<String> = (0..200).map(|i| format!("v{i}-{}", "x".repeat(1000))).collect();
     let acked = produce_all(&c, &all, "damaged", 0, &values);
     // Appends reach a follower's segment files from its journal; an orderly stop
@@ -365,7 +365,8 @@ fn a_damaged_replica_is_neither_served_nor_elected() {
         c.nodes[(damaged - 1) as usize].log().contains("batch CRC mismatch")
     });
 
-    // The others serve everything; the damaged node refuses to.
+    // The others serve everything; the damaged node never serves its log (damaged,
+    // or rebuilt by now and a follower).
     assert_eq!(read_all(&c, leader, "damaged", 0), acked);
     let mut k = c.try_connect(damaged).expect("the damaged node answers");
     let r = fetch(&mut k, &[("damaged", 0, 0)], 0, 1);
@@ -375,17 +376,28 @@ fn a_damaged_replica_is_neither_served_nor_elected() {
         "the damaged replica served its log: {p:?}"
     );
 
-    // The leader dies: the healthy follower cannot win without the damaged one's vote.
-    c.node(leader).kill9();
-    std::thread::sleep(Duration::from_secs(3));
-    for id in [damaged, healthy] {
-        let led = c.leader(id, "damaged", 0).map(|(l, _)| l);
-        assert!(led.is_none() || led == Some(leader), "node {id} names leader {led:?} without a majority");
-    }
-    c.node(leader).spawn();
-    let (now, _) = c.wait_for_leader(&[leader, healthy], "damaged", 0, Some(damaged));
-    assert_ne!(now, damaged);
-    assert_eq!(read_all(&c, now, "damaged", 0), acked);
+    // Rebuilt: deleted, added back empty, and in sync again.
+    c.wait_until("the damaged replica is rebuilt and in sync", Duration::from_secs(90), |c| {
+        c.nodes[(damaged - 1) as usize].log().contains("deleting the damaged replica to rebuild it")
+            && all.iter().all(|id| {
+                c.metadata(*id, Some(&["damaged"])).is_some_and(|m| {
+                    let p = &m.topics[0].partitions[0];
+                    p.replica_nodes.len() == 3 && p.isr_nodes.len() == 3
+                })
+            })
+    });
+    assert!(!std::fs::read(&segment).is_ok_and(|b| b.get(middle) == Some(&bytes[middle])), "the damaged copy is gone");
+    // Made the preferred replica, it leads and serves every acknowledged record.
+    let order: Vec<i32> = std::iter::once(damaged).chain(all.iter().copied().filter(|n| *n != damaged)).collect();
+    assert_eq!(c.reassign(leader, "damaged", 0, Some(&order)), 0);
+    c.wait_until("the rebuilt replica leads", Duration::from_secs(60), |c| {
+        all.iter().all(|id| c.leader(*id, "damaged", 0).map(|(l, _)| l) == Some(damaged))
+    });
+    assert_eq!(read_all(&c, damaged, "damaged", 0), acked);
+    let more: Vec<String> = (200..220).map(|i| format!("v{i}")).collect();
+    assert_eq!(produce_all(&c, &all, "damaged", 0, &more), more);
+    let expected: Vec<String> = acked.iter().chain(&more).cloned().collect();
+    assert_eq!(read_all(&c, damaged, "damaged", 0), expected);
 }
 
 /// ACLs are cluster metadata: created through any node (relayed to the controller),

@@ -12,29 +12,13 @@ use std::time::Duration;
 
 use common::cluster::{produce_all, read_all, Cluster};
 use common::kafka::{delete_records, name};
-use kafka_protocol::messages::alter_partition_reassignments_request::{ReassignablePartition, ReassignableTopic};
 use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ApiKey, BrokerId,
-    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+    ApiKey, BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 };
 
 const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
 const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
-
-fn reassign(c: &Cluster, via: i32, topic: &str, partition: i32, replicas: Option<&[i32]>) -> i16 {
-    let p = ReassignablePartition::default()
-        .with_partition_index(partition)
-        .with_replicas(replicas.map(|r| r.iter().map(|n| BrokerId(*n)).collect()));
-    let req = AlterPartitionReassignmentsRequest::default()
-        .with_timeout_ms(10_000)
-        .with_allow_replication_factor_change(true)
-        .with_topics(vec![ReassignableTopic::default().with_name(name(topic)).with_partitions(vec![p])]);
-    let mut k = c.try_connect(via).expect("the node answers");
-    let r: AlterPartitionReassignmentsResponse = k.call(ApiKey::AlterPartitionReassignments, 1, &req);
-    assert_eq!(r.error_code, 0, "{r:?}");
-    r.responses[0].partitions[0].error_code
-}
 
 /// One reassignment under way: (partition, replicas, adding, removing).
 type Ongoing = (i32, Vec<i32>, Vec<i32>, Vec<i32>);
@@ -84,14 +68,14 @@ fn a_partition_moves_to_a_new_replica_with_its_whole_log() {
     assert_eq!(delete_records(&mut k, TOPIC, 0, 50), (0, 50));
 
     // Refused: unknown brokers, duplicates, no move to cancel.
-    assert_eq!(reassign(&c, 1, TOPIC, 0, Some(&[1, 2, 9])), INVALID_REPLICA_ASSIGNMENT);
-    assert_eq!(reassign(&c, 1, TOPIC, 0, Some(&[1, 1, 2])), INVALID_REPLICA_ASSIGNMENT);
-    assert_eq!(reassign(&c, 1, TOPIC, 0, None), NO_REASSIGNMENT_IN_PROGRESS);
+    assert_eq!(c.reassign(1, TOPIC, 0, Some(&[1, 2, 9])), INVALID_REPLICA_ASSIGNMENT);
+    assert_eq!(c.reassign(1, TOPIC, 0, Some(&[1, 1, 2])), INVALID_REPLICA_ASSIGNMENT);
+    assert_eq!(c.reassign(1, TOPIC, 0, None), NO_REASSIGNMENT_IN_PROGRESS);
 
     let leaving_copy = c.node(leaving).dir.join("data").join(format!("{TOPIC}-0"));
     assert!(leaving_copy.is_dir(), "the leaving node holds a replica");
     // Asked through the node leaving (not necessarily the controller: it relays).
-    assert_eq!(reassign(&c, leaving, TOPIC, 0, Some(&target)), 0);
+    assert_eq!(c.reassign(leaving, TOPIC, 0, Some(&target)), 0);
     let listed = ongoing(&c, newcomer, TOPIC);
     if let Some((_, replicas, adding, removing)) = listed.first() {
         assert_eq!((adding.clone(), removing.clone()), (vec![newcomer], vec![leaving]), "{listed:?}");
@@ -152,7 +136,7 @@ fn a_move_completes_through_kills_of_its_leader_and_newcomer() {
     let pad = "x".repeat(6_000);
     let values: Vec<String> = (0..3_200).map(|i| format!("v{i}-{pad}")).collect();
     let mut acked = produce_all(&c, &all, TOPIC, 0, &values[..3_000]);
-    assert_eq!(reassign(&c, 1, TOPIC, 0, Some(&target)), 0);
+    assert_eq!(c.reassign(1, TOPIC, 0, Some(&target)), 0);
     let mut kills = 0;
     let mut next = 3_000;
     while kills < 4 && all.iter().any(|id| !ongoing(&c, *id, TOPIC).is_empty()) {

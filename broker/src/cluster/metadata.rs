@@ -22,6 +22,11 @@ pub struct TopicMeta {
     /// target replicas), until its leader has made them its group's members.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reassigning: BTreeMap<i32, Vec<i32>>,
+    /// Partitions whose damaged replica is being rebuilt, by index: the replicas to
+    /// restore once the reassignment under way has taken the damaged one out
+    /// (`replication::rebuild`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rebuilding: BTreeMap<i32, Vec<i32>>,
 }
 
 impl TopicMeta {
@@ -40,6 +45,12 @@ impl TopicMeta {
     pub fn hosted_on(&self, partition: i32, node: i32) -> bool {
         let Some(replicas) = self.replicas_of(partition) else { return true };
         replicas.contains(&node) || self.target_of(partition).is_some_and(|t| t.contains(&node))
+    }
+
+    /// Whether `node` is one of `partition`'s replicas now, not only a target of its
+    /// reassignment (every node, for a topic that is not replicated).
+    pub fn is_replica(&self, partition: i32, node: i32) -> bool {
+        self.replicas_of(partition).is_none_or(|r| r.contains(&node))
     }
 
     /// Every replica of `partition` while it moves (Kafka's "replicas" during a
@@ -250,6 +261,7 @@ mod tests {
                 configs: Default::default(),
                 replicas: Vec::new(),
                 reassigning: Default::default(),
+                rebuilding: Default::default(),
             },
         );
         assert_eq!(m.place(3, 2), vec![1, 1, 1]);

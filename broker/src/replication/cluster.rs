@@ -82,6 +82,12 @@ pub enum ControlRequest {
         partition: u32,
         members: Vec<i32>,
     },
+    /// A node found its replica of a partition damaged (`rebuild`).
+    Rebuild {
+        topic: u128,
+        partition: u32,
+        node: i32,
+    },
 }
 
 /// One group as a node tells it to every node: its leader, and what only the leader
@@ -179,7 +185,9 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
     let me = shard.config.node_id as NodeId;
     let voters = if peers.contains_key(&me) { peers.keys().copied().collect() } else { Vec::new() };
     let hooks = super::shell::ReplicaHooks { on_commit: Some(on_commit), ..Default::default() };
-    replication.add_group(METADATA_GROUP, log, voters, hooks).await?;
+    if let (_, Some(why)) = replication.add_group(METADATA_GROUP, log, voters, hooks).await? {
+        return Err(format!("the metadata log is damaged: {why}"));
+    }
     glommio::spawn_local(install_loop(shard.clone(), installs)).detach();
     let handler_shard = Rc::downgrade(shard);
     replication.transport().on_control(Rc::new(move |from, payload: Bytes| {
@@ -638,6 +646,9 @@ async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
         ControlRequest::ProducerIds { node } => controller::grant_producer_ids(&shard, node).await,
         ControlRequest::ReassignmentDone { topic, partition, members } => {
             controller::complete_reassignment(&shard, topic, partition as i32, members).await
+        }
+        ControlRequest::Rebuild { topic, partition, node } => {
+            controller::rebuild_replica(&shard, topic, partition as i32, node).await
         }
         ControlRequest::Leaders { .. } | ControlRequest::MoveLeaders { .. } => Ok(()),
         ControlRequest::CreateTopics { names } => {

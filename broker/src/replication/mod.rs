@@ -9,6 +9,8 @@
 //!
 //! [`balance`] keeps leaderships on their preferred replicas (Kafka's preferred
 //! leaders) and carries out the moves ElectLeaders and the admin API ask for.
+//! [`reassign`] changes a group's members; [`rebuild`] uses it to replace a damaged
+//! replica by an empty one that its leader fills again.
 //!
 //! [`frame`] is the wire format of node-to-node frames, kept apart from the sockets so
 //! that its decoder can be tested and fuzzed on bytes alone.
@@ -20,5 +22,6 @@ mod install;
 mod raft_log;
 mod read_index;
 pub mod reassign;
+pub mod rebuild;
 pub mod shell;
 pub mod transport;

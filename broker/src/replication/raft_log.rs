@@ -12,6 +12,7 @@ use bytes::Bytes;
 use keel_protocol::batch::BatchHeader;
 use keel_raft::{ConfState, Entry, EntryType, FetchRequest, GroupId};
 use keel_storage::log::{self, PartitionLog};
+use keel_storage::StorageError;
 use serde::{Deserialize, Serialize};
 
 use super::shell::Replication;
@@ -155,6 +156,8 @@ pub(super) struct EntryReader {
     next_index: u64,
     offset: i64,
     end: i64,
+    /// A batch read failed its CRC check.
+    corrupt: bool,
 }
 
 impl EntryReader {
@@ -180,6 +183,7 @@ impl EntryReader {
             next_index: from_index + 1,
             offset,
             end,
+            corrupt: false,
         })
     }
 
@@ -188,7 +192,10 @@ impl EntryReader {
         let mut entries = Vec::new();
         self.put_own(&mut entries);
         if self.offset < self.end {
-            let read = log::read_kept(&self.log, self.offset, bytes, self.end).await.map_err(|e| e.to_string())?;
+            let read = log::read_kept(&self.log, self.offset, bytes, self.end).await.map_err(|e| {
+                self.corrupt |= matches!(e, StorageError::Corrupt { .. });
+                e.to_string()
+            })?;
             if read.batches.is_empty() {
                 return Err(format!("nothing read at offset {} below the log end {}", self.offset, self.end));
             }
@@ -203,6 +210,11 @@ impl EntryReader {
             self.put_own(&mut entries);
         }
         Ok(entries)
+    }
+
+    /// Whether the last error was a batch that failed its CRC check (a damaged log).
+    pub(super) fn met_corruption(&self) -> bool {
+        self.corrupt
     }
 
     /// Raft's own entries due at the next index, between data entries.

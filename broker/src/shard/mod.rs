@@ -169,27 +169,41 @@ impl Shard {
         let meta = Rc::new(meta);
         *self.metadata.borrow_mut() = meta.clone();
         self.learn_peers(&meta);
+        let node = self.config.node_id;
         let stale: Vec<TopicPartition> = self
             .partitions
             .borrow()
             .iter()
             .filter(|((topic, index), p)| {
-                // Gone, re-created with a new id, or moved off this node by a reassignment.
-                let node = self.config.node_id;
-                meta.topics.get(topic).is_none_or(|t| t.id != p.topic_id || !t.hosted_on(*index, node))
+                // Gone, re-created with a new id, moved off this node by a reassignment,
+                // or damaged and taken out of its group to be rebuilt.
+                meta.topics.get(topic).is_none_or(|t| {
+                    t.id != p.topic_id || !t.hosted_on(*index, node) || (p.is_damaged() && !t.is_replica(*index, node))
+                })
             })
             .map(|(k, _)| k.clone())
             .collect();
         for key in stale {
             let p = self.partitions.borrow_mut().remove(&key);
             if let Some(p) = p {
-                if let (Some(r), Some(replication)) = (&p.replica, &self.replication) {
-                    replication.remove_group(r.group).await;
+                let rebuilt = meta.topics.get(&key.0).is_some_and(|t| t.id == p.topic_id && t.hosted_on(key.1, node));
+                match (&p.replica, &self.replication) {
+                    // Opened again below, empty (`replication::rebuild`).
+                    (Some(r), Some(replication)) if rebuilt => {
+                        tracing::warn!(topic = %key.0, partition = key.1, "deleting the damaged replica to rebuild it");
+                        if let Err(e) = replication.keep_vote_only(r).await {
+                            // Opened again only once this write succeeds.
+                            tracing::error!(topic = %key.0, partition = key.1, error = %e, "cannot reset a damaged replica");
+                            self.partitions.borrow_mut().insert(key, p);
+                            continue;
+                        }
+                    }
+                    (Some(r), Some(replication)) => replication.remove_group(r.group).await,
+                    _ => {}
                 }
                 p.remove(self).await;
             }
         }
-        let node = self.config.node_id;
         let mut opened_replicas = Vec::new();
         for (name, topic) in &meta.topics {
             for (index, &owner) in topic.partitions.iter().enumerate() {

@@ -177,6 +177,7 @@ impl Partition {
         let txn_keys = shard.kv.keys(&state_prefix(topic.id, index));
         let txns = Rc::new(RefCell::new(load_txns(&txn_keys, log.borrow().log_end_offset())));
         let committed_log_start = Rc::new(std::cell::Cell::new(-1));
+        let mut damaged = None;
         let replica = match (topic.replicas_of(index), &shard.replication) {
             (Some(replicas), Some(replication)) => {
                 // A replica a reassignment adds starts with no members: it waits for
@@ -220,9 +221,15 @@ impl Partition {
                     on_commit: None,
                 };
                 let group = group_id(topic.id, index);
-                let replica = replication.add_group(group, log.clone(), voters, hooks).await.map_err(|e| {
+                let (replica, why) = replication.add_group(group, log.clone(), voters, hooks).await.map_err(|e| {
                     StorageError::io("start the partition's Raft group", &dir, std::io::Error::other(e))
                 })?;
+                if let Some(why) = &why {
+                    tracing::error!(topic = %name, partition = index, %why,
+                        "damaged replica: its Raft group does not start on this node; it serves nothing until it is rebuilt");
+                    crate::replication::rebuild::ask(shard.me.clone(), name.to_string(), index, group);
+                }
+                damaged = why.map(|why| format!("damaged replica: {why}"));
                 Some(replica)
             }
             _ => None,
@@ -244,7 +251,7 @@ impl Partition {
             settings: RefCell::new(settings),
             replica,
             committed_log_start,
-            damaged: RefCell::new(None),
+            damaged: RefCell::new(damaged),
         })
     }
 
@@ -274,17 +281,25 @@ impl Partition {
 
     /// Takes a replica whose log failed a CRC check out of service on this node: it
     /// answers KAFKA_STORAGE_ERROR and its Raft group stops here, so it neither votes
-    /// nor leads. Its group's record stays: the replica is damaged, not removed.
+    /// nor leads. Its group's record stays: the replica is damaged, not removed, and
+    /// the node asks for it to be rebuilt from its leader ([`rebuild`]).
+    ///
+    /// [`rebuild`]: crate::replication::rebuild
     pub fn set_damaged(&self, shard: &Shard, why: String) {
         if self.damaged.borrow().is_some() {
             return;
         }
         tracing::error!(topic = %self.topic, partition = self.index, %why,
-            "damaged replica: it leaves its Raft group on this node and serves nothing");
+            "damaged replica: it leaves its Raft group on this node and serves nothing until it is rebuilt");
         *self.damaged.borrow_mut() = Some(format!("damaged replica: {why}"));
         if let (Some(r), Some(replication)) = (&self.replica, &shard.replication) {
             replication.stop_group(r.group);
+            crate::replication::rebuild::ask(shard.me.clone(), self.topic.clone(), self.index, r.group);
         }
+    }
+
+    pub fn is_damaged(&self) -> bool {
+        self.damaged.borrow().is_some()
     }
 
     /// A move to another data directory in progress: its target and the bytes copied.

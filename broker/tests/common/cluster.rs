@@ -4,8 +4,12 @@
 
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::alter_partition_reassignments_request::{ReassignablePartition, ReassignableTopic};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, MetadataRequest, MetadataResponse};
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ApiKey, BrokerId, CreateTopicsRequest,
+    MetadataRequest, MetadataResponse,
+};
 
 use bytes::Bytes;
 use keel_protocol::batch::{build_batch, split_and_validate};
@@ -129,6 +133,22 @@ impl Cluster {
             assert!(Instant::now() < deadline, "no controller took the topic");
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// Asks node `via` to move the partition to `replicas` (`None` cancels the move);
+    /// returns the partition's error code.
+    pub fn reassign(&self, via: i32, topic: &str, partition: i32, replicas: Option<&[i32]>) -> i16 {
+        let p = ReassignablePartition::default()
+            .with_partition_index(partition)
+            .with_replicas(replicas.map(|r| r.iter().map(|n| BrokerId(*n)).collect()));
+        let req = AlterPartitionReassignmentsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_allow_replication_factor_change(true)
+            .with_topics(vec![ReassignableTopic::default().with_name(name(topic)).with_partitions(vec![p])]);
+        let mut k = self.try_connect(via).expect("the node answers");
+        let r: AlterPartitionReassignmentsResponse = k.call(ApiKey::AlterPartitionReassignments, 1, &req);
+        assert_eq!(r.error_code, 0, "{r:?}");
+        r.responses[0].partitions[0].error_code
     }
 
     /// The leader of `topic`-`partition` as node `asking` reports it.
