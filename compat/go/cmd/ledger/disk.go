@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -32,12 +33,13 @@ import (
 //     flipped in one batch of its partition-0 segment files that the leader's files
 //     hold too (so a majority has it: committed, below the high watermark), inside the
 //     records the batch's CRC covers; it is restarted. The node must find the damage
-//     (its log names the replica damaged within damageFoundBound) and so serve nothing
-//     from it and stop voting for it. Then it is killed again, the same bits are
-//     flipped back, and it is restarted whole, as an operator restores a replica from a
-//     copy: the broker does not yet rebuild a damaged replica from its leader
-//     (docs/ARCHITECTURE.md), and a partition with a replica out for good could not
-//     elect after the next leader kill.
+//     (its log names the replica damaged within damageFoundBound), and so serve
+//     nothing from it and not lead, and then have it rebuilt from the leader
+//     (replication/rebuild.rs in the broker): its log says it deleted the damaged copy,
+//     and the leader names it in sync again, within rebuildBound. Only when it was
+//     neither found nor rebuilt are the same bits flipped back at the end of the
+//     round, as an operator would restore a copy, so the next rounds run on three
+//     replicas.
 //   - step: the wall clock of partition 0's leader is stepped by up to ±stepSecondsMax
 //     while it runs (its node-<i>/faketime file replaced; libfaketime re-reads it within
 //     a second, compat/node-env.sh), held for -hold, and stepped back. Monotonic clocks
@@ -52,6 +54,9 @@ const (
 	writtenOutBound = 10 * time.Second
 	// damageFoundBound is how long a restarted node may take to find the flipped bits.
 	damageFoundBound = 60 * time.Second
+	// rebuildBound is how long a damaged replica may take, once found, to be deleted,
+	// copied again from the leader and named in sync by it.
+	rebuildBound = 60 * time.Second
 	// stepSecondsMax bounds the wall-clock steps of -fault step.
 	stepSecondsMax = 600
 	// fillerName is the file that fills a node's disk, beside its data directory.
@@ -221,12 +226,47 @@ func (c *cluster) logSize(id int) int64 {
 // damageFound waits until node id's log, past from, says it found a damaged replica
 // of the topic (the scrub's or the Raft restore's CRC check); false after timeout.
 func (c *cluster) damageFound(ctx context.Context, id int, from int64, timeout time.Duration) bool {
+	return c.logShows(ctx, id, from, timeout, "damaged replica", "CRC mismatch")
+}
+
+// logShows waits until a line of node id's log past from names the topic and one of
+// needles; false after timeout.
+func (c *cluster) logShows(ctx context.Context, id int, from int64, timeout time.Duration, needles ...string) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if data, err := os.ReadFile(c.nodeFile(id, "log")); err == nil && int64(len(data)) > from {
 			for _, line := range bytes.Split(data[from:], []byte("\n")) {
 				s := string(line)
-				if strings.Contains(s, c.topic) && (strings.Contains(s, "damaged replica") || strings.Contains(s, "CRC mismatch")) {
+				for _, needle := range needles {
+					if strings.Contains(s, c.topic) && strings.Contains(s, needle) {
+						return true
+					}
+				}
+			}
+		}
+		if sleep(ctx, 200*time.Millisecond) != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// rebuilt waits until node id, whose replica of partition 0 was found damaged, has
+// deleted it (its log past from says so) and partition 0's leader names it in sync
+// again; false after timeout.
+func (c *cluster) rebuilt(ctx context.Context, id int, from int64, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	if !c.logShows(ctx, id, from, timeout, "deleting the damaged replica to rebuild it") {
+		return false
+	}
+	for time.Now().Before(deadline) {
+		for _, asked := range c.nodes() {
+			m, err := c.metadata(ctx, asked)
+			if err != nil {
+				continue
+			}
+			for _, p := range c.topicOf(m, c.topic).Partitions {
+				if p.Partition == 0 && p.Leader == int32(asked) && slices.Contains(p.ISR, int32(id)) {
 					return true
 				}
 			}
@@ -337,7 +377,7 @@ func (c *cluster) awaitWrittenOut(ctx context.Context, id int, want map[int32]in
 }
 
 // bitflipRound damages a stopped follower's copy of partition 0, restarts it, waits
-// until it finds the damage, holds -hold, and restores it.
+// until it finds the damage and its replica is rebuilt from the leader.
 func bitflipRound(ctx context.Context, c *cluster, cfg config, r *faultRound, rng *rand.Rand) error {
 	var leader int
 	var damage flip
@@ -370,23 +410,29 @@ func bitflipRound(ctx context.Context, c *cluster, cfg config, r *faultRound, rn
 			return nil
 		}
 		r.foundIn = time.Since(restarted)
-		if err := sleep(ctx, cfg.hold); err != nil {
-			return err
-		}
 		// Still led by a healthy replica, in the leader's view and the damaged node's.
 		for _, asked := range []int{leader, id} {
 			if v, err := c.viewAll(ctx, asked); err == nil && int(v[0].leader) == id {
 				r.damagedLeader = true
 			}
 		}
-		return nil
+		found := time.Now()
+		if !c.rebuilt(ctx, id, from, rebuildBound) {
+			r.notRebuilt = true
+			return nil
+		}
+		r.rebuiltIn = time.Since(found)
+		return sleep(ctx, cfg.hold)
 	}, 0, func(undo context.Context, id int) error {
+		if r.rebuiltIn > 0 && c.running(id) {
+			return nil
+		}
 		if c.running(id) {
 			if err := c.kill(undo, id); err != nil {
 				return err
 			}
 		}
-		if damage.path != "" {
+		if damage.path != "" && r.rebuiltIn == 0 {
 			if err := damage.apply(); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("restoring %s: %w", damage.path, err)
 			}

@@ -66,10 +66,13 @@ type faultRound struct {
 	writtenOutIn time.Duration
 	stalled      []int32
 	// With bitflip: how soon after the restart the node found the damage; whether it
-	// did not within damageFoundBound; whether the damaged node led partition 0.
+	// did not within damageFoundBound; whether the damaged node led partition 0; how
+	// soon after it was found it was rebuilt, or that it was not within rebuildBound.
 	foundIn       time.Duration
 	undetected    bool
 	damagedLeader bool
+	rebuiltIn     time.Duration
+	notRebuilt    bool
 	// Filled from the acknowledgements after the run.
 	ackedDuring int           // records acknowledged from the start until healed
 	gap         time.Duration // longest time without an acknowledgement, from the start until the next round
@@ -351,8 +354,11 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 		case r.class == "bitflip" && r.undetected:
 			slow = true
 			fmt.Fprintf(w, "DAMAGE NOT FOUND: round %d: the node did not report the flipped bits within %v\n", r.n, damageFoundBound)
+		case r.class == "bitflip" && r.notRebuilt:
+			slow = true
+			fmt.Fprintf(w, "NOT REBUILT: round %d: the damaged replica was not rebuilt within %v of being found\n", r.n, rebuildBound)
 		case r.class == "bitflip":
-			fmt.Fprintf(w, "       damage found %s ms after the restart\n", ms(r.foundIn))
+			fmt.Fprintf(w, "       damage found %s ms after the restart, replica rebuilt %s ms later\n", ms(r.foundIn), ms(r.rebuiltIn))
 		}
 		if r.damagedLeader {
 			slow = true
@@ -365,9 +371,9 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 	}
 	if len(byClass) > 1 {
 		for _, class := range []string{"kill", "pause", "crash-all", "power", "skew", "partition", "bridge", "client-cut", "drop", "disk-full", "bitflip", "step"} {
-			var cg, cp, cf []time.Duration
+			var cg, cp, cf, cr []time.Duration
 			for _, r := range byClass[class] {
-				cg, cp, cf = append(cg, r.gap), append(cp, r.progressIn), append(cf, r.foundIn)
+				cg, cp, cf, cr = append(cg, r.gap), append(cp, r.progressIn), append(cf, r.foundIn), append(cr, r.rebuiltIn)
 			}
 			if len(cg) == 0 {
 				continue
@@ -380,7 +386,8 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 				extra = fmt.Sprintf(" (the full node's partitions; bound %v)", diskFreedBound)
 			case "bitflip":
 				fm, fx := stats(cf)
-				extra = fmt.Sprintf(" found_ms p50=%s max=%s", fm, fx)
+				rm, rx := stats(cr)
+				extra = fmt.Sprintf(" found_ms p50=%s max=%s rebuilt_ms p50=%s max=%s", fm, fx, rm, rx)
 			}
 			fmt.Fprintf(w, "class %-9s rounds=%d gap_ms p50=%s max=%s progress_ms p50=%s max=%s%s\n", class, len(cg), gm, gx, pm, px, extra)
 		}
