@@ -7,8 +7,9 @@
 # also the leader cut off from its peers (nft, clients still reach it), the leader and
 # one follower cut apart (the third node reaching both), the leader cut off from the
 # clients (its peers still reach it), 5-20% random packet loss on every node, bits
-# flipped in a stopped follower's segment (found by the node, and the replica rebuilt
-# from its leader), the leader's wall clock stepped by up to 10 minutes while it
+# flipped in a stopped follower's segment, or the segment cut short (found by the node,
+# and the replica rebuilt from its leader), the leader's wall clock stepped by up to
+# 10 minutes while it
 # runs, and the leader's disk filled for 4 s (every node's data directory on a
 # loop-mounted ext4 file system of its own).
 # Beside the ledger, the queue workload: three transactional workers sending and

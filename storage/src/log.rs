@@ -135,6 +135,10 @@ pub struct PartitionLog {
     pub(crate) io_lock: Rc<Semaphore>,
     /// Last flush error, reported to acks=-1 waiters until a flush succeeds.
     pub flush_error: Option<String>,
+    /// Why the open found records lost that were durable before (the files end before
+    /// the clean-shutdown checkpoint or the journal checkpoint said): damage, not a
+    /// torn write. A replica so found is rebuilt from its leader.
+    pub damaged_at_open: Option<String>,
     /// Notified whenever the durable offset (high watermark) moves or a flush fails.
     pub changed: Rc<Signal>,
     /// Where the log start offset, cleaner position and clean-shutdown checkpoint go.
@@ -177,6 +181,7 @@ impl PartitionLog {
             rolling: false,
             io_lock: Rc::new(Semaphore::new(1)),
             flush_error: None,
+            damaged_at_open: None,
             changed: Signal::new(),
             state_keys: None,
             read_ahead: None,

@@ -88,22 +88,25 @@ impl PartitionLog {
         keys: Option<StateKeys>,
         on_batch: impl FnMut(&BatchHeader),
     ) -> Result<(PartitionLog, OpenKind), StorageError> {
-        PartitionLog::open_at_mark(dir, config, keys, None, on_batch).await
+        PartitionLog::open_at_mark(dir, config, keys, None, None, on_batch).await
     }
 
     /// `open_reporting` for a journaled log whose files were cut back to `mark`: its
-    /// checkpoint snapshot, if taken at that mark, spares the scan.
+    /// checkpoint snapshot, if taken at that mark, spares the scan. `mark_end` is where
+    /// the files must end, when nothing since the mark may have cut them shorter.
     async fn open_at_mark(
         dir: &Path,
         config: LogConfig,
         keys: Option<StateKeys>,
         mark: Option<Mark>,
+        mark_end: Option<i64>,
         mut on_batch: impl FnMut(&BatchHeader),
     ) -> Result<(PartitionLog, OpenKind), StorageError> {
         let bases = list_segments(dir).await?;
         let saved = |name: &str| keys.as_ref().and_then(|k| k.kv.get(&k.key(name)));
         let state = saved(STATE_KEY).and_then(|b| PartitionState::decode(&b)).unwrap_or_default();
         let clean = saved(CLEAN_KEY).and_then(|b| CleanState::decode(&b));
+        let clean_end = clean.as_ref().map(|c| c.next_offset);
         let mut log = PartitionLog::empty(dir, config);
         log.state_keys = keys.clone();
         let mut kind = OpenKind::Scanned;
@@ -145,6 +148,14 @@ impl PartitionLog {
         }
         if kind == OpenKind::Scanned {
             scan_all(&mut log, &bases, &mut on_batch).await?;
+            let durable_end = clean_end.or(mark_end);
+            if let Some(end) = durable_end.filter(|end| log.next_offset < *end) {
+                // What the checkpoint recorded was fsynced: a shorter log lost it.
+                crate::stats::update(|s| s.damaged_segments_found += 1);
+                let why = format!("the log ends at {} before its checkpoint's end {end}: a segment was cut short", log.next_offset);
+                tracing::error!(dir = %dir.display(), %why, "records that were durable are missing");
+                log.damaged_at_open = Some(why);
+            }
         }
         if kind != OpenKind::Snapshot {
             if let Some(k) = &keys {
@@ -205,7 +216,12 @@ impl PartitionLog {
             cut_to_mark(dir, &found).await?;
         }
         let mark = if clean || found.created { None } else { found.mark };
-        let (log, kind) = PartitionLog::open_at_mark(dir, config, keys, mark, &mut on_batch).await?;
+        // A truncation after the mark cut the files legitimately. (One whose journal
+        // record was not yet written when the node stopped reads as damage: the
+        // replica is then rebuilt, which is safe, only needless.)
+        let truncated = found.records.iter().any(|r| matches!(r, Record::Truncate { .. }));
+        let mark_end = mark.filter(|_| !truncated).map(|m| m.next_offset);
+        let (log, kind) = PartitionLog::open_at_mark(dir, config, keys, mark, mark_end, &mut on_batch).await?;
         let log = Rc::new(RefCell::new(log));
         log.borrow_mut().journal = Some(LogJournal {
             key,

@@ -231,6 +231,55 @@ fn crash_reopen_restores_the_snapshot_without_scanning() {
     assert_eq!(scanned.recent, after.recent, "producer state after a restore differs from a scan's");
 }
 
+/// A segment cut short below the last checkpoint while the shard was down (records
+/// that checkpoint made durable are gone: damage, not a torn write) makes the open
+/// report the log damaged, so the broker rebuilds such a replica from its leader
+/// instead of serving a log with a hole or voting with committed entries missing. An
+/// intact crash-reopen, scanned, reports nothing.
+#[test]
+fn a_segment_cut_below_the_checkpoint_reads_as_damage() {
+    let (_tmp, root) = tempdir();
+    let r = root.clone();
+    common::run(move || async move {
+        let life = open(&r).await;
+        append(&life, 400, 0).await;
+        life.flush.checkpoint().await.unwrap();
+        append(&life, 50, 400).await;
+    });
+    // Scanned (no snapshot), nothing lost: not damage.
+    let r = root.clone();
+    let intact = common::run(move || async move {
+        let life = open(&r).await;
+        life.flush.checkpoint().await.unwrap();
+        life.kv.delete("t-0/snapshot").await.unwrap();
+        drop(life);
+        let life = open(&r).await;
+        let damaged = life.log.borrow().damaged_at_open.clone();
+        (life.kind, damaged)
+    });
+    assert_eq!(intact, (OpenKind::Scanned, None));
+
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(root.join("t-0"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    segments.sort();
+    let newest = segments.last().unwrap();
+    let size = std::fs::metadata(newest).unwrap().len();
+    assert!(size > 8192, "the newest segment holds {size} bytes");
+    std::fs::OpenOptions::new().write(true).open(newest).unwrap().set_len(size / 2).unwrap();
+    let r = root.clone();
+    let (kind, damaged) = common::run(move || async move {
+        let life = open(&r).await;
+        let damaged = life.log.borrow().damaged_at_open.clone();
+        (life.kind, damaged)
+    });
+    assert_eq!(kind, OpenKind::Scanned);
+    let why = damaged.expect("a log cut below its checkpoint is reported damaged");
+    assert!(why.contains("cut short"), "{why}");
+}
+
 /// A change to the files below the mark, made after the checkpoint that wrote the
 /// snapshot and before the crash.
 #[derive(Debug, Clone, Copy)]

@@ -16,8 +16,9 @@ const RESTORE_READ_BYTES: usize = 1 << 20;
 impl Replication {
     /// Starts (or restarts from disk) group `group` over `log`. A new group's first
     /// voter campaigns at once instead of waiting for an election timeout. A log whose
-    /// read-back meets a batch that fails its CRC is damaged: the replica is returned
-    /// with why, and not started (it neither votes nor leads, `replication::rebuild`).
+    /// read-back meets a batch that fails its CRC, or that lost records at open
+    /// (`PartitionLog::damaged_at_open`), is damaged: the replica is returned with why,
+    /// and not started (it neither votes nor leads, `replication::rebuild`).
     pub async fn add_group(
         &self,
         group: GroupId,
@@ -51,26 +52,29 @@ impl Replication {
         log.borrow_mut().skip_to(base.offset as i64);
         let mut storage = GroupStorage::restoring_at(base, record.conf_state(), record.conf_index);
         let applied_at_restart = record.restart_applied().max(base.index);
-        let mut reader =
-            EntryReader::new(&log, &record, base.index, base.offset).map_err(|e| format!("group {group}: {e}"))?;
         // The metadata group keeps its (small) log in memory: every node installs its
         // committed records again at start.
         let budget = if on_commit.is_some() { u64::MAX } else { self.log_memory_bytes };
-        let mut damaged = None;
-        loop {
-            let entries = match reader.next(RESTORE_READ_BYTES).await {
-                Ok(entries) => entries,
-                Err(e) if reader.met_corruption() => {
-                    damaged = Some(e);
+        // Records lost below what a checkpoint made durable (a segment cut short).
+        let mut damaged = log.borrow().damaged_at_open.clone();
+        if damaged.is_none() {
+            let mut reader =
+                EntryReader::new(&log, &record, base.index, base.offset).map_err(|e| format!("group {group}: {e}"))?;
+            loop {
+                let entries = match reader.next(RESTORE_READ_BYTES).await {
+                    Ok(entries) => entries,
+                    Err(e) if reader.met_corruption() => {
+                        damaged = Some(e);
+                        break;
+                    }
+                    Err(e) => return Err(format!("group {group}: {e}")),
+                };
+                if entries.is_empty() {
                     break;
                 }
-                Err(e) => return Err(format!("group {group}: {e}")),
-            };
-            if entries.is_empty() {
-                break;
+                storage.append(&entries);
+                storage.release_over_budget(applied_at_restart.min(record.commit), budget);
             }
-            storage.append(&entries);
-            storage.release_over_budget(applied_at_restart.min(record.commit), budget);
         }
         let last_index = storage.translator().last_index();
         // Entries below the base are committed; the commit index is saved lazily.

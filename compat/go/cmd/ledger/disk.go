@@ -16,8 +16,8 @@ import (
 )
 
 // Faults of one node's disk and clock while the cluster runs: `-fault disk-full`,
-// `-fault bitflip` and `-fault step`, drawn by `-fault mixed` with -mixed-disk,
-// -mixed-bitflip and -mixed-step.
+// `-fault bitflip`, `-fault cut` and `-fault step`, drawn by `-fault mixed` with
+// -mixed-disk, -mixed-bitflip (bitflip and cut) and -mixed-step.
 //
 //   - disk-full: the file system holding the data directory of partition 0's leader
 //     is filled (a filler file allocated until ENOSPC) while the producer keeps
@@ -40,6 +40,12 @@ import (
 //     neither found nor rebuilt are the same bits flipped back at the end of the
 //     round, as an operator would restore a copy, so the next rounds run on three
 //     replicas.
+//   - cut: as bitflip, but the segment file is cut short inside or at the start of
+//     such a batch. Records a journal checkpoint made durable are then gone, which
+//     the node must read as damage and have rebuilt as above. A cut above the
+//     node's last checkpoint is not damage: the journal writes the tail again, and
+//     the round only reports it; the end's replica comparison checks that
+//     the node's copy is whole either way.
 //   - step: the wall clock of partition 0's leader is stepped by up to ±stepSecondsMax
 //     while it runs (its node-<i>/faketime file replaced; libfaketime re-reads it within
 //     a second, compat/node-env.sh), held for -hold, and stepped back. Monotonic clocks
@@ -54,6 +60,9 @@ const (
 	writtenOutBound = 10 * time.Second
 	// damageFoundBound is how long a restarted node may take to find the flipped bits.
 	damageFoundBound = 60 * time.Second
+	// cutFoundBound is how long a restarted node may take to report a cut segment:
+	// it reads the cut as damage at open.
+	cutFoundBound = 15 * time.Second
 	// rebuildBound is how long a damaged replica may take, once found, to be deleted,
 	// copied again from the leader and named in sync by it.
 	rebuildBound = 60 * time.Second
@@ -122,6 +131,14 @@ func (c *cluster) freeDisk(id int) error {
 }
 
 // flip is bits flipped in a segment file: undoing it flips them again.
+// damage is what a bitflip or cut round did to a stopped follower's segment file.
+type damage interface {
+	fmt.Stringer
+	file() string
+	// undo puts the file back as it was.
+	undo() error
+}
+
 type flip struct {
 	path    string
 	batch   batchInfo
@@ -132,6 +149,9 @@ type flip struct {
 func (f flip) String() string {
 	return fmt.Sprintf("%d bit(s) in batch %v of %s", len(f.offsets), f.batch, filepath.Base(f.path))
 }
+
+func (f flip) file() string { return f.path }
+func (f flip) undo() error  { return f.apply() }
 
 // apply flips the bits (again).
 func (f flip) apply() error {
@@ -153,20 +173,45 @@ func (f flip) apply() error {
 	return file.Sync()
 }
 
-// flipBits picks, in node id's (a stopped follower's) segment files of partition 0, a
-// batch that the leader's files hold too, and flips one to three bits in its records.
-func (c *cluster) flipBits(id, leader int, rng *rand.Rand) (flip, error) {
+// cut is a segment file cut short at position at; tail is what was cut off.
+type cut struct {
+	path  string
+	batch batchInfo
+	at    int64
+	tail  []byte
+}
+
+func (k cut) String() string {
+	return fmt.Sprintf("%s cut at byte %d (inside batch %v), %d bytes off", filepath.Base(k.path), k.at, k.batch, len(k.tail))
+}
+
+func (k cut) file() string { return k.path }
+
+func (k cut) undo() error {
+	f, err := os.OpenFile(k.path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteAt(k.tail, k.at)
+	return err
+}
+
+// heldBatch picks, in node id's (a stopped follower's) segment files of partition 0,
+// a batch that the leader's files hold too, not among the newest quarter (clear of
+// what the journal may still write out).
+func (c *cluster) heldBatch(id, leader int, rng *rand.Rand) (string, batchSpan, error) {
 	held := map[batchInfo]bool{}
 	leaderBatches, err := readSegments(partitionDir(c.dir, leader, c.topic, 0))
 	if err != nil {
-		return flip{}, fmt.Errorf("leader's segments: %w", err)
+		return "", batchSpan{}, fmt.Errorf("leader's segments: %w", err)
 	}
 	for _, b := range leaderBatches {
 		held[b] = true
 	}
 	files, err := filepath.Glob(filepath.Join(partitionDir(c.dir, id, c.topic, 0), "*.log"))
 	if err != nil || len(files) == 0 {
-		return flip{}, fmt.Errorf("node %d has no segment files of partition 0 (%v)", id, err)
+		return "", batchSpan{}, fmt.Errorf("node %d has no segment files of partition 0 (%v)", id, err)
 	}
 	sort.Strings(files)
 	type candidate struct {
@@ -177,7 +222,7 @@ func (c *cluster) flipBits(id, leader int, rng *rand.Rand) (flip, error) {
 	for _, path := range files {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return flip{}, err
+			return "", batchSpan{}, err
 		}
 		for _, s := range batchSpans(data) {
 			if held[s.batch] && s.next-s.pos > batchHeaderBytes {
@@ -185,24 +230,48 @@ func (c *cluster) flipBits(id, leader int, rng *rand.Rand) (flip, error) {
 			}
 		}
 	}
-	// Not the newest batches: keep clear of what the journal may still write out.
 	if len(candidates) > 10 {
 		candidates = candidates[:len(candidates)*3/4]
 	}
 	if len(candidates) == 0 {
-		return flip{}, fmt.Errorf("node %d: no batch of partition 0 that the leader holds too", id)
+		return "", batchSpan{}, fmt.Errorf("node %d: no batch of partition 0 that the leader holds too", id)
 	}
 	pick := candidates[rng.IntN(len(candidates))]
-	f := flip{path: pick.path, batch: pick.span.batch}
-	records := int64(pick.span.next - pick.span.pos - batchHeaderBytes)
+	return pick.path, pick.span, nil
+}
+
+// flipBits flips one to three bits in the records of a batch heldBatch picks.
+func (c *cluster) flipBits(id, leader int, rng *rand.Rand) (damage, error) {
+	path, span, err := c.heldBatch(id, leader, rng)
+	if err != nil {
+		return nil, err
+	}
+	f := flip{path: path, batch: span.batch}
+	records := int64(span.next - span.pos - batchHeaderBytes)
 	for n := 1 + rng.IntN(flippedBitsMax); len(f.offsets) < n; {
-		off := int64(pick.span.pos+batchHeaderBytes) + rng.Int64N(records)
+		off := int64(span.pos+batchHeaderBytes) + rng.Int64N(records)
 		if !contains64(f.offsets, off) {
 			f.offsets = append(f.offsets, off)
 			f.masks = append(f.masks, 1<<rng.IntN(8))
 		}
 	}
 	return f, f.apply()
+}
+
+// cutShort cuts the segment file holding a batch heldBatch picks at its start or
+// inside it.
+func (c *cluster) cutShort(id, leader int, rng *rand.Rand) (damage, error) {
+	path, span, err := c.heldBatch(id, leader, rng)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	at := int64(span.pos) + rng.Int64N(int64(span.next-span.pos))
+	k := cut{path: path, batch: span.batch, at: at, tail: data[at:]}
+	return k, os.Truncate(path, at)
 }
 
 func contains64(xs []int64, x int64) bool {
@@ -226,7 +295,7 @@ func (c *cluster) logSize(id int) int64 {
 // damageFound waits until node id's log, past from, says it found a damaged replica
 // of the topic (the scrub's or the Raft restore's CRC check); false after timeout.
 func (c *cluster) damageFound(ctx context.Context, id int, from int64, timeout time.Duration) bool {
-	return c.logShows(ctx, id, from, timeout, "damaged replica", "CRC mismatch")
+	return c.logShows(ctx, id, from, timeout, "damaged replica", "CRC mismatch", "cut short")
 }
 
 // logShows waits until a line of node id's log past from names the topic and one of
@@ -376,11 +445,13 @@ func (c *cluster) awaitWrittenOut(ctx context.Context, id int, want map[int32]in
 	}
 }
 
-// bitflipRound damages a stopped follower's copy of partition 0, restarts it, waits
-// until it finds the damage and its replica is rebuilt from the leader.
-func bitflipRound(ctx context.Context, c *cluster, cfg config, r *faultRound, rng *rand.Rand) error {
+// damageRound damages a stopped follower's copy of partition 0 with harm (flipBits
+// or cutShort), restarts it, and waits until it finds the damage and its replica is
+// rebuilt from the leader.
+func damageRound(ctx context.Context, c *cluster, cfg config, r *faultRound, rng *rand.Rand,
+	harm func(c *cluster, id, leader int, rng *rand.Rand) (damage, error)) error {
 	var leader int
-	var damage flip
+	var done damage
 	target := func(view []leaderView) []int {
 		leader = int(view[0].leader)
 		var followers []int
@@ -396,16 +467,25 @@ func bitflipRound(ctx context.Context, c *cluster, cfg config, r *faultRound, rn
 			return err
 		}
 		var err error
-		if damage, err = c.flipBits(id, leader, rng); err != nil {
+		if done, err = harm(c, id, leader, rng); err != nil {
 			return err
 		}
-		r.what = fmt.Sprintf("node %d: %v", id, damage)
+		r.what = fmt.Sprintf("node %d: %v", id, done)
 		from := c.logSize(id)
 		restarted := time.Now()
 		if err := c.restart(ctx, id); err != nil {
 			return err
 		}
-		if !c.damageFound(ctx, id, from, damageFoundBound) {
+		bound := damageFoundBound
+		if r.class == "cut" {
+			// A cut above the last checkpoint is written again from the journal.
+			bound = cutFoundBound
+		}
+		if !c.damageFound(ctx, id, from, bound) {
+			if r.class == "cut" {
+				r.rewritten = true
+				return sleep(ctx, cfg.hold)
+			}
 			r.undetected = true
 			return nil
 		}
@@ -424,7 +504,7 @@ func bitflipRound(ctx context.Context, c *cluster, cfg config, r *faultRound, rn
 		r.rebuiltIn = time.Since(found)
 		return sleep(ctx, cfg.hold)
 	}, 0, func(undo context.Context, id int) error {
-		if r.rebuiltIn > 0 && c.running(id) {
+		if (r.rebuiltIn > 0 || r.rewritten) && c.running(id) {
 			return nil
 		}
 		if c.running(id) {
@@ -432,9 +512,9 @@ func bitflipRound(ctx context.Context, c *cluster, cfg config, r *faultRound, rn
 				return err
 			}
 		}
-		if damage.path != "" && r.rebuiltIn == 0 {
-			if err := damage.apply(); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("restoring %s: %w", damage.path, err)
+		if done != nil && r.rebuiltIn == 0 && !r.rewritten {
+			if err := done.undo(); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("restoring %s: %w", done.file(), err)
 			}
 		}
 		return c.restart(undo, id)

@@ -100,7 +100,7 @@ type config struct {
 var faultNames = map[string]string{
 	"kill": "kills", "pause": "pauses", "partition": "partition rounds", "drop": "packet-loss rounds",
 	"crash-all": "whole-cluster kills", "power": "power cuts", "skew": "clock-skew rounds", "mixed": "mixed rounds",
-	"disk-full": "disk-full rounds", "bitflip": "bit-flip rounds", "step": "clock-step rounds",
+	"disk-full": "disk-full rounds", "bitflip": "bit-flip rounds", "cut": "cut-segment rounds", "step": "clock-step rounds",
 	"bridge": "bridge rounds", "client-cut": "client-cut rounds",
 }
 
@@ -135,12 +135,12 @@ func parseFlags() config {
 	flag.DurationVar(&cfg.deliveryTimeout, "delivery-timeout", 30*time.Second, "producer delivery timeout (retries are unlimited within it)")
 	flag.DurationVar(&cfg.metadataMinAge, "metadata-min-age", 250*time.Millisecond, "least time between the client's metadata refreshes (kgo default 5s)")
 	flag.StringVar(&cfg.clientLog, "client-log", "", "file for the franz-go client log (info level); none if empty")
-	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down; power: as crash-all, each node's files cut back to what its fsyncs made durable, tails torn (nodes started with a power-loss file); skew: the leader restarted with its wall clock up to 10 min off (nodes under libfaketime: run.sh --skew); mixed: each round one of kill, pause, crash-all (and skew with -mixed-skew, partition (the leader cut off from its peers), bridge (the leader and one follower cut apart), client-cut (the leader cut off from the clients) and drop with -mixed-net, power with -mixed-power, disk-full with -mixed-disk, bitflip with -mixed-bitflip, step with -mixed-step), drawn with -seed; disk-full: the leader's own file system filled for -hold, then freed; bitflip: bits flipped in a stopped follower's segment, found, and the replica rebuilt from the leader; step: the leader's wall clock stepped while it runs for -hold (disk.go)")
+	flag.StringVar(&cfg.fault, "fault", "kill", "kill: kill -9 the leader, then restart it; pause: SIGSTOP it for -down, then SIGCONT; partition: cut it off from the other nodes with -fault-sh, then heal; drop: random loss of 5-20% of every node's packets with -fault-sh for -hold, then heal; crash-all: kill -9 every node at once, restart all after -down; power: as crash-all, each node's files cut back to what its fsyncs made durable, tails torn (nodes started with a power-loss file); skew: the leader restarted with its wall clock up to 10 min off (nodes under libfaketime: run.sh --skew); mixed: each round one of kill, pause, crash-all (and skew with -mixed-skew, partition (the leader cut off from its peers), bridge (the leader and one follower cut apart), client-cut (the leader cut off from the clients) and drop with -mixed-net, power with -mixed-power, disk-full with -mixed-disk, bitflip with -mixed-bitflip, step with -mixed-step), drawn with -seed; disk-full: the leader's own file system filled for -hold, then freed; bitflip: bits flipped in a stopped follower's segment, found, and the replica rebuilt from the leader; cut: a stopped follower's segment cut short, found (when below its last checkpoint) and rebuilt; step: the leader's wall clock stepped while it runs for -hold (disk.go)")
 	flag.DurationVar(&cfg.duration, "duration", 0, "with -fault drop, crash-all, power, skew or mixed: start rounds until this much time has passed (then -kills is ignored)")
 	flag.BoolVar(&cfg.mixedSkew, "mixed-skew", false, "with -fault mixed: draw clock-skew rounds too (the nodes run under libfaketime)")
 	flag.BoolVar(&cfg.mixedPower, "mixed-power", false, "with -fault mixed: draw whole-cluster power cuts too (every node started with a power-loss file in its directory; see power.go)")
 	flag.BoolVar(&cfg.mixedDisk, "mixed-disk", false, "with -fault mixed: draw disk-full rounds too (every node's data directory on a file system of its own: KEEL_NETNS_LOOP_MIB, compat/faults/netns-cluster.sh)")
-	flag.BoolVar(&cfg.mixedBitflip, "mixed-bitflip", false, "with -fault mixed: draw bit-flip rounds too (a stopped follower's segment damaged, found and rebuilt)")
+	flag.BoolVar(&cfg.mixedBitflip, "mixed-bitflip", false, "with -fault mixed: draw bit-flip and cut rounds too (a stopped follower's segment damaged, found and rebuilt)")
 	flag.BoolVar(&cfg.mixedStep, "mixed-step", false, "with -fault mixed: draw clock-step rounds too (the nodes run under libfaketime)")
 	flag.BoolVar(&cfg.mixedNet, "mixed-net", false, "with -fault mixed: draw partition and packet-loss rounds too, with -fault-sh (the nodes run in network namespaces: -cluster-sh compat/faults/netns-cluster.sh)")
 	flag.StringVar(&cfg.faultScript, "fault-sh", "compat/faults/netns.sh", "with -fault partition or drop (or mixed with -mixed-net): script run as `isolate NODE NODES`, `drop NODE PERCENT` and `heal NODE`")
@@ -226,7 +226,7 @@ func runLedger(ctx context.Context, cfg config, q **queueRun) (int, error) {
 	partitionMode := cfg.fault == "partition"
 	// Rounds of clusterRounds (rounds.go): faults that are not aimed at one leader kill.
 	roundsMode := cfg.fault == "drop" || cfg.fault == "crash-all" || cfg.fault == "power" || cfg.fault == "skew" || cfg.fault == "mixed" ||
-		cfg.fault == "disk-full" || cfg.fault == "bitflip" || cfg.fault == "step" || cfg.fault == "bridge" || cfg.fault == "client-cut"
+		cfg.fault == "disk-full" || cfg.fault == "bitflip" || cfg.fault == "cut" || cfg.fault == "step" || cfg.fault == "bridge" || cfg.fault == "client-cut"
 	l := &ledger{}
 	opts := producerOptions(cfg.brokers, cfg, l)
 	if cfg.clientLog != "" {

@@ -18,7 +18,7 @@ import (
 // (on any partition) and how soon after it ends they are again; the ledger's checks
 // (nothing acknowledged lost, duplicated or reordered) judge the data as in the other
 // modes. `-fault mixed` draws each round's class from kill, pause, crash-all, power,
-// skew, partition, drop, disk-full, bitflip and step (see mixedClasses), kill, pause
+// skew, partition, drop, disk-full, bitflip, cut and step (see mixedClasses), kill, pause
 // and partition acting on the leader as in killLeaders and partitionRound; disk-full,
 // bitflip and step are in disk.go.
 //
@@ -51,7 +51,7 @@ const (
 // faultRound is one round: what was done, and when it started and ended.
 type faultRound struct {
 	n      int
-	class  string // kill, pause, crash-all, power, skew, partition, drop, disk-full, bitflip or step
+	class  string // kill, pause, crash-all, power, skew, partition, drop, disk-full, bitflip, cut or step
 	what   string // "13% loss on every node", "node 2 paused", ...
 	at     time.Time
 	healed time.Time     // the fault's end: the heal or the first restart issued
@@ -73,6 +73,9 @@ type faultRound struct {
 	damagedLeader bool
 	rebuiltIn     time.Duration
 	notRebuilt    bool
+	// With cut: the cut lay above the node's last checkpoint, and its journal wrote
+	// it again (not damage).
+	rewritten bool
 	// Filled from the acknowledgements after the run.
 	ackedDuring int           // records acknowledged from the start until healed
 	gap         time.Duration // longest time without an acknowledgement, from the start until the next round
@@ -107,7 +110,7 @@ func mixedClasses(cfg config) []string {
 		classes = append(classes, "disk-full")
 	}
 	if cfg.mixedBitflip {
-		classes = append(classes, "bitflip")
+		classes = append(classes, "bitflip", "cut")
 	}
 	if cfg.mixedStep {
 		classes = append(classes, "step")
@@ -214,7 +217,9 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 		case "disk-full":
 			err = diskFullRound(ctx, c, cfg, &r)
 		case "bitflip":
-			err = bitflipRound(ctx, c, cfg, &r, rand.New(rand.NewPCG(rng.Uint64(), 0)))
+			err = damageRound(ctx, c, cfg, &r, rand.New(rand.NewPCG(rng.Uint64(), 0)), (*cluster).flipBits)
+		case "cut":
+			err = damageRound(ctx, c, cfg, &r, rand.New(rand.NewPCG(rng.Uint64(), 0)), (*cluster).cutShort)
 		case "step":
 			err = stepRound(ctx, c, cfg, &r, rng.IntN(2*stepSecondsMax+1)-stepSecondsMax)
 		default: // crash-all
@@ -351,13 +356,15 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 		case r.class == "disk-full":
 			fmt.Fprintf(w, "       partitions %v: longest gap %s ms, first acknowledgement %s ms after the disk was freed (bound %v); segment files caught up in %s ms\n",
 				r.parts, ms(r.partGap), p, bound, ms(r.writtenOutIn))
-		case r.class == "bitflip" && r.undetected:
+		case r.class == "cut" && r.rewritten:
+			fmt.Fprintf(w, "       cut above the node's last checkpoint: written again from its journal (no damage)\n")
+		case (r.class == "bitflip" || r.class == "cut") && r.undetected:
 			slow = true
 			fmt.Fprintf(w, "DAMAGE NOT FOUND: round %d: the node did not report the flipped bits within %v\n", r.n, damageFoundBound)
-		case r.class == "bitflip" && r.notRebuilt:
+		case (r.class == "bitflip" || r.class == "cut") && r.notRebuilt:
 			slow = true
 			fmt.Fprintf(w, "NOT REBUILT: round %d: the damaged replica was not rebuilt within %v of being found\n", r.n, rebuildBound)
-		case r.class == "bitflip":
+		case r.class == "bitflip" || r.class == "cut":
 			fmt.Fprintf(w, "       damage found %s ms after the restart, replica rebuilt %s ms later\n", ms(r.foundIn), ms(r.rebuiltIn))
 		}
 		if r.damagedLeader {
@@ -370,7 +377,7 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 		byClass[r.class] = append(byClass[r.class], r)
 	}
 	if len(byClass) > 1 {
-		for _, class := range []string{"kill", "pause", "crash-all", "power", "skew", "partition", "bridge", "client-cut", "drop", "disk-full", "bitflip", "step"} {
+		for _, class := range []string{"kill", "pause", "crash-all", "power", "skew", "partition", "bridge", "client-cut", "drop", "disk-full", "bitflip", "cut", "step"} {
 			var cg, cp, cf, cr []time.Duration
 			for _, r := range byClass[class] {
 				cg, cp, cf, cr = append(cg, r.gap), append(cp, r.progressIn), append(cf, r.foundIn), append(cr, r.rebuiltIn)
@@ -384,7 +391,7 @@ func printClusterRounds(w io.Writer, fault string, rounds []faultRound) bool {
 			switch class {
 			case "disk-full":
 				extra = fmt.Sprintf(" (the full node's partitions; bound %v)", diskFreedBound)
-			case "bitflip":
+			case "bitflip", "cut":
 				fm, fx := stats(cf)
 				rm, rx := stats(cr)
 				extra = fmt.Sprintf(" found_ms p50=%s max=%s rebuilt_ms p50=%s max=%s", fm, fx, rm, rx)
