@@ -5,25 +5,29 @@
 #
 #   compat/faults/netns.sh check               exit 0 if namespaces and nft work here, 77 if not
 #   compat/faults/netns.sh up <n>              bridge keel-br0 (SUBNET.1/24) and namespaces
-#                                              keel-n1..n, node i at SUBNET.(10+i)
+#                                              keel-n1..n, node i at SUBNET.(10+i), and the
+#                                              clients' namespace keel-cl at SUBNET.2
 #   compat/faults/netns.sh down [<n>]          remove the rules, namespaces, veths and bridge
 #   compat/faults/netns.sh addr <i>            node i's address
 #   compat/faults/netns.sh isolate <i> <n>     drop all traffic between node i and every
-#                                              other node; the bridge address (clients) still
-#                                              reaches it
+#                                              other node; the clients (keel-cl and the
+#                                              bridge address) still reach it
 #   compat/faults/netns.sh sever <i> <j>       drop all traffic between nodes i and j (rules in
 #                                              both namespaces); with 3 nodes the third is
 #                                              then a bridge between two halves
-#   compat/faults/netns.sh cut-clients <i>     drop all traffic between node i and the bridge
-#                                              address (the clients); its peers still reach it
+#   compat/faults/netns.sh cut-clients <i>     drop all traffic between node i and the clients
+#                                              (keel-cl and the bridge address); its peers
+#                                              still reach it
 #   compat/faults/netns.sh drop <i> <pct>      drop pct% (1..99) of node i's packets at random,
 #                                              in and out, whoever the peer (nodes and clients)
 #   compat/faults/netns.sh heal <i>            remove node i's fault rules
 #   compat/faults/netns.sh exec <i> cmd...     run a command in node i's namespace
+#   compat/faults/netns.sh clients cmd...      run a command in the clients' namespace
 #
 # `up` exits 3, having made nothing, when a name or the subnet is taken.
 # SUBNET is KEEL_NETNS_SUBNET (default 10.77.0, a /24). Everything this script makes is
-# named keel-br0, keel-n<i>, keel-h<i> (host end of node i's veth) and, inside a node's
+# named keel-br0, keel-n<i>, keel-h<i> (host end of node i's veth), keel-cl and keel-hc
+# (the clients' namespace and the host end of its veth) and, inside a node's
 # namespace, the nft table `inet keel_fault`; `up` refuses to start when any of them
 # already exists (another run, or a crashed one: `down` clears it), and `down` and
 # `heal` touch nothing else. Rules are only ever added inside keel-n<i> namespaces and
@@ -31,6 +35,7 @@
 set -euo pipefail
 subnet=${KEEL_NETNS_SUBNET:-10.77.0}
 bridge=keel-br0
+clients=keel-cl
 table="inet keel_fault"
 
 die() { echo "netns.sh: $*" >&2; exit 2; }
@@ -61,20 +66,28 @@ up() {
     ip netns list | grep -qw "$(ns "$i")" && refuse "namespace $(ns "$i") already exists (run '$0 down')"
     ip link show "keel-h$i" >/dev/null 2>&1 && refuse "keel-h$i already exists (run '$0 down')"
   done
+  ip netns list | grep -qw "$clients" && refuse "namespace $clients already exists (run '$0 down')"
+  ip link show keel-hc >/dev/null 2>&1 && refuse "keel-hc already exists (run '$0 down')"
   if ip route show | grep -q "^$subnet\.0/24"; then refuse "$subnet.0/24 is already routed here; set KEEL_NETNS_SUBNET"; fi
   ip link add "$bridge" type bridge
   ip addr add "$subnet.1/24" dev "$bridge"
   ip link set "$bridge" up
-  for i in $(seq 1 "$n"); do
-    ip netns add "$(ns "$i")"
-    ip link add "keel-h$i" type veth peer name "keel-c$i"
-    ip link set "keel-c$i" netns "$(ns "$i")"
-    ip link set "keel-h$i" master "$bridge" up
-    ip -n "$(ns "$i")" link set lo up
-    ip -n "$(ns "$i")" link set "keel-c$i" name eth0
-    ip -n "$(ns "$i")" addr add "$(addr "$i")/24" dev eth0
-    ip -n "$(ns "$i")" link set eth0 up
-  done
+  for i in $(seq 1 "$n"); do attach "$(ns "$i")" "keel-h$i" "keel-c$i" "$(addr "$i")"; done
+  attach "$clients" keel-hc keel-cc "$subnet.2"
+}
+
+# attach NAMESPACE HOST_END PEER ADDRESS: a new namespace on the bridge through a veth
+# pair, its end named eth0 with ADDRESS/24.
+attach() {
+  local name=$1 host=$2 peer=$3 address=$4
+  ip netns add "$name"
+  ip link add "$host" type veth peer name "$peer"
+  ip link set "$peer" netns "$name"
+  ip link set "$host" master "$bridge" up
+  ip -n "$name" link set lo up
+  ip -n "$name" link set "$peer" name eth0
+  ip -n "$name" addr add "$address/24" dev eth0
+  ip -n "$name" link set eth0 up
 }
 
 down() {
@@ -86,6 +99,8 @@ down() {
     fi
     ip link del "keel-h$i" 2>/dev/null || true
   done
+  ip netns del "$clients" 2>/dev/null || true
+  ip link del keel-hc 2>/dev/null || true
   ip link del "$bridge" 2>/dev/null || true
 }
 
@@ -132,9 +147,10 @@ case "$cmd" in
   isolate) node_index "${2:-}"; node_index "${3:-}"; isolate "$2" "$3" ;;
   sever) node_index "${2:-}"; node_index "${3:-}"; [[ "$2" != "$3" ]] || die "sever needs two different nodes"
     cut "$2" "$(addr "$3")"; cut "$3" "$(addr "$2")" ;;
-  cut-clients) node_index "${2:-}"; cut "$2" "$subnet.1" ;;
+  cut-clients) node_index "${2:-}"; cut "$2" "$subnet.1, $subnet.2" ;;
   drop) node_index "${2:-}"; [[ "${3:-}" =~ ^[1-9][0-9]?$ ]] || die "drop percentage must be 1..99, got '${3:-}'"; drop "$2" "$3" ;;
   heal) node_index "${2:-}"; heal "$2" ;;
   exec) node_index "${2:-}"; i=$2; shift 2; exec ip netns exec "$(ns "$i")" "$@" ;;
-  *) echo "usage: $0 check | up <n> | down [<n>] | addr <i> | isolate <i> <n> | sever <i> <j> | cut-clients <i> | drop <i> <pct> | heal <i> | exec <i> cmd..." >&2; exit 2 ;;
+  clients) shift; exec ip netns exec "$clients" "$@" ;;
+  *) echo "usage: $0 check | up <n> | down [<n>] | addr <i> | isolate <i> <n> | sever <i> <j> | cut-clients <i> | drop <i> <pct> | heal <i> | exec <i> cmd... | clients cmd..." >&2; exit 2 ;;
 esac

@@ -55,18 +55,20 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-cluster_sh="$root/compat/cluster.sh" fault_flags=()
+cluster_sh="$root/compat/cluster.sh" fault_flags=() in_clients=()
 if ((use_netns)); then
   netns_up
   netns_cluster_start "$dir" "$base" "$bin" || exit 2
   cluster_sh="$here/netns-cluster.sh" fault_flags=(-fault-sh "$netns" -faults kill,partition,pause)
+  # The checker (the clients) runs in the clients' namespace, keel-cl.
+  in_clients=("$netns" clients)
 else
   # `--smp 1` so that `cluster.sh restart` has a flag to replay.
   nice -n 10 "$root/compat/cluster.sh" start 3 "$dir" "$base" --smp 1 >&2
   brokers="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
 fi
 set +e
-(cd "$dir" && timeout --kill-after=10 $((seconds + 240)) "$checker" -brokers "$brokers" -cluster-dir "$dir" \
+(cd "$dir" && ${in_clients[@]+"${in_clients[@]}"} timeout --kill-after=10 $((seconds + 240)) "$checker" -brokers "$brokers" -cluster-dir "$dir" \
   -cluster-sh "$cluster_sh" -duration "${seconds}s" "${fault_flags[@]}" "${extra[@]}")
 rc=$?
 set -e

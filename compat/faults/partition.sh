@@ -101,7 +101,8 @@ bound=$((180 + rounds * 90))
 set +e
 mode_flags=(-fault "$fault")
 [[ $fault == partition ]] && mode_flags+=(-probe-log "$dir/probes.tsv")
-nice -n 10 timeout --kill-after=10 "$bound" "$ledger" "${mode_flags[@]}" -fault-sh "$netns" \
+# The ledger (the clients) runs in the clients' namespace, keel-cl.
+"$netns" clients nice -n 10 timeout --kill-after=10 "$bound" "$ledger" "${mode_flags[@]}" -fault-sh "$netns" \
   -cluster-dir "$dir" -brokers "$brokers" -kills "$rounds" -rate "$rate" -client-log "$dir/client.log" "${extra[@]}"
 rc=$?
 set -e

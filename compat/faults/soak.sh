@@ -24,7 +24,8 @@
 # Rounds start until MINUTES have passed (the ledger's -duration); a round takes 6-12 s
 # (settle, fault, 3 s down or 4 s held, restart or heal, 2 s settle). Without --netns
 # the nodes run on loopback (compat/ledger/run.sh --skew); with it, each in its own
-# network namespace (compat/faults/netns-cluster.sh: root, ip netns and nft). Ports
+# network namespace (compat/faults/netns-cluster.sh: root, ip netns and nft), and the
+# clients in a fourth (`netns.sh clients`). Ports
 # SOAK_PORT..+2 (default 28092; admin +100, node-to-node +200; the namespace nodes all
 # use SOAK_PORT on their own addresses). With --netns each node's data directory is an
 # ext4 file system of its own, SOAK_LOOP_MIB MiB (default 1024) on a loop device (sparse
@@ -119,7 +120,9 @@ for i in 1 2 3; do mkdir -p "$dir/node-$i" && echo "+0" >"$dir/node-$i/faketime"
 printf 'journal_checkpoint_interval_ms: 250\njournal_file_bytes: 16777216\n' >"$dir/keel.yaml"
 netns_cluster_start "$dir" "$port" "$bin" --config "$dir/keel.yaml" || exit 2
 set +e
-nice -n 10 timeout --kill-after=10 $((180 + rounds * 45)) "$ledger" -cluster-dir "$dir" \
+# The clients (the ledger's producer and probes, the queue's workers) run in a namespace
+# of their own, keel-cl, reaching the nodes over the bridge as remote clients would.
+"$netns" clients nice -n 10 timeout --kill-after=10 $((180 + rounds * 45)) "$ledger" -cluster-dir "$dir" \
   -cluster-sh "$here/netns-cluster.sh" -fault-sh "$netns" -brokers "$brokers" -kills "$rounds" -rate "$rate" \
   -client-log "$dir/client.log" "${mixed[@]}" "${classes[@]}" ${extra[@]+"${extra[@]}"}
 rc=$?
