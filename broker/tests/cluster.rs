@@ -342,7 +342,7 @@ fn a_rolling_restart_with_sigterm_hands_leadership_over_and_loses_nothing() {
 /// acknowledged record.
 #[test]
 fn a_damaged_replica_is_never_served_and_is_rebuilt_from_its_leader() {
-    rebuilt_after(Damage::FlippedBit);
+    rebuilt_after(Damage::FlippedBit, false);
 }
 
 /// The same with the replica's segment cut to half its size while its node was down:
@@ -350,7 +350,15 @@ fn a_damaged_replica_is_never_served_and_is_rebuilt_from_its_leader() {
 /// not as a torn write (that would leave it voting with committed entries missing).
 #[test]
 fn a_replica_cut_short_is_rebuilt_from_its_leader() {
-    rebuilt_after(Damage::CutShort);
+    rebuilt_after(Damage::CutShort, false);
+}
+
+/// The same with the damaged node killed as soon as it finds the damage, so that the
+/// rebuild goes on while it is down: restarted, it resets the copy from before the
+/// rebuild (damaged, its group's record naming it a voter still) and never the new one.
+#[test]
+fn a_replica_killed_during_its_rebuild_is_rebuilt_after_its_restart() {
+    rebuilt_after(Damage::FlippedBit, true);
 }
 
 enum Damage {
@@ -358,7 +366,7 @@ enum Damage {
     CutShort,
 }
 
-fn rebuilt_after(damage: Damage) {
+fn rebuilt_after(damage: Damage, kill_when_found: bool) {
     let mut c = Cluster::start_with_yaml(3, "leader_imbalance_check_interval_ms: 1000\n");
     let all = [1, 2, 3];
     assert_eq!(c.create_topic("damaged", 1, 3), 0, "{}", c.logs());
@@ -390,6 +398,11 @@ fn rebuilt_after(damage: Damage) {
     c.wait_until("the damaged replica is found out", Duration::from_secs(90), |c| {
         c.nodes[(damaged - 1) as usize].log().contains(found)
     });
+    if kill_when_found {
+        c.node(damaged).kill9();
+        std::thread::sleep(Duration::from_secs(2));
+        c.node(damaged).spawn();
+    }
 
     // The others serve everything; the damaged node never serves its log (damaged,
     // or rebuilt by now and a follower).
@@ -404,7 +417,7 @@ fn rebuilt_after(damage: Damage) {
 
     // Rebuilt: deleted, added back empty, and in sync again.
     c.wait_until("the damaged replica is rebuilt and in sync", Duration::from_secs(90), |c| {
-        c.nodes[(damaged - 1) as usize].log().contains("deleting the damaged replica to rebuild it")
+        c.nodes[(damaged - 1) as usize].log().contains("deleting this replica to rebuild it from its leader")
             && all.iter().all(|id| {
                 c.metadata(*id, Some(&["damaged"])).is_some_and(|m| {
                     let p = &m.topics[0].partitions[0];

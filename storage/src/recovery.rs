@@ -148,9 +148,11 @@ impl PartitionLog {
         }
         if kind == OpenKind::Scanned {
             scan_all(&mut log, &bases, &mut on_batch).await?;
-            let durable_end = clean_end.or(mark_end);
+            // What the checkpoint recorded was fsynced: a shorter log lost it, unless
+            // what is missing lies below the log start (retention or DeleteRecords
+            // removed the segments holding it, and the mark's with them).
+            let durable_end = clean_end.or(mark_end).filter(|end| *end > state.log_start_offset);
             if let Some(end) = durable_end.filter(|end| log.next_offset < *end) {
-                // What the checkpoint recorded was fsynced: a shorter log lost it.
                 crate::stats::update(|s| s.damaged_segments_found += 1);
                 let why = format!("the log ends at {} before its checkpoint's end {end}: a segment was cut short", log.next_offset);
                 tracing::error!(dir = %dir.display(), %why, "records that were durable are missing");

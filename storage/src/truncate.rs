@@ -170,6 +170,7 @@ async fn restart_at(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), 
         l.tail_position = 0;
         l.epochs.clear();
         l.producers = Default::default();
+        l.damaged_at_open = None;
         old
     };
     for seg in old {

@@ -17,7 +17,7 @@ use uuid::Uuid;
 use std::time::{Duration, Instant};
 
 use super::configs;
-use super::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
+use super::metadata::{BrokerMeta, Metadata, MetadataStore, Rebuild, TopicMeta};
 use crate::errors;
 use crate::quota::MutationQuota;
 use crate::replication::cluster::{self, ControlRequest};
@@ -563,9 +563,15 @@ pub async fn complete_reassignment(
     }
     tracing::info!(topic = %name, partition, replicas = ?target, "reassignment complete");
     t.reassigning.remove(&partition);
-    if let Some(replicas) = t.rebuilding.remove(&partition).filter(|r| *r != target) {
-        tracing::info!(topic = %name, partition, ?replicas, "the damaged replica is out; adding it back empty");
-        t.reassigning.insert(partition, replicas);
+    if let Some(rebuild) = t.rebuilding.get(&partition).cloned() {
+        if rebuild.replicas == target {
+            // Added back (or the rebuild was cancelled while taking it out).
+            t.rebuilding.remove(&partition);
+        } else {
+            tracing::info!(topic = %name, partition, replicas = ?rebuild.replicas,
+                "the damaged replica is out of its group; adding it back empty");
+            t.reassigning.insert(partition, rebuild.replicas);
+        }
     }
     if let Some(r) = usize::try_from(partition).ok().and_then(|p| t.replicas.get_mut(p)) {
         *r = target;
@@ -576,12 +582,14 @@ pub async fn complete_reassignment(
 /// A node found its replica of a partition damaged: the partition's leader takes it
 /// out of the group with a reassignment to the other replicas, and
 /// [`complete_reassignment`] then adds it back, empty, with a second one that
-/// restores the replicas in their order (`replication::rebuild`). Nothing happens
-/// while another reassignment or rebuild of the partition is under way, or when the
-/// node is its only replica; the node asks again while its replica stays damaged.
+/// restores the replicas in their order (`replication::rebuild`); the rebuild is
+/// recorded until then. Nothing happens while another reassignment or rebuild of the
+/// partition is under way, or when the node is its only replica; the node asks again
+/// while its replica stays damaged.
 pub async fn rebuild_replica(shard: &Rc<Shard>, topic: u128, partition: i32, node: i32) -> Result<(), Failure> {
     let _turn = take_turn(shard).await;
     let mut meta = (*shard.meta()).clone();
+    let id = meta.version;
     let Some(name) = meta.topic_name(&Uuid::from_u128(topic)).map(str::to_string) else { return Ok(()) };
     let Some(t) = meta.topics.get_mut(&name) else { return Ok(()) };
     let Some(replicas) = t.replicas_of(partition).map(<[i32]>::to_vec) else { return Ok(()) };
@@ -590,7 +598,7 @@ pub async fn rebuild_replica(shard: &Rc<Shard>, topic: u128, partition: i32, nod
     }
     let others: Vec<i32> = replicas.iter().copied().filter(|n| *n != node).collect();
     tracing::warn!(topic = %name, partition, node, "rebuilding a damaged replica: taking it out of its group first");
-    t.rebuilding.insert(partition, replicas);
+    t.rebuilding.insert(partition, Rebuild { node, replicas, id });
     t.reassigning.insert(partition, others);
     commit(shard, meta).await
 }

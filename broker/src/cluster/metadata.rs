@@ -22,11 +22,22 @@ pub struct TopicMeta {
     /// target replicas), until its leader has made them its group's members.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reassigning: BTreeMap<i32, Vec<i32>>,
-    /// Partitions whose damaged replica is being rebuilt, by index: the replicas to
-    /// restore once the reassignment under way has taken the damaged one out
+    /// Partitions whose damaged replica is being rebuilt, by index
     /// (`replication::rebuild`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub rebuilding: BTreeMap<i32, Vec<i32>>,
+    pub rebuilding: BTreeMap<i32, Rebuild>,
+}
+
+/// One partition's replica being rebuilt: first taken out of the group by a
+/// reassignment to the other replicas, then added back empty by one to `replicas`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Rebuild {
+    pub node: i32,
+    /// The replicas to restore, in their order.
+    pub replicas: Vec<i32>,
+    /// Tells this rebuild from the partition's earlier ones (the metadata version it
+    /// started at).
+    pub id: u64,
 }
 
 impl TopicMeta {
@@ -47,10 +58,12 @@ impl TopicMeta {
         replicas.contains(&node) || self.target_of(partition).is_some_and(|t| t.contains(&node))
     }
 
-    /// Whether `node` is one of `partition`'s replicas now, not only a target of its
-    /// reassignment (every node, for a topic that is not replicated).
-    pub fn is_replica(&self, partition: i32, node: i32) -> bool {
-        self.replicas_of(partition).is_none_or(|r| r.contains(&node))
+    /// The rebuild whose replica `node` must now hold empty: taken out of
+    /// `partition`'s group, and not yet one of its replicas again.
+    pub fn rebuild_on(&self, partition: i32, node: i32) -> Option<u64> {
+        let rebuild = self.rebuilding.get(&partition).filter(|r| r.node == node)?;
+        let replicas = self.replicas_of(partition)?;
+        (!replicas.contains(&node)).then_some(rebuild.id)
     }
 
     /// Every replica of `partition` while it moves (Kafka's "replicas" during a

@@ -50,6 +50,10 @@ pub(super) struct GroupRecord {
     /// restart throws away (the leader sends the snapshot again).
     #[serde(default)]
     pub(super) installing: bool,
+    /// The rebuild this replica was reset for (`rebuild`; 0: none), so that a restart
+    /// in the middle of that rebuild does not reset it again.
+    #[serde(default)]
+    pub(super) rebuild: u64,
 }
 
 impl GroupRecord {

@@ -13,10 +13,13 @@
 //!    acknowledged any more;
 //! 2. once that change is committed, the controller starts a second reassignment, back
 //!    to the original replicas in their order (`controller::complete_reassignment`);
-//! 3. the damaged node sees it is no longer one of the partition's replicas but one of
-//!    its targets: it deletes its copy and opens the partition again, empty, keeping
-//!    only the group's term and vote ([`Replication::keep_vote_only`]), so it never
-//!    votes twice in a term; `Shard::apply_metadata` does this;
+//! 3. the damaged node sees it is no longer one of the partition's replicas, and the
+//!    rebuild recorded: it deletes its copy and opens the partition again, empty,
+//!    keeping only the group's term and vote, so it never votes twice in a term
+//!    ([`Replication::reset_for_rebuild`], from `Shard::apply_metadata`). The reset is
+//!    marked with the rebuild's id in the group's record, durably: a node restarted
+//!    at any point of the rebuild resets a copy from before it (opened or not) and
+//!    never the new one;
 //! 4. the leader adds it as a learner, sends it a snapshot of its log and the rest,
 //!    and makes it a voter again once it has caught up, as for any new replica.
 //!
@@ -32,7 +35,7 @@ use keel_raft::GroupId;
 
 use super::cluster::{ask_controller, ControlRequest};
 use super::raft_log::GroupRecord;
-use super::shell::{Replica, Replication};
+use super::shell::Replication;
 use crate::shard::Shard;
 
 /// How often a node asks again for a replica that is still damaged.
@@ -58,14 +61,20 @@ pub fn ask(shard: Weak<Shard>, topic: String, index: i32, group: GroupId) {
 }
 
 impl Replication {
-    /// Replaces a damaged replica's record by one that keeps only its term and vote:
-    /// the replica opened next starts with an empty log and no members, and waits for
-    /// its leader to add it.
-    pub async fn keep_vote_only(&self, r: &Replica) -> Result<(), String> {
-        let record = {
-            let old = r.record.borrow();
-            GroupRecord { term: old.term, vote: old.vote, ..Default::default() }
-        };
-        self.write_record(r.group, &record).await
+    /// Resets this node's replica of `group` for rebuild `id`, durably: its record
+    /// keeps only the term and vote, marked as a copy to start over (the log is
+    /// emptied when the group starts next, `add_group`) and with the rebuild's id, so
+    /// the replica then waits, empty and with no members, for its leader to add it.
+    /// Stops the group here if it runs.
+    pub async fn reset_for_rebuild(&self, group: GroupId, id: u64) -> Result<(), String> {
+        self.stop_group(group);
+        let old = self.stored_record(group).unwrap_or_default();
+        let record = GroupRecord { term: old.term, vote: old.vote, installing: true, rebuild: id, ..Default::default() };
+        self.write_record(group, &record).await
+    }
+
+    /// The rebuild this node's replica of `group` was last reset for (0: none).
+    pub fn reset_for(&self, group: GroupId) -> u64 {
+        self.stored_record(group).map_or(0, |r| r.rebuild)
     }
 }

@@ -577,7 +577,8 @@ impl Replication {
             },
             |hs| (hs.term, hs.vote),
         );
-        let copying = GroupRecord { term, vote, installing: true, ..Default::default() };
+        let rebuild = r.record.borrow().rebuild;
+        let copying = GroupRecord { term, vote, installing: true, rebuild, ..Default::default() };
         self.write_record(r.group, &copying).await?;
         tracing::info!(group = %r.group, index = install.index, offset = install.offset,
             "copying a leader's log up to its snapshot");
@@ -615,6 +616,7 @@ impl Replication {
             commit,
             base: (install.index, install.term, install.offset),
             log_start,
+            rebuild,
             ..Default::default()
         };
         record.set_conf(&install.conf_state, install.conf_index);

@@ -29,7 +29,7 @@ use keel_storage::kv::ShardKv;
 use keel_storage::LogConfig;
 
 use crate::cluster::controller::Controller;
-use crate::cluster::metadata::{Metadata, MetadataStore};
+use crate::cluster::metadata::{Metadata, MetadataStore, TopicMeta};
 use crate::config::BrokerConfig;
 use mesh::{Mesh, MeshMsg};
 use partition::Partition;
@@ -170,15 +170,22 @@ impl Shard {
         *self.metadata.borrow_mut() = meta.clone();
         self.learn_peers(&meta);
         let node = self.config.node_id;
+        // A replica of this node that a rebuild took out of its group and that was not
+        // reset for it yet (`replication::rebuild`).
+        let to_reset = |t: &TopicMeta, index: i32| {
+            let replication = self.replication.as_ref()?;
+            let id = t.rebuild_on(index, node)?;
+            (replication.reset_for(partition::group_id(t.id, index)) != id).then_some(id)
+        };
         let stale: Vec<TopicPartition> = self
             .partitions
             .borrow()
             .iter()
             .filter(|((topic, index), p)| {
                 // Gone, re-created with a new id, moved off this node by a reassignment,
-                // or damaged and taken out of its group to be rebuilt.
+                // or to be reset for a rebuild (opened again below).
                 meta.topics.get(topic).is_none_or(|t| {
-                    t.id != p.topic_id || !t.hosted_on(*index, node) || (p.is_damaged() && !t.is_replica(*index, node))
+                    t.id != p.topic_id || !t.hosted_on(*index, node) || to_reset(t, *index).is_some()
                 })
             })
             .map(|(k, _)| k.clone())
@@ -186,20 +193,13 @@ impl Shard {
         for key in stale {
             let p = self.partitions.borrow_mut().remove(&key);
             if let Some(p) = p {
-                let rebuilt = meta.topics.get(&key.0).is_some_and(|t| t.id == p.topic_id && t.hosted_on(key.1, node));
-                match (&p.replica, &self.replication) {
-                    // Opened again below, empty (`replication::rebuild`).
-                    (Some(r), Some(replication)) if rebuilt => {
-                        tracing::warn!(topic = %key.0, partition = key.1, "deleting the damaged replica to rebuild it");
-                        if let Err(e) = replication.keep_vote_only(r).await {
-                            // Opened again only once this write succeeds.
-                            tracing::error!(topic = %key.0, partition = key.1, error = %e, "cannot reset a damaged replica");
-                            self.partitions.borrow_mut().insert(key, p);
-                            continue;
-                        }
+                if let (Some(r), Some(replication)) = (&p.replica, &self.replication) {
+                    let rebuilt = meta.topics.get(&key.0).is_some_and(|t| t.id == p.topic_id && t.hosted_on(key.1, node));
+                    if rebuilt {
+                        replication.stop_group(r.group);
+                    } else {
+                        replication.remove_group(r.group).await;
                     }
-                    (Some(r), Some(replication)) => replication.remove_group(r.group).await,
-                    _ => {}
                 }
                 p.remove(self).await;
             }
@@ -215,6 +215,13 @@ impl Shard {
                     continue;
                 }
                 let existing = self.partitions.borrow().get(&key).cloned();
+                if let (None, Some(id), Some(replication)) = (&existing, to_reset(topic, index as i32), &self.replication) {
+                    tracing::warn!(topic = %name, partition = index, "deleting this replica to rebuild it from its leader");
+                    if let Err(e) = replication.reset_for_rebuild(partition::group_id(topic.id, index as i32), id).await {
+                        tracing::error!(topic = %name, partition = index, error = %e, "cannot reset a replica to rebuild it");
+                        continue;
+                    }
+                }
                 match existing {
                     Some(p) => p.update_settings(&topic.configs, &meta.broker_configs),
                     None => match Partition::open(self, name, topic, index as i32, &meta).await {

@@ -31,7 +31,7 @@ impl Replication {
             return Ok((r, None));
         }
         log.borrow_mut().set_replicated();
-        let stored = self.kv.get(&record_key(group)).and_then(|v| serde_json::from_slice::<GroupRecord>(&v).ok());
+        let stored = self.stored_record(group);
         let fresh = stored.is_none() && log.borrow().log_end_offset() == 0;
         let mut record = stored.unwrap_or_else(|| GroupRecord { voters: voters.clone(), ..Default::default() });
         if record.installing {
@@ -42,7 +42,7 @@ impl Replication {
             if let Some(f) = &on_truncate {
                 f(0);
             }
-            record = GroupRecord { term: record.term, vote: record.vote, ..Default::default() };
+            record = GroupRecord { term: record.term, vote: record.vote, rebuild: record.rebuild, ..Default::default() };
         }
         if record.voters.is_empty() && record.learners.is_empty() {
             record.voters = voters.clone();
@@ -128,5 +128,10 @@ impl Replication {
         self.replicas.borrow_mut().insert(group, replica.clone());
         self.wake.notify();
         Ok((replica, None))
+    }
+
+    /// `group`'s record as this node last wrote it durably.
+    pub(in crate::replication) fn stored_record(&self, group: GroupId) -> Option<GroupRecord> {
+        self.kv.get(&record_key(group)).and_then(|v| serde_json::from_slice::<GroupRecord>(&v).ok())
     }
 }

@@ -325,7 +325,7 @@ func (c *cluster) logShows(ctx context.Context, id int, from int64, timeout time
 // again; false after timeout.
 func (c *cluster) rebuilt(ctx context.Context, id int, from int64, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
-	if !c.logShows(ctx, id, from, timeout, "deleting the damaged replica to rebuild it") {
+	if !c.logShows(ctx, id, from, timeout, "deleting this replica to rebuild it from its leader") {
 		return false
 	}
 	for time.Now().Before(deadline) {
