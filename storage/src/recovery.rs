@@ -154,7 +154,10 @@ impl PartitionLog {
             let durable_end = clean_end.or(mark_end).filter(|end| *end > state.log_start_offset);
             if let Some(end) = durable_end.filter(|end| log.next_offset < *end) {
                 crate::stats::update(|s| s.damaged_segments_found += 1);
-                let why = format!("the log ends at {} before its checkpoint's end {end}: a segment was cut short", log.next_offset);
+                let why = format!(
+                    "the log ends at {} before its checkpoint's end {end}: a segment was cut short",
+                    log.next_offset
+                );
                 tracing::error!(dir = %dir.display(), %why, "records that were durable are missing");
                 log.damaged_at_open = Some(why);
             }

@@ -69,7 +69,8 @@ impl Replication {
     pub async fn reset_for_rebuild(&self, group: GroupId, id: u64) -> Result<(), String> {
         self.stop_group(group);
         let old = self.stored_record(group).unwrap_or_default();
-        let record = GroupRecord { term: old.term, vote: old.vote, installing: true, rebuild: id, ..Default::default() };
+        let record =
+            GroupRecord { term: old.term, vote: old.vote, installing: true, rebuild: id, ..Default::default() };
         self.write_record(group, &record).await
     }
 

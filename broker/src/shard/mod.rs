@@ -184,9 +184,9 @@ impl Shard {
             .filter(|((topic, index), p)| {
                 // Gone, re-created with a new id, moved off this node by a reassignment,
                 // or to be reset for a rebuild (opened again below).
-                meta.topics.get(topic).is_none_or(|t| {
-                    t.id != p.topic_id || !t.hosted_on(*index, node) || to_reset(t, *index).is_some()
-                })
+                meta.topics
+                    .get(topic)
+                    .is_none_or(|t| t.id != p.topic_id || !t.hosted_on(*index, node) || to_reset(t, *index).is_some())
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -194,7 +194,8 @@ impl Shard {
             let p = self.partitions.borrow_mut().remove(&key);
             if let Some(p) = p {
                 if let (Some(r), Some(replication)) = (&p.replica, &self.replication) {
-                    let rebuilt = meta.topics.get(&key.0).is_some_and(|t| t.id == p.topic_id && t.hosted_on(key.1, node));
+                    let rebuilt =
+                        meta.topics.get(&key.0).is_some_and(|t| t.id == p.topic_id && t.hosted_on(key.1, node));
                     if rebuilt {
                         replication.stop_group(r.group);
                     } else {
@@ -215,9 +216,12 @@ impl Shard {
                     continue;
                 }
                 let existing = self.partitions.borrow().get(&key).cloned();
-                if let (None, Some(id), Some(replication)) = (&existing, to_reset(topic, index as i32), &self.replication) {
+                if let (None, Some(id), Some(replication)) =
+                    (&existing, to_reset(topic, index as i32), &self.replication)
+                {
                     tracing::warn!(topic = %name, partition = index, "deleting this replica to rebuild it from its leader");
-                    if let Err(e) = replication.reset_for_rebuild(partition::group_id(topic.id, index as i32), id).await {
+                    if let Err(e) = replication.reset_for_rebuild(partition::group_id(topic.id, index as i32), id).await
+                    {
                         tracing::error!(topic = %name, partition = index, error = %e, "cannot reset a replica to rebuild it");
                         continue;
                     }

@@ -42,7 +42,8 @@ impl Replication {
             if let Some(f) = &on_truncate {
                 f(0);
             }
-            record = GroupRecord { term: record.term, vote: record.vote, rebuild: record.rebuild, ..Default::default() };
+            record =
+                GroupRecord { term: record.term, vote: record.vote, rebuild: record.rebuild, ..Default::default() };
         }
         if record.voters.is_empty() && record.learners.is_empty() {
             record.voters = voters.clone();
