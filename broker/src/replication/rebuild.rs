@@ -1,7 +1,9 @@
 //! Rebuilding a damaged replica from its leader.
 //!
-//! A replica whose log failed a CRC check (the scrub after a restart, or a read while
-//! serving) leaves its group on its node at once and answers KAFKA_STORAGE_ERROR
+//! A replica whose log failed a CRC check (the Raft restore or the scrub after a
+//! restart, or a read while serving), or lost records a checkpoint had made durable (a
+//! segment cut short, `PartitionLog::damaged_at_open`), leaves its group on its node
+//! at once, or never starts it, and answers KAFKA_STORAGE_ERROR
 //! (`Partition::set_damaged`). Left so, the partition would run on one replica fewer
 //! for good, and lose its majority at the next failure. So the node asks the
 //! controller to rebuild it, again every [`REPEAT`] while it stays damaged (the
