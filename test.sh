@@ -296,7 +296,7 @@ if ((full)); then
     env PARTITION_PORT=$((port + 5000)) compat/faults/partition.sh --fault drop --rounds 6
   # One minute each of the classes soak.sh added last (namespaces; a full disk needs
   # loop file systems, else the stage says SKIP).
-  for class in disk-full bitflip step; do
+  for class in disk-full bitflip cut step; do
     note "cluster: $class rounds alone (1 min, namespaces)"
     if [[ $class == disk-full ]]; then loop=(env KEEL_NETNS_LOOP_MIB=1024); else loop=(); fi
     fault_stage "cluster $class rounds" "soak-$class.log" "^($class rounds:|ledger: ${class}_rounds|replicas:)" \
