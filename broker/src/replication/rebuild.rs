@@ -7,7 +7,8 @@
 //! (`Partition::set_damaged`). Left so, the partition would run on one replica fewer
 //! for good, and lose its majority at the next failure. So the node asks the
 //! controller to rebuild it, again every [`REPEAT`] while it stays damaged (the
-//! controller may change, or be busy with another move of the partition):
+//! controller may be unknown yet, change, or be busy with another move of the
+//! partition):
 //!
 //! 1. the controller records the replicas to restore and starts a reassignment to
 //!    the other replicas (`controller::rebuild_replica`); the leader removes the
@@ -40,19 +41,24 @@ use super::raft_log::GroupRecord;
 use super::shell::Replication;
 use crate::shard::Shard;
 
-/// How often a node asks again for a replica that is still damaged.
+/// How soon a node asks again for a replica that is still damaged: the first ask, at
+/// start-up, may go out before the node knows the controller (every node gets it, and
+/// only the controller acts on it), then every 3 s.
+const FIRST_REPEAT: Duration = Duration::from_millis(500);
 const REPEAT: Duration = Duration::from_secs(3);
 
 /// Asks the controller to rebuild this node's replica of `topic`'s partition `index`
 /// (Raft group `group`), then again while the replica open there stays damaged.
 pub fn ask(shard: Weak<Shard>, topic: String, index: i32, group: GroupId) {
     glommio::spawn_local(async move {
+        let mut wait = FIRST_REPEAT;
         loop {
             let Some(s) = shard.upgrade() else { return };
             let node = s.config.node_id;
             ask_controller(&s, ControlRequest::Rebuild { topic: group.topic, partition: group.partition, node }).await;
             drop(s);
-            glommio::timer::sleep(REPEAT).await;
+            glommio::timer::sleep(wait).await;
+            wait = REPEAT;
             let Some(s) = shard.upgrade() else { return };
             if !s.partition(&topic, index).is_some_and(|p| p.is_damaged()) {
                 return;
