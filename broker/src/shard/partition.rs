@@ -224,17 +224,12 @@ impl Partition {
                 let (replica, why) = replication.add_group(group, log.clone(), voters, hooks).await.map_err(|e| {
                     StorageError::io("start the partition's Raft group", &dir, std::io::Error::other(e))
                 })?;
-                if let Some(why) = &why {
-                    tracing::error!(topic = %name, partition = index, %why,
-                        "damaged replica: its Raft group does not start on this node; it serves nothing until it is rebuilt");
-                    crate::replication::rebuild::ask(shard.me.clone(), name.to_string(), index, group);
-                }
-                damaged = why.map(|why| format!("damaged replica: {why}"));
+                damaged = why;
                 Some(replica)
             }
             _ => None,
         };
-        Ok(Partition {
+        let p = Partition {
             topic: name.to_string(),
             topic_id: topic.id,
             index,
@@ -251,8 +246,12 @@ impl Partition {
             settings: RefCell::new(settings),
             replica,
             committed_log_start,
-            damaged: RefCell::new(damaged),
-        })
+            damaged: RefCell::new(None),
+        };
+        if let Some(why) = damaged {
+            p.set_damaged(shard, why);
+        }
+        Ok(p)
     }
 
     pub fn update_settings(&self, topic: &BTreeMap<String, String>, broker: &BTreeMap<String, String>) {
@@ -279,9 +278,9 @@ impl Partition {
         shard.storage_error(self.dir_index.get(), e);
     }
 
-    /// Takes a replica whose log failed a CRC check out of service on this node: it
-    /// answers KAFKA_STORAGE_ERROR and its Raft group stops here, so it neither votes
-    /// nor leads. Its group's record stays: the replica is damaged, not removed, and
+    /// Takes a replica whose log failed a CRC check (or lost durable records, found at
+    /// open) out of service on this node: it answers KAFKA_STORAGE_ERROR and its Raft
+    /// group stops here, or never starts, so it neither votes nor leads. Its group's record stays: the replica is damaged, not removed, and
     /// the node asks for it to be rebuilt from its leader ([`rebuild`]).
     ///
     /// [`rebuild`]: crate::replication::rebuild
@@ -290,7 +289,7 @@ impl Partition {
             return;
         }
         tracing::error!(topic = %self.topic, partition = self.index, %why,
-            "damaged replica: it leaves its Raft group on this node and serves nothing until it is rebuilt");
+            "damaged replica: its Raft group stops (or never starts) on this node; it serves nothing until it is rebuilt");
         *self.damaged.borrow_mut() = Some(format!("damaged replica: {why}"));
         if let (Some(r), Some(replication)) = (&self.replica, &shard.replication) {
             replication.stop_group(r.group);

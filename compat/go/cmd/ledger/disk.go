@@ -130,7 +130,6 @@ func (c *cluster) freeDisk(id int) error {
 	return err
 }
 
-// flip is bits flipped in a segment file: undoing it flips them again.
 // damage is what a bitflip or cut round did to a stopped follower's segment file.
 type damage interface {
 	fmt.Stringer
@@ -139,6 +138,7 @@ type damage interface {
 	undo() error
 }
 
+// flip is bits flipped in a segment file: undoing it flips them again.
 type flip struct {
 	path    string
 	batch   batchInfo
@@ -250,7 +250,7 @@ func (c *cluster) flipBits(id, leader int, rng *rand.Rand) (damage, error) {
 	records := int64(span.next - span.pos - batchHeaderBytes)
 	for n := 1 + rng.IntN(flippedBitsMax); len(f.offsets) < n; {
 		off := int64(span.pos+batchHeaderBytes) + rng.Int64N(records)
-		if !contains64(f.offsets, off) {
+		if !slices.Contains(f.offsets, off) {
 			f.offsets = append(f.offsets, off)
 			f.masks = append(f.masks, 1<<rng.IntN(8))
 		}
@@ -272,15 +272,6 @@ func (c *cluster) cutShort(id, leader int, rng *rand.Rand) (damage, error) {
 	at := int64(span.pos) + rng.Int64N(int64(span.next-span.pos))
 	k := cut{path: path, batch: span.batch, at: at, tail: data[at:]}
 	return k, os.Truncate(path, at)
-}
-
-func contains64(xs []int64, x int64) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // logSize is the size of node id's log, where a later damageFound starts reading.

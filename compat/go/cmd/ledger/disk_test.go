@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -27,7 +28,7 @@ func TestFlipBreaksTheBatchAndFlipsBack(t *testing.T) {
 	records := int64(spans[1].next - spans[1].pos - batchHeaderBytes)
 	for len(f.offsets) < 3 {
 		off := int64(spans[1].pos+batchHeaderBytes) + rng.Int64N(records)
-		if !contains64(f.offsets, off) {
+		if !slices.Contains(f.offsets, off) {
 			f.offsets, f.masks = append(f.offsets, off), append(f.masks, 1<<rng.IntN(8))
 		}
 	}
