@@ -151,6 +151,7 @@ pub fn cluster_id(peers: &BTreeMap<NodeId, SocketAddr>) -> String {
 pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> Result<(), String> {
     let Some(replication) = shard.replication.clone() else { return Ok(()) };
     share_leadership(shard, &replication);
+    super::rebuild::take_out_when_damaged(shard, &replication);
     let addrs_of = Rc::downgrade(shard);
     replication.set_kafka_addrs(Box::new(move |node| {
         let shard = addrs_of.upgrade()?;

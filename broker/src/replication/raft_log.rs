@@ -109,15 +109,26 @@ pub(super) fn is_data(e: &Entry) -> bool {
 
 impl Replication {
     /// Reads released entries back from the partition log for an append to a slow voter.
+    /// A batch that fails its CRC check makes this replica damaged (`on_damaged`): it
+    /// must not lead, and the voter it could not serve would wait for it for ever.
     pub(super) async fn read_back(self: Rc<Self>, request: FetchRequest) {
         let entries = match self.reads_back.acquire_permit(1).await {
             Ok(_permit) => self.read_entries(&request).await,
             Err(_) => return,
         };
-        let entries = entries.unwrap_or_else(|e| {
-            tracing::warn!(group = %request.group, low = request.low, error = %e, "cannot read Raft entries back");
-            Vec::new()
-        });
+        let entries = match entries {
+            Ok(entries) => entries,
+            Err((e, true)) => {
+                if let Some(f) = self.on_damaged.borrow().as_ref() {
+                    f(request.group, e);
+                }
+                return;
+            }
+            Err((e, false)) => {
+                tracing::warn!(group = %request.group, low = request.low, error = %e, "cannot read Raft entries back");
+                Vec::new()
+            }
+        };
         self.entries_read_back.set(self.entries_read_back.get() + entries.len() as u64);
         if let Err(e) = self.multi.borrow_mut().fetched(request.group, request.low, entries) {
             tracing::error!(error = %e, "Raft entries read back do not match the log");
@@ -125,14 +136,17 @@ impl Replication {
         self.wake.notify();
     }
 
-    async fn read_entries(&self, request: &FetchRequest) -> Result<Vec<Entry>, String> {
+    /// The entries `request` asks for; on an error, also whether a batch failed its
+    /// CRC check.
+    async fn read_entries(&self, request: &FetchRequest) -> Result<Vec<Entry>, (String, bool)> {
         let Some(r) = self.replica(request.group) else { return Ok(Vec::new()) };
-        let mut reader = EntryReader::new(&r.log, &r.record.borrow(), request.from_index, request.from_offset)?;
+        let mut reader = EntryReader::new(&r.log, &r.record.borrow(), request.from_index, request.from_offset)
+            .map_err(|e| (e, false))?;
         let bytes_max = request.bytes_max.min(1 << 20) as usize;
         let mut out: Vec<Entry> = Vec::new();
         let mut bytes = 0;
         loop {
-            let entries = reader.next(bytes_max).await?;
+            let entries = reader.next(bytes_max).await.map_err(|e| (e, reader.met_corruption()))?;
             if entries.is_empty() {
                 return Ok(out);
             }

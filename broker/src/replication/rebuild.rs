@@ -31,7 +31,7 @@
 //! log. A partition with two damaged replicas of three cannot commit the first
 //! change, and waits (as it would for any majority lost).
 
-use std::rc::Weak;
+use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use keel_raft::GroupId;
@@ -66,6 +66,24 @@ pub fn ask(shard: Weak<Shard>, topic: String, index: i32, group: GroupId) {
         }
     })
     .detach();
+}
+
+/// Has the shard take out a replica whose log the shell finds damaged while it runs
+/// (reading entries back for a slow voter), as a client read that meets one does.
+pub fn take_out_when_damaged(shard: &Rc<Shard>, replication: &Replication) {
+    let shard = Rc::downgrade(shard);
+    replication.on_damaged(Box::new(move |group, why| {
+        let Some(shard) = shard.upgrade() else { return };
+        let damaged = shard
+            .partitions
+            .borrow()
+            .values()
+            .find(|p| p.replica.as_ref().is_some_and(|r| r.group == group))
+            .cloned();
+        if let Some(p) = damaged {
+            p.set_damaged(&shard, why);
+        }
+    }));
 }
 
 impl Replication {

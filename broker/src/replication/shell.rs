@@ -100,6 +100,8 @@ fn log_start_of(context: &[u8]) -> Option<i64> {
 
 /// Called with the groups whose leader (or leader epoch) changed.
 pub type OnLeadership = Box<dyn Fn(Vec<(GroupId, Option<NodeId>, i32)>)>;
+/// Called with a group whose log failed a CRC check while the shell read it, and why.
+pub type OnDamaged = Box<dyn Fn(GroupId, String)>;
 
 /// One group's log on this node, and what the shell knows of its leadership.
 pub struct Replica {
@@ -120,9 +122,10 @@ pub struct Replica {
     on_commit: Option<OnCommit>,
     on_truncate: Option<OnTruncate>,
     on_log_start: Option<OnLogStart>,
-    /// A leader's snapshot is being installed: the group's later writes wait in
-    /// `deferred` until its batches are copied (`install`).
-    installing: Cell<bool>,
+    /// The group's writes wait in `deferred`, in order, and are carried out by
+    /// `drain_deferred`: a leader's snapshot is being installed (until its batches are
+    /// copied), or entries could not be written and are tried again.
+    deferring: Cell<bool>,
     deferred: RefCell<Vec<PersistRequest>>,
     /// The record changed in memory only (a configuration change applied).
     record_due: Cell<bool>,
@@ -172,6 +175,8 @@ pub struct Replication {
     flush: Rc<FlushQueue>,
     /// Told of leadership changes (the shard shares them with the others).
     on_leadership: RefCell<Option<OnLeadership>>,
+    /// Told of a replica found damaged (the shard takes it out and has it rebuilt).
+    pub(super) on_damaged: RefCell<Option<OnDamaged>>,
     /// Peer messages refused by the core (unknown group, stale), for `/metrics`.
     pub refused_messages: Cell<u64>,
     /// Released entries read back for appends, for `/metrics`.
@@ -230,6 +235,7 @@ impl Replication {
                 kv,
                 flush,
                 on_leadership: RefCell::new(None),
+                on_damaged: RefCell::new(None),
                 refused_messages: Cell::new(0),
                 entries_read_back: Cell::new(0),
                 stopped: Cell::new(false),
@@ -255,6 +261,10 @@ impl Replication {
 
     pub fn on_leadership(&self, f: OnLeadership) {
         *self.on_leadership.borrow_mut() = Some(f);
+    }
+
+    pub fn on_damaged(&self, f: OnDamaged) {
+        *self.on_damaged.borrow_mut() = Some(f);
     }
 
     pub fn replica(&self, group: GroupId) -> Option<Rc<Replica>> {
@@ -503,23 +513,23 @@ impl Replication {
     }
 
     /// Writes every request's entries and HardState, then waits for the one journal
-    /// pass that makes them durable. Returns the (group, ready) pairs now durable; a
-    /// group whose write failed is left out (it stays unacknowledged, and its leader
-    /// retries), and one whose state or journal write failed after its entries were
-    /// appended is tried again until it is durable (`retry_unpersisted`). A leader's
-    /// snapshot, and every later write of its group until the snapshot's batches are
-    /// copied, go to the group's installer instead.
+    /// pass that makes them durable. Returns the (group, ready) pairs now durable. A
+    /// group whose entries could not be written is left out, and they are tried
+    /// again (`drain_deferred`); one whose state or journal write failed after its
+    /// entries were appended is tried again until it is durable (`retry_unpersisted`).
+    /// A leader's snapshot, and every later write of its group until it is copied, go
+    /// to the group's deferred writes too.
     async fn persist(self: &Rc<Self>, requests: &[PersistRequest]) -> Vec<(GroupId, u64)> {
         let mut now = Vec::with_capacity(requests.len());
         for req in requests {
             let Some(r) = self.replica(req.group) else { continue };
-            if !r.installing.get() && req.snapshot.is_none() {
+            if !r.deferring.get() && req.snapshot.is_none() {
                 now.push(req.clone());
                 continue;
             }
             r.deferred.borrow_mut().push(req.clone());
-            if !r.installing.replace(true) {
-                glommio::spawn_local(self.clone().install(r)).detach();
+            if !r.deferring.replace(true) {
+                glommio::spawn_local(self.clone().drain_deferred(r)).detach();
             }
         }
         let mut durable = self.write(&now).await;
@@ -527,37 +537,49 @@ impl Replication {
         durable
     }
 
-    /// Carries out the writes a group deferred while it installs a snapshot, in order,
-    /// until none is left.
-    async fn install(self: Rc<Self>, r: Rc<Replica>) {
-        let _permit = self.installs.acquire_permit(1).await;
+    /// Carries out a group's deferred writes, in order, until none is left: a leader's
+    /// snapshot, tried again each second until its batches are copied, and entries,
+    /// tried again every `PERSIST_RETRY_INTERVAL` while they cannot be written.
+    async fn drain_deferred(self: Rc<Self>, r: Rc<Replica>) {
+        let current = |me: &Self| !me.stopped.get() && me.replica(r.group).is_some_and(|now| Rc::ptr_eq(&now, &r));
         loop {
-            let deferred = std::mem::take(&mut *r.deferred.borrow_mut());
-            if deferred.is_empty() || self.replica(r.group).is_none() {
-                r.installing.set(false);
+            if !current(&self) {
                 return;
             }
-            for req in deferred {
-                if let Some(install) = &req.snapshot {
-                    while let Err(e) = self.install_snapshot(&r, &req, install).await {
-                        tracing::warn!(group = %r.group, error = %e, "installing a snapshot failed; trying again");
-                        glommio::timer::sleep(Duration::from_secs(1)).await;
-                        if self.stopped.get() || self.replica(r.group).is_none() {
-                            return;
-                        }
+            let next = {
+                let mut deferred = r.deferred.borrow_mut();
+                (!deferred.is_empty()).then(|| deferred.remove(0))
+            };
+            let Some(req) = next else {
+                r.deferring.set(false);
+                return;
+            };
+            if let Some(install) = &req.snapshot {
+                let _permit = self.installs.acquire_permit(1).await;
+                while let Err(e) = self.install_snapshot(&r, &req, install).await {
+                    tracing::warn!(group = %r.group, error = %e, "installing a snapshot failed; trying again");
+                    glommio::timer::sleep(Duration::from_secs(1)).await;
+                    if !current(&self) {
+                        return;
                     }
-                    let mut multi = self.multi.borrow_mut();
-                    let _ = multi.persisted(r.group, req.ready);
-                    let _ = multi.applied(r.group, install.index);
-                } else {
-                    let durable = self.write(std::slice::from_ref(&req)).await;
+                }
+                let mut multi = self.multi.borrow_mut();
+                let _ = multi.persisted(r.group, req.ready);
+                let _ = multi.applied(r.group, install.index);
+            } else {
+                let durable = self.write(std::slice::from_ref(&req)).await;
+                {
                     let mut multi = self.multi.borrow_mut();
                     for (group, ready) in durable {
                         let _ = multi.persisted(group, ready);
                     }
                 }
-                self.wake.notify();
+                // `write` put back in front what it could not write.
+                if r.deferred.borrow().first().is_some_and(|d| d.ready == req.ready) {
+                    glommio::timer::sleep(retry::PERSIST_RETRY_INTERVAL).await;
+                }
             }
+            self.wake.notify();
         }
     }
 
@@ -640,18 +662,35 @@ impl Replication {
         self.kv.write(&changes).await
     }
 
-    /// `persist` for the writes that go ahead now.
-    async fn write(&self, requests: &[PersistRequest]) -> Vec<(GroupId, u64)> {
+    /// `persist` for the writes that go ahead now. Entries that cannot be written (a
+    /// full disk refusing a new segment or a truncation) go back in front of their
+    /// group's deferred writes, with the group's later requests, to be tried again:
+    /// dropped, they left the log short of what the Raft core holds, and every later
+    /// write of the group failed.
+    async fn write(self: &Rc<Self>, requests: &[PersistRequest]) -> Vec<(GroupId, u64)> {
+        let mut failed: Vec<GroupId> = Vec::new();
         let mut written = Vec::new();
         let mut records: Vec<StateChange> = Vec::new();
         // Snapshot points now on disk: retention and compaction may work below them.
         let mut recorded_bases: Vec<(Rc<Replica>, i64)> = Vec::new();
         for req in requests {
             let Some(r) = self.replica(req.group) else { continue };
+            if failed.contains(&req.group) {
+                r.deferred.borrow_mut().push(req.clone());
+                continue;
+            }
             let own_changed = match self.write_entries(&r, &req.entries, &mut records).await {
                 Ok(changed) => changed,
-                Err(e) => {
-                    tracing::error!(group = %req.group, error = %e, "cannot write Raft entries");
+                Err((e, done)) => {
+                    tracing::error!(group = %req.group, error = %e, "cannot write Raft entries; trying again");
+                    failed.push(req.group);
+                    // Own entries it wrote are in the record in memory only.
+                    r.record_due.set(true);
+                    let rest = PersistRequest { entries: req.entries[done..].to_vec(), ..req.clone() };
+                    r.deferred.borrow_mut().insert(0, rest);
+                    if !r.deferring.replace(true) {
+                        glommio::spawn_local(self.clone().drain_deferred(r)).detach();
+                    }
                     continue;
                 }
             };
@@ -697,19 +736,20 @@ impl Replication {
 
     /// Writes `entries` to `r`'s log (data) or record (Raft's own), first truncating a
     /// conflicting tail; adds to `state` the state-store changes the data batches call
-    /// for. True when the record's own entries changed.
+    /// for. True when the record's own entries changed. On an error, also how many
+    /// entries were written before it.
     async fn write_entries(
         &self,
         r: &Replica,
         entries: &[Entry],
         state: &mut Vec<StateChange>,
-    ) -> Result<bool, StorageError> {
+    ) -> Result<bool, (StorageError, usize)> {
         let Some(first) = entries.first() else { return Ok(false) };
         let mut own_changed = false;
         if first.index <= r.written_index.get() {
             let offset = self.offset_before(r.group, first.index);
             tracing::info!(group = %r.group, index = first.index, offset, "truncating a tail the leader overwrote");
-            log::truncate(&r.log, offset).await?;
+            log::truncate(&r.log, offset).await.map_err(|e| (e, 0))?;
             if let Some(f) = &r.on_truncate {
                 f(offset);
             }
@@ -718,20 +758,21 @@ impl Replication {
             record.own.retain(|e| e.index < first.index);
             own_changed |= record.own.len() != before;
         }
-        for e in entries {
+        for (done, e) in entries.iter().enumerate() {
             if is_data(e) {
-                log::roll_if_needed(&r.log, e.data.len()).await?;
+                log::roll_if_needed(&r.log, e.data.len()).await.map_err(|err| (err, done))?;
                 let expected = self.offset_before(r.group, e.index);
                 let header = r.log.borrow_mut().append(&e.data, i32::try_from(e.term).unwrap_or(i32::MAX), None);
                 if header.base_offset != expected {
-                    return Err(StorageError::Corrupt {
+                    let corrupt = StorageError::Corrupt {
                         path: r.log.borrow().dir().to_path_buf(),
                         position: 0,
                         reason: format!(
                             "Raft entry {} written at offset {} but translated to {expected}",
                             e.index, header.base_offset
                         ),
-                    });
+                    };
+                    return Err((corrupt, done));
                 }
                 if let Some(f) = &r.on_append {
                     state.extend(f(&header, &e.data));

@@ -17,6 +17,11 @@ pub struct LoopFs {
 
 impl LoopFs {
     pub fn create(bytes: u64) -> Result<LoopFs, String> {
+        LoopFs::create_with(bytes, &[])
+    }
+
+    /// As `create`, with more `mkfs.ext4` options (`-N` for few inodes).
+    pub fn create_with(bytes: u64, mkfs_options: &[&str]) -> Result<LoopFs, String> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err("needs root to mount a loop file system".into());
@@ -26,7 +31,10 @@ impl LoopFs {
         let mount = tmp.path().join("mnt");
         std::fs::create_dir(&mount).map_err(|e| e.to_string())?;
         std::fs::File::create(&image).and_then(|f| f.set_len(bytes)).map_err(|e| e.to_string())?;
-        run("mkfs.ext4", &["-q", "-F", image.to_str().unwrap()])?;
+        let mut mkfs = vec!["-q", "-F"];
+        mkfs.extend_from_slice(mkfs_options);
+        mkfs.push(image.to_str().unwrap());
+        run("mkfs.ext4", &mkfs)?;
         run("mount", &["-o", "loop", image.to_str().unwrap(), mount.to_str().unwrap()])?;
         Ok(LoopFs { mount, _tmp: tmp })
     }

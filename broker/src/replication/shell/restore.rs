@@ -111,7 +111,7 @@ impl Replication {
             on_commit,
             on_truncate,
             on_log_start,
-            installing: Cell::new(false),
+            deferring: Cell::new(false),
             deferred: RefCell::new(Vec::new()),
             record_due: Cell::new(false),
             reads: RefCell::new(ReadRounds::default()),

@@ -13,7 +13,7 @@ use keel_raft::GroupId;
 use super::{record_change, wait_durable, Replica, Replication, StateChange};
 
 /// How often writes that failed (a full disk) are tried again.
-const PERSIST_RETRY_INTERVAL: Duration = Duration::from_millis(100);
+pub(super) const PERSIST_RETRY_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Groups whose entries were appended but whose pass failed, each with its latest such
 /// Ready, and the retry timer's state.
