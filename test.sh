@@ -238,10 +238,12 @@ fi
 # Beside the ledger, the queue workload (Jepsen's Kafka queue test): transactional
 # workers send and poll over rotating keys; keel-queue-check judges the history with
 # Jepsen's queue checks and adya's list-append analysis (aborted reads, write-read cycles).
-note "cluster: leader-kill ledger and queue workload (${LEDGER_KILLS:-5} kills; ./test.sh --full: 20)"
+# Here the workers are one consumer group, each transaction committing its polls'
+# offsets (exactly-once consumption); in the mixed stage each follows every key alone.
+note "cluster: leader-kill ledger and queue workload as a consumer group (${LEDGER_KILLS:-5} kills; ./test.sh --full: 20)"
 kills=${LEDGER_KILLS:-5}; ((full)) && kills=20
-fault_stage "cluster leader-kill ledger" ledger.log "^(ledger: (failover|kills)|queue-check: anomalies)" \
-  env LEDGER_BASE_PORT=$((port + 4000)) compat/ledger/run.sh --kills "$kills" -- -queue 3
+fault_stage "cluster leader-kill ledger" ledger.log "^(ledger: (failover|kills)|queue-check: (anomalies|one consumer group))" \
+  env LEDGER_BASE_PORT=$((port + 4000)) compat/ledger/run.sh --kills "$kills" -- -queue 3 -queue-group
 note "cluster: transactional ledger (4 kills, partition leader and transaction coordinator in turn; ./test.sh --full: 12)"
 txn_kills=4; ((full)) && txn_kills=12
 fault_stage "cluster transactional ledger" ledger-txn.log "^ledger: txn (commit_stall|kills)" \

@@ -74,12 +74,8 @@ pub fn take_out_when_damaged(shard: &Rc<Shard>, replication: &Replication) {
     let shard = Rc::downgrade(shard);
     replication.on_damaged(Box::new(move |group, why| {
         let Some(shard) = shard.upgrade() else { return };
-        let damaged = shard
-            .partitions
-            .borrow()
-            .values()
-            .find(|p| p.replica.as_ref().is_some_and(|r| r.group == group))
-            .cloned();
+        let damaged =
+            shard.partitions.borrow().values().find(|p| p.replica.as_ref().is_some_and(|r| r.group == group)).cloned();
         if let Some(p) = damaged {
             p.set_damaged(&shard, why);
         }

@@ -1,8 +1,10 @@
 //! keel-queue-check: judges a queue history written by the ledger's `-queue`
 //! workload (`compat/go/cmd/ledger/queue.go`).
 //!
-//!     keel-queue-check HISTORY.jsonl [--list-append OUT.jsonl]
+//!     keel-queue-check HISTORY.jsonl [--group] [--list-append OUT.jsonl]
 //!
+//! `--group`: the workers consumed as one consumer group (the ledger's
+//! `-queue-group`), which adds the group checks (`queue` module doc).
 //! Prints each check with its count (and a few examples of any anomaly), then one
 //! summary line. `--list-append` also writes the history as Elle's list-append, for
 //! `adya check` or elle-cli. Exit status: 0 no anomaly, 1 an anomaly, 2 the history
@@ -26,14 +28,26 @@ fn shorten(line: &str) -> String {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (path, list_append) = match args.as_slice() {
-        [p] => (p, None),
-        [p, flag, out] if flag == "--list-append" => (p, Some(out)),
-        _ => {
-            eprintln!("usage: keel-queue-check HISTORY.jsonl [--list-append OUT.jsonl]");
-            return ExitCode::from(2);
-        }
+    let usage = || {
+        eprintln!("usage: keel-queue-check HISTORY.jsonl [--group] [--list-append OUT.jsonl]");
+        ExitCode::from(2)
     };
+    let Some((path, mut rest)) = args.split_first() else { return usage() };
+    let mut consumers = queue::Consumers::Assigned;
+    let mut list_append = None;
+    while let Some((flag, more)) = rest.split_first() {
+        rest = match (flag.as_str(), more) {
+            ("--group", more) => {
+                consumers = queue::Consumers::Group;
+                more
+            }
+            ("--list-append", [out, more @ ..]) => {
+                list_append = Some(out);
+                more
+            }
+            _ => return usage(),
+        };
+    }
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => {
@@ -48,7 +62,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let q = queue::check(&h.txns);
+    let q = queue::check(&h.txns, consumers);
     let log = queue::observed(&h.txns);
     if let Some(out) = list_append {
         if let Err(e) = std::fs::write(out, elle::list_append(&h.txns, &log)) {
@@ -76,7 +90,11 @@ fn main() -> ExitCode {
         q.values_polled,
         q.keys
     );
-    for check in queue::CHECKS {
+    let group_checks = if consumers == queue::Consumers::Group { &queue::GROUP_CHECKS[..] } else { &[] };
+    if consumers == queue::Consumers::Group {
+        println!("queue-check: one consumer group: {} offsets consumed by committed transactions", q.group_consumed);
+    }
+    for check in queue::CHECKS.iter().chain(group_checks) {
         println!("  {check:<22} {}", q.count(check));
         for what in q.anomalies.get(check).into_iter().flatten().take(EXAMPLES) {
             println!("      {what}");

@@ -20,6 +20,19 @@
 //!
 //! A consumer here is one process: each worker's client follows its keys from
 //! offset 0 with no consumer group, and a new client is a new process.
+//!
+//! With the workers as one consumer group (`Consumers::Group`, the ledger's
+//! `-queue-group`), each transaction commits the offsets of its polls, a rebalance
+//! aborts the transaction under way, and an abort rewinds the member to the group's
+//! committed offsets. A member's polls then go back after an abort and jump over what
+//! other members consumed, so the checks across polls hold within a committed
+//! transaction only, and two group checks take their place:
+//!
+//! - `double-consume`: a value polled by two committed transactions (their offsets
+//!   both committed: exactly-once consumption broken);
+//! - `consume-gap`: a visible value below the highest offset committed transactions
+//!   polled on its key that no committed transaction, nor one of unknown outcome,
+//!   polled (consumed past without being seen).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -41,6 +54,22 @@ pub const CHECKS: [&str; 12] = [
     "nonmonotonic-send",
 ];
 
+/// The checks of a history whose workers were one consumer group.
+pub const GROUP_CHECKS: [&str; 2] = ["double-consume", "consume-gap"];
+
+/// The process number of the ledger's read of every key at the end, one committed
+/// transaction that consumes nothing for the group.
+pub const FINAL_PROCESS: i64 = 1_000_000;
+
+/// How the workers consumed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Consumers {
+    /// Each client followed its keys from offset 0 on its own.
+    Assigned,
+    /// One consumer group, each transaction committing its polls' offsets.
+    Group,
+}
+
 /// The findings: check name -> one line per anomaly.
 #[derive(Default)]
 pub struct Findings {
@@ -48,6 +77,8 @@ pub struct Findings {
     pub ok_sends: usize,
     pub values_polled: usize,
     pub keys: usize,
+    /// With a group: the offsets committed transactions consumed.
+    pub group_consumed: usize,
 }
 
 impl Findings {
@@ -97,7 +128,7 @@ pub fn observed(txns: &[Txn]) -> Observed {
     log
 }
 
-pub fn check(txns: &[Txn]) -> Findings {
+pub fn check(txns: &[Txn], consumers: Consumers) -> Findings {
     let mut f = Findings::default();
     let log = observed(txns);
     f.keys = log.len();
@@ -180,10 +211,17 @@ pub fn check(txns: &[Txn]) -> Findings {
     let visible_between = |key: i64, lo: i64, hi: i64| -> Option<i64> {
         log.get(&key).and_then(|o| o.range(lo + 1..hi).next().map(|(&o, _)| o))
     };
+    let group = consumers == Consumers::Group;
     for t in txns {
+        // A group member's position holds from poll to poll within a transaction
+        // that committed; an abort or a rebalance moves it.
+        let across = !group || t.outcome == Outcome::Ok;
+        if group {
+            last_polled.clear();
+        }
         for polled in t.polls() {
             for (&key, recs) in polled {
-                let mut prev = last_polled.get(&(t.process, key)).copied();
+                let mut prev = if across { last_polled.get(&(t.process, key)).copied() } else { None };
                 for (i, &(offset, _)) in recs.iter().enumerate() {
                     let within = i > 0;
                     if let Some(p) = prev {
@@ -211,6 +249,10 @@ pub fn check(txns: &[Txn]) -> Findings {
         }
     }
 
+    if group {
+        check_group(txns, &log, &mut f);
+    }
+
     // Each producer's acknowledged offsets, key by key.
     let mut last_sent: HashMap<(i64, i64), i64> = HashMap::new();
     for t in txns {
@@ -228,4 +270,46 @@ pub fn check(txns: &[Txn]) -> Findings {
         }
     }
     f
+}
+
+/// `double-consume` and `consume-gap` over what the group's transactions polled.
+fn check_group(txns: &[Txn], log: &Observed, f: &mut Findings) {
+    // key -> offset -> the committed transactions that polled it; and the offsets
+    // that committed transactions, or ones of unknown outcome, polled.
+    let mut committed: BTreeMap<i64, BTreeMap<i64, Vec<u64>>> = BTreeMap::new();
+    let mut maybe: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
+    for t in txns.iter().filter(|t| t.process < FINAL_PROCESS) {
+        for polled in t.polls() {
+            for (&key, recs) in polled {
+                for &(offset, _) in recs {
+                    match t.outcome {
+                        Outcome::Ok => committed.entry(key).or_default().entry(offset).or_default().push(t.index),
+                        Outcome::Info => {}
+                        Outcome::Fail => continue,
+                    }
+                    maybe.entry(key).or_default().insert(offset);
+                }
+            }
+        }
+    }
+    f.group_consumed = committed.values().map(BTreeMap::len).sum();
+    for (&key, offsets) in &committed {
+        for (&offset, by) in offsets {
+            let mut by = by.clone();
+            by.dedup();
+            if by.len() > 1 {
+                f.add("double-consume", format!("key {key} offset {offset} consumed by committed T{by:?}"));
+            }
+        }
+        let Some(&highest) = offsets.keys().next_back() else { continue };
+        let polled = &maybe[&key];
+        for &offset in log.get(&key).into_iter().flat_map(|o| o.range(..highest)).map(|(o, _)| o) {
+            if !polled.contains(&offset) {
+                f.add(
+                    "consume-gap",
+                    format!("key {key} offset {offset}: consumed past (up to {highest}), never polled"),
+                );
+            }
+        }
+    }
 }

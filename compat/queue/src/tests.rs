@@ -44,9 +44,13 @@ impl Builder {
 }
 
 fn checks(b: &Builder) -> (queue::Findings, elle::ElleFindings) {
+    checks_as(b, queue::Consumers::Assigned)
+}
+
+fn checks_as(b: &Builder, consumers: queue::Consumers) -> (queue::Findings, elle::ElleFindings) {
     let h = b.history();
     let log = queue::observed(&h.txns);
-    (queue::check(&h.txns), elle::check(&h.txns, &log).unwrap())
+    (queue::check(&h.txns, consumers), elle::check(&h.txns, &log).unwrap())
 }
 
 /// Two producers, two keys, a consumer following both, and the final read.
@@ -182,4 +186,57 @@ fn information_flowing_in_a_circle_is_a_wr_cycle() {
     assert_eq!(e.wr_cycles.len(), 1, "{:?}", e.anomalies);
     assert_eq!(e.wr_cycles[0].len(), 2);
     assert!(e.forbidden() > 0);
+}
+
+/// A group of two members: one consumes key 1 up to offset 2 and commits, then aborts
+/// a poll of offset 4 and is rewound; after a rebalance the other consumes 4 and
+/// commits.
+fn group_clean() -> Builder {
+    let mut b = Builder::default();
+    b.txn(0, "ok", &[send(1, 10, Some(0)), send(2, 20, Some(0))])
+        .txn(0, "ok", &[send(1, 11, Some(2))])
+        .txn(0, "ok", &[send(1, 12, Some(4))])
+        .txn(1, "ok", &[poll(&[(1, &[(0, 10), (2, 11)])])])
+        .txn(1, "fail", &[poll(&[(1, &[(4, 12)])])])
+        .txn(2, "ok", &[poll(&[(1, &[(4, 12)]), (2, &[(0, 20)])])])
+        .txn(1, "ok", &[poll(&[(2, &[])])])
+        .txn(queue::FINAL_PROCESS, "ok", &[poll(&[(1, &[(0, 10), (2, 11), (4, 12)]), (2, &[(0, 20)])])]);
+    b
+}
+
+#[test]
+fn a_group_consuming_each_value_once_is_clean() {
+    let (q, _) = checks_as(&group_clean(), queue::Consumers::Group);
+    assert_eq!(q.total(), 0, "{:?}", q.anomalies);
+    // Read as separate consumers, member 1 rewound after its abort goes back.
+    let mut b = group_clean();
+    b.txn(1, "ok", &[poll(&[(1, &[(4, 12)])])]);
+    let (q, _) = checks_as(&b, queue::Consumers::Assigned);
+    assert_eq!(q.count("nonmonotonic-poll"), 1, "{:?}", q.anomalies);
+}
+
+#[test]
+fn a_group_must_consume_each_value_once() {
+    let mut b = group_clean();
+    // Member 2 consumes offset 2 again, in a committed transaction.
+    b.txn(2, "ok", &[poll(&[(1, &[(2, 11)])])]);
+    let (q, _) = checks_as(&b, queue::Consumers::Group);
+    assert_eq!(q.count("double-consume"), 1, "{:?}", q.anomalies);
+    assert_eq!(q.count("consume-gap"), 0, "{:?}", q.anomalies);
+
+    // A member that consumed 0 then 4 and committed: 2 was consumed past.
+    let mut b = Builder::default();
+    b.txn(0, "ok", &[send(1, 10, Some(0)), send(2, 20, Some(0))])
+        .txn(0, "ok", &[send(1, 11, Some(2))])
+        .txn(0, "ok", &[send(1, 12, Some(4))])
+        .txn(1, "ok", &[poll(&[(1, &[(0, 10)])])])
+        .txn(2, "ok", &[poll(&[(1, &[(4, 12)])])])
+        .txn(queue::FINAL_PROCESS, "ok", &[poll(&[(1, &[(0, 10), (2, 11), (4, 12)]), (2, &[(0, 20)])])]);
+    let (q, _) = checks_as(&b, queue::Consumers::Group);
+    assert_eq!(q.count("consume-gap"), 1, "{:?}", q.anomalies);
+    assert_eq!(q.count("double-consume"), 0, "{:?}", q.anomalies);
+    // A transaction of unknown outcome that polled 2 may have committed it.
+    b.txn(3, "info", &[poll(&[(1, &[(2, 11)])])]);
+    let (q, _) = checks_as(&b, queue::Consumers::Group);
+    assert_eq!(q.count("consume-gap"), 0, "{:?}", q.anomalies);
 }

@@ -94,6 +94,7 @@ type config struct {
 	queueHistory         string
 	queueCheck           string
 	queueReadUncommitted bool
+	queueGroup           bool
 }
 
 // faultNames is every -fault mode and what its rounds are called in the summary.
@@ -161,6 +162,7 @@ func parseFlags() config {
 	flag.IntVar(&cfg.queueKeyWrites, "queue-key-writes", 200, "with -queue: values a key takes before a new key replaces it")
 	flag.StringVar(&cfg.queueHistory, "queue-history", "", "with -queue: the history file (default queue.jsonl in -cluster-dir)")
 	flag.BoolVar(&cfg.queueReadUncommitted, "queue-read-uncommitted", false, "with -queue: the workers poll read_uncommitted, a check of the checker (it must report the aborted sends they see)")
+	flag.BoolVar(&cfg.queueGroup, "queue-group", false, "with -queue: the workers consume as one consumer group, each transaction sending the offsets of its polls to the transaction (exactly-once consume-and-produce), where by default each follows every key from offset 0 on its own")
 	flag.StringVar(&cfg.queueCheck, "queue-check", "", "with -queue: the checker run on the history (target/release/keel-queue-check); none if empty")
 	flag.DurationVar(&cfg.lsoBound, "lso-bound", 30*time.Second, "with -txn or -queue: longest the last stable offset may stay below the high watermark after the last transaction ended")
 	flag.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()), "with -txn: seed of the transactions' sizes and of which are aborted; with -fault drop or skew: of the loss rates or clock offsets")
@@ -178,8 +180,8 @@ func parseFlags() config {
 		fmt.Fprintln(os.Stderr, "ledger: -txn needs -fault kill, -txn-producers >= 1, 1 <= -txn-records-min <= -txn-records-max, 0 <= -txn-abort <= 1, -txn-kill alternate|leader|coordinator")
 		os.Exit(2)
 	}
-	if cfg.queue < 0 || (cfg.queue > 0 && (cfg.txn || cfg.queueRate <= 0 || cfg.queueKeys < 1 || cfg.queueKeyWrites < 1)) {
-		fmt.Fprintln(os.Stderr, "ledger: -queue needs no -txn, -queue-rate > 0, -queue-keys >= 1, -queue-key-writes >= 1")
+	if cfg.queue < 0 || (cfg.queue > 0 && (cfg.txn || cfg.queueRate <= 0 || cfg.queueKeys < 1 || cfg.queueKeyWrites < 1 || (cfg.queueGroup && cfg.queueReadUncommitted))) {
+		fmt.Fprintln(os.Stderr, "ledger: -queue needs no -txn, -queue-rate > 0, -queue-keys >= 1, -queue-key-writes >= 1, and not both -queue-group and -queue-read-uncommitted")
 		os.Exit(2)
 	}
 	return cfg

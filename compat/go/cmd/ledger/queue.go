@@ -12,6 +12,13 @@ package main
 // and non-monotonic polls and sends, and, with the adya crate, aborted reads and
 // dependency cycles of the history read as list-append.
 //
+// With -queue-group the workers are one consumer group instead (Jepsen's
+// "subscribe" mode): each is a franz-go GroupTransactSession subscribed to every key,
+// and each transaction sends the offsets of what it polled to the transaction, so
+// that what committed transactions consumed covers each key once (checked as
+// double-consume and consume-gap). A rebalance during a transaction aborts it, and an
+// aborted transaction rewinds its consumer to the group's committed offsets.
+//
 // Keys rotate, as in Jepsen's generators: a key takes -queue-key-writes values and
 // is then replaced by a new topic, so that no key's log, and no list a checker must
 // compare, grows without bound.
@@ -23,6 +30,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -178,33 +186,59 @@ type queueWorker struct {
 	values         *atomic.Int64
 	rng            *rand.Rand
 	cl             *kgo.Client
+	sess           *kgo.GroupTransactSession // with -queue-group
 	generation     int
 	process        int
 	following      map[int]bool
 }
 
 func (w *queueWorker) newClient() error {
-	following := w.pool.consumed()
-	assign := map[string]map[int32]kgo.Offset{}
-	for key := range following {
-		assign[w.pool.topic(key)] = map[int32]kgo.Offset{0: kgo.NewOffset().At(0)}
-	}
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(w.cfg.brokers...),
 		kgo.TransactionalID(fmt.Sprintf("%s-queue-%d", w.pool.base, w.index)),
 		kgo.TransactionTimeout(w.cfg.txnTimeout),
 		kgo.RecordDeliveryTimeout(w.cfg.txnTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ConsumePartitions(assign),
 		kgo.FetchIsolationLevel(w.isolation()),
-		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.MetadataMinAge(w.cfg.metadataMinAge),
-		kgo.DialTimeout(2*time.Second),
-	)
-	if err != nil {
-		return err
+		kgo.DialTimeout(2 * time.Second),
 	}
-	w.cl, w.following = cl, following
+	following := map[int]bool{}
+	if w.cfg.queueGroup {
+		// New keys are found by the metadata refresh; a dropped client's member
+		// leaves, or is gone after the session timeout.
+		opts = append(opts,
+			kgo.ConsumerGroup(w.pool.base+"-queue"),
+			kgo.ConsumeRegex(),
+			kgo.ConsumeTopics("^"+regexp.QuoteMeta(w.pool.base)+"-q[0-9]+$"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.MetadataMaxAge(time.Second),
+			kgo.SessionTimeout(6*time.Second),
+			kgo.HeartbeatInterval(time.Second),
+		)
+	} else {
+		following = w.pool.consumed()
+		assign := map[string]map[int32]kgo.Offset{}
+		for key := range following {
+			assign[w.pool.topic(key)] = map[int32]kgo.Offset{0: kgo.NewOffset().At(0)}
+		}
+		opts = append(opts, kgo.ConsumePartitions(assign))
+	}
+	if w.cfg.queueGroup {
+		sess, err := kgo.NewGroupTransactSession(opts...)
+		if err != nil {
+			return err
+		}
+		w.sess, w.cl = sess, sess.Client()
+	} else {
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return err
+		}
+		w.cl = cl
+	}
+	w.following = following
 	w.process = w.index + w.workers*w.generation
 	w.generation++
 	w.stats.clients.Add(1)
@@ -221,15 +255,21 @@ func (w *queueWorker) isolation() kgo.IsolationLevel {
 }
 
 func (w *queueWorker) drop() {
-	if w.cl != nil {
+	if w.sess != nil {
+		w.sess.Close()
+	} else if w.cl != nil {
 		w.cl.Close()
-		w.cl = nil
 	}
+	w.cl, w.sess = nil, nil
 }
 
 // follow brings the consumer's partitions in line with the pool: a new key is read
-// from its start, a key retired a while ago is let go.
+// from its start, a key retired a while ago is let go. A group member is given its
+// keys by the group.
 func (w *queueWorker) follow() {
+	if w.sess != nil {
+		return
+	}
 	want := w.pool.consumed()
 	add := map[string]map[int32]kgo.Offset{}
 	remove := map[string][]int32{}
@@ -330,7 +370,12 @@ func (w *queueWorker) transaction() {
 		}
 		op.polled = w.poll()
 	}
-	e := endTransaction(w.cl, failed == "" && !wantAbort)
+	var e transactionEnd
+	if w.sess != nil {
+		e = endGroupTransaction(w.sess, failed == "" && !wantAbort)
+	} else {
+		e = endTransaction(w.cl, failed == "" && !wantAbort)
+	}
 	note := failed
 	if e.err != "" {
 		note = fmt.Sprintf("%s; %s", note, e.err)
@@ -349,6 +394,27 @@ func (w *queueWorker) transaction() {
 	}
 	if e.drop {
 		w.drop()
+	}
+}
+
+// endGroupTransaction ends a group member's transaction: committed only with its
+// polls' offsets (a rebalance since it began aborts it), aborted for certain when no
+// error came back, of unknown outcome otherwise (and the session is replaced).
+func endGroupTransaction(sess *kgo.GroupTransactSession, commit bool) transactionEnd {
+	ctx, cancel := context.WithTimeout(context.Background(), txnOpTimeout)
+	defer cancel()
+	try := kgo.TryAbort
+	if commit {
+		try = kgo.TryCommit
+	}
+	committed, err := sess.End(ctx, try)
+	switch {
+	case err != nil:
+		return transactionEnd{err: fmt.Sprintf("end: %v", err), drop: true}
+	case committed:
+		return transactionEnd{result: outcomeCommitted}
+	default:
+		return transactionEnd{result: outcomeAborted}
 	}
 }
 

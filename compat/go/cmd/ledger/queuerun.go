@@ -132,7 +132,11 @@ func (q *queueRun) finish(ctx context.Context, lastEnd time.Time) {
 		fmt.Println("queue: no checker given (-queue-check): history not checked")
 		return
 	}
-	cmd := exec.Command(q.cfg.queueCheck, q.cfg.queueHistory)
+	args := []string{q.cfg.queueHistory}
+	if q.cfg.queueGroup {
+		args = append(args, "--group")
+	}
+	cmd := exec.Command(q.cfg.queueCheck, args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	err = cmd.Run()
 	switch code := cmd.ProcessState.ExitCode(); {
