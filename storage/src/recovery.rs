@@ -110,10 +110,18 @@ impl PartitionLog {
         let mut log = PartitionLog::empty(dir, config);
         log.state_keys = keys.clone();
         let mut kind = OpenKind::Scanned;
+        // Segments a checkpoint recorded, as (base offset, size), that nothing may
+        // have changed since: when a restore fails, a file shorter than recorded was
+        // cut while the node was down.
+        let mut recorded: Vec<(i64, u64)> = Vec::new();
         let crash_snapshot = match (&clean, mark, &keys) {
             (None, Some(mark), Some(k)) => saved(SNAPSHOT_KEY).map(|b| (Snapshot::decode(&b), mark, k)),
             _ => None,
         };
+        // While the snapshot is in the store no file change (retention, compaction, a
+        // truncation) began since it was taken, each deleting it first: only then must
+        // the files still reach the mark's end.
+        let mark_end = mark_end.filter(|_| crash_snapshot.is_some());
         if let Some((snap, mark, k)) = crash_snapshot {
             let restored = match &snap {
                 Some(snap) => snapshot::restore(&mut log, &bases, k, snap, &mark).await?,
@@ -125,6 +133,7 @@ impl PartitionLog {
                     snap.producers.iter().for_each(&mut on_batch);
                 }
                 _ => {
+                    recorded = snap.map(|s| s.sealed).unwrap_or_default();
                     tracing::warn!(dir = %dir.display(), "checkpoint snapshot does not match the files; scanning");
                     log = PartitionLog::empty(dir, log.config.clone());
                     log.state_keys = keys.clone();
@@ -142,6 +151,7 @@ impl PartitionLog {
                     on_batch(h);
                 }
             } else {
+                recorded = clean.segments.iter().map(|s| (s.base_offset, s.size)).collect();
                 tracing::warn!(dir = %dir.display(), "clean-shutdown checkpoint does not match the files; scanning");
                 log = PartitionLog::empty(dir, log.config.clone());
             }
@@ -152,12 +162,15 @@ impl PartitionLog {
             // what is missing lies below the log start (retention or DeleteRecords
             // removed the segments holding it, and the mark's with them).
             let durable_end = clean_end.or(mark_end).filter(|end| *end > state.log_start_offset);
-            if let Some(end) = durable_end.filter(|end| log.next_offset < *end) {
-                crate::stats::update(|s| s.damaged_segments_found += 1);
-                let why = format!(
+            let why = match durable_end.filter(|end| log.next_offset < *end) {
+                Some(end) => Some(format!(
                     "the log ends at {} before its checkpoint's end {end}: a segment was cut short",
                     log.next_offset
-                );
+                )),
+                None => shorter_than_recorded(dir, &bases, &recorded, state.log_start_offset).await?,
+            };
+            if let Some(why) = why {
+                crate::stats::update(|s| s.damaged_segments_found += 1);
                 tracing::error!(dir = %dir.display(), %why, "records that were durable are missing");
                 log.damaged_at_open = Some(why);
             }
@@ -221,9 +234,8 @@ impl PartitionLog {
             cut_to_mark(dir, &found).await?;
         }
         let mark = if clean || found.created { None } else { found.mark };
-        // A truncation after the mark cut the files legitimately. (One whose journal
-        // record was not yet written when the node stopped reads as damage: the
-        // replica is then rebuilt, which is safe, only needless.)
+        // A truncation after the mark cut the files legitimately (so may one whose
+        // journal record was not yet written; `open_at_mark` then finds no snapshot).
         let truncated = found.records.iter().any(|r| matches!(r, Record::Truncate { .. }));
         let mark_end = mark.filter(|_| !truncated).map(|m| m.next_offset);
         let (log, kind) = PartitionLog::open_at_mark(dir, config, keys, mark, mark_end, &mut on_batch).await?;
@@ -467,6 +479,33 @@ async fn restore_clean(log: &mut PartitionLog, bases: &[i64], clean: &CleanState
     log.next_offset = clean.next_offset;
     log.epochs = clean.epochs.clone();
     Ok(true)
+}
+
+/// Why a segment file is missing, or shorter than `recorded` (base offset, size)
+/// says a checkpoint left it, if one is: a segment cut (even at a batch boundary, which
+/// a scan takes for the end of the segment) or removed while the node was down.
+/// Segments below the log start do not count.
+async fn shorter_than_recorded(
+    dir: &Path,
+    bases: &[i64],
+    recorded: &[(i64, u64)],
+    log_start: i64,
+) -> Result<Option<String>, StorageError> {
+    for &(base, size) in recorded.iter().filter(|(base, _)| *base >= log_start) {
+        if !bases.contains(&base) {
+            return Ok(Some(format!("segment {base} recorded at a checkpoint is missing: a segment was cut short")));
+        }
+        let path = segment::segment_path(dir, base);
+        let file = Segment::open(path.clone(), base).await?.file;
+        let len = file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
+        let _ = file.close_rc().await;
+        if len < size {
+            return Ok(Some(format!(
+                "segment {base} holds {len} bytes where a checkpoint recorded {size}: a segment was cut short"
+            )));
+        }
+    }
+    Ok(None)
 }
 
 /// Replaces every segment with one empty segment starting at `offset`.

@@ -161,7 +161,9 @@ pub(crate) struct Snapshot {
     epochs: Vec<(i32, i64)>,
     /// Replayed to `on_batch` after a restore, as a scan would report them.
     pub(crate) producers: Vec<BatchHeader>,
-    sealed: Vec<(i64, u64)>,
+    /// Sealed segments as (base offset, size). While the snapshot is in the store no
+    /// file change has begun since it was captured, so these files are still so.
+    pub(crate) sealed: Vec<(i64, u64)>,
     /// The active segment's state, its index holding only the entries past its full
     /// chunks, and how many index entries it has in all.
     active: SegmentState,

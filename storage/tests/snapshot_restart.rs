@@ -153,13 +153,14 @@ struct Seen {
     recent: BTreeMap<i64, Vec<(i64, i32)>>,
     opens: stats::StorageStats,
     segments: usize,
+    damaged: Option<String>,
 }
 
 async fn observe(life: &Life) -> Seen {
     let l = &life.log;
-    let (end, high_watermark, start, segments) = {
+    let (end, high_watermark, start, segments, damaged) = {
         let l = l.borrow();
-        (l.log_end_offset(), l.high_watermark(), l.log_start_offset, l.segment_count())
+        (l.log_end_offset(), l.high_watermark(), l.log_start_offset, l.segment_count(), l.damaged_at_open.clone())
     };
     Seen {
         kind: life.kind,
@@ -170,6 +171,7 @@ async fn observe(life: &Life) -> Seen {
         recent: recent_batches(&life.seen),
         opens: stats::snapshot(),
         segments,
+        damaged,
     }
 }
 
@@ -202,6 +204,7 @@ fn crash_reopen_restores_the_snapshot_without_scanning() {
             recent: recent_batches(&appended.iter().map(|(_, _, h)| *h).collect::<Vec<_>>()),
             opens: stats::snapshot(),
             segments: l.segment_count(),
+            damaged: None,
         }
     });
     assert!(before.segments > 3, "the test needs sealed segments: {}", before.segments);
@@ -255,6 +258,8 @@ fn a_segment_cut_below_the_checkpoint_reads_as_damage() {
         drop(life);
         let life = open(&r).await;
         let damaged = life.log.borrow().damaged_at_open.clone();
+        // A snapshot again: while one is in the store, no file change began since.
+        life.flush.checkpoint().await.unwrap();
         (life.kind, damaged)
     });
     assert_eq!(intact, (OpenKind::Scanned, None));
@@ -278,6 +283,59 @@ fn a_segment_cut_below_the_checkpoint_reads_as_damage() {
     assert_eq!(kind, OpenKind::Scanned);
     let why = damaged.expect("a log cut below its checkpoint is reported damaged");
     assert!(why.contains("cut short"), "{why}");
+}
+
+/// The oldest segment file cut at the batch boundary nearest its middle: a scan takes
+/// that for the end of the segment and goes on with the next one, leaving a hole.
+fn cut_oldest_segment_at_a_boundary(root: &Path) {
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(root.join("t-0"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    segments.sort();
+    assert!(segments.len() > 2, "the test needs sealed segments: {segments:?}");
+    let oldest = &segments[0];
+    let bytes = std::fs::read(oldest).unwrap();
+    let mut boundaries = vec![0usize];
+    while let Some(&at) = boundaries.last().filter(|at| **at + 12 <= bytes.len()) {
+        let len = u32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        boundaries.push(at + 12 + len);
+    }
+    let cut = boundaries.iter().copied().min_by_key(|b| b.abs_diff(bytes.len() / 2)).unwrap();
+    assert!(cut > 0 && cut < bytes.len(), "no boundary inside the segment ({cut} of {})", bytes.len());
+    std::fs::OpenOptions::new().write(true).open(oldest).unwrap().set_len(cut as u64).unwrap();
+}
+
+/// A sealed segment cut exactly at a batch boundary while the shard was down, after a
+/// clean shutdown or after a crash whose checkpoint snapshot lists it: the log end is
+/// where it was, so only the sizes the checkpoint recorded show the hole, and the open
+/// reports the log damaged.
+#[test]
+fn a_sealed_segment_cut_at_a_batch_boundary_reads_as_damage() {
+    for clean in [true, false] {
+        let (_tmp, root) = tempdir();
+        let r = root.clone();
+        common::run(move || async move {
+            let life = open(&r).await;
+            append(&life, 300, 0).await;
+            life.flush.checkpoint().await.unwrap();
+            append(&life, 20, 300).await;
+            if clean {
+                keel_storage::recovery::close(&life.log).await.unwrap();
+            }
+        });
+        cut_oldest_segment_at_a_boundary(&root);
+        let r = root.clone();
+        let (kind, damaged) = common::run(move || async move {
+            let life = open(&r).await;
+            let damaged = life.log.borrow().damaged_at_open.clone();
+            (life.kind, damaged)
+        });
+        assert_eq!(kind, OpenKind::Scanned, "clean {clean}");
+        let why = damaged.unwrap_or_else(|| panic!("clean {clean}: a hole below the checkpoint was not reported"));
+        assert!(why.contains("where a checkpoint recorded"), "clean {clean}: {why}");
+    }
 }
 
 /// A change to the files below the mark, made after the checkpoint that wrote the
@@ -327,6 +385,7 @@ fn snapshots_of_changed_files_are_not_trusted() {
         let r = root.clone();
         let after = common::run(move || async move { observe(&open(&r).await).await });
         assert_eq!(after.kind, OpenKind::Scanned, "{change:?}: a snapshot of changed files was trusted");
+        assert_eq!(after.damaged, None, "{change:?}: a change the log made itself read as damage");
         assert_eq!((after.end, after.start), (before.end, before.start), "{change:?}");
         assert_eq!(after.data, before.data, "{change:?}: data differs after the crash");
 
