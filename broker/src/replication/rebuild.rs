@@ -1,7 +1,8 @@
 //! Rebuilding a damaged replica from its leader.
 //!
 //! A replica whose log failed a CRC check (the Raft restore or the scrub after a
-//! restart, or a read while serving), or lost records a checkpoint had made durable (a
+//! restart, a read while serving, or the replica, leading, reading entries back for a
+//! slow follower, `take_out_when_damaged`), or lost records a checkpoint had made durable (a
 //! segment cut short, `PartitionLog::damaged_at_open`), leaves its group on its node
 //! at once, or never starts it, and answers KAFKA_STORAGE_ERROR
 //! (`Partition::set_damaged`). Left so, the partition would run on one replica fewer
