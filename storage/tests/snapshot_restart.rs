@@ -18,6 +18,8 @@ use keel_storage::journal::{Journal, JournalConfig};
 use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::{compaction, retention, snapshot, stats, CompactionPolicy, OpenKind, RetentionPolicy};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 mod common;
 
@@ -336,6 +338,148 @@ fn a_sealed_segment_cut_at_a_batch_boundary_reads_as_damage() {
         let why = damaged.unwrap_or_else(|| panic!("clean {clean}: a hole below the checkpoint was not reported"));
         assert!(why.contains("where a checkpoint recorded"), "clean {clean}: {why}");
     }
+}
+
+/// Damage done to a segment file while the shard is down.
+#[derive(Debug, Clone, Copy)]
+enum Damage {
+    None,
+    CutInside,
+    CutAtBoundary,
+    Removed,
+    Flipped,
+}
+
+/// What the open and a read of everything made of a damaged log.
+#[derive(Debug, Default)]
+struct Verdicts {
+    reported_at_open: usize,
+    failed_a_read: usize,
+    intact: usize,
+}
+
+/// Damage to the files of a log, done while the shard is down, is never silent: a
+/// seeded mix of logs (several segments, a checkpoint, appends after it, a crash or a
+/// clean shutdown) each gets one of: nothing, a cut anywhere or exactly at a batch
+/// boundary, a removed file, one flipped bit. Reopened, the log must report the
+/// damage at open, or fail the read that meets it, or serve every acknowledged record
+/// as it was (the damage fell on what the journal replays). Serving less, or other
+/// records, without an error is the failure; so is reporting an undamaged log.
+/// `KEEL_DAMAGE_SEEDS=n` runs more seeds (40 by default).
+#[test]
+fn damage_to_a_stopped_log_is_never_silent() {
+    let seeds: u64 = std::env::var("KEEL_DAMAGE_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
+    let mut verdicts: BTreeMap<String, Verdicts> = BTreeMap::new();
+    for seed in 0..seeds {
+        let (damage, verdict) = damage_round(seed);
+        let v = verdicts.entry(format!("{damage:?}")).or_default();
+        match verdict {
+            Verdict::ReportedAtOpen => v.reported_at_open += 1,
+            Verdict::FailedARead => v.failed_a_read += 1,
+            Verdict::Intact => v.intact += 1,
+        }
+    }
+    println!("damage to a stopped log, {seeds} seeds: {verdicts:?}");
+    let none = verdicts.get("None");
+    assert!(none.is_none_or(|v| v.reported_at_open + v.failed_a_read == 0), "an undamaged log read as damaged");
+}
+
+enum Verdict {
+    ReportedAtOpen,
+    FailedARead,
+    Intact,
+}
+
+fn damage_round(seed: u64) -> (Damage, Verdict) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (before, after, clean) = (rng.gen_range(150..400usize), rng.gen_range(0..60usize), rng.gen_bool(0.5));
+    let (_tmp, root) = tempdir();
+    let r = root.clone();
+    let acked = common::run(move || async move {
+        let life = open(&r).await;
+        let mut acked = append(&life, before, 0).await;
+        life.flush.checkpoint().await.unwrap();
+        acked.extend(append(&life, after, before).await);
+        if clean {
+            keel_storage::recovery::close(&life.log).await.unwrap();
+        }
+        acked.into_iter().map(|(o, v, _)| (o, v)).collect::<Vec<_>>()
+    });
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(root.join("t-0"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    segments.sort();
+    let file = &segments[rng.gen_range(0..segments.len())];
+    let bytes = std::fs::read(file).unwrap();
+    let damage = match rng.gen_range(0..5) {
+        _ if bytes.is_empty() => Damage::None,
+        0 => Damage::None,
+        1 => Damage::CutInside,
+        2 => Damage::CutAtBoundary,
+        3 => Damage::Removed,
+        _ => Damage::Flipped,
+    };
+    let set_len = |len: usize| std::fs::OpenOptions::new().write(true).open(file).unwrap().set_len(len as u64).unwrap();
+    match damage {
+        Damage::None => {}
+        Damage::CutInside => set_len(rng.gen_range(0..bytes.len())),
+        Damage::CutAtBoundary => {
+            let mut boundaries = vec![0usize];
+            while let Some(&at) = boundaries.last().filter(|at| **at + 12 <= bytes.len()) {
+                let len = u32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+                boundaries.push(at + 12 + len);
+            }
+            boundaries.retain(|b| *b < bytes.len());
+            set_len(boundaries[rng.gen_range(0..boundaries.len())]);
+        }
+        Damage::Removed => std::fs::remove_file(file).unwrap(),
+        Damage::Flipped => {
+            let mut flipped = bytes.clone();
+            let at = rng.gen_range(0..flipped.len());
+            flipped[at] ^= 1 << rng.gen_range(0..8);
+            std::fs::write(file, flipped).unwrap();
+        }
+    }
+    let what = format!("seed {seed}: {damage:?} in {} ({} bytes), clean {clean}", file.display(), bytes.len());
+    let r = root.clone();
+    let (damaged, read) = common::run(move || async move {
+        let life = open(&r).await;
+        let damaged = life.log.borrow().damaged_at_open.clone();
+        (damaged, try_read_all(&life.log).await)
+    });
+    let verdict = match (damaged, read) {
+        (Some(_), _) => Verdict::ReportedAtOpen,
+        (None, Err(_)) => Verdict::FailedARead,
+        (None, Ok(served)) => {
+            assert_eq!(served.len(), acked.len(), "{what}: records served silently differ from those acknowledged");
+            assert!(served == acked, "{what}: records served silently differ from those acknowledged");
+            Verdict::Intact
+        }
+    };
+    (damage, verdict)
+}
+
+/// As [`read_all`], with an error for a read or a batch that fails.
+async fn try_read_all(l: &Rc<RefCell<PartitionLog>>) -> Result<Vec<(i64, Vec<u8>)>, String> {
+    let mut out = Vec::new();
+    let (mut offset, end) = (l.borrow().log_start_offset, l.borrow().high_watermark());
+    while offset < end {
+        let r = log::read(l, offset, 1 << 20, end).await.map_err(|e| e.to_string())?;
+        if r.batches.is_empty() {
+            return Err(format!("nothing read at {offset} below the high watermark {end}"));
+        }
+        for b in r.batches {
+            let h = keel_protocol::batch::validate(&b).map_err(|e| e.to_string())?;
+            let body = keel_storage::batch_filter::decompressed_body(&h, &b).map_err(|e| e.to_string())?;
+            for rec in keel_storage::batch_filter::parse_records(&h, &body).map_err(|e| e.to_string())? {
+                out.push((rec.offset, rec.value.map(<[u8]>::to_vec).unwrap_or_default()));
+            }
+            offset = h.last_offset() + 1;
+        }
+    }
+    Ok(out)
 }
 
 /// A change to the files below the mark, made after the checkpoint that wrote the
