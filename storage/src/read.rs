@@ -43,18 +43,41 @@ impl PartitionLog {
         Some(out)
     }
 
-    /// The segment holding `offset` (the last with a base at or below it) and where to
-    /// start scanning for it.
-    fn locate(&self, offset: i64) -> Option<(SegmentView, u64)> {
+    /// The segment holding `offset` (the last with a base at or below it), where to
+    /// start scanning for it, and the base offset of the batch there: the index
+    /// entry's when the position is one, else at least the segment's base.
+    fn locate(&self, offset: i64) -> Option<(SegmentView, u64, BaseOffset)> {
         let i = self.segments.partition_point(|s| s.base_offset <= offset);
         let seg = &self.segments[i.checked_sub(1)?];
-        Some((SegmentView::of(seg), seg.position_for_offset(offset)))
+        let entry = seg.index[..seg.index.partition_point(|e| e.offset <= offset)].last();
+        let (position, base) = match entry {
+            Some(e) => (e.position, BaseOffset::Exactly(e.offset)),
+            None => (0, BaseOffset::AtLeast(seg.base_offset)),
+        };
+        Some((SegmentView::of(seg), position, base))
     }
 
     /// The first segment after the one based at `base`.
     fn segment_after(&self, base: i64) -> Option<SegmentView> {
         let i = self.segments.partition_point(|s| s.base_offset <= base);
         self.segments.get(i).map(SegmentView::of)
+    }
+}
+
+/// What the base offset of the next batch read must be. A batch's CRC does not cover
+/// its base offset: a bit flipped there would serve the batch at another offset.
+#[derive(Clone, Copy, Debug)]
+enum BaseOffset {
+    Exactly(i64),
+    AtLeast(i64),
+}
+
+impl BaseOffset {
+    fn admits(self, base: i64) -> bool {
+        match self {
+            BaseOffset::Exactly(b) => base == b,
+            BaseOffset::AtLeast(b) => base >= b,
+        }
     }
 }
 
@@ -125,7 +148,7 @@ async fn read_from(
     upto: i64,
 ) -> Result<ReadResult, StorageError> {
     let mut out = ReadResult { batches: Vec::new(), bytes: 0 };
-    let (upto, mut seg, mut position, mut want, mut ahead) = {
+    let (upto, mut seg, mut position, mut expected, epochs, mut want, mut ahead) = {
         let mut l = log.borrow_mut();
         l.check_range_from(start, offset)?;
         let upto = upto.min(l.high_watermark);
@@ -143,11 +166,11 @@ async fn read_from(
         if offset >= upto {
             return Ok(out);
         }
-        let Some((seg, position)) = l.locate(offset) else {
+        let Some((seg, position, expected)) = l.locate(offset) else {
             return Ok(out);
         };
         let ahead = l.read_ahead.take().filter(|a| a.next_offset == offset && Rc::ptr_eq(&a.file, &seg.file));
-        (upto, seg, position, l.config.read_ahead_bytes.max(max_bytes), ahead)
+        (upto, seg, position, expected, l.epochs.clone(), l.config.read_ahead_bytes.max(max_bytes), ahead)
     };
     // Where the next batch not returned starts, when the read stopped inside a segment
     // with more durable data after it: the place to read ahead from.
@@ -162,6 +185,9 @@ async fn read_from(
                 None => break,
             }
             position = 0;
+            if let BaseOffset::AtLeast(b) = expected {
+                expected = BaseOffset::AtLeast(b.max(seg.base_offset));
+            }
             continue;
         }
         let (data, short) = match ahead.take() {
@@ -169,6 +195,7 @@ async fn read_from(
             Some(a) => {
                 crate::stats::update(|s| s.read_ahead_hits += 1);
                 position = a.position;
+                expected = BaseOffset::AtLeast(a.next_offset);
                 (a.data, false)
             }
             None => {
@@ -207,6 +234,21 @@ async fn read_from(
                 break;
             }
             let header = BatchHeader::parse(rest).map_err(|e| corrupt(&seg.path, position, e.to_string()))?;
+            if !expected.admits(header.base_offset) {
+                let reason = format!("batch at base offset {} where {expected:?} was due", header.base_offset);
+                return Err(corrupt(&seg.path, position + cursor as u64, reason));
+            }
+            // Nor its leader epoch, which must be the one the epoch cache has in
+            // effect at its base offset.
+            let due = epochs[..epochs.partition_point(|(_, first)| *first <= header.base_offset)].last();
+            if let Some(&(epoch, _)) = due.filter(|(e, _)| *e != header.partition_leader_epoch) {
+                let reason = format!(
+                    "batch at offset {} of leader epoch {} where the log has epoch {epoch}",
+                    header.base_offset, header.partition_leader_epoch
+                );
+                return Err(corrupt(&seg.path, position + cursor as u64, reason));
+            }
+            expected = BaseOffset::AtLeast(header.last_offset() + 1);
             next_base = Some(header.last_offset() + 1);
             if header.base_offset >= upto {
                 break 'segments;

@@ -348,6 +348,9 @@ enum Damage {
     CutAtBoundary,
     Removed,
     Flipped,
+    /// A bit of a batch header's fields the CRC does not cover (base offset, length,
+    /// leader epoch, magic).
+    FlippedHeader,
 }
 
 /// What the open and a read of everything made of a damaged log.
@@ -361,10 +364,11 @@ struct Verdicts {
 /// Damage to the files of a log, done while the shard is down, is never silent: a
 /// seeded mix of logs (several segments, a checkpoint, appends after it, a crash or a
 /// clean shutdown) each gets one of: nothing, a cut anywhere or exactly at a batch
-/// boundary, a removed file, one flipped bit. Reopened, the log must report the
+/// boundary, a removed file, one flipped bit anywhere or in the header fields a batch's
+/// CRC does not cover. Reopened, the log must report the
 /// damage at open, or fail the read that meets it, or serve every acknowledged record
-/// as it was (the damage fell on what the journal replays). Serving less, or other
-/// records, without an error is the failure; so is reporting an undamaged log.
+/// as it was, leader epochs included (the damage fell on what the journal replays).
+/// Serving less, or other records, without an error is the failure; so is reporting an undamaged log.
 /// `KEEL_DAMAGE_SEEDS=n` runs more seeds (40 by default).
 #[test]
 fn damage_to_a_stopped_log_is_never_silent() {
@@ -403,7 +407,7 @@ fn damage_round(seed: u64) -> (Damage, Verdict) {
         if clean {
             keel_storage::recovery::close(&life.log).await.unwrap();
         }
-        acked.into_iter().map(|(o, v, _)| (o, v)).collect::<Vec<_>>()
+        acked.into_iter().map(|(o, v, h)| (o, h.partition_leader_epoch, v)).collect::<Vec<_>>()
     });
     let mut segments: Vec<PathBuf> = std::fs::read_dir(root.join("t-0"))
         .unwrap()
@@ -413,31 +417,33 @@ fn damage_round(seed: u64) -> (Damage, Verdict) {
     segments.sort();
     let file = &segments[rng.gen_range(0..segments.len())];
     let bytes = std::fs::read(file).unwrap();
-    let damage = match rng.gen_range(0..5) {
+    let damage = match rng.gen_range(0..6) {
         _ if bytes.is_empty() => Damage::None,
         0 => Damage::None,
         1 => Damage::CutInside,
         2 => Damage::CutAtBoundary,
         3 => Damage::Removed,
-        _ => Damage::Flipped,
+        4 => Damage::Flipped,
+        _ => Damage::FlippedHeader,
     };
+    let mut boundaries = vec![0usize];
+    while let Some(&at) = boundaries.last().filter(|at| **at + 12 <= bytes.len()) {
+        let len = u32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        boundaries.push(at + 12 + len);
+    }
+    boundaries.retain(|b| *b < bytes.len());
     let set_len = |len: usize| std::fs::OpenOptions::new().write(true).open(file).unwrap().set_len(len as u64).unwrap();
     match damage {
         Damage::None => {}
         Damage::CutInside => set_len(rng.gen_range(0..bytes.len())),
-        Damage::CutAtBoundary => {
-            let mut boundaries = vec![0usize];
-            while let Some(&at) = boundaries.last().filter(|at| **at + 12 <= bytes.len()) {
-                let len = u32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
-                boundaries.push(at + 12 + len);
-            }
-            boundaries.retain(|b| *b < bytes.len());
-            set_len(boundaries[rng.gen_range(0..boundaries.len())]);
-        }
+        Damage::CutAtBoundary => set_len(boundaries[rng.gen_range(0..boundaries.len())]),
         Damage::Removed => std::fs::remove_file(file).unwrap(),
-        Damage::Flipped => {
+        Damage::Flipped | Damage::FlippedHeader => {
             let mut flipped = bytes.clone();
-            let at = rng.gen_range(0..flipped.len());
+            let at = match damage {
+                Damage::Flipped => rng.gen_range(0..flipped.len()),
+                _ => (boundaries[rng.gen_range(0..boundaries.len())] + rng.gen_range(0..17)).min(flipped.len() - 1),
+            };
             flipped[at] ^= 1 << rng.gen_range(0..8);
             std::fs::write(file, flipped).unwrap();
         }
@@ -454,15 +460,23 @@ fn damage_round(seed: u64) -> (Damage, Verdict) {
         (None, Err(_)) => Verdict::FailedARead,
         (None, Ok(served)) => {
             assert_eq!(served.len(), acked.len(), "{what}: records served silently differ from those acknowledged");
-            assert!(served == acked, "{what}: records served silently differ from those acknowledged");
+            let first = served.iter().zip(&acked).position(|(a, b)| a != b);
+            let show = |r: Option<&(i64, i32, Vec<u8>)>| r.map(|(o, e, v)| (*o, *e, v.len(), v.first().copied()));
+            assert!(
+                served == acked,
+                "{what}: records served silently differ from those acknowledged, first at {first:?}: served {:?}, acknowledged {:?}",
+                first.and_then(|i| show(served.get(i))),
+                first.and_then(|i| show(acked.get(i)))
+            );
             Verdict::Intact
         }
     };
     (damage, verdict)
 }
 
-/// As [`read_all`], with an error for a read or a batch that fails.
-async fn try_read_all(l: &Rc<RefCell<PartitionLog>>) -> Result<Vec<(i64, Vec<u8>)>, String> {
+/// As [`read_all`], with each record's batch leader epoch, and an error for a read or a
+/// batch that fails.
+async fn try_read_all(l: &Rc<RefCell<PartitionLog>>) -> Result<Vec<(i64, i32, Vec<u8>)>, String> {
     let mut out = Vec::new();
     let (mut offset, end) = (l.borrow().log_start_offset, l.borrow().high_watermark());
     while offset < end {
@@ -474,7 +488,7 @@ async fn try_read_all(l: &Rc<RefCell<PartitionLog>>) -> Result<Vec<(i64, Vec<u8>
             let h = keel_protocol::batch::validate(&b).map_err(|e| e.to_string())?;
             let body = keel_storage::batch_filter::decompressed_body(&h, &b).map_err(|e| e.to_string())?;
             for rec in keel_storage::batch_filter::parse_records(&h, &body).map_err(|e| e.to_string())? {
-                out.push((rec.offset, rec.value.map(<[u8]>::to_vec).unwrap_or_default()));
+                out.push((rec.offset, h.partition_leader_epoch, rec.value.map(<[u8]>::to_vec).unwrap_or_default()));
             }
             offset = h.last_offset() + 1;
         }
