@@ -73,6 +73,12 @@ enum BaseOffset {
 }
 
 impl BaseOffset {
+    fn least(self) -> i64 {
+        match self {
+            BaseOffset::Exactly(b) | BaseOffset::AtLeast(b) => b,
+        }
+    }
+
     fn admits(self, base: i64) -> bool {
         match self {
             BaseOffset::Exactly(b) => base == b,
@@ -185,9 +191,7 @@ async fn read_from(
                 None => break,
             }
             position = 0;
-            if let BaseOffset::AtLeast(b) = expected {
-                expected = BaseOffset::AtLeast(b.max(seg.base_offset));
-            }
+            expected = BaseOffset::AtLeast(expected.least().max(seg.base_offset));
             continue;
         }
         let (data, short) = match ahead.take() {
