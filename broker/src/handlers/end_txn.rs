@@ -38,12 +38,17 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
             None => Err(errors::INVALID_PRODUCER_ID_MAPPING),
             Some(m) => m.end(producer_id, epoch, commit, now, bump),
         };
-        let (_, completion) = txn_shell::transition(&s, partition, &txn_id, decide).await?;
+        let (decided, completion) = txn_shell::transition(&s, partition, &txn_id, decide).await?;
         txn_shell::wait_completed(completion).await;
         // The producer to go on with: a new epoch after a bump (or a new producer id
-        // once the epochs ran out), as the completed state holds it.
+        // once the epochs ran out), as the completed state holds it; or, when this
+        // node stopped coordinating the id meanwhile, as the state this request made
+        // durable does. Never the request's own epoch: a client told so after a bump
+        // starts its sequences again under the old epoch, and its next batch is taken
+        // for a duplicate of the ended transaction's first one (and acknowledged
+        // without being written).
         let current = s.txn.borrow().txns.get(&txn_id).map(|m| (m.producer_id, m.producer_epoch));
-        Ok(current.unwrap_or((producer_id, epoch)))
+        Ok(current.unwrap_or((decided.producer_id, decided.producer_epoch)))
     })
     .await;
     tracing::debug!(%txn_id_log, version, producer_id, epoch, commit, answer = ?ended, "EndTxn");
