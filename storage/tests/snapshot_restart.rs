@@ -244,13 +244,7 @@ fn crash_reopen_restores_the_snapshot_without_scanning() {
 #[test]
 fn a_segment_cut_below_the_checkpoint_reads_as_damage() {
     let (_tmp, root) = tempdir();
-    let r = root.clone();
-    common::run(move || async move {
-        let life = open(&r).await;
-        append(&life, 400, 0).await;
-        life.flush.checkpoint().await.unwrap();
-        append(&life, 50, 400).await;
-    });
+    write_log(&root, 400, 50, false);
     // Scanned (no snapshot), nothing lost: not damage.
     let r = root.clone();
     let intact = common::run(move || async move {
@@ -266,45 +260,75 @@ fn a_segment_cut_below_the_checkpoint_reads_as_damage() {
     });
     assert_eq!(intact, (OpenKind::Scanned, None));
 
-    let mut segments: Vec<PathBuf> = std::fs::read_dir(root.join("t-0"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    segments.sort();
+    let segments = segment_files(&root);
     let newest = segments.last().unwrap();
     let size = std::fs::metadata(newest).unwrap().len();
     assert!(size > 8192, "the newest segment holds {size} bytes");
     std::fs::OpenOptions::new().write(true).open(newest).unwrap().set_len(size / 2).unwrap();
-    let r = root.clone();
-    let (kind, damaged) = common::run(move || async move {
-        let life = open(&r).await;
-        let damaged = life.log.borrow().damaged_at_open.clone();
-        (life.kind, damaged)
-    });
+    let (kind, damaged) = reopen(&root);
     assert_eq!(kind, OpenKind::Scanned);
     let why = damaged.expect("a log cut below its checkpoint is reported damaged");
     assert!(why.contains("cut short"), "{why}");
 }
 
-/// The oldest segment file cut at the batch boundary nearest its middle: a scan takes
-/// that for the end of the segment and goes on with the next one, leaving a hole.
-fn cut_oldest_segment_at_a_boundary(root: &Path) {
+/// A life of the log under `root`: `before` batches, a checkpoint, `after` more, then
+/// a clean shutdown or a crash. Returns what was acknowledged: (offset, leader epoch,
+/// value).
+fn write_log(root: &Path, before: usize, after: usize, clean: bool) -> Vec<(i64, i32, Vec<u8>)> {
+    let r = root.to_path_buf();
+    common::run(move || async move {
+        let life = open(&r).await;
+        let mut acked = append(&life, before, 0).await;
+        life.flush.checkpoint().await.unwrap();
+        acked.extend(append(&life, after, before).await);
+        if clean {
+            keel_storage::recovery::close(&life.log).await.unwrap();
+        }
+        acked.into_iter().map(|(o, v, h)| (o, h.partition_leader_epoch, v)).collect()
+    })
+}
+
+/// Opens the log under `root` again: how, and the damage it reported.
+fn reopen(root: &Path) -> (OpenKind, Option<String>) {
+    let r = root.to_path_buf();
+    common::run(move || async move {
+        let life = open(&r).await;
+        let damaged = life.log.borrow().damaged_at_open.clone();
+        (life.kind, damaged)
+    })
+}
+
+/// The log's segment files, oldest first.
+fn segment_files(root: &Path) -> Vec<PathBuf> {
     let mut segments: Vec<PathBuf> = std::fs::read_dir(root.join("t-0"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "log"))
         .collect();
     segments.sort();
+    segments
+}
+
+/// Where each batch of a segment file starts (a batch is 12 bytes of offset and
+/// length, then that length).
+fn batch_starts(bytes: &[u8]) -> Vec<usize> {
+    let mut starts = vec![0usize];
+    while let Some(&at) = starts.last().filter(|at| **at + 12 <= bytes.len()) {
+        let len = u32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        starts.push(at + 12 + len);
+    }
+    starts.retain(|b| *b < bytes.len());
+    starts
+}
+
+/// The oldest segment file cut at the batch boundary nearest its middle: a scan takes
+/// that for the end of the segment and goes on with the next one, leaving a hole.
+fn cut_oldest_segment_at_a_boundary(root: &Path) {
+    let segments = segment_files(root);
     assert!(segments.len() > 2, "the test needs sealed segments: {segments:?}");
     let oldest = &segments[0];
     let bytes = std::fs::read(oldest).unwrap();
-    let mut boundaries = vec![0usize];
-    while let Some(&at) = boundaries.last().filter(|at| **at + 12 <= bytes.len()) {
-        let len = u32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
-        boundaries.push(at + 12 + len);
-    }
-    let cut = boundaries.iter().copied().min_by_key(|b| b.abs_diff(bytes.len() / 2)).unwrap();
+    let cut = batch_starts(&bytes).into_iter().min_by_key(|b| b.abs_diff(bytes.len() / 2)).unwrap();
     assert!(cut > 0 && cut < bytes.len(), "no boundary inside the segment ({cut} of {})", bytes.len());
     std::fs::OpenOptions::new().write(true).open(oldest).unwrap().set_len(cut as u64).unwrap();
 }
@@ -317,23 +341,9 @@ fn cut_oldest_segment_at_a_boundary(root: &Path) {
 fn a_sealed_segment_cut_at_a_batch_boundary_reads_as_damage() {
     for clean in [true, false] {
         let (_tmp, root) = tempdir();
-        let r = root.clone();
-        common::run(move || async move {
-            let life = open(&r).await;
-            append(&life, 300, 0).await;
-            life.flush.checkpoint().await.unwrap();
-            append(&life, 20, 300).await;
-            if clean {
-                keel_storage::recovery::close(&life.log).await.unwrap();
-            }
-        });
+        write_log(&root, 300, 20, clean);
         cut_oldest_segment_at_a_boundary(&root);
-        let r = root.clone();
-        let (kind, damaged) = common::run(move || async move {
-            let life = open(&r).await;
-            let damaged = life.log.borrow().damaged_at_open.clone();
-            (life.kind, damaged)
-        });
+        let (kind, damaged) = reopen(&root);
         assert_eq!(kind, OpenKind::Scanned, "clean {clean}");
         let why = damaged.unwrap_or_else(|| panic!("clean {clean}: a hole below the checkpoint was not reported"));
         assert!(why.contains("where a checkpoint recorded"), "clean {clean}: {why}");
@@ -398,23 +408,8 @@ fn damage_round(seed: u64) -> (Damage, Verdict) {
     let mut rng = StdRng::seed_from_u64(seed);
     let (before, after, clean) = (rng.gen_range(150..400usize), rng.gen_range(0..60usize), rng.gen_bool(0.5));
     let (_tmp, root) = tempdir();
-    let r = root.clone();
-    let acked = common::run(move || async move {
-        let life = open(&r).await;
-        let mut acked = append(&life, before, 0).await;
-        life.flush.checkpoint().await.unwrap();
-        acked.extend(append(&life, after, before).await);
-        if clean {
-            keel_storage::recovery::close(&life.log).await.unwrap();
-        }
-        acked.into_iter().map(|(o, v, h)| (o, h.partition_leader_epoch, v)).collect::<Vec<_>>()
-    });
-    let mut segments: Vec<PathBuf> = std::fs::read_dir(root.join("t-0"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    segments.sort();
+    let acked = write_log(&root, before, after, clean);
+    let segments = segment_files(&root);
     let file = &segments[rng.gen_range(0..segments.len())];
     let bytes = std::fs::read(file).unwrap();
     let damage = match rng.gen_range(0..6) {
@@ -426,12 +421,7 @@ fn damage_round(seed: u64) -> (Damage, Verdict) {
         4 => Damage::Flipped,
         _ => Damage::FlippedHeader,
     };
-    let mut boundaries = vec![0usize];
-    while let Some(&at) = boundaries.last().filter(|at| **at + 12 <= bytes.len()) {
-        let len = u32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
-        boundaries.push(at + 12 + len);
-    }
-    boundaries.retain(|b| *b < bytes.len());
+    let boundaries = batch_starts(&bytes);
     let set_len = |len: usize| std::fs::OpenOptions::new().write(true).open(file).unwrap().set_len(len as u64).unwrap();
     match damage {
         Damage::None => {}
