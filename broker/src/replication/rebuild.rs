@@ -42,11 +42,13 @@ use super::raft_log::GroupRecord;
 use super::shell::Replication;
 use crate::shard::Shard;
 
-/// How soon a node asks again for a replica that is still damaged: the first ask, at
-/// start-up, may go out before the node knows the controller (every node gets it, and
-/// only the controller acts on it), then every 3 s.
+/// How soon a node asks again for a replica that is still damaged: the first asks, at
+/// start-up, may go out before the node knows the controller (every node gets them,
+/// and only the controller acts on them), then every second. An ask for a partition
+/// already moving is ignored, so repeats cost one small message each. (Every 3 s, 7
+/// of 37 rebuilds in a 30-minute run took 4.6–5.0 s: the first two asks unheard.)
 const FIRST_REPEAT: Duration = Duration::from_millis(500);
-const REPEAT: Duration = Duration::from_secs(3);
+const REPEAT: Duration = Duration::from_secs(1);
 
 /// Asks the controller to rebuild this node's replica of `topic`'s partition `index`
 /// (Raft group `group`), then again while the replica open there stays damaged.

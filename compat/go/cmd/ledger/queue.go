@@ -204,7 +204,6 @@ func (w *queueWorker) newClient() error {
 		kgo.MetadataMinAge(w.cfg.metadataMinAge),
 		kgo.DialTimeout(2 * time.Second),
 	}
-	following := map[int]bool{}
 	if w.cfg.queueGroup {
 		// New keys are found by the metadata refresh; a dropped client's member
 		// leaves, or is gone after the session timeout.
@@ -217,28 +216,23 @@ func (w *queueWorker) newClient() error {
 			kgo.SessionTimeout(6*time.Second),
 			kgo.HeartbeatInterval(time.Second),
 		)
-	} else {
-		following = w.pool.consumed()
-		assign := map[string]map[int32]kgo.Offset{}
-		for key := range following {
-			assign[w.pool.topic(key)] = map[int32]kgo.Offset{0: kgo.NewOffset().At(0)}
-		}
-		opts = append(opts, kgo.ConsumePartitions(assign))
-	}
-	if w.cfg.queueGroup {
 		sess, err := kgo.NewGroupTransactSession(opts...)
 		if err != nil {
 			return err
 		}
-		w.sess, w.cl = sess, sess.Client()
+		w.sess, w.cl, w.following = sess, sess.Client(), nil
 	} else {
-		cl, err := kgo.NewClient(opts...)
+		following := w.pool.consumed()
+		assign := map[string]map[int32]kgo.Offset{}
+		for key := range following {
+			assign[w.pool.topic(key)] = map[int32]kgo.Offset{0: kgo.NewOffset().At(0)}
+		}
+		cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(assign))...)
 		if err != nil {
 			return err
 		}
-		w.cl = cl
+		w.cl, w.following = cl, following
 	}
-	w.following = following
 	w.process = w.index + w.workers*w.generation
 	w.generation++
 	w.stats.clients.Add(1)
