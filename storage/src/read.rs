@@ -49,8 +49,7 @@ impl PartitionLog {
     fn locate(&self, offset: i64) -> Option<(SegmentView, u64, BaseOffset)> {
         let i = self.segments.partition_point(|s| s.base_offset <= offset);
         let seg = &self.segments[i.checked_sub(1)?];
-        let entry = seg.index[..seg.index.partition_point(|e| e.offset <= offset)].last();
-        let (position, base) = match entry {
+        let (position, base) = match seg.index_entry_for(offset) {
             Some(e) => (e.position, BaseOffset::Exactly(e.offset)),
             None => (0, BaseOffset::AtLeast(seg.base_offset)),
         };

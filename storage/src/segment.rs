@@ -143,12 +143,13 @@ impl Segment {
 
     /// File position from which a scan finds the batch holding `offset`.
     pub fn position_for_offset(&self, offset: i64) -> u64 {
-        let i = self.index.partition_point(|e| e.offset <= offset);
-        if i == 0 {
-            0
-        } else {
-            self.index[i - 1].position
-        }
+        self.index_entry_for(offset).map_or(0, |e| e.position)
+    }
+
+    /// The last index entry at or below `offset`: a batch starting at its position
+    /// with its offset. None: scan from the segment's start.
+    pub fn index_entry_for(&self, offset: i64) -> Option<&IndexEntry> {
+        self.index[..self.index.partition_point(|e| e.offset <= offset)].last()
     }
 
     /// File position from which a scan finds the first batch with a timestamp at or
