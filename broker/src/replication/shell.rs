@@ -527,14 +527,27 @@ impl Replication {
                 now.push(req.clone());
                 continue;
             }
-            r.deferred.borrow_mut().push(req.clone());
-            if !r.deferring.replace(true) {
-                glommio::spawn_local(self.clone().drain_deferred(r)).detach();
-            }
+            self.defer(r, req.clone(), false);
         }
         let mut durable = self.write(&now).await;
         durable.extend(self.retry_unpersisted().await);
         durable
+    }
+
+    /// Queues `req` in `r`'s deferred writes (`first`: ahead of them, for entries tried
+    /// again) and starts carrying them out unless that runs already.
+    fn defer(self: &Rc<Self>, r: Rc<Replica>, req: PersistRequest, first: bool) {
+        {
+            let mut deferred = r.deferred.borrow_mut();
+            if first {
+                deferred.insert(0, req);
+            } else {
+                deferred.push(req);
+            }
+        }
+        if !r.deferring.replace(true) {
+            glommio::spawn_local(self.clone().drain_deferred(r)).detach();
+        }
     }
 
     /// Carries out a group's deferred writes, in order, until none is left: a leader's
@@ -676,7 +689,7 @@ impl Replication {
         for req in requests {
             let Some(r) = self.replica(req.group) else { continue };
             if failed.contains(&req.group) {
-                r.deferred.borrow_mut().push(req.clone());
+                self.defer(r, req.clone(), false);
                 continue;
             }
             let own_changed = match self.write_entries(&r, &req.entries, &mut records).await {
@@ -687,10 +700,7 @@ impl Replication {
                     // Own entries it wrote are in the record in memory only.
                     r.record_due.set(true);
                     let rest = PersistRequest { entries: req.entries[done..].to_vec(), ..req.clone() };
-                    r.deferred.borrow_mut().insert(0, rest);
-                    if !r.deferring.replace(true) {
-                        glommio::spawn_local(self.clone().drain_deferred(r)).detach();
-                    }
+                    self.defer(r, rest, true);
                     continue;
                 }
             };
