@@ -425,12 +425,7 @@ fn rebuilt_after(damage: Damage, kill_when_found: bool) {
     // Rebuilt: deleted, added back empty, and in sync again.
     c.wait_until("the damaged replica is rebuilt and in sync", Duration::from_secs(90), |c| {
         c.nodes[(damaged - 1) as usize].log().contains("deleting this replica to rebuild it from its leader")
-            && all.iter().all(|id| {
-                c.metadata(*id, Some(&["damaged"])).is_some_and(|m| {
-                    let p = &m.topics[0].partitions[0];
-                    p.replica_nodes.len() == 3 && p.isr_nodes.len() == 3
-                })
-            })
+            && c.all_in_sync(&all, "damaged", 3)
     });
     if let Damage::FlippedBit = damage {
         let flipped = bytes[middle];
@@ -520,12 +515,7 @@ fn a_leader_that_reads_a_corrupt_batch_back_for_a_follower_is_rebuilt() {
     });
     c.wait_until("the partition is whole again", Duration::from_secs(120), |c| {
         c.nodes[(leader - 1) as usize].log().contains("deleting this replica to rebuild it from its leader")
-            && all.iter().all(|id| {
-                c.metadata(*id, Some(&["reread"])).is_some_and(|m| {
-                    let p = &m.topics[0].partitions[0];
-                    p.replica_nodes.len() == 3 && p.isr_nodes.len() == 3
-                })
-            })
+            && c.all_in_sync(&all, "reread", 3)
     });
     // The follower that was away leads and serves every acknowledged record.
     let path = format!("/v1/partitions/reread/0/leader?to={away}");

@@ -42,7 +42,7 @@ fn a_follower_that_cannot_roll_a_segment_catches_up_once_it_can() {
     std::fs::remove_dir_all(&data).unwrap();
     std::os::unix::fs::symlink(&moved, &data).unwrap();
     c.node(follower).spawn();
-    c.wait_until("the follower is in sync", Duration::from_secs(60), |c| in_sync(c, &all));
+    c.wait_until("the follower is in sync", Duration::from_secs(60), |c| c.all_in_sync(&all, TOPIC, 3));
 
     // Every inode taken: no new file, so no new segment.
     let filler = fs.mount.join("filler");
@@ -62,7 +62,7 @@ fn a_follower_that_cannot_roll_a_segment_catches_up_once_it_can() {
     std::fs::remove_dir_all(&filler).unwrap();
     let last: Vec<String> = (0..20).map(|i| format!("c{i}")).collect();
     acked.extend(produce_all(&c, &all, TOPIC, 0, &last));
-    c.wait_until("the follower is in sync again", Duration::from_secs(60), |c| in_sync(c, &all));
+    c.wait_until("the follower is in sync again", Duration::from_secs(60), |c| c.all_in_sync(&all, TOPIC, 3));
     let path = format!("/v1/partitions/{TOPIC}/0/leader?to={follower}");
     let answer = c.node(leader).admin_request("POST", &path);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
@@ -74,14 +74,4 @@ fn a_follower_that_cannot_roll_a_segment_catches_up_once_it_can() {
     assert!(!log.contains("panicked"), "{log}");
     let segments = std::fs::read_dir(moved.join(format!("{TOPIC}-0"))).unwrap().count();
     assert!(segments > 3, "the follower rolled its log after the inodes came back ({segments} files)");
-}
-
-/// Every node lists all three replicas of the partition in sync.
-fn in_sync(c: &Cluster, all: &[i32]) -> bool {
-    all.iter().all(|id| {
-        c.metadata(*id, Some(&[TOPIC])).is_some_and(|m| {
-            let p = &m.topics[0].partitions[0];
-            p.replica_nodes.len() == 3 && p.isr_nodes.len() == 3
-        })
-    })
 }

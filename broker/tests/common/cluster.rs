@@ -170,6 +170,17 @@ impl Cluster {
         found.expect("a leader")
     }
 
+    /// Every node in `asking` lists all `replicas` of partition 0 of `topic`, every one
+    /// of them in sync.
+    pub fn all_in_sync(&self, asking: &[i32], topic: &str, replicas: usize) -> bool {
+        asking.iter().all(|id| {
+            self.metadata(*id, Some(&[topic])).is_some_and(|m| {
+                let p = &m.topics[0].partitions[0];
+                p.replica_nodes.len() == replicas && p.isr_nodes.len() == replicas
+            })
+        })
+    }
+
     pub fn wait_until(&self, what: &str, timeout: Duration, mut done: impl FnMut(&Cluster) -> bool) {
         let deadline = Instant::now() + timeout;
         while !done(self) {
