@@ -90,11 +90,12 @@ fn main() -> ExitCode {
         q.values_polled,
         q.keys
     );
-    let group_checks = if consumers == queue::Consumers::Group { &queue::GROUP_CHECKS[..] } else { &[] };
+    let mut checks = queue::CHECKS.to_vec();
     if consumers == queue::Consumers::Group {
         println!("queue-check: one consumer group: {} offsets consumed by committed transactions", q.group_consumed);
+        checks.extend(queue::GROUP_CHECKS);
     }
-    for check in queue::CHECKS.iter().chain(group_checks) {
+    for check in checks {
         println!("  {check:<22} {}", q.count(check));
         for what in q.anomalies.get(check).into_iter().flatten().take(EXAMPLES) {
             println!("      {what}");
