@@ -563,15 +563,12 @@ pub async fn complete_reassignment(
     }
     tracing::info!(topic = %name, partition, replicas = ?target, "reassignment complete");
     t.reassigning.remove(&partition);
-    if let Some(rebuild) = t.rebuilding.get(&partition).cloned() {
-        if rebuild.replicas == target {
-            // Added back (or the rebuild was cancelled while taking it out).
-            t.rebuilding.remove(&partition);
-        } else {
-            tracing::info!(topic = %name, partition, replicas = ?rebuild.replicas,
-                "the damaged replica is out of its group; adding it back empty");
-            t.reassigning.insert(partition, rebuild.replicas);
-        }
+    if let Some(back) = t.rebuilding.get(&partition).and_then(|r| r.add_back_after(&target)) {
+        tracing::info!(topic = %name, partition, replicas = ?back,
+            "the damaged replica is out of its group; adding it back empty");
+        t.reassigning.insert(partition, back);
+    } else {
+        t.rebuilding.remove(&partition);
     }
     if let Some(r) = usize::try_from(partition).ok().and_then(|p| t.replicas.get_mut(p)) {
         *r = target;

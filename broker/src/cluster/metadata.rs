@@ -40,6 +40,17 @@ pub struct Rebuild {
     pub id: u64,
 }
 
+impl Rebuild {
+    /// The replicas to add back once a reassignment to `target` completes: only after
+    /// the rebuild's own first step. Any other target ends the rebuild: the replica is
+    /// back (in the rebuild's order, or in one an operator asked for meanwhile), or an
+    /// operator's reassignment replaced the rebuild.
+    pub fn add_back_after(&self, target: &[i32]) -> Option<Vec<i32>> {
+        let taken_out = self.replicas.iter().filter(|n| **n != self.node);
+        taken_out.eq(target.iter()).then(|| self.replicas.clone())
+    }
+}
+
 impl TopicMeta {
     /// Replica node ids of `partition`, or `None` when the topic is not replicated.
     pub fn replicas_of(&self, partition: i32) -> Option<&[i32]> {
@@ -261,6 +272,18 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rebuild_adds_its_replica_back_only_after_its_own_first_step() {
+        let r = Rebuild { node: 2, replicas: vec![1, 2, 3], id: 7 };
+        assert_eq!(r.add_back_after(&[1, 3]), Some(vec![1, 2, 3]));
+        // Added back, by the rebuild or by an operator's reassignment in another order.
+        assert_eq!(r.add_back_after(&[1, 2, 3]), None);
+        assert_eq!(r.add_back_after(&[2, 1, 3]), None);
+        // An operator's reassignment replaced the rebuild.
+        assert_eq!(r.add_back_after(&[3, 1]), None);
+        assert_eq!(r.add_back_after(&[1, 3, 4]), None);
+    }
 
     #[test]
     fn places_on_least_loaded_shard() {

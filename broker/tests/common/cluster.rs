@@ -159,13 +159,19 @@ impl Cluster {
     }
 
     /// Waits until every live node in `asking` agrees on a leader of the partition
-    /// other than `not`.
+    /// other than `not`, and that leader stays: a group's first leader hands over to
+    /// the preferred replica when that one is up, which a slow host may delay.
     pub fn wait_for_leader(&self, asking: &[i32], topic: &str, partition: i32, not: Option<i32>) -> (i32, i32) {
         let mut found = None;
         self.wait_until(&format!("a leader for {topic}-{partition}"), Duration::from_secs(60), |c| {
             let seen: Vec<Option<(i32, i32)>> = asking.iter().map(|id| c.leader(*id, topic, partition)).collect();
             found = seen[0];
-            seen.iter().all(|s| s.is_some() && *s == seen[0] && s.map(|(l, _)| Some(l) != not).unwrap_or(false))
+            let Some((leader, epoch)) = seen[0] else { return false };
+            let preferred = c.metadata(asking[0], Some(&[topic])).and_then(|m| {
+                m.topics.first()?.partitions.iter().find(|p| p.partition_index == partition)?.replica_nodes.first().map(|n| n.0)
+            });
+            let stays = epoch > 1 || preferred.is_none_or(|p| p == leader || !asking.contains(&p));
+            stays && Some(leader) != not && seen.iter().all(|s| *s == seen[0])
         });
         found.expect("a leader")
     }
