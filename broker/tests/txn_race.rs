@@ -25,6 +25,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::cluster::Cluster;
 use common::kafka::*;
 use common::{Broker, Conn};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
@@ -259,16 +260,31 @@ fn read(c: &mut Conn, topic: &str, partition: i32, isolation_level: i8) -> Seen 
     let r: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
     let p = &r.responses[0].partitions[0];
     assert_eq!(p.error_code, 0, "Fetch {topic}-{partition}");
-    let aborted: Vec<(i64, i64)> =
+    // As a consumer reads it: a producer's records are dropped from the first offset of
+    // one of its aborted transactions up to that transaction's abort marker.
+    let mut aborted: Vec<(i64, i64)> =
         p.aborted_transactions.iter().flatten().map(|a| (a.producer_id.0, a.first_offset)).collect();
+    let mut aborting = std::collections::HashSet::new();
     let mut buf = p.records.clone().unwrap_or_default();
     let (mut kept, mut all) = (Vec::new(), Vec::new());
     for set in kafka_protocol::records::RecordBatchDecoder::decode_all(&mut buf).unwrap() {
-        for r in set.records.into_iter().filter(|r| !r.control) {
+        for r in set.records {
+            aborted.retain(|(pid, first)| {
+                let begun = r.offset >= *first;
+                if begun {
+                    aborting.insert(*pid);
+                }
+                !begun
+            });
+            if r.control {
+                let abort_marker = r.key.as_ref().is_some_and(|k| k.get(2..4) == Some(&[0, 0][..]));
+                if abort_marker {
+                    aborting.remove(&r.producer_id);
+                }
+                continue;
+            }
             let value = String::from_utf8(r.value.unwrap_or_default().to_vec()).unwrap();
-            let dropped =
-                r.transactional && aborted.iter().any(|(pid, first)| *pid == r.producer_id && r.offset >= *first);
-            if !dropped {
+            if !(r.transactional && aborting.contains(&r.producer_id)) {
                 kept.push(value.clone());
             }
             all.push(value);
@@ -454,4 +470,89 @@ fn version_1_cannot_tell_a_late_write_from_the_next_transaction_once_it_added_th
     assert_eq!(end(&mut c, 4, id, producer, true).0, 0, "EndTxn v4 commit");
     // The aborted read: transaction 2's commit makes aborted-1 visible.
     wait_committed(&mut c, topic, 0, &["aborted-1", "committed-2"]);
+}
+
+/// The coordinator of `id` as node `asking` answers FindCoordinator, once it has one.
+fn transaction_coordinator(c: &Cluster, asking: i32, id: &str) -> i32 {
+    let req = FindCoordinatorRequest::default().with_key(StrBytes::from_string(id.to_string())).with_key_type(1);
+    let mut found = 0;
+    c.wait_until("a transaction coordinator", WAIT_MAX, |c| {
+        let r: Option<FindCoordinatorResponse> =
+            c.try_connect(asking).and_then(|mut k| k.try_call(ApiKey::FindCoordinator, 3, &req));
+        found = r.filter(|r| r.error_code == 0).map_or(0, |r| r.node_id.0);
+        found > 0
+    });
+    found
+}
+
+/// The state of `id` as node `asking` describes it ("" when it does not answer).
+fn transaction_state(c: &Cluster, asking: i32, id: &str) -> String {
+    let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id(id)]);
+    let r: Option<DescribeTransactionsResponse> =
+        c.try_connect(asking).and_then(|mut k| k.try_call(ApiKey::DescribeTransactions, 0, &req));
+    r.map(|r| r.transaction_states[0].transaction_state.to_string()).unwrap_or_default()
+}
+
+/// Hands the leadership of `topic`-0 to node `to` and waits until the nodes `asking`
+/// see it.
+fn move_leader(c: &Cluster, asking: &[i32], topic: &str, to: i32) {
+    let path = format!("/v1/partitions/{topic}/0/leader?to={to}");
+    c.wait_until(&format!("node {to} leads {topic}-0"), WAIT_MAX, |c| {
+        let _ = c.nodes[(to - 1) as usize].admin_request("POST", &path);
+        asking.iter().all(|id| c.leader(*id, topic, 0).map(|(l, _)| l) == Some(to))
+    });
+}
+
+/// The bug the 30-minute fault run found: an EndTxn v5 abort bumps the epoch, but the
+/// coordinator's node stopped coordinating the id while the markers were written, and
+/// the answer carried the request's own epoch. The client started its sequences again
+/// under the old epoch, and its next batch was taken for a duplicate of the aborted
+/// transaction's first one: acknowledged, never written. Here the data partition has
+/// one replica, on a paused node, so the markers wait as long as the test needs, and
+/// the coordinator moves once the abort is prepared.
+#[test]
+fn an_end_txn_answers_the_bumped_epoch_when_its_coordinator_moves_during_the_markers() {
+    let mut c = Cluster::start_with_yaml(3, "auto_leader_rebalance_enable: false\ntransaction_topic_partitions: 1\n");
+    let (topic, id) = ("coordinator-moves", "tx-coordinator-moves");
+    assert_eq!(c.create_topic(topic, 1, 1), 0, "{}", c.logs());
+    let (data, _) = c.wait_for_leader(&[1, 2, 3], topic, 0, None);
+    let mut coordinator = transaction_coordinator(&c, 1, id);
+    if coordinator == data {
+        coordinator = if data == 1 { 2 } else { 1 };
+        move_leader(&c, &[1, 2, 3], "__transaction_state", coordinator);
+    }
+    let next = (1..=3).find(|n| *n != data && *n != coordinator).unwrap();
+    let mut k = c.try_connect(coordinator).unwrap();
+    let first = init(&mut k, id);
+    let mut d = c.try_connect(data).unwrap();
+    assert_eq!(produce(&mut d, 12, &produce_request(id, first, topic, 0, 0, "aborted-0")), 0);
+
+    // The abort is prepared; its marker waits for the paused node.
+    c.node(data).pause();
+    let abort = EndTxnRequest::default()
+        .with_transactional_id(txn_id(id))
+        .with_producer_id(ProducerId(first.0))
+        .with_producer_epoch(first.1)
+        .with_committed(false);
+    let (correlation, frame) = k.frame(ApiKey::EndTxn, 5, &abort);
+    k.send_raw(&frame);
+    c.wait_until("the abort is prepared", WAIT_MAX, |c| transaction_state(c, coordinator, id) == "PrepareAbort");
+    move_leader(&c, &[coordinator, next], "__transaction_state", next);
+    let ended: EndTxnResponse = read_response(&mut k, ApiKey::EndTxn, 5, correlation);
+    assert_eq!(
+        (ended.error_code, ended.producer_id.0, ended.producer_epoch),
+        (0, first.0, first.1 + 1),
+        "EndTxn v5 answers the epoch the abort bumped to"
+    );
+    c.node(data).resume();
+
+    // Transaction 2 starts its sequences again under the new epoch; its write is
+    // written and committed, and the aborted one stays aborted.
+    let second = (ended.producer_id.0, ended.producer_epoch);
+    let mut d = c.try_connect(data).unwrap();
+    let mut k = c.try_connect(next).unwrap();
+    assert_eq!(produce(&mut d, 12, &produce_request(id, second, topic, 0, 0, "committed-1")), 0);
+    assert_eq!(end(&mut k, 5, id, second, true).0, 0, "EndTxn v5 commit at the new coordinator");
+    let committed = wait_committed(&mut d, topic, 0, &["committed-1"]);
+    assert_eq!(committed.all, ["aborted-0", "committed-1"]);
 }

@@ -8,6 +8,7 @@ pub mod log_move;
 pub mod mesh;
 pub mod partition;
 pub mod partition_dir;
+pub mod produce_outcome;
 pub mod producer_state;
 pub mod producer_turns;
 pub mod scrub;

@@ -13,6 +13,7 @@ use keel_storage::StorageError;
 use uuid::Uuid;
 
 use super::partition_dir::{choose_dir, claim_dir, dir_owner_key, partition_dir, DirOwner};
+pub use super::produce_outcome::{ProduceOutcome, TxnWrite};
 use super::producer_state::{ProducerStates, SeqBatch, SeqCheck};
 use super::txn_log::{AbortedTxn, PartitionTxns, TxnChange};
 use super::txn_store::{aborted_key, load_txns, persist_txn, rewrite_txns, txn_changes};
@@ -70,26 +71,6 @@ struct Move {
     copied: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
-/// The transactional id of a Produce request, and whether its partitions join the
-/// transaction by being written (Produce v12+, transaction protocol version 2).
-#[derive(Debug, Clone)]
-pub struct TxnWrite {
-    pub id: String,
-    pub add: bool,
-}
-
-/// What the produce path answers for one partition.
-#[derive(Debug, Clone, Default)]
-pub struct ProduceOutcome {
-    pub error: i16,
-    pub message: Option<String>,
-    pub base_offset: i64,
-    pub log_append_time: i64,
-    pub log_start_offset: i64,
-    /// The records refused, by index, each with why (KIP-467 `record_errors`).
-    pub record_errors: Vec<(i32, String)>,
-}
-
 /// Produce errors of a producer's sequence or epoch, answered with the log start offset
 /// (Kafka answers its other refusals without one).
 const SEQUENCE_ERRORS: [i16; 3] =
@@ -105,24 +86,6 @@ struct Appended {
     term: u64,
     begun: Option<TxnChange>,
     retried_batch_time: Option<i64>,
-}
-
-impl ProduceOutcome {
-    /// A refusal with no message.
-    pub fn refused(code: i16) -> ProduceOutcome {
-        ProduceOutcome {
-            error: code,
-            message: None,
-            base_offset: -1,
-            log_append_time: -1,
-            log_start_offset: -1,
-            record_errors: Vec::new(),
-        }
-    }
-
-    fn error(code: i16, message: impl Into<String>) -> ProduceOutcome {
-        ProduceOutcome { message: Some(message.into()), ..ProduceOutcome::refused(code) }
-    }
 }
 
 /// Prefix of a partition's keys in the shard's state store: the topic id, so a topic
@@ -468,8 +431,7 @@ impl Partition {
         }
         if let (Some(txn_id), Some((h, _))) = (transactional_id, batches.first()) {
             let (pid, epoch) = (h.producer_id, h.producer_epoch);
-            let known =
-                self.txns.borrow().open_since(pid).is_some() || self.verified.borrow().get(&pid) == Some(&epoch);
+            let known = self.txn_open_under(pid, epoch) || self.verified.borrow().get(&pid) == Some(&epoch);
             if h.is_transactional() && !known {
                 let tp = (self.topic.clone(), self.index);
                 let add = txn.is_some_and(|t| t.add);
@@ -590,7 +552,7 @@ impl Partition {
             // Checked again with no await before the append: a marker may have ended
             // the transaction (and taken the guard) while this request waited. A
             // retried batch already in the log is answered as the duplicate it is.
-            let open = self.txns.borrow().open_since(h.producer_id).is_some();
+            let open = self.txn_open_under(h.producer_id, h.producer_epoch);
             let guarded = self.verified.borrow_mut().remove(&h.producer_id) == Some(h.producer_epoch);
             let replayed = decisions.iter().all(|d| matches!(d, SeqCheck::Duplicate { .. }));
             if !open && !guarded && !replayed {
@@ -804,6 +766,14 @@ impl Partition {
     /// The leader epoch clients see for the partition.
     pub fn leader_epoch(&self) -> i32 {
         self.replica.as_ref().map(|r| r.epoch()).unwrap_or(LEADER_EPOCH)
+    }
+
+    /// `producer_id` has a transaction open here under `epoch`. One open under an older
+    /// epoch was ended by its coordinator (as Kafka's `hasOngoingTransaction` reads
+    /// it), and its marker may not be here yet: a batch of the next one is verified.
+    fn txn_open_under(&self, producer_id: i64, epoch: i16) -> bool {
+        self.txns.borrow().open_since(producer_id).is_some()
+            && self.producers.borrow().epoch(producer_id) == Some(epoch)
     }
 
     fn check_sequence(&self, h: &BatchHeader) -> SeqCheck {

@@ -250,6 +250,11 @@ impl ProducerStates {
         self.len() == 0
     }
 
+    /// The epoch of `producer_id`'s last batch here, if it is remembered.
+    pub fn epoch(&self, producer_id: i64) -> Option<i16> {
+        self.shard.tables.borrow().entries.get(&(self.table, producer_id)).map(|e| e.epoch)
+    }
+
     pub fn check(&self, producer_id: i64, epoch: i16, first_seq: i32, last_seq: i32) -> SeqCheck {
         let t = self.shard.tables.borrow();
         let Some(entry) = t.entries.get(&(self.table, producer_id)) else {
