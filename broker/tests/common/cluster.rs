@@ -167,9 +167,10 @@ impl Cluster {
             let seen: Vec<Option<(i32, i32)>> = asking.iter().map(|id| c.leader(*id, topic, partition)).collect();
             found = seen[0];
             let Some((leader, epoch)) = seen[0] else { return false };
-            let preferred = c.metadata(asking[0], Some(&[topic])).and_then(|m| {
-                m.topics.first()?.partitions.iter().find(|p| p.partition_index == partition)?.replica_nodes.first().map(|n| n.0)
-            });
+            let m = c.metadata(asking[0], Some(&[topic]));
+            let p =
+                m.as_ref().and_then(|m| m.topics.first()?.partitions.iter().find(|p| p.partition_index == partition));
+            let preferred = p.and_then(|p| p.replica_nodes.first()).map(|n| n.0);
             let stays = epoch > 1 || preferred.is_none_or(|p| p == leader || !asking.contains(&p));
             stays && Some(leader) != not && seen.iter().all(|s| *s == seen[0])
         });
