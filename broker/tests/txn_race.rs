@@ -15,6 +15,10 @@
 //! (`ProducerAppendInfo.checkProducerEpoch`; the coordinator's PRODUCER_FENCED for a
 //! write that would add a partition is turned into it by `AddPartitionsToTxnManager`),
 //! and so does Keel.
+//!
+//! The last test races the other way, on a three-node cluster: the abort's marker is
+//! held up (its partition's only replica paused) while the coordinator moves, and the
+//! next transaction's write arrives before the marker.
 
 mod common;
 
