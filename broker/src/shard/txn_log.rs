@@ -114,15 +114,19 @@ impl PartitionTxns {
     }
 
     /// The log was cut back to `offset`: what began at or after it is gone, and a
-    /// transaction whose marker was cut is open again.
+    /// transaction whose marker was cut is open again. An abort is found in the aborted
+    /// ranges too: after a restart `ended` is empty, and an abort whose marker a new
+    /// leader's tail replaced would otherwise end nothing when that leader's marker
+    /// arrives, leaving the aborted records readable as committed.
     pub fn truncate_from(&mut self, offset: i64) {
         self.open.retain(|_, first| *first < offset);
         let (cut, kept): (Vec<Ended>, Vec<Ended>) = self.ended.drain(..).partition(|e| e.marker >= offset);
         self.ended = kept;
-        for e in cut.into_iter().filter(|e| e.first_offset < offset) {
-            self.open.insert(e.producer_id, e.first_offset);
+        let cut_aborts = self.aborted.split_off(&offset).into_values().map(|a| (a.producer_id, a.first_offset));
+        let cut = cut.into_iter().map(|e| (e.producer_id, e.first_offset)).chain(cut_aborts);
+        for (producer_id, first_offset) in cut.filter(|(_, first)| *first < offset) {
+            self.open.insert(producer_id, first_offset);
         }
-        self.aborted.retain(|last, _| *last < offset);
     }
 
     /// Forgets aborted transactions wholly below the log start offset; returns their
@@ -195,6 +199,21 @@ mod tests {
         assert_eq!(t.open_since(2), None);
         assert!(t.aborted_between(0, 10).is_empty());
         assert_eq!(t.last_stable_offset(2), 0);
+    }
+
+    #[test]
+    fn a_cut_abort_marker_reopens_its_transaction_after_a_restart() {
+        // Restored from the state store: the abort at 2 is known, `ended` is not.
+        let mut t = PartitionTxns::restore([], [AbortedTxn { producer_id: 1, first_offset: 0, last_offset: 2 }]);
+        t.truncate_from(2);
+        assert_eq!(t.open_since(1), Some(0), "the abort's marker was cut: open again");
+        assert!(t.aborted_between(0, 10).is_empty());
+        // The new leader's abort marker ends it, and the range is known again.
+        let (h, b) = marker(1, 3, false);
+        let ended = t.on_batch(&h, &b);
+        let range = AbortedTxn { producer_id: 1, first_offset: 0, last_offset: 3 };
+        assert_eq!(ended, Some(TxnChange::Ended { producer_id: 1, aborted: Some(range) }));
+        assert_eq!(t.aborted_between(0, 10), vec![range]);
     }
 
     #[test]
