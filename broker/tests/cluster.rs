@@ -518,10 +518,6 @@ fn a_leader_that_reads_a_corrupt_batch_back_for_a_follower_is_rebuilt() {
             && c.all_in_sync(&all, "reread", 3)
     });
     // The follower that was away leads and serves every acknowledged record.
-    let path = format!("/v1/partitions/reread/0/leader?to={away}");
-    c.wait_until("the follower that was away takes the lead", Duration::from_secs(60), |c| {
-        let _ = c.nodes[0].admin_request("POST", &path);
-        all.iter().all(|id| c.leader(*id, "reread", 0).map(|(l, _)| l) == Some(away))
-    });
+    c.move_leader(&all, "reread", away, Duration::from_secs(60));
     assert_eq!(read_all(&c, away, "reread", 0), acked);
 }

@@ -494,16 +494,6 @@ fn transaction_state(c: &Cluster, asking: i32, id: &str) -> String {
     r.map(|r| r.transaction_states[0].transaction_state.to_string()).unwrap_or_default()
 }
 
-/// Hands the leadership of `topic`-0 to node `to` and waits until the nodes `asking`
-/// see it.
-fn move_leader(c: &Cluster, asking: &[i32], topic: &str, to: i32) {
-    let path = format!("/v1/partitions/{topic}/0/leader?to={to}");
-    c.wait_until(&format!("node {to} leads {topic}-0"), WAIT_MAX, |c| {
-        let _ = c.nodes[(to - 1) as usize].admin_request("POST", &path);
-        asking.iter().all(|id| c.leader(*id, topic, 0).map(|(l, _)| l) == Some(to))
-    });
-}
-
 /// The bug the 30-minute fault run found: an EndTxn v5 abort bumps the epoch, but the
 /// coordinator's node stopped coordinating the id while the markers were written, and
 /// the answer carried the request's own epoch. The client started its sequences again
@@ -525,7 +515,7 @@ fn an_end_txn_answers_the_bumped_epoch_when_its_coordinator_moves_during_the_mar
     let (mut coordinator, _) = c.wait_for_leader(&[1, 2, 3], "__transaction_state", 0, None);
     if coordinator == data {
         coordinator = if data == 1 { 2 } else { 1 };
-        move_leader(&c, &[1, 2, 3], "__transaction_state", coordinator);
+        c.move_leader(&[1, 2, 3], "__transaction_state", coordinator, WAIT_MAX);
     }
     let next = (1..=3).find(|n| *n != data && *n != coordinator).unwrap();
     let mut k = c.try_connect(coordinator).unwrap();
@@ -543,7 +533,7 @@ fn an_end_txn_answers_the_bumped_epoch_when_its_coordinator_moves_during_the_mar
     let (correlation, frame) = k.frame(ApiKey::EndTxn, 5, &abort);
     k.send_raw(&frame);
     c.wait_until("the abort is prepared", WAIT_MAX, |c| transaction_state(c, coordinator, id) == "PrepareAbort");
-    move_leader(&c, &[coordinator, next], "__transaction_state", next);
+    c.move_leader(&[coordinator, next], "__transaction_state", next, WAIT_MAX);
     let ended: EndTxnResponse = read_response(&mut k, ApiKey::EndTxn, 5, correlation);
     assert_eq!(
         (ended.error_code, ended.producer_id.0, ended.producer_epoch),

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::alter_partition_reassignments_request::{ReassignablePartition, ReassignableTopic};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::metadata_response::MetadataResponsePartition;
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ApiKey, BrokerId, CreateTopicsRequest,
     MetadataRequest, MetadataResponse,
@@ -151,11 +152,26 @@ impl Cluster {
         r.responses[0].partitions[0].error_code
     }
 
+    /// `topic`-`partition` as node `asking` describes it in Metadata.
+    pub fn partition_metadata(&self, asking: i32, topic: &str, partition: i32) -> Option<MetadataResponsePartition> {
+        let m = self.metadata(asking, Some(&[topic]))?;
+        m.topics.first()?.partitions.iter().find(|p| p.partition_index == partition).cloned()
+    }
+
     /// The leader of `topic`-`partition` as node `asking` reports it.
     pub fn leader(&self, asking: i32, topic: &str, partition: i32) -> Option<(i32, i32)> {
-        let m = self.metadata(asking, Some(&[topic]))?;
-        let p = m.topics.first()?.partitions.iter().find(|p| p.partition_index == partition)?.clone();
+        let p = self.partition_metadata(asking, topic, partition)?;
         (p.leader_id.0 > 0).then_some((p.leader_id.0, p.leader_epoch))
+    }
+
+    /// Hands the leadership of `topic`-0 to node `to` (asked there, again until it
+    /// takes) and waits up to `timeout` until every node in `asking` names it.
+    pub fn move_leader(&self, asking: &[i32], topic: &str, to: i32, timeout: Duration) {
+        let path = format!("/v1/partitions/{topic}/0/leader?to={to}");
+        self.wait_until(&format!("node {to} leads {topic}-0"), timeout, |c| {
+            let _ = c.nodes[(to - 1) as usize].admin_request("POST", &path);
+            asking.iter().all(|id| c.leader(*id, topic, 0).map(|(l, _)| l) == Some(to))
+        });
     }
 
     /// Waits until every live node in `asking` agrees on a leader of the partition
@@ -167,10 +183,8 @@ impl Cluster {
             let seen: Vec<Option<(i32, i32)>> = asking.iter().map(|id| c.leader(*id, topic, partition)).collect();
             found = seen[0];
             let Some((leader, epoch)) = seen[0] else { return false };
-            let m = c.metadata(asking[0], Some(&[topic]));
-            let p =
-                m.as_ref().and_then(|m| m.topics.first()?.partitions.iter().find(|p| p.partition_index == partition));
-            let preferred = p.and_then(|p| p.replica_nodes.first()).map(|n| n.0);
+            let p = c.partition_metadata(asking[0], topic, partition);
+            let preferred = p.and_then(|p| p.replica_nodes.first().map(|n| n.0));
             let stays = epoch > 1 || preferred.is_none_or(|p| p == leader || !asking.contains(&p));
             stays && Some(leader) != not && seen.iter().all(|s| *s == seen[0])
         });
