@@ -337,20 +337,28 @@ func judgePartitions(rounds []round, logs map[int32][]logRecord, claims map[clai
 	v.probeErrors = map[string]int{}
 	for _, r := range rounds {
 		var last time.Duration
+		ledEpoch := map[int32]int32{}
+		for j, p := range r.led {
+			ledEpoch[p] = r.ledEpochs[j]
+		}
 		for _, pr := range r.probes {
 			if pr.err != nil {
 				v.probeErrors[pr.err.Error()]++
 				continue
 			}
 			v.probeAcks++
-			if pr.node == int(r.node) {
+			rec, ok := byOffset[pr.partition][pr.offset]
+			// An acknowledgement from the isolated node counts against the bound
+			// unless the log holds its record in an epoch after the one the node
+			// led at the cut: a leadership it won back after the heal.
+			regained := ok && rec.probe == pr.value && rec.epoch > ledEpoch[pr.partition]
+			if pr.node == int(r.node) && !regained {
 				if pr.at.After(r.cut) {
 					last = max(last, pr.at.Sub(r.cut))
 				} else {
 					v.isolatedEarly++
 				}
 			}
-			rec, ok := byOffset[pr.partition][pr.offset]
 			if !ok || rec.probe != pr.value {
 				found := "nothing"
 				if ok {

@@ -66,6 +66,14 @@ func TestJudgePartitions(t *testing.T) {
 	late := r
 	late.probes = append(append([]probeResult(nil), r.probes...),
 		probeResult{round: 1, node: 1, partition: 0, value: "probe r1 n1 p0 #40", sent: at(1800), at: at(1800), offset: 1})
+	// Acknowledging in a later epoch, a leadership won back after the heal, is not late.
+	back := r
+	back.probes = append(append([]probeResult(nil), r.probes...),
+		probeResult{round: 1, node: 1, partition: 0, value: "probe r1 n1 p0 #60", sent: at(7000), at: at(7001), offset: 2})
+	backLogs := map[int32][]logRecord{0: append(append([]logRecord(nil), logs[0]...), logRecord{2, -1, 3, "probe r1 n1 p0 #60"})}
+	if v := judgePartitions([]round{back}, backLogs, claims, 500*time.Millisecond); v.failed() || v.lastAcks[0] != 5*time.Millisecond {
+		t.Fatalf("an acknowledgement in a regained leadership judged %+v", v)
+	}
 	claims[claim{3, 0, 1, 2}] = cut
 	v := judgePartitions([]round{late}, logs, claims, 500*time.Millisecond)
 	if len(v.lateAcks) != 1 || len(v.probeLost) != 1 || len(v.twoLeaders) != 1 {
