@@ -444,3 +444,31 @@ fn ten_thousand_small_messages_travel_in_few_frames() {
         }
     });
 }
+
+#[test]
+fn a_closed_raft_connection_is_reported_and_a_control_frame_is_not() {
+    run(|| async {
+        let receiver = Node::new(2, 0, HashMap::new(), TransportConfig::default());
+        let closed = Rc::new(RefCell::new(Vec::new()));
+        let seen = closed.clone();
+        receiver.transport.on_closed(Rc::new(move |node| seen.borrow_mut().push(node)));
+        let controls = Rc::new(RefCell::new(0));
+        let counted = controls.clone();
+        receiver.transport.on_control(Rc::new(move |_, _| *counted.borrow_mut() += 1));
+        let rpc_addr = receiver.listen().await;
+
+        // A control frame comes on a connection of its own that closes after it.
+        let sender = Node::new(1, 0, HashMap::new(), TransportConfig::default());
+        sender.transport.add_peer(2, rpc_addr);
+        sender.transport.send_control(2, 0, Bytes::from_static(b"control"));
+        eventually("the control frame", || *controls.borrow() == 1).await;
+        sender.transport.send(2, 0, vec![envelope(1, 0, message(MessageType::MsgHeartbeat, 2, 3))]);
+        eventually("the heartbeat", || receiver.count() == 1).await;
+        sleep(Duration::from_millis(50)).await;
+        assert!(closed.borrow().is_empty(), "a control connection closing is not a peer lost: {:?}", closed.borrow());
+
+        // The sending node goes away: its Raft connection closes, and node 1 is reported.
+        drop(sender);
+        eventually("the close reported", || *closed.borrow() == vec![1]).await;
+    });
+}

@@ -252,6 +252,14 @@ impl MultiRaft {
         }
     }
 
+    /// Peer `node`'s connection closed: taken for down now, as if it had been silent
+    /// for an election timeout (`quiesce` module doc).
+    pub fn peer_lost(&mut self, node: NodeId) {
+        if self.liveness.lost(node) {
+            self.peer_down(node);
+        }
+    }
+
     /// Peer `node` went silent: wakes every quiet group it is a voter of. Followers it
     /// led forget it and campaign soon, one after the other: in an order of the live
     /// voters that turns with the group, half an election timeout apart, so they do

@@ -22,6 +22,12 @@
 //! lease of a leader it knows is gone). A leader stops counting that peer as recently
 //! active, so its next check-quorum pass steps it down if it lost its majority.
 //!
+//! A peer whose connection closed (the transport saw it end: `kill -9` closes every
+//! socket of the process) is taken for down at once, the same way, instead of an
+//! election timeout later. A false alarm (a live peer's connection reset) costs at most
+//! a failed pre-vote: the peer is alive again at its next message, and followers that
+//! did not see the close are still in its lease and refuse their votes.
+//!
 //! Safety does not depend on any of this: a quiet follower that misses the quiesce
 //! heartbeat campaigns as usual, and one woken by mistake only costs an election.
 
@@ -116,6 +122,18 @@ impl Liveness {
     pub fn heard(&mut self, node: NodeId, now: u64) {
         if let Some(peer) = self.peers.get_mut(&node) {
             *peer = Peer { heard: now, alive: true };
+        }
+    }
+
+    /// `node` is known to be gone (its connection closed): taken for down now. Returns
+    /// whether it was alive until now.
+    pub fn lost(&mut self, node: NodeId) -> bool {
+        match self.peers.get_mut(&node) {
+            Some(peer) if peer.alive => {
+                peer.alive = false;
+                true
+            }
+            _ => false,
         }
     }
 

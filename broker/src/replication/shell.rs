@@ -246,6 +246,12 @@ impl Replication {
                 unpersisted: retry::Unpersisted::default(),
             }
         });
+        let closed_to = Rc::downgrade(&me);
+        me.transport.on_closed(Rc::new(move |node| {
+            if let Some(r) = closed_to.upgrade() {
+                r.peer_closed(node);
+            }
+        }));
         me.transport
             .listen(rpc_addr)
             .await
@@ -453,6 +459,17 @@ impl Replication {
                 }
             }
         }
+        self.wake.notify();
+    }
+
+    /// A connection that carried `node`'s Raft messages ended: the groups it led here
+    /// campaign now rather than an election timeout later (`keel_raft::quiesce`).
+    fn peer_closed(&self, node: NodeId) {
+        if self.stopped.get() {
+            return;
+        }
+        tracing::debug!(shard = self.shard, node, "a peer's Raft connection closed: taken for down");
+        self.multi.borrow_mut().peer_lost(node);
         self.wake.notify();
     }
 

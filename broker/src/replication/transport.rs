@@ -26,7 +26,11 @@
 //! `reconnect_backoff_max`), and only when there is something to send.
 //!
 //! Receiving: each good frame's messages are handed to the `inbound` callback at once,
-//! on this shard, in the order they were sent. A bad frame (over the size maximum, CRC
+//! on this shard, in the order they were sent. A connection that carried Raft messages
+//! and then closes or fails (not one this side closed for a bad frame) is reported to
+//! the `on_closed` receiver: a peer killed with `kill -9` closes every connection it
+//! wrote, and Raft can take that for its death at once rather than an election
+//! timeout later. A bad frame (over the size maximum, CRC
 //! mismatch, unknown version or kind, wrong shard, undecodable, or the connection closed
 //! inside it) is logged with the peer's address and counted, and its connection closed.
 //! Entry data are slices of the frame they came in: holding one entry holds its frame.
@@ -110,6 +114,9 @@ pub struct TransportStats {
 /// Receives the payload of each control frame, with the node that sent it.
 pub type ControlReceiver = Rc<dyn Fn(NodeId, Bytes)>;
 
+/// Told the node whose Raft connection closed or failed.
+pub type ClosedReceiver = Rc<dyn Fn(NodeId)>;
+
 pub struct Transport {
     shared: Rc<Shared>,
     outboxes: RefCell<HashMap<(NodeId, u16), Rc<Outbox>>>,
@@ -125,6 +132,8 @@ struct Shared {
     inbound: Rc<dyn Fn(NodeId, Vec<Envelope>)>,
     /// Receives control frames' payloads (see [`Transport::send_control`]).
     control: RefCell<Option<ControlReceiver>>,
+    /// Told when a connection that carried Raft messages ends (see [`Transport::on_closed`]).
+    closed: RefCell<Option<ClosedReceiver>>,
     stats: Cell<TransportStats>,
     stopped: Rc<Signal>,
 }
@@ -162,6 +171,7 @@ impl Transport {
             peers: RefCell::new(peers),
             inbound,
             control: RefCell::new(None),
+            closed: RefCell::new(None),
             stats: Cell::default(),
             stopped: Signal::new(),
         };
@@ -209,6 +219,13 @@ impl Transport {
     /// Sets the receiver of control messages.
     pub fn on_control(&self, receiver: ControlReceiver) {
         *self.shared.control.borrow_mut() = Some(receiver);
+    }
+
+    /// Sets the receiver told when an inbound connection that carried Raft messages
+    /// from a node closes or fails: the peer may be gone (killed, or its transport
+    /// stopped), or may only be reconnecting.
+    pub fn on_closed(&self, receiver: ClosedReceiver) {
+        *self.shared.closed.borrow_mut() = Some(receiver);
     }
 
     /// The nodes this transport can reach (every peer but this node).
@@ -511,15 +528,31 @@ async fn accept_loop(shared: Rc<Shared>, listener: TcpListener) {
 async fn read_loop(shared: Rc<Shared>, stream: TcpStream) {
     let peer = stream.peer_addr().map(|addr| addr.to_string()).unwrap_or_else(|_| "unknown peer".into());
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
+    // The node whose Raft messages this connection carried; control frames come on
+    // connections of their own that close after one frame, and do not count.
+    let mut sender = None;
+    let closed = |sender: Option<NodeId>| {
+        let receiver = shared.closed.borrow().clone();
+        if let (Some(node), Some(receiver)) = (sender, receiver) {
+            receiver(node);
+        }
+    };
     loop {
         let payload = match read_frame(&mut reader, shared.config.frame_bytes_max).await {
             Ok(Some(payload)) => payload,
-            Ok(None) => return,
+            Ok(None) => return closed(sender),
             Err(ReadError::Io(error)) => {
                 tracing::debug!(shard = shared.shard, %peer, %error, "Raft connection failed");
+                return closed(sender);
+            }
+            Err(ReadError::Frame(error)) => {
+                shared.bad_frame(&peer, &error);
+                // Cut inside a frame: the peer died or closed mid-write.
+                if matches!(error, FrameError::Truncated) {
+                    closed(sender);
+                }
                 return;
             }
-            Err(ReadError::Frame(error)) => return shared.bad_frame(&peer, &error),
         };
         let bytes = (PREFIX_BYTES + payload.len()) as u64;
         let inbound = match frame::decode(payload, shared.shard) {
@@ -533,6 +566,7 @@ async fn read_loop(shared: Rc<Shared>, stream: TcpStream) {
             stats.bytes_received += bytes;
         });
         if messages > 0 {
+            sender = Some(inbound.from);
             (shared.inbound)(inbound.from, inbound.envelopes);
         }
         if let Some(payload) = inbound.control {

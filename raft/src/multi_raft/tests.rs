@@ -200,8 +200,8 @@ fn idle_groups_go_quiet_and_only_pings_remain() {
     assert_eq!(nodes[1].commit_index(GROUP), nodes[0].commit_index(GROUP));
 }
 
-#[test]
-fn followers_of_a_silent_leader_elect_another_soon() {
+/// A 3-node cluster whose group node 1 leads, every node quiet.
+fn quiet_cluster_led_by_node_1() -> Vec<MultiRaft> {
     let mut nodes = cluster(3, &[GROUP]);
     nodes[0].campaign(GROUP).expect("campaign");
     settle(&mut nodes);
@@ -209,8 +209,12 @@ fn followers_of_a_silent_leader_elect_another_soon() {
         tick_all(&mut nodes);
     }
     assert!(nodes.iter().all(|raft| raft.quiet_groups() == 1));
-    // Node 1 stops: the others hear nothing from it, and after an election timeout
-    // (plus at most half of one) one of them leads.
+    nodes
+}
+
+/// Node 1 has stopped: ticks nodes 2 and 3, dropping what is sent to node 1, until one
+/// of them leads. Returns the ticks it took.
+fn ticks_until_another_leads(nodes: &mut [MultiRaft]) -> usize {
     let election_ticks = nodes[1].config.election_ticks;
     let mut waited = 0;
     while !nodes[1..].iter().any(|raft| raft.leader_term(GROUP).is_some()) {
@@ -236,7 +240,43 @@ fn followers_of_a_silent_leader_elect_another_soon() {
         waited += 1;
         assert!(waited <= election_ticks + election_ticks / 2 + 3, "no new leader after {waited} ticks");
     }
-    assert!(waited > election_ticks, "peers are given an election timeout: elected after {waited} ticks");
+    waited
+}
+
+#[test]
+fn followers_of_a_silent_leader_elect_another_soon() {
+    let mut nodes = quiet_cluster_led_by_node_1();
+    // Node 1 stops: the others hear nothing from it, and after an election timeout
+    // (plus at most half of one) one of them leads.
+    let waited = ticks_until_another_leads(&mut nodes);
+    assert!(
+        waited > nodes[1].config.election_ticks,
+        "peers are given an election timeout: elected after {waited} ticks"
+    );
+}
+
+#[test]
+fn followers_that_saw_the_leaders_connection_close_elect_another_at_once() {
+    let mut nodes = quiet_cluster_led_by_node_1();
+    // Node 1 is killed: both followers' transports see its connection close.
+    nodes[1].peer_lost(1);
+    nodes[2].peer_lost(1);
+    let waited = ticks_until_another_leads(&mut nodes);
+    assert!(waited <= 2, "elected after {waited} ticks, not within 2");
+}
+
+#[test]
+fn a_closed_connection_alone_does_not_unseat_a_live_leader() {
+    let mut nodes = quiet_cluster_led_by_node_1();
+    // Only node 2 saw a connection from node 1 close (node 1 reconnects): node 2
+    // campaigns, node 3, still in node 1's lease, refuses, and node 1 keeps leading.
+    nodes[1].peer_lost(1);
+    let term = nodes[0].leader_term(GROUP).expect("node 1 leads");
+    for _ in 0..3 * nodes[0].config.election_ticks {
+        tick_all(&mut nodes);
+        settle(&mut nodes);
+    }
+    assert_eq!(nodes[0].leader_term(GROUP), Some(term));
 }
 
 #[test]

@@ -269,6 +269,17 @@ impl Simulation {
                 self.boot(index);
             }
         }
+        // A connection reset while both ends live: the node that saw it takes the
+        // other for down (`MultiRaft::peer_lost`) though it is not.
+        if self.rng.gen_bool(self.faults.crash) {
+            let (index, other) = (self.rng.gen_range(0..self.nodes.len()), self.rng.gen_range(0..self.nodes.len()));
+            let lost = self.nodes[other].id;
+            if index != other {
+                if let Some(raft) = self.nodes[index].raft.as_mut() {
+                    raft.peer_lost(lost);
+                }
+            }
+        }
         if self.rng.gen_bool(self.faults.pause) {
             let index = self.rng.gen_range(0..self.nodes.len());
             self.nodes[index].paused_until = self.step + self.rng.gen_range(10..200);
@@ -303,11 +314,21 @@ impl Simulation {
 
     fn crash(&mut self, index: usize) {
         let node = &mut self.nodes[index];
+        let id = node.id;
         node.raft = None;
         node.writes.clear();
         node.fetches.clear();
         node.restart_at = self.step + self.rng.gen_range(20..300);
         self.outcome.crashes += 1;
+        // Its connections close: the nodes it still reached see them end, as a broker's
+        // transport does when a peer is killed.
+        for other in &mut self.nodes {
+            if !self.cut.contains(&(id, other.id)) {
+                if let Some(raft) = other.raft.as_mut() {
+                    raft.peer_lost(id);
+                }
+            }
+        }
     }
 
     /// Starts node `index` from its disk alone.
