@@ -42,8 +42,7 @@ impl PartitionState {
 
 /// Fsyncs a directory after renames or removals in it, off the reactor thread.
 pub async fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    let target = dir.to_path_buf();
-    crate::blocking(dir, "sync directory", move || std::fs::File::open(&target)?.sync_all()).await
+    crate::disk::sync_dir(dir).await
 }
 
 #[cfg(test)]

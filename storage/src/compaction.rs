@@ -19,6 +19,11 @@
 //! lose the key's committed value), and aborted records themselves are removed. The
 //! partition tells both through [`Transactions`]; markers stay.
 //!
+//! On a journaled log only segments wholly below the segment of the last checkpoint's
+//! mark are rewritten: after a crash recovery cuts that segment back to the mark,
+//! drops the later ones and replays the journal's copies of their records, which would
+//! undo a rewrite there (a pass that needs more asks the journal for a checkpoint).
+//!
 //! A segment is rewritten to `<name>.cleaned`, fsynced, and renamed over the original
 //! under the log's io lock, after checking the log still holds the same segment file
 //! (a truncation may have replaced it meanwhile). Rename is atomic, so a crash leaves
@@ -178,12 +183,21 @@ pub async fn compact(
     if log.borrow().compactable(hw, now_ms, policy, force).is_none() {
         return Ok(None);
     }
-    // Only segments whose files are fsynced are rewritten (a journal replay never
-    // rebuilds them): fsync the log's files first if the work reaches past that.
-    if log.borrow().compactable(log.borrow().settled_offset().min(txns.stable_upto), now_ms, policy, force).is_none() {
-        crate::log::flush(log).await?;
+    // Only segments a crash leaves as they are get rewritten
+    // (`PartitionLog::rewritable_offset`): fsynced, and on a journaled log below its
+    // last checkpoint's mark, from where recovery replays the journal. If the work
+    // reaches past that, fsync the log's files, or ask the journal for a checkpoint.
+    if log.borrow().compactable(log.borrow().rewritable_offset().min(txns.stable_upto), now_ms, policy, force).is_none()
+    {
+        let journal = log.borrow().journal.as_ref().map(|j| j.journal.clone());
+        match journal {
+            Some(journal) => journal.checkpoint_soon().await,
+            None => {
+                crate::log::flush(log).await?;
+            }
+        }
     }
-    let settled = log.borrow().settled_offset().min(txns.stable_upto);
+    let settled = log.borrow().rewritable_offset().min(txns.stable_upto);
     let Some(range) = log.borrow().compactable(settled, now_ms, policy, force) else {
         return Ok(None);
     };
@@ -356,12 +370,10 @@ async fn rewrite_segment(
     let old = if remove {
         let old = log.borrow_mut().segments.remove(i);
         segment::release_file(rebuilt.file, Some(&cleaned_path)).await;
-        glommio::io::remove(&path).await.map_err(|e| StorageError::io("remove emptied segment", &path, e.into()))?;
+        crate::disk::remove(&path, "remove emptied segment").await?;
         old
     } else {
-        glommio::io::rename(&cleaned_path, &path)
-            .await
-            .map_err(|e| StorageError::io("rename cleaned segment", &path, e.into()))?;
+        crate::disk::rename(&cleaned_path, &path, "rename cleaned segment").await?;
         rebuilt.path = path.clone();
         std::mem::replace(&mut log.borrow_mut().segments[i], rebuilt)
     };

@@ -20,6 +20,7 @@ use bytes::Bytes;
 use futures_lite::future;
 
 use crate::cache::ShardCache;
+use crate::disk;
 use crate::journal::{Journal, Mark, Record};
 use crate::log::{self, PartitionLog};
 use crate::signal::Signal;
@@ -43,7 +44,8 @@ pub struct FlushQueue {
     /// Every journaled log, for checkpoints.
     logs: RefCell<Vec<Weak<RefCell<PartitionLog>>>>,
     checkpoint_running: Cell<bool>,
-    checkpoint_done: Rc<Signal>,
+    /// Set by [`FlushQueue::stop`]: the loops end.
+    stopped: Cell<bool>,
     /// The shard's batch-cache budget, enforced after every pass.
     cache: Option<Rc<ShardCache>>,
     /// Completed passes and their fdatasync count, for metrics.
@@ -51,7 +53,7 @@ pub struct FlushQueue {
     pub syncs: std::cell::Cell<u64>,
     /// How long passes took: what every acks=-1 produce waits for.
     pub pass_times: RefCell<PassTimes>,
-    last_checkpoint: Cell<Option<Instant>>,
+    last_checkpoint: Cell<Option<Duration>>,
     /// Bytes appended to the shard's logs and not yet written to their files: exact
     /// after each pass and each round of segment writes, plus what was appended since.
     unflushed: Cell<usize>,
@@ -220,13 +222,13 @@ impl FlushQueue {
         self.wake.notify();
     }
 
-    /// Runs passes forever; spawn it once per shard.
+    /// Runs passes until [`FlushQueue::stop`]; spawn it once per shard.
     pub async fn run(self: Rc<Self>) {
         if self.journal.is_some() {
             glommio::spawn_local(self.clone().write_segments()).detach();
             glommio::spawn_local(self.clone().checkpoint_timer()).detach();
         }
-        loop {
+        while !self.stopped.get() {
             let wait = self.wake.wait();
             let batch = self.dirty.take();
             for log in &batch {
@@ -267,7 +269,7 @@ impl FlushQueue {
                 self.account(&l);
                 if let Err(e) = flushed {
                     tracing::error!(error = %e, "flush failed; will retry");
-                    glommio::timer::sleep(Duration::from_millis(100)).await;
+                    disk::sleep(Duration::from_millis(100)).await;
                     Err(l)
                 } else {
                     Ok(())
@@ -284,8 +286,8 @@ impl FlushQueue {
 
     /// One journal write and one fdatasync for every dirty log.
     async fn journal_pass(self: &Rc<Self>, journal: &Rc<Journal>, batch: Vec<Log>) {
-        while journal.recovered() && journal.live_files() >= journal.config.live_files_max {
-            let done = self.checkpoint_done.wait();
+        while !self.stopped.get() && journal.recovered() && journal.live_files() >= journal.config.live_files_max {
+            let done = journal.checkpoint_ended.wait();
             self.start_checkpoint();
             done.await;
         }
@@ -346,7 +348,7 @@ impl FlushQueue {
                     };
                     l.changed.notify();
                 }
-                glommio::timer::sleep(Duration::from_millis(100)).await;
+                disk::sleep(Duration::from_millis(100)).await;
                 for log in &batch {
                     self.mark_dirty(log);
                 }
@@ -357,14 +359,16 @@ impl FlushQueue {
     /// Writes the journaled logs' segment files in whole pages, off the
     /// acknowledgement path.
     async fn write_segments(self: Rc<Self>) {
-        loop {
+        while !self.stopped.get() {
             let wait = self.write_wake.wait();
             let mut logs = self.to_write.take();
             if logs.is_empty() {
                 wait.await;
                 continue;
             }
-            logs.sort_by_key(|l| Rc::as_ptr(l) as usize);
+            // By directory, not by address: the order of the writes must not depend on
+            // where the allocator put the logs, or a simulated seed would not replay.
+            logs.sort_by(|a, b| a.borrow().dir.cmp(&b.borrow().dir));
             logs.dedup_by(|a, b| Rc::ptr_eq(a, b));
             let mut failed = false;
             // In chunks: one task awaiting a thousand writes at once overflows glommio's
@@ -383,7 +387,7 @@ impl FlushQueue {
             }
             self.progress.notify();
             if failed {
-                glommio::timer::sleep(Duration::from_millis(100)).await;
+                disk::sleep(Duration::from_millis(100)).await;
             }
         }
     }
@@ -392,13 +396,51 @@ impl FlushQueue {
     /// took records since the last one.
     async fn checkpoint_timer(self: Rc<Self>) {
         let journal = self.journal.clone().expect("journaled");
-        loop {
-            glommio::timer::sleep(journal.config.checkpoint_interval.min(Duration::from_secs(1))).await;
-            let due = self.last_checkpoint.get().is_none_or(|t| t.elapsed() >= journal.config.checkpoint_interval);
-            if due && journal.bytes_since_checkpoint() > 0 {
+        while !self.stopped.get() {
+            let wanted = journal.checkpoint_wanted.wait();
+            let tick = async {
+                disk::sleep(journal.config.checkpoint_interval.min(Duration::from_secs(1))).await;
+                false
+            };
+            let asked = futures_lite::future::or(
+                async {
+                    wanted.await;
+                    true
+                },
+                tick,
+            )
+            .await;
+            let due = self.last_checkpoint.get().is_none_or(|t| disk::now() - t >= journal.config.checkpoint_interval);
+            if (due || asked) && !self.stopped.get() && journal.bytes_since_checkpoint() > 0 {
                 self.start_checkpoint();
+            } else if asked {
+                // Nothing journaled since the last checkpoint: its marks stand.
+                journal.checkpoint_ended.notify();
             }
         }
+    }
+
+    /// Ends the loops once they wake (the checkpoint timer's at its next tick) and
+    /// wakes whatever waits on a log: a simulated shard's life ends with it, so that
+    /// nothing of it waits forever. Writes to the state store then fail.
+    pub fn stop(&self) {
+        self.stopped.set(true);
+        // Logs hold the state store, which holds this queue: the lists would keep
+        // them all alive.
+        self.dirty.take();
+        self.to_write.take();
+        self.wake.notify();
+        self.write_wake.notify();
+        if let Some(journal) = &self.journal {
+            journal.checkpoint_ended.notify();
+        }
+        for log in self.logs.borrow().iter().filter_map(Weak::upgrade) {
+            log.borrow().changed.notify();
+        }
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stopped.get()
     }
 
     /// Runs a checkpoint in the background unless one is running, or recovery is not
@@ -413,13 +455,15 @@ impl FlushQueue {
                 Ok(captured) => captured,
                 Err(e) => {
                     tracing::error!(error = %e, "journal checkpoint failed; will retry");
-                    glommio::timer::sleep(Duration::from_millis(500)).await;
+                    disk::sleep(Duration::from_millis(500)).await;
                     Vec::new()
                 }
             };
-            this.last_checkpoint.set(Some(Instant::now()));
+            this.last_checkpoint.set(Some(disk::now()));
             this.checkpoint_running.set(false);
-            this.checkpoint_done.notify();
+            if let Some(journal) = &this.journal {
+                journal.checkpoint_ended.notify();
+            }
             // After the checkpoint is done: the store's writes need journal passes,
             // and a pass may wait for a running checkpoint.
             if let Err(e) = snapshot::write(captured).await {
@@ -447,12 +491,16 @@ impl FlushQueue {
             logs.iter().filter_map(Weak::upgrade).collect()
         };
         let mut marks = Vec::with_capacity(logs.len());
+        // Per log: the base of its mark's segment, and its truncations before the mark.
+        let mut bases = Vec::with_capacity(logs.len());
         let mut captured = Vec::new();
         for chunk in logs.chunks(CHECKPOINT_CONCURRENCY) {
+            let truncations: Vec<u64> = chunk.iter().map(|log| log.borrow().truncations).collect();
             let flushes = chunk.iter().map(|log| mark_log(&journal, log)).collect();
-            for (log, mark) in chunk.iter().zip(join_all(flushes).await) {
+            for ((log, mark), truncations) in chunk.iter().zip(join_all(flushes).await).zip(truncations) {
                 match mark {
                     Ok((key, mark, capture)) => {
+                        bases.push((log.clone(), mark.segment_base, truncations));
                         marks.push((key, mark));
                         captured.extend(capture.map(|c| (log.clone(), c)));
                     }
@@ -466,6 +514,12 @@ impl FlushQueue {
         }
         self.recount_unflushed();
         journal.finish_checkpoint(replay_from, marks).await?;
+        // The marks are what recovery starts from now. A log truncated since its mark
+        // was taken keeps the lower base the truncation gave it.
+        for (log, base, truncations) in bases {
+            let mut l = log.borrow_mut();
+            l.checkpointed_base = if l.truncations == truncations { base } else { l.checkpointed_base.min(base) };
+        }
         Ok(captured)
     }
 }

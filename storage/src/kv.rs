@@ -193,6 +193,9 @@ impl ShardKv {
                 if let Some(e) = &l.flush_error {
                     return Err(StorageError::io("write state", l.dir(), std::io::Error::other(e.clone())));
                 }
+                if self.flush.stopped() {
+                    return Err(StorageError::io("write state", l.dir(), std::io::Error::other("flush loop stopped")));
+                }
                 l.changed.wait()
             };
             wait.await;

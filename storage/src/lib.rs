@@ -1,5 +1,7 @@
 //! Keel's storage engine: one segmented log per partition, written with O_DIRECT
-//! through each shard's io_uring (glommio DMA files).
+//! through each shard's io_uring (glommio DMA files). Every file, directory and timer
+//! goes through [`disk`], where a deterministic simulation puts a simulated disk and
+//! clock instead.
 //!
 //! Everything here runs on the shard that owns the partition; nothing is `Send` and
 //! nothing is shared between shards. Appends are synchronous and land in memory (the
@@ -16,6 +18,7 @@ pub mod batch_filter;
 pub mod cache;
 pub mod checkpoint;
 pub mod compaction;
+pub mod disk;
 pub mod error;
 pub mod flush;
 pub mod journal;
@@ -58,13 +61,4 @@ pub async fn prime_dma_probe(data_dir: &std::path::Path) -> Result<(), StorageEr
     file.read_at_aligned(0, PAGE as usize).await.map_err(|e| StorageError::io("read io probe", &path, e.into()))?;
     let _ = file.close().await;
     Ok(())
-}
-
-/// Runs a file-system call on glommio's blocking thread, off the reactor.
-pub(crate) async fn blocking<T: Send + 'static>(
-    path: &std::path::Path,
-    what: &'static str,
-    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
-) -> Result<T, StorageError> {
-    glommio::executor().spawn_blocking(f).await.map_err(|e| StorageError::io(what, path, e))
 }

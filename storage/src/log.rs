@@ -23,7 +23,7 @@
 //! Everything that changes files under the log (flush, truncation, retention removing
 //! segments, compaction swapping one) holds the log's `io_lock`, so a flush never
 //! writes into a segment another task is replacing. Readers take no lock: they hold
-//! the `Rc<DmaFile>` of the segment they read, which stays valid (and unlinked files
+//! the `Rc<File>` of the segment they read, which stays valid (and unlinked files
 //! readable) until they drop it.
 //!
 //! Opening (recovery) lives in `recovery.rs`, reads in `read.rs`, and truncation,
@@ -33,8 +33,8 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use crate::disk::File;
 use bytes::BytesMut;
-use glommio::io::DmaFile;
 use glommio::sync::Semaphore;
 use keel_protocol::batch::{self, BatchHeader};
 
@@ -80,7 +80,7 @@ impl Default for LogConfig {
 
 /// One aligned write waiting for the flush loop.
 pub(crate) struct PendingWrite {
-    pub(crate) file: Rc<DmaFile>,
+    pub(crate) file: Rc<File>,
     pub(crate) path: PathBuf,
     /// Aligned file position of `data[0]`.
     pub(crate) position: u64,
@@ -111,6 +111,13 @@ pub struct PartitionLog {
     pub(crate) written_offset: i64,
     /// Offsets below this are fsynced in the segment files.
     pub(crate) synced_offset: i64,
+    /// A journaled log: the base of the segment its last durable journal checkpoint's
+    /// mark names. After a crash recovery cuts that segment back to the mark and drops
+    /// later ones before replaying the journal, so only segments wholly below it may
+    /// be rewritten by compaction: a segment rewritten above it would be cut at a
+    /// position of its old layout, or rebuilt from the journal's copies of the records
+    /// compaction removed.
+    pub(crate) checkpointed_base: i64,
     /// (segment base, end position in it, next offset) of batches not yet written.
     pub(crate) unwritten: std::collections::VecDeque<(i64, u64, i64)>,
     /// How this log reaches the shard's journal, when it has one.
@@ -166,6 +173,7 @@ impl PartitionLog {
             replicas_have: i64::MAX,
             written_offset: 0,
             synced_offset: 0,
+            checkpointed_base: 0,
             unwritten: Default::default(),
             journal: None,
             cache: BatchCache::default(),
@@ -291,6 +299,16 @@ impl PartitionLog {
     /// them and their files are fsynced (a journal replay never has to rebuild them).
     pub(crate) fn settled_offset(&self) -> i64 {
         self.cleanable_end().min(self.synced_offset)
+    }
+    /// Segments wholly below this may be rewritten by compaction: settled, and on a
+    /// journaled log below its last checkpoint's mark (see `checkpointed_base`).
+    pub(crate) fn rewritable_offset(&self) -> i64 {
+        let settled = self.settled_offset();
+        if self.journal.is_some() {
+            settled.min(self.checkpointed_base)
+        } else {
+            settled
+        }
     }
     /// Records that the active segment (or an earlier one) is written up to `position`.
     pub(crate) fn note_written(&mut self, segment_base: i64, position: u64) {
@@ -462,6 +480,9 @@ impl PartitionLog {
         self.high_watermark = self.high_watermark.min(end);
         self.written_offset = self.written_offset.min(end);
         self.synced_offset = self.synced_offset.min(end);
+        // Recovery moves the mark down to a truncation journaled after it.
+        let cut_segment = self.segments.iter().rev().find(|s| s.base_offset <= end).map_or(end, |s| s.base_offset);
+        self.checkpointed_base = self.checkpointed_base.min(cut_segment);
         self.unwritten.retain(|&(_, _, next)| next <= end);
         if let Some(j) = self.journal.as_mut() {
             j.journaled_offset = j.journaled_offset.min(end);
@@ -558,7 +579,7 @@ pub(crate) fn trim_epochs_from_start(epochs: &mut Vec<(i32, i64)>, start: i64) {
 
 /// An fdatasync failure leaves the page cache and the disk in an unknown state; the
 /// only safe answer is to stop and let recovery re-read what is really on disk.
-pub(crate) async fn sync_or_die(file: &DmaFile, path: &Path) {
+pub(crate) async fn sync_or_die(file: &File, path: &Path) {
     if let Err(e) = file.fdatasync().await {
         eprintln!("keel: fatal: fdatasync {} failed: {e}; stopping to recover from disk", path.display());
         std::process::exit(70);
@@ -579,9 +600,9 @@ pub fn survive_sync_failures() {
 }
 
 /// [`sync_or_die`], or an error when [`survive_sync_failures`] was called.
-pub(crate) async fn sync_or_fail(file: &DmaFile, path: &Path) -> Result<(), StorageError> {
+pub(crate) async fn sync_or_fail(file: &File, path: &Path) -> Result<(), StorageError> {
     if SYNC_FAILURES_SURVIVABLE.with(|s| s.get()) {
-        file.fdatasync().await.map_err(|e| StorageError::io("fdatasync", path, e.into()))?;
+        file.fdatasync().await.map_err(|e| StorageError::io("fdatasync", path, e))?;
         crate::sync_log::synced_file(path);
         return Ok(());
     }
@@ -657,7 +678,7 @@ async fn roll_while(
 pub async fn release_files(log: &Rc<RefCell<PartitionLog>>) {
     let lock = log.borrow().io_lock();
     let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
-    let files: Vec<(Rc<DmaFile>, PathBuf)> =
+    let files: Vec<(Rc<File>, PathBuf)> =
         log.borrow().segments.iter().map(|s| (s.file.clone(), s.path.clone())).collect();
     for (file, path) in files {
         crate::segment::release_file(file, Some(&path)).await;
@@ -768,8 +789,8 @@ async fn write_all(
     log: &Rc<RefCell<PartitionLog>>,
     writes: Vec<PendingWrite>,
     sync_between: bool,
-) -> Result<Vec<(Rc<DmaFile>, PathBuf)>, StorageError> {
-    let mut files: Vec<(Rc<DmaFile>, PathBuf)> = Vec::new();
+) -> Result<Vec<(Rc<File>, PathBuf)>, StorageError> {
+    let mut files: Vec<(Rc<File>, PathBuf)> = Vec::new();
     for (i, w) in writes.iter().enumerate() {
         if sync_between {
             if let Some((file, path)) = files.pop_if(|(f, _)| !Rc::ptr_eq(f, &w.file)) {
@@ -850,13 +871,13 @@ async fn write_data(w: &PendingWrite) -> Result<(), StorageError> {
         slice[..w.data.len()].copy_from_slice(&w.data);
         slice[w.data.len()..].fill(0);
         let written =
-            w.file.write_at(buf, w.position).await.map_err(|e| StorageError::io("write segment", &w.path, e.into()))?;
+            w.file.write_at(buf, w.position).await.map_err(|e| StorageError::io("write segment", &w.path, e))?;
         if (written as u64) < len {
             return Err(StorageError::io("short write", &w.path, std::io::Error::from_raw_os_error(libc_enospc())));
         }
     }
     if let Some(size) = w.seal_size {
-        w.file.truncate(size).await.map_err(|e| StorageError::io("seal segment", &w.path, e.into()))?;
+        w.file.truncate(size).await.map_err(|e| StorageError::io("seal segment", &w.path, e))?;
     }
     Ok(())
 }

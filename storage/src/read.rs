@@ -3,7 +3,7 @@
 //!
 //! A read takes no lock. It follows segments by base offset (never by position in
 //! the segment list, which retention and compaction change under it), holds the
-//! `Rc<DmaFile>` of the segment it is reading, and never reads past the bytes known
+//! `Rc<File>` of the segment it is reading, and never reads past the bytes known
 //! durable. A segment replaced or released meanwhile is still readable through that
 //! handle or gives a short read, which ends the read early; every batch returned from
 //! disk has passed its CRC check.
@@ -12,8 +12,8 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use crate::disk::File;
 use bytes::Bytes;
-use glommio::io::DmaFile;
 use keel_protocol::batch::{self, BatchHeader};
 
 use crate::error::StorageError;
@@ -89,7 +89,7 @@ impl BaseOffset {
 /// What a read needs of a segment, taken once so the log can change meanwhile.
 struct SegmentView {
     base_offset: i64,
-    file: Rc<DmaFile>,
+    file: Rc<File>,
     path: PathBuf,
     written_size: u64,
 }
@@ -288,7 +288,7 @@ async fn read_from(
 /// The stretch of a segment after the last batch a read returned, read while the
 /// consumer handles that read, so its next fetch finds it in memory.
 pub(crate) struct ReadAhead {
-    file: Rc<DmaFile>,
+    file: Rc<File>,
     position: u64,
     /// The offset the consumer asks for next if it reads in order.
     next_offset: i64,

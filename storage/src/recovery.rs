@@ -181,7 +181,9 @@ impl PartitionLog {
             }
         }
         if log.segments.is_empty() {
+            // The new file's name must survive a power loss as its data will.
             log.segments.push(Segment::create(dir, state.log_start_offset.max(0)).await?);
+            crate::checkpoint::sync_dir(dir).await?;
             log.next_offset = state.log_start_offset.max(0);
         }
         log.log_start_offset = log.segments[0].base_offset;
@@ -220,17 +222,18 @@ impl PartitionLog {
         dir: &Path,
         mut config: LogConfig,
         keys: Option<StateKeys>,
-        journal: &Journal,
+        journal: &Rc<Journal>,
         key: Bytes,
         mut on_batch: impl FnMut(&BatchHeader),
     ) -> Result<(PartitionLog, OpenKind), StorageError> {
         // Segment files are fsynced only at checkpoints: zeros written ahead of them
         // would buy nothing.
         config.preallocate_step_bytes = 0;
-        let found = journal.take_recovered(&key);
+        let mut found = journal.take_recovered(&key);
         let clean = keys.as_ref().is_some_and(|k| k.kv.get(&k.key(CLEAN_KEY)).is_some());
         let had_segments = !list_segments(dir).await?.is_empty();
         if !clean {
+            mark_below_truncations(dir, &mut found, config.index_interval_bytes).await?;
             cut_to_mark(dir, &found).await?;
         }
         let mark = if clean || found.created { None } else { found.mark };
@@ -240,22 +243,34 @@ impl PartitionLog {
         let mark_end = mark.filter(|_| !truncated).map(|m| m.next_offset);
         let (log, kind) = PartitionLog::open_at_mark(dir, config, keys, mark, mark_end, &mut on_batch).await?;
         let log = Rc::new(RefCell::new(log));
-        log.borrow_mut().journal = Some(LogJournal {
-            key,
-            journaled_offset: 0,
-            pending_truncate: None,
-            pending_create: !had_segments && found.is_empty(),
-            unsynced: Vec::new(),
-        });
+        let start = log.borrow().log_start_offset;
+        let pending_create = !had_segments && found.is_empty();
+        // The log is not journaled while it replays: what it replays is in the journal
+        // already, so a replayed truncation must not be recorded again (a later restart
+        // would replay that copy after data appended since, and cut it).
         let replayed = replay(&log, found.records, &mut on_batch).await?;
         if replayed > 0 {
             tracing::info!(dir = %dir.display(), records = replayed, "journal replayed");
             log::flush(&log).await?;
         }
+        // A replayed truncation at or below the log start restarts the log there (and
+        // says so in the state store), but the start may have moved past it since
+        // (DeleteRecords after the truncation): the log start never goes back.
+        let end = log.borrow().next_offset;
+        if log.borrow_mut().advance_start(start.min(end)) {
+            crate::retention::persist_state(&log).await?;
+        }
         let mut l = Rc::try_unwrap(log).ok().expect("nothing else holds a log being opened").into_inner();
         l.mark_all_durable(found.mark.map(|m| m.high_watermark));
-        let end = l.next_offset;
-        l.journal.as_mut().expect("journaled").journaled_offset = end;
+        l.checkpointed_base = found.mark.map_or(0, |m| m.segment_base);
+        l.journal = Some(LogJournal {
+            journal: journal.clone(),
+            key,
+            journaled_offset: l.next_offset,
+            pending_truncate: None,
+            pending_create,
+            unsynced: Vec::new(),
+        });
         Ok((l, kind))
     }
 
@@ -285,12 +300,9 @@ async fn cut_to_mark(dir: &Path, found: &LogRecovery) -> Result<(), StorageError
             Some(mark) if !found.created && base < mark.segment_base => {}
             Some(mark) if !found.created && base == mark.segment_base => {
                 let seg = Segment::open(path.clone(), base).await?;
-                let size = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
+                let size = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e))?;
                 if size > mark.segment_size {
-                    seg.file
-                        .truncate(mark.segment_size)
-                        .await
-                        .map_err(|e| StorageError::io("truncate", &path, e.into()))?;
+                    seg.file.truncate(mark.segment_size).await.map_err(|e| StorageError::io("truncate", &path, e))?;
                     sync_or_die(&seg.file, &path).await;
                 } else if size < mark.segment_size {
                     tracing::error!(path = %path.display(), size, expected = mark.segment_size,
@@ -306,6 +318,47 @@ async fn cut_to_mark(dir: &Path, found: &LogRecovery) -> Result<(), StorageError
     if removed {
         crate::checkpoint::sync_dir(dir).await?;
     }
+    Ok(())
+}
+
+/// Moves the mark below the truncations after it. A truncation that cut below the mark
+/// (its record is durable before it cuts a file) may have removed the mark's segment,
+/// cut others and created newer ones that were never fsynced: the files are cut at the
+/// lowest such truncation instead, where they are durable (below the mark), and the
+/// replay applies the truncations again.
+async fn mark_below_truncations(dir: &Path, found: &mut LogRecovery, interval: u64) -> Result<(), StorageError> {
+    let Some(mark) = found.mark.filter(|_| !found.created) else { return Ok(()) };
+    let truncations = found.records.iter().filter_map(|r| match r {
+        Record::Truncate { offset, .. } => Some(*offset),
+        _ => None,
+    });
+    let Some(cut) = truncations.min().filter(|t| *t < mark.next_offset) else { return Ok(()) };
+    let holding = list_segments(dir).await?.into_iter().filter(|b| *b <= cut && *b <= mark.segment_base).max();
+    let (segment_base, segment_size, next_offset) = match holding {
+        None => (cut, 0, cut),
+        Some(base) => {
+            let mut seg = Segment::open(segment::segment_path(dir, base), base).await?;
+            let (mut size, mut next, mut past) = (0, base, false);
+            seg.scan(interval, |h, bytes| {
+                past |= h.last_offset() >= cut;
+                if !past {
+                    size += bytes.len() as u64;
+                    next = h.last_offset() + 1;
+                }
+            })
+            .await?;
+            let _ = seg.file.close_rc().await;
+            (base, size, next)
+        }
+    };
+    tracing::info!(dir = %dir.display(), cut, "a truncation after the last checkpoint cut below it: recovering from the cut");
+    found.mark = Some(Mark {
+        segment_base,
+        segment_size,
+        next_offset,
+        high_watermark: mark.high_watermark.min(next_offset),
+        ..mark
+    });
     Ok(())
 }
 
@@ -354,31 +407,22 @@ fn corrupt_journal(log: &Rc<RefCell<PartitionLog>>, reason: &str) -> StorageErro
 
 /// Removes a segment file on glommio's blocking thread.
 async fn remove_file(path: &Path) -> Result<(), StorageError> {
-    let target = path.to_path_buf();
-    crate::blocking(path, "remove segment", move || std::fs::remove_file(&target)).await
+    crate::disk::remove(path, "remove segment").await
 }
 
 /// Creates `dir` if needed and lists its segments' base offsets, removing the output
 /// of a compaction that never completed; on glommio's blocking thread, off the reactor.
 async fn list_segments(dir: &Path) -> Result<Vec<i64>, StorageError> {
-    let path = dir.to_path_buf();
-    crate::blocking(dir, "list log dir", move || -> std::io::Result<Vec<i64>> {
-        std::fs::create_dir_all(&path)?;
-        let mut bases = Vec::new();
-        for entry in std::fs::read_dir(&path)? {
-            let entry = entry?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if let Some(base) = segment::parse_segment_name(name) {
-                bases.push(base);
-            } else if name.ends_with(".cleaned") {
-                std::fs::remove_file(entry.path())?;
-            }
+    let mut bases = Vec::new();
+    for name in crate::disk::create_and_list(dir, "list log dir").await? {
+        if let Some(base) = segment::parse_segment_name(&name) {
+            bases.push(base);
+        } else if name.ends_with(".cleaned") {
+            remove_file(&dir.join(name)).await?;
         }
-        bases.sort_unstable();
-        Ok(bases)
-    })
-    .await
+    }
+    bases.sort_unstable();
+    Ok(bases)
 }
 
 async fn scan_all(
@@ -403,7 +447,7 @@ async fn scan_all(
                 on_batch(h);
             })
             .await?;
-        let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
+        let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e))?;
         let rot = match &outcome.stopped {
             Some(_) => later_segment_has_data(&log.dir, &bases[i + 1..]).await?,
             None => false,
@@ -429,7 +473,7 @@ async fn scan_all(
             }
         }
         if !rot && file_len != outcome.valid_len {
-            seg.file.truncate(outcome.valid_len).await.map_err(|e| StorageError::io("truncate", &path, e.into()))?;
+            seg.file.truncate(outcome.valid_len).await.map_err(|e| StorageError::io("truncate", &path, e))?;
             sync_or_die(&seg.file, &path).await;
         }
         log.next_offset = seg.next_offset;
@@ -465,7 +509,7 @@ async fn restore_clean(log: &mut PartitionLog, bases: &[i64], clean: &CleanState
     for (i, state) in clean.segments.iter().enumerate() {
         let path = segment::segment_path(&log.dir, state.base_offset);
         let mut seg = Segment::open(path.clone(), state.base_offset).await?;
-        let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
+        let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e))?;
         let padded = state.size.div_ceil(PAGE) * PAGE;
         // The active segment's last page is written whole and may be followed by the
         // zero fill written ahead of it.
@@ -497,7 +541,7 @@ async fn shorter_than_recorded(
         }
         let path = segment::segment_path(dir, base);
         let file = Segment::open(path.clone(), base).await?.file;
-        let len = file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
+        let len = file.file_size().await.map_err(|e| StorageError::io("stat", &path, e))?;
         let _ = file.close_rc().await;
         if len < size {
             return Ok(Some(format!(
@@ -514,6 +558,7 @@ async fn start_empty_at(log: &mut PartitionLog, offset: i64) -> Result<(), Stora
         segment::release_file(seg.file, Some(&seg.path)).await;
     }
     log.segments.push(Segment::create(&log.dir, offset).await?);
+    crate::checkpoint::sync_dir(&log.dir).await?;
     log.next_offset = offset;
     log.epochs.clear();
     log.producers = Default::default();

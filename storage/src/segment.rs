@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use crate::disk::File;
 use bytes::Bytes;
-use glommio::io::{DmaFile, OpenOptions};
 use keel_protocol::batch::{self, BatchHeader};
 
 use crate::error::StorageError;
@@ -32,7 +32,7 @@ pub struct IndexEntry {
 pub struct Segment {
     pub base_offset: i64,
     pub path: PathBuf,
-    pub file: Rc<DmaFile>,
+    pub file: Rc<File>,
     /// Logical size: every appended byte, flushed or not.
     pub size: u64,
     /// Bytes known to be written and fsynced; reads never go past them.
@@ -79,28 +79,16 @@ impl Segment {
 
     /// Creates (truncating) a segment file at `path`, which may be a temporary name.
     pub async fn create_at(path: PathBuf, base_offset: i64) -> Result<Segment, StorageError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .dma_open(&path)
-            .await
-            .map_err(|e| StorageError::io("create segment", &path, e.into()))?;
+        let file = File::create(&path).await.map_err(|e| StorageError::io("create segment", &path, e))?;
         Ok(Segment::new(base_offset, path, Rc::new(file)))
     }
 
     pub async fn open(path: PathBuf, base_offset: i64) -> Result<Segment, StorageError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .dma_open(&path)
-            .await
-            .map_err(|e| StorageError::io("open segment", &path, e.into()))?;
+        let file = File::open(&path).await.map_err(|e| StorageError::io("open segment", &path, e))?;
         Ok(Segment::new(base_offset, path, Rc::new(file)))
     }
 
-    pub fn new(base_offset: i64, path: PathBuf, file: Rc<DmaFile>) -> Segment {
+    pub fn new(base_offset: i64, path: PathBuf, file: Rc<File>) -> Segment {
         Segment {
             base_offset,
             path,
@@ -177,8 +165,7 @@ impl Segment {
         index_interval_bytes: u64,
         mut on_batch: impl FnMut(&BatchHeader, &Bytes),
     ) -> Result<ScanOutcome, StorageError> {
-        let file_len =
-            self.file.file_size().await.map_err(|e| StorageError::io("stat segment", &self.path, e.into()))?;
+        let file_len = self.file.file_size().await.map_err(|e| StorageError::io("stat segment", &self.path, e))?;
         let mut pos: u64 = self.size;
         let mut carry = Vec::new();
         let mut carry_start = self.size;
@@ -234,11 +221,8 @@ impl Segment {
                 return Ok(ScanOutcome { valid_len: carry_start, stopped: stop, zero_tail });
             }
             let want = SCAN_CHUNK_BYTES.min((file_len - pos) as usize);
-            let chunk = self
-                .file
-                .read_at(pos, want)
-                .await
-                .map_err(|e| StorageError::io("scan segment", &self.path, e.into()))?;
+            let chunk =
+                self.file.read_at(pos, want).await.map_err(|e| StorageError::io("scan segment", &self.path, e))?;
             if chunk.is_empty() {
                 pos = file_len;
             } else {
@@ -253,11 +237,8 @@ impl Segment {
     async fn zeros_from(&self, mut from: u64, to: u64) -> Result<bool, StorageError> {
         while from < to {
             let want = SCAN_CHUNK_BYTES.min((to - from) as usize);
-            let chunk = self
-                .file
-                .read_at(from, want)
-                .await
-                .map_err(|e| StorageError::io("scan segment", &self.path, e.into()))?;
+            let chunk =
+                self.file.read_at(from, want).await.map_err(|e| StorageError::io("scan segment", &self.path, e))?;
             if chunk.is_empty() {
                 return Ok(true);
             }
@@ -323,23 +304,23 @@ pub struct SegmentState {
 
 /// Reads `len` bytes at `position` of a segment file. May return fewer bytes when the
 /// file is shorter (a segment truncated or released while a reader held it).
-pub async fn read_file(file: &DmaFile, path: &Path, position: u64, len: usize) -> Result<Bytes, StorageError> {
+pub async fn read_file(file: &File, path: &Path, position: u64, len: usize) -> Result<Bytes, StorageError> {
     if len == 0 {
         return Ok(Bytes::new());
     }
-    let data = file.read_at(position, len).await.map_err(|e| StorageError::io("read segment", path, e.into()))?;
+    let data = file.read_at(position, len).await.map_err(|e| StorageError::io("read segment", path, e))?;
     Ok(Bytes::copy_from_slice(&data))
 }
 
 /// Releases a segment file no longer in the log without stalling the reactor: the
 /// truncation that frees its extents and the unlink run on glommio's blocking thread;
 /// the close that remains is cheap. Readers still holding the file see short reads.
-pub async fn release_file(file: Rc<DmaFile>, path: Option<&Path>) {
+pub async fn release_file(file: Rc<File>, path: Option<&Path>) {
     if let Err(e) = file.truncate(0).await {
         tracing::warn!(path = ?path, error = %e, "truncating a released segment failed");
     }
     if let Some(path) = path {
-        if let Err(e) = glommio::io::remove(path).await {
+        if let Err(e) = crate::disk::remove(path, "remove released segment").await {
             tracing::warn!(path = %path.display(), error = %e, "removing a released segment failed");
         }
     }

@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 use std::rc::Rc;
 
+use crate::disk::File;
 use bytes::Bytes;
-use glommio::io::DmaFile;
 use keel_protocol::batch::{self, BatchHeader};
 
 use crate::error::StorageError;
@@ -22,7 +22,7 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 
 /// Reads the validated batches of one segment file in order.
 pub struct SegmentReader {
-    file: Rc<DmaFile>,
+    file: Rc<File>,
     path: PathBuf,
     size: u64,
     position: u64,
@@ -121,8 +121,7 @@ impl SegmentWriter {
         slice[..len].copy_from_slice(&self.buffer[..len]);
         slice[len..].fill(0);
         let path = &self.segment.path;
-        let n =
-            file.write_at(buf, self.written).await.map_err(|e| StorageError::io("write segment", path, e.into()))?;
+        let n = file.write_at(buf, self.written).await.map_err(|e| StorageError::io("write segment", path, e))?;
         if n < padded {
             return Err(StorageError::io(
                 "short write",
@@ -141,7 +140,7 @@ impl SegmentWriter {
             self.write(self.buffer.len()).await?;
         }
         let (file, path) = (&self.segment.file, &self.segment.path);
-        file.truncate(self.segment.size).await.map_err(|e| StorageError::io("truncate segment", path, e.into()))?;
+        file.truncate(self.segment.size).await.map_err(|e| StorageError::io("truncate segment", path, e))?;
         sync_or_die(file, path).await;
         self.segment.written_size = self.segment.size;
         Ok(self.segment)
@@ -157,7 +156,7 @@ impl SegmentWriter {
 /// Writes zeros over `[from, to)` of `file` (already-allocated, written blocks make a
 /// later overwrite's fdatasync carry no file-system metadata); false on a failure (a
 /// full disk), which only means later writes land in unwritten blocks.
-pub(crate) async fn write_zeros(file: &DmaFile, from: u64, to: u64) -> bool {
+pub(crate) async fn write_zeros(file: &File, from: u64, to: u64) -> bool {
     let mut at = from;
     while at < to {
         let len = (to - at).min(crate::segment_io::CHUNK_BYTES as u64);

@@ -488,7 +488,7 @@ pub(crate) async fn restore(
     for state in &states {
         let path = segment::segment_path(&log.dir, state.base_offset);
         let mut seg = Segment::open(path.clone(), state.base_offset).await?;
-        let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e.into()))?;
+        let file_len = seg.file.file_size().await.map_err(|e| StorageError::io("stat", &path, e))?;
         if file_len != state.size {
             return Ok(false);
         }

@@ -16,6 +16,7 @@ use std::rc::Rc;
 use keel_protocol::batch::{BatchHeader, BATCH_HEADER_LEN};
 
 use crate::error::StorageError;
+use crate::journal::Record;
 use crate::log::{self, sync_or_die, PartitionLog};
 use crate::segment::{self, Segment};
 
@@ -38,14 +39,16 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
     };
     let _change = crate::snapshot::begin_file_change(log, |b| b >= cut_base).await?;
     let lock = log.borrow().io_lock();
-    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
+    let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     if offset >= log.borrow().next_offset {
         return Ok(());
     }
     log::flush_locked(log).await?;
     let start = log.borrow().log_start_offset;
     if offset <= start {
-        return restart_at(log, offset).await;
+        restart_at(log, offset).await?;
+        drop(permit);
+        return persist(log).await;
     }
     // Segments wholly at or after the cut go; `keep` segments remain.
     let keep = log.borrow().segments.partition_point(|s| s.base_offset < offset).max(1);
@@ -53,8 +56,11 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
     let end = straddling_base.unwrap_or(offset);
     if end <= start {
         // The cut batch holds the log start offset: nothing visible would remain.
-        return restart_at(log, offset).await;
+        restart_at(log, offset).await?;
+        drop(permit);
+        return persist(log).await;
     }
+    journal_cut(log, end).await?;
     let released = log.borrow_mut().segments.split_off(keep);
     for seg in released {
         segment::release_file(seg.file, Some(&seg.path)).await;
@@ -66,11 +72,16 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
     };
     // Rebuild the segment holding the cut from its remaining bytes.
     let mut rebuilt = Segment::open(path.clone(), base).await?;
-    rebuilt.file.truncate(cut).await.map_err(|e| StorageError::io("truncate segment", &path, e.into()))?;
+    rebuilt.file.truncate(cut).await.map_err(|e| StorageError::io("truncate segment", &path, e))?;
     sync_or_die(&rebuilt.file, &path).await;
     let interval = log.borrow().config.index_interval_bytes;
     let outcome = rebuilt.scan(interval, |_, _| {}).await?;
-    assert!(outcome.stopped.is_none(), "a flushed segment rescans cleanly after truncation");
+    assert!(
+        outcome.stopped.is_none(),
+        "a flushed segment rescans cleanly after truncation: {:?} cut {cut} end {end} path {}",
+        outcome.stopped,
+        path.display()
+    );
     assert!(rebuilt.next_offset <= end, "truncation left a batch past the new end");
     // When compaction emptied the end of the kept segment, no batch records where the
     // log ends: a new active segment named after the end does, so that a restart does
@@ -93,6 +104,14 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
     }
     PartitionLog::reload_tail(log).await?;
     crate::checkpoint::sync_dir(&dir).await?;
+    drop(permit);
+    persist(log).await
+}
+
+/// Writes the log's start and cleaner position to the state store once the io lock is
+/// released: the store's write waits for a journal pass, a pass at the journal's file
+/// limit waits for a checkpoint, and a checkpoint takes every log's io lock.
+async fn persist(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
     crate::retention::persist_state(log).await?;
     log.borrow().changed.notify();
     Ok(())
@@ -131,13 +150,33 @@ async fn cut_position(
 pub async fn reset(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), StorageError> {
     let _change = crate::snapshot::begin_file_change(log, |_| true).await?;
     let lock = log.borrow().io_lock();
-    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
+    let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     log::flush_locked(log).await?;
-    restart_at(log, offset).await
+    restart_at(log, offset).await?;
+    drop(permit);
+    persist(log).await
+}
+
+/// Makes the cut at `end` durable in the shard journal before any file is cut. Were a
+/// file cut below the last checkpoint's mark and the power lost before the journal
+/// said so, recovery would replay the cut batches past the mark onto the shortened
+/// file, leaving a hole below them. Batches at or past `end` leave the cache first, so
+/// no pass writes them after the record. (The pass after the truncation records it
+/// again, before what is appended next; replaying it twice changes nothing.)
+async fn journal_cut(log: &Rc<RefCell<PartitionLog>>, end: i64) -> Result<(), StorageError> {
+    let (journal, key) = {
+        let mut l = log.borrow_mut();
+        l.truncate_cache(end);
+        let Some(j) = l.journal.as_mut() else { return Ok(()) };
+        j.journaled_offset = j.journaled_offset.min(end);
+        (j.journal.clone(), j.key.clone())
+    };
+    journal.write(&[Record::Truncate { key, offset: end }]).await
 }
 
 /// Empties the log and starts it again at `offset`.
 async fn restart_at(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), StorageError> {
+    journal_cut(log, offset).await?;
     let dir = log.borrow().dir.clone();
     let fresh = Segment::create(&dir, offset).await;
     let old = {
@@ -177,8 +216,5 @@ async fn restart_at(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), 
         let path = (seg.base_offset != offset).then_some(seg.path);
         segment::release_file(seg.file, path.as_deref()).await;
     }
-    crate::checkpoint::sync_dir(&dir).await?;
-    crate::retention::persist_state(log).await?;
-    log.borrow().changed.notify();
-    Ok(())
+    crate::checkpoint::sync_dir(&dir).await
 }

@@ -23,6 +23,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 mod common;
+use common::read_all;
 
 const LOGS: usize = 64;
 const ROUNDS: usize = 4;
@@ -56,24 +57,6 @@ struct RoundOutcome {
     passes: u64,
     syncs: u64,
     appends: u64,
-}
-
-async fn read_all(log: &Rc<std::cell::RefCell<PartitionLog>>) -> Vec<(i64, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut offset = 0;
-    let end = log.borrow().high_watermark();
-    while offset < end {
-        let r = log::read(log, offset, 1 << 20, end).await.expect("read back");
-        assert!(!r.batches.is_empty(), "nothing read at {offset} below the high watermark {end}");
-        for b in r.batches {
-            let h = keel_protocol::batch::validate(&b).expect("every batch served passes its CRC");
-            let body = keel_storage::batch_filter::decompressed_body(&h, &b).unwrap();
-            let recs = keel_storage::batch_filter::parse_records(&h, &body).unwrap();
-            out.push((h.base_offset, recs[0].value.unwrap().to_vec()));
-            offset = h.last_offset() + 1;
-        }
-    }
-    out
 }
 
 /// One broker life: opens every log, checks it, appends for a while, then crashes.

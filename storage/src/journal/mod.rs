@@ -50,11 +50,10 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::disk::{self, File};
 use bytes::Bytes;
-use glommio::io::{DmaFile, OpenOptions};
 use glommio::sync::Semaphore;
 
-use crate::blocking;
 use crate::error::StorageError;
 use crate::log::{sync_or_die, sync_or_fail};
 use crate::segment_io::write_zeros;
@@ -88,6 +87,8 @@ impl Default for JournalConfig {
 
 /// A log's link to the shard journal.
 pub struct LogJournal {
+    /// The shard's journal, which truncations write to before they cut files.
+    pub journal: Rc<Journal>,
     /// Names the log in journal records (for a partition: its topic id and index).
     pub key: Bytes,
     /// Batches below this are in the journal.
@@ -97,12 +98,12 @@ pub struct LogJournal {
     /// The log was created empty and the journal has not said so yet.
     pub pending_create: bool,
     /// Segment files written since they were last fsynced.
-    pub unsynced: Vec<(Rc<DmaFile>, PathBuf)>,
+    pub unsynced: Vec<(Rc<File>, PathBuf)>,
 }
 
 struct Writer {
     seq: u64,
-    file: Rc<DmaFile>,
+    file: Rc<File>,
     path: PathBuf,
     /// The partial last block, rewritten by the next write.
     tail: Tail,
@@ -133,6 +134,13 @@ pub struct Journal {
     failed: RefCell<Option<String>>,
     /// Told how long each fdatasync of a pass took (metrics).
     on_sync: RefCell<Option<SyncHook>>,
+    /// Asks the flush loop for a checkpoint before its interval is up (compaction
+    /// waiting for one, [`Journal::checkpoint_soon`]).
+    pub checkpoint_wanted: Rc<crate::Signal>,
+    /// Told when a checkpoint ended (done or failed), the loop found none needed, or
+    /// the loops stopped: what a pass waiting for journal files to retire, and
+    /// compaction waiting for a mark, wait on.
+    pub checkpoint_ended: Rc<crate::Signal>,
 }
 
 /// See [`Journal::on_sync`].
@@ -150,27 +158,15 @@ impl Journal {
     /// Opens the journal in `dir`: reads what it holds for recovery (handed to each
     /// log by [`Journal::take_recovered`] as it opens) and starts a new file.
     pub async fn open(dir: &Path, config: JournalConfig) -> Result<Rc<Journal>, StorageError> {
-        let listed = blocking(dir, "list journal", {
-            let dir = dir.to_path_buf();
-            move || {
-                std::fs::create_dir_all(&dir)?;
-                let (mut seqs, mut prepared) = (Vec::new(), Vec::new());
-                for entry in std::fs::read_dir(&dir)? {
-                    let entry = entry?;
-                    let name = entry.file_name();
-                    let name = name.to_str().unwrap_or_default();
-                    if let Some(seq) = parse_file_name(name) {
-                        seqs.push(seq);
-                    } else if name.starts_with(PREPARED_PREFIX) {
-                        prepared.push(entry.path());
-                    }
-                }
-                seqs.sort_unstable();
-                Ok((seqs, prepared))
+        let (mut listed, mut prepared) = (Vec::new(), Vec::new());
+        for name in disk::create_and_list(dir, "list journal").await? {
+            if let Some(seq) = parse_file_name(&name) {
+                listed.push(seq);
+            } else if name.starts_with(PREPARED_PREFIX) {
+                prepared.push(dir.join(name));
             }
-        })
-        .await?;
-        let (listed, mut prepared) = listed;
+        }
+        listed.sort_unstable();
         let found = replay::read_all(dir, &listed).await?;
         let seq = listed.last().map_or(1, |s| s + 1);
         let (live, retired): (Vec<u64>, Vec<u64>) = listed.iter().partition(|s| **s >= found.replay_from);
@@ -208,6 +204,8 @@ impl Journal {
             checkpoints: Cell::new(0),
             failed: RefCell::new(None),
             on_sync: RefCell::new(None),
+            checkpoint_wanted: crate::Signal::new(),
+            checkpoint_ended: crate::Signal::new(),
         });
         journal.writer.borrow_mut().spares.extend(prepared);
         journal.retire(retired.into_iter().map(|s| file_path(dir, s)).collect()).await;
@@ -223,7 +221,7 @@ impl Journal {
         while self.writer.borrow().spares.is_empty() {
             let path = self.dir.join(format!("{PREPARED_PREFIX}{n}.journal"));
             n += 1;
-            if path.exists() || self.writer.borrow().spares.contains(&path) {
+            if disk::exists(&path) || self.writer.borrow().spares.contains(&path) {
                 continue;
             }
             let file = match create_file(&path).await {
@@ -232,11 +230,7 @@ impl Journal {
             };
             if !write_zeros(&file, 0, self.config.file_bytes).await || file.fdatasync().await.is_err() {
                 let _ = file.close().await;
-                let _ = blocking(&path, "remove journal file", {
-                    let path = path.clone();
-                    move || std::fs::remove_file(path)
-                })
-                .await;
+                let _ = disk::remove(&path, "remove journal file").await;
                 return tracing::warn!(path = %path.display(), "cannot zero a journal file (disk full?)");
             }
             let _ = file.close().await;
@@ -285,6 +279,14 @@ impl Journal {
         self.writer.borrow().live.len()
     }
 
+    /// Asks for a checkpoint now and waits until one ends, or at most a checkpoint
+    /// interval (a journal whose flush loop is not running never answers).
+    pub async fn checkpoint_soon(&self) {
+        let ended = self.checkpoint_ended.wait();
+        self.checkpoint_wanted.notify();
+        futures_lite::future::or(ended, disk::sleep(self.config.checkpoint_interval)).await;
+    }
+
     /// Appends `records` and fdatasyncs them: when this returns `Ok`, they are durable.
     /// A pass that would overflow the current file goes to a new one.
     pub async fn write(&self, records: &[Record]) -> Result<(), StorageError> {
@@ -331,7 +333,7 @@ impl Journal {
         match written {
             Ok(n) if n == len => {}
             Ok(_) => return Err(StorageError::io("short journal write", &path, std::io::Error::from_raw_os_error(28))),
-            Err(e) => return Err(StorageError::io("write journal", &path, e.into())),
+            Err(e) => return Err(StorageError::io("write journal", &path, e)),
         }
         let sync_started = std::time::Instant::now();
         let synced = sync_or_fail(&file, &path).await;
@@ -410,8 +412,7 @@ impl Journal {
                 self.writer.borrow_mut().spares.push(path);
                 continue;
             }
-            let target = path.clone();
-            if let Err(e) = blocking(&path, "remove journal file", move || std::fs::remove_file(&target)).await {
+            if let Err(e) = disk::remove(&path, "remove journal file").await {
                 tracing::warn!(error = %e, "cannot remove a retired journal file");
             }
         }
@@ -476,28 +477,15 @@ const ZERO_FILL_AHEAD_BYTES: u64 = 1 << 20;
 
 /// Renames a retired or prepared file to `path` and opens it; returns it and how far
 /// it is already written.
-async fn recycle(old: &Path, path: &Path) -> Result<(DmaFile, u64), StorageError> {
-    let (from, to) = (old.to_path_buf(), path.to_path_buf());
-    blocking(old, "recycle journal file", move || std::fs::rename(&from, &to)).await?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .dma_open(path)
-        .await
-        .map_err(|e| StorageError::io("open journal", path, e.into()))?;
-    let size = file.file_size().await.map_err(|e| StorageError::io("stat journal", path, e.into()))?;
+async fn recycle(old: &Path, path: &Path) -> Result<(File, u64), StorageError> {
+    disk::rename(old, path, "recycle journal file").await?;
+    let file = File::open(path).await.map_err(|e| StorageError::io("open journal", path, e))?;
+    let size = file.file_size().await.map_err(|e| StorageError::io("stat journal", path, e))?;
     Ok((file, size / PAGE * PAGE))
 }
 
-async fn create_file(path: &Path) -> Result<DmaFile, StorageError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .dma_open(path)
-        .await
-        .map_err(|e| StorageError::io("create journal", path, e.into()))
+async fn create_file(path: &Path) -> Result<File, StorageError> {
+    File::create(path).await.map_err(|e| StorageError::io("create journal", path, e))
 }
 
 /// Name prefix of zero-filled files made ahead of need (no sequence number yet).

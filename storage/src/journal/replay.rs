@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::disk::File;
 use bytes::Bytes;
-use glommio::io::DmaFile;
 
 use super::record::{Mark, Position, Record};
 use crate::error::StorageError;
@@ -96,15 +96,13 @@ pub(super) fn group(mut records: Vec<(Position, Record)>) -> Found {
 }
 
 async fn read_file(path: &Path) -> Result<Bytes, StorageError> {
-    let file = DmaFile::open(path).await.map_err(|e| StorageError::io("open journal", path, e.into()))?;
-    let size = file.file_size().await.map_err(|e| StorageError::io("stat journal", path, e.into()))?;
+    let file = File::open(path).await.map_err(|e| StorageError::io("open journal", path, e))?;
+    let size = file.file_size().await.map_err(|e| StorageError::io("stat journal", path, e))?;
     let mut data = Vec::with_capacity(size as usize);
     while (data.len() as u64) < size {
         let want = (size - data.len() as u64).min(crate::segment_io::CHUNK_BYTES as u64) as usize;
-        let chunk = file
-            .read_at(data.len() as u64, want)
-            .await
-            .map_err(|e| StorageError::io("read journal", path, e.into()))?;
+        let chunk =
+            file.read_at(data.len() as u64, want).await.map_err(|e| StorageError::io("read journal", path, e))?;
         if chunk.is_empty() {
             break;
         }

@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use glommio::LocalExecutorBuilder;
 use keel_storage::kv::ShardKv;
-use keel_storage::log::{LogConfig, PartitionLog};
+use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::OpenKind;
 
 /// Runs `f` on a fresh glommio executor and returns its output.
@@ -28,4 +28,34 @@ pub async fn open_log_reporting(dir: &Path, config: LogConfig) -> (Rc<RefCell<Pa
 /// Opens (recovering) the log in `dir`.
 pub async fn open_log(dir: &Path, config: LogConfig) -> Rc<RefCell<PartitionLog>> {
     open_log_reporting(dir, config).await.0
+}
+
+/// Every batch of the log from its start to its high watermark, CRC-checked: (offset,
+/// the first record's value).
+pub async fn read_all(log: &Rc<RefCell<PartitionLog>>) -> Vec<(i64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let (mut offset, end) = {
+        let l = log.borrow();
+        (l.log_start_offset, l.high_watermark())
+    };
+    while offset < end {
+        let r = log::read(log, offset, 1 << 20, end).await.expect("read back");
+        if r.batches.is_empty() {
+            // Compaction removed every record from here to the high watermark.
+            let cleaned = log.borrow().cleaned_upto();
+            assert!(
+                end <= cleaned,
+                "nothing read at {offset} below the high watermark {end} (cleaned up to {cleaned})"
+            );
+            break;
+        }
+        for b in r.batches {
+            let h = keel_protocol::batch::validate(&b).expect("every batch served passes its CRC");
+            let body = keel_storage::batch_filter::decompressed_body(&h, &b).unwrap();
+            let recs = keel_storage::batch_filter::parse_records(&h, &body).unwrap();
+            out.push((h.base_offset, recs[0].value.unwrap().to_vec()));
+            offset = h.last_offset() + 1;
+        }
+    }
+    out
 }
