@@ -3,7 +3,8 @@
 # with real Kafka clients (Java, franz-go, librdkafka, kafka-python, Kafka's own tools).
 # Installs what it needs itself (Maven artifacts, Go modules, pip packages).
 #
-#   ./test.sh            the default run (about 30 minutes on a 2-core machine once built;
+#   ./test.sh            the default run (about 20 minutes on a 2-core machine once built,
+#                        27 when the Rust test binaries must be rebuilt;
 #                        a clean checkout first spends 10-20 minutes compiling)
 #   ./test.sh --full     also MirrorMaker 2 and Connect (compat/migration, single node and
 #                        a 3-node Keel, about 3.5 minutes each), franz-go's whole suite

@@ -65,6 +65,7 @@ started=$SECONDS
 . "$here/check.sh"
 
 cleanup() {
+  [[ -n ${side:-} ]] && wait "$side"
   case $broker in
     keel)
       "$root/compat/keel.sh" stop "$work/broker" >/dev/null 2>&1
@@ -142,6 +143,18 @@ scram_users() {
 check "kafka-configs creates SCRAM-SHA-256/512 credentials" scram_users
 # Credentials reach the listeners once the metadata has them.
 sleep 2
+
+# ACLs (acls.sh: the authorisation matrix against Keel and Kafka with StandardAuthorizer,
+# and kafka-acls against Keel) and client quotas (quotas.sh) start a Keel and a Kafka of
+# their own on ports BASE+20.. and BASE+40.. and mostly wait out throttles: they run
+# beside the checks below, one after the other. The Java tests are compiled first: two
+# Maven runs in compat/java at once must not both compile.
+side=
+if [[ $broker == keel ]]; then
+  (cd "$root/compat/java" && mvn -B -ntp -q test-compile >"$work/java-compile.log" 2>&1)
+  { "$here/acls.sh" $((base + 20)) >"$work/acls.log" 2>&1; "$here/quotas.sh" $((base + 40)) >"$work/quotas.log" 2>&1; } &
+  side=$!
+fi
 
 # franz-go's own SCRAM tests, from its kgo integration suite.
 kgo() {
@@ -222,23 +235,15 @@ for t in test_produce_consume_over_mutual_tls test_produce_consume_over_sasl_ssl
   check "librdkafka $t" grep -q "$t PASSED" "$work/python.log"
 done
 
-# ACLs: the authorisation matrix against Keel and Kafka with StandardAuthorizer in the
-# same run, and kafka-acls against Keel (compat/security/acls.sh, on ports BASE+20..);
-# one check per cell, counted here.
-if [[ $broker == keel ]]; then
-  acls_out=$("$here/acls.sh" $((base + 20)) 2>&1)
-  echo "$acls_out" >"$work/acls.log"
-  grep -E '^(PASS|FAIL) ' <<<"$acls_out"
-  passed=$((passed + $(grep -c '^PASS ' <<<"$acls_out")))
-  failed=$((failed + $(grep -c '^FAIL ' <<<"$acls_out")))
-  grep -qE '^acls: [0-9]+ passed' <<<"$acls_out" || { echo "FAIL acls.sh (see $work/acls.log)"; failed=$((failed + 1)); }
-  # Client quotas against Keel and Kafka (compat/security/quotas.sh, on ports BASE+40..).
-  quotas_out=$("$here/quotas.sh" $((base + 40)) 2>&1)
-  echo "$quotas_out" >"$work/quotas.log"
-  grep -E '^(PASS|FAIL) |^     ' <<<"$quotas_out"
-  passed=$((passed + $(grep -c '^PASS ' <<<"$quotas_out")))
-  failed=$((failed + $(grep -c '^FAIL ' <<<"$quotas_out")))
-  grep -qE '^quotas: [0-9]+ passed' <<<"$quotas_out" || { echo "FAIL quotas.sh (see $work/quotas.log)"; failed=$((failed + 1)); }
+# The ACL and quota checks that ran beside the rest, counted here.
+if [[ -n $side ]]; then
+  wait "$side"
+  for part in acls quotas; do
+    grep -E '^(PASS|FAIL) |^     ' "$work/$part.log"
+    passed=$((passed + $(grep -c '^PASS ' "$work/$part.log")))
+    failed=$((failed + $(grep -c '^FAIL ' "$work/$part.log")))
+    grep -qE "^$part: [0-9]+ passed" "$work/$part.log" || { echo "FAIL $part.sh (see $work/$part.log)"; failed=$((failed + 1)); }
+  done
 fi
 
 echo "security: $passed passed, $failed failed ($broker, $((SECONDS - started))s)"
