@@ -10,7 +10,8 @@
 //! an unflushed truncation happens or not. A file's creation, rename or removal reaches
 //! the disk when its directory is fsynced; of those not yet synced a power loss keeps
 //! the oldest few, in order, as a journaling file system commits them (a rename whole,
-//! never half). Directories themselves are durable at once. The disk can also
+//! never half). A directory's creation is such a change in its parent: a power loss
+//! that undoes it takes everything named under it too. The disk can also
 //! fill up (a write that would grow the disk past its capacity fails with ENOSPC) and
 //! lose power after a given number of operations, mid-pass: from then on every
 //! operation waits forever (so does one through a file opened before the last power
@@ -224,14 +225,29 @@ pub async fn rename(from: &Path, to: &Path, what: &'static str) -> Result<(), St
     }
 }
 
-/// Creates `dir` (and its parents) if needed and lists the names in it.
+/// Creates `dir` and its missing parents, each durably: a new directory's name is
+/// on the device only once its parent is fsynced, and without that a power loss could
+/// take the directory and every file in it, fsynced or not. A blocking call, for
+/// startup code and glommio's blocking thread.
+pub fn create_dir_durably(dir: &Path) -> io::Result<()> {
+    let missing: Vec<&Path> =
+        dir.ancestors().filter(|d| !d.as_os_str().is_empty()).take_while(|d| !d.is_dir()).collect();
+    std::fs::create_dir_all(dir)?;
+    for created in missing {
+        let parent = created.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Creates `dir` (and its parents) durably if needed and lists the names in it.
 pub async fn create_and_list(dir: &Path, what: &'static str) -> Result<Vec<String>, StorageError> {
     match sim() {
         Some(disk) => disk.namespace(dir, what, |s| Ok(s.create_and_list(dir))).await,
         None => {
             let target = dir.to_path_buf();
             blocking(dir, what, move || {
-                std::fs::create_dir_all(&target)?;
+                create_dir_durably(&target)?;
                 let mut names = Vec::new();
                 for entry in std::fs::read_dir(&target)? {
                     if let Some(name) = entry?.file_name().to_str() {
@@ -250,7 +266,7 @@ pub fn exists(path: &Path) -> bool {
     match sim() {
         Some(disk) => {
             let s = disk.state();
-            s.names.contains_key(path) || s.dirs.contains(path)
+            s.names.files.contains_key(path) || s.names.is_dir(path)
         }
         None => path.exists(),
     }
@@ -307,15 +323,13 @@ pub struct SimDisk(Arc<Mutex<SimState>>);
 
 #[derive(Default)]
 struct SimState {
-    /// File names as lookups see them.
-    names: BTreeMap<PathBuf, u64>,
-    /// File names as the device holds them for sure, and the changes to names since,
-    /// in order: a directory's reach the device when it is synced; a power loss keeps
-    /// a prefix of the rest (a journaling file system commits them in order).
-    durable_names: BTreeMap<PathBuf, u64>,
+    /// Names as lookups see them.
+    names: Names,
+    /// Names as the device holds them for sure, and the changes to names since, in
+    /// order: a directory's reach the device when it is synced; a power loss keeps a
+    /// prefix of the rest (a journaling file system commits them in order).
+    durable_names: Names,
     name_changes: Vec<NameChange>,
-    /// Directories, durable at once.
-    dirs: BTreeSet<PathBuf>,
     nodes: BTreeMap<u64, Node>,
     next_node: u64,
     /// Power cycles so far: a handle opened before the last one waits forever.
@@ -342,7 +356,7 @@ pub struct SimStats {
     pub sectors_lost: u64,
     pub sectors_garbage: u64,
     pub truncations_lost: u64,
-    /// File creations, renames and removals a power loss undid.
+    /// File creations, renames and removals, and directory creations, a power loss undid.
     pub name_changes_lost: u64,
     pub writes_refused: u64,
 }
@@ -370,32 +384,66 @@ fn put(into: &mut Vec<u8>, at: usize, data: &[u8]) {
     into[at..at + data.len()].copy_from_slice(data);
 }
 
-/// A change to a file name (a rename is one change: it is kept or lost whole).
+/// The names of a file system: files (to their nodes) and directories. The root
+/// directory is always there.
+#[derive(Default, Clone)]
+struct Names {
+    files: BTreeMap<PathBuf, u64>,
+    dirs: BTreeSet<PathBuf>,
+}
+
+impl Names {
+    fn is_dir(&self, path: &Path) -> bool {
+        path.parent().is_none() || self.dirs.contains(path)
+    }
+
+    /// Drops the names whose directory is gone (a lost directory creation).
+    fn prune(&mut self) {
+        // Sorted, a directory comes before everything under it.
+        let dirs = std::mem::take(&mut self.dirs);
+        for dir in dirs {
+            if dir.parent().is_some_and(|parent| self.is_dir(parent)) {
+                self.dirs.insert(dir);
+            }
+        }
+        let dirs = &self.dirs;
+        self.files.retain(|path, _| path.parent().is_some_and(|d| d.parent().is_none() || dirs.contains(d)));
+    }
+}
+
+/// A change to a name (a rename is one change: it is kept or lost whole).
 enum NameChange {
     Link(PathBuf, u64),
     Unlink(PathBuf),
     Rename(PathBuf, PathBuf),
+    MakeDir(PathBuf),
 }
 
 impl NameChange {
+    /// The directory whose fsync makes the change durable.
     fn dir(&self) -> Option<&Path> {
         match self {
-            NameChange::Link(path, _) | NameChange::Unlink(path) | NameChange::Rename(_, path) => path.parent(),
+            NameChange::Link(path, _) | NameChange::Unlink(path) | NameChange::Rename(_, path) | NameChange::MakeDir(path) => {
+                path.parent()
+            }
         }
     }
 
-    fn apply(&self, names: &mut BTreeMap<PathBuf, u64>) {
+    fn apply(&self, names: &mut Names) {
         match self {
             NameChange::Link(path, node) => {
-                names.insert(path.clone(), *node);
+                names.files.insert(path.clone(), *node);
             }
             NameChange::Unlink(path) => {
-                names.remove(path);
+                names.files.remove(path);
             }
             NameChange::Rename(from, to) => {
-                if let Some(node) = names.remove(from) {
-                    names.insert(to.clone(), node);
+                if let Some(node) = names.files.remove(from) {
+                    names.files.insert(to.clone(), node);
                 }
+            }
+            NameChange::MakeDir(path) => {
+                names.dirs.insert(path.clone());
             }
         }
     }
@@ -410,7 +458,7 @@ fn apply(into: &mut Vec<u8>, change: &Change) {
 
 impl SimState {
     fn used(&self) -> u64 {
-        self.names.values().filter_map(|n| self.nodes.get(n)).map(|n| n.current.len() as u64).sum()
+        self.names.files.values().filter_map(|n| self.nodes.get(n)).map(|n| n.current.len() as u64).sum()
     }
 
     /// Makes `change` to the names lookups see; the device holds it once its directory
@@ -433,7 +481,7 @@ impl SimState {
     }
 
     fn named(&self, path: &Path) -> io::Result<()> {
-        if self.names.contains_key(path) {
+        if self.names.files.contains_key(path) {
             Ok(())
         } else {
             Err(io::Error::from(io::ErrorKind::NotFound))
@@ -451,11 +499,16 @@ impl SimState {
     }
 
     fn create_and_list(&mut self, dir: &Path) -> Vec<String> {
-        for d in dir.ancestors() {
-            self.dirs.insert(d.to_path_buf());
+        let mut missing: Vec<&Path> = dir.ancestors().take_while(|d| !self.names.is_dir(d)).collect();
+        missing.reverse();
+        for d in &missing {
+            self.change_name(NameChange::MakeDir(d.to_path_buf()));
         }
-        let files = self.names.keys().map(|p| p.as_path());
-        let dirs = self.dirs.iter().map(|p| p.as_path());
+        for d in &missing {
+            self.sync_dir(d.parent().expect("a created directory has a parent"));
+        }
+        let files = self.names.files.keys().map(|p| p.as_path());
+        let dirs = self.names.dirs.iter().map(|p| p.as_path());
         let mut names: Vec<String> = files
             .chain(dirs)
             .filter(|p| p.parent() == Some(dir))
@@ -523,14 +576,14 @@ impl SimDisk {
             let cycle = s.cycle;
             if !self.operate(&mut s, cycle) {
                 None
-            } else if let Some(&node) = s.names.get(path) {
+            } else if let Some(&node) = s.names.files.get(path) {
                 if create {
                     let n = s.nodes.get_mut(&node).expect("a named node exists");
                     n.current.clear();
                     n.pending.push(Change::Truncate(0));
                 }
                 Some(Ok(SimHandle { disk: self.clone(), node, cycle }))
-            } else if create && path.parent().is_some_and(|d| s.dirs.contains(d)) {
+            } else if create && path.parent().is_some_and(|d| s.names.is_dir(d)) {
                 let node = s.next_node;
                 s.next_node += 1;
                 s.nodes.insert(node, Node::default());
@@ -556,8 +609,8 @@ impl SimDisk {
     /// with this disk frees its memory even where a task of it was left waiting.
     pub fn discard(&self) {
         let mut s = self.state();
-        s.names.clear();
-        s.durable_names.clear();
+        s.names = Names::default();
+        s.durable_names = Names::default();
         s.name_changes.clear();
         s.nodes.clear();
         s.timers.clear();
@@ -604,8 +657,9 @@ impl SimDisk {
         for change in &changes[..kept] {
             change.apply(&mut s.durable_names);
         }
+        s.durable_names.prune();
         s.names = s.durable_names.clone();
-        let named: BTreeSet<u64> = s.names.values().copied().collect();
+        let named: BTreeSet<u64> = s.names.files.values().copied().collect();
         s.nodes.retain(|id, _| named.contains(id));
         for node in s.nodes.values_mut() {
             let mut after = node.durable.clone();

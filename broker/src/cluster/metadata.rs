@@ -259,7 +259,7 @@ impl MetadataStore {
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let dir = path.parent().expect("metadata path has a parent");
     let fail = |e: std::io::Error| format!("saving {}: {e}", path.display());
-    std::fs::create_dir_all(dir).map_err(fail)?;
+    keel_storage::disk::create_dir_durably(dir).map_err(fail)?;
     let tmp = path.with_extension("json.tmp");
     let mut f = std::fs::File::create(&tmp).map_err(fail)?;
     f.write_all(bytes).map_err(fail)?;

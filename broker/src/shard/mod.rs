@@ -459,7 +459,7 @@ fn refuse_taken_port(addr_text: &str) -> Result<(), String> {
 pub fn run(config: BrokerConfig) -> Result<(), String> {
     crate::cluster::configs::set_static_topic_defaults(&config)?;
     for dir in &config.data_dirs {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        keel_storage::disk::create_dir_durably(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
     // Listeners bound with SO_REUSEPORT would silently share the port with another
     // running broker; refuse to start if something already accepts connections there.
