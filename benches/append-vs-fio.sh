@@ -6,7 +6,7 @@
 #   benches/append-vs-fio.sh [DIR]        MB=10240 (log size), DIR default target-bench/runs
 #
 # Runs fio twice (4 MiB blocks with an fdatasync after each, as Keel's flush pass
-# does; 1 MiB blocks at queue depth 8), then storage/tests/restart_time.rs, and
+# does; 1 MiB blocks at queue depth 8), then storage/tests/storage/restart_time.rs, and
 # writes benches/results/append-<UTC>/report.md.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,7 +29,7 @@ fio_sync=$(fio_mbps sync4m --bs=4M --iodepth=1 --fdatasync=1)
 fio_qd8=$(fio_mbps qd8 --bs=1M --iodepth=8)
 
 KEEL_RESTART_MB=$mb KEEL_RESTART_DIR="$dir" cargo test --quiet --release -p keel-storage \
-  --test restart_time -- --ignored --nocapture 2>&1 | tee "$out/restart_time.txt"
+  --test storage restart_time:: -- --ignored --nocapture 2>&1 | tee "$out/restart_time.txt"
 keel=$(grep -o '= [0-9]* MB/s' "$out/restart_time.txt" | grep -o '[0-9]*')
 restart=$(grep -o 'open after crash .*' "$out/restart_time.txt")
 

@@ -13,7 +13,7 @@ use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::StorageError;
 use rand::{Rng, SeedableRng};
 
-mod common;
+use crate::common;
 use common::{open_log, run};
 
 fn config() -> LogConfig {

@@ -22,7 +22,7 @@ use keel_storage::log::{self, LogConfig, PartitionLog};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-mod common;
+use crate::common;
 use common::read_all;
 
 const LOGS: usize = 64;

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use keel_storage::kv::ShardKv;
 
-mod common;
+use crate::common;
 use common::run;
 
 async fn open(dir: &Path) -> Rc<ShardKv> {

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use keel_protocol::batch::build_batch;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 
-mod common;
+use crate::common;
 use common::{open_log, run};
 
 fn small_config() -> LogConfig {

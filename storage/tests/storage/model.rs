@@ -20,7 +20,7 @@ use keel_storage::{OpenKind, StorageError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-mod common;
+use crate::common;
 
 #[derive(Clone, PartialEq)]
 struct Rec {

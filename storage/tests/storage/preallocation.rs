@@ -11,7 +11,7 @@ use keel_protocol::batch::build_batch;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::recovery;
 
-mod common;
+use crate::common;
 
 async fn open(dir: &Path, config: &LogConfig) -> Rc<RefCell<PartitionLog>> {
     common::open_log(dir, config.clone()).await

@@ -1,6 +1,6 @@
 //! Start-up time after a clean close versus after a crash, on a log of
 //! `KEEL_RESTART_MB` megabytes (default 256). Ignored by default (it writes that much):
-//! `cargo test -p keel-storage --release --test restart_time -- --ignored --nocapture`.
+//! `cargo test -p keel-storage --release --test storage restart_time:: -- --ignored --nocapture`.
 //! It also prints the append throughput of writing that log (4 MiB per flush pass),
 //! to set against the disk's sequential O_DIRECT bandwidth measured with fio.
 //!
@@ -21,7 +21,7 @@ use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::{recovery, OpenKind};
 
-mod common;
+use crate::common;
 
 fn config() -> LogConfig {
     LogConfig { segment_bytes_max: 64 << 20, ..LogConfig::default() }

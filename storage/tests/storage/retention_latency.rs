@@ -5,7 +5,7 @@
 //! `retention::enforce` deletes the segments from a low-share task queue, then while a
 //! naive inline `std::fs::remove_file` loop deletes the same amount for comparison.
 //! Ignored by default (it writes 2 GiB):
-//! `cargo test -p keel-storage --release --test retention_latency -- --ignored --nocapture`.
+//! `cargo test -p keel-storage --release --test storage retention_latency:: -- --ignored --nocapture`.
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -17,7 +17,7 @@ use keel_protocol::batch::build_batch;
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::retention::{self, RetentionPolicy};
 
-mod common;
+use crate::common;
 
 const SEGMENTS: usize = 16;
 const SEGMENT_BYTES: u64 = 64 << 20;

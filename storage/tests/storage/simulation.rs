@@ -26,7 +26,7 @@
 //! - each state-store key holds its acknowledged value or one being written.
 //!
 //! Nothing reads a real clock and glommio never preempts, so a seed replays alone:
-//! `KEEL_STORAGE_SIM_SEED=<n> cargo test --release -p keel-storage --test simulation`.
+//! `KEEL_STORAGE_SIM_SEED=<n> cargo test --release -p keel-storage --test storage simulation::`.
 //! `KEEL_STORAGE_SIM_SEEDS=<n>` runs more seeds (200 by default in a release build, 10
 //! in a debug one), from `KEEL_STORAGE_SIM_FIRST` (0). A run's memory grows by about
 //! 150 KB a seed (a task caught mid-I/O by a power loss waits forever, as on a dead
@@ -53,7 +53,7 @@ use keel_storage::retention::{self, RetentionPolicy};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-mod common;
+use crate::common;
 use common::read_all;
 
 const LOGS: usize = 4;

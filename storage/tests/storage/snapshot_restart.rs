@@ -21,7 +21,7 @@ use keel_storage::{compaction, retention, snapshot, stats, CompactionPolicy, Ope
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-mod common;
+use crate::common;
 
 const PRODUCERS: i64 = 3;
 
@@ -567,7 +567,7 @@ fn snapshots_of_changed_files_are_not_trusted() {
 /// partition takes 64 KiB (four 16 KiB batches) per round, a checkpoint follows each
 /// round (1,000 × 64 KiB is about what the broker's 64 MiB journal trigger covers),
 /// then a round where a tenth of them change. Prints the bytes written per checkpoint.
-/// `cargo test -p keel-storage --release --test snapshot_restart -- --ignored --nocapture`
+/// `cargo test -p keel-storage --release --test storage snapshot_restart:: -- --ignored --nocapture`
 #[test]
 #[ignore]
 fn snapshot_bytes_per_checkpoint_at_1000_partitions() {

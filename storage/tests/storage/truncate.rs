@@ -10,7 +10,7 @@ use keel_protocol::batch::{build_batch, BatchHeader};
 use keel_storage::log::{self, LogConfig, PartitionLog};
 use keel_storage::{recovery, retention};
 
-mod common;
+use crate::common;
 use common::{open_log, run};
 
 fn config() -> LogConfig {
