@@ -21,6 +21,9 @@
 //!   existed when it began); past them, only a prefix of the batches appended and not
 //!   yet acknowledged (a truncation is acknowledged when it returns; one interrupted
 //!   may be undone);
+//! - the compacted log's latest record of each key is the latest acknowledged one or
+//!   later, or none where that was a tombstone (a second test writes tombstones,
+//!   every one past its retention): compaction never brings a deleted key back;
 //! - its log start offset is the acknowledged one, or one being moved to;
 //! - every batch served passes its CRC;
 //! - each state-store key holds its acknowledged value or one being written.
@@ -105,13 +108,17 @@ struct LogModel {
     start: i64,
     start_in_flight: Option<i64>,
     /// Offsets compaction may have removed: acknowledged records a later acknowledged
-    /// record of the same key superseded when a pass began.
+    /// record of the same key superseded when a pass began, and tombstones that were
+    /// their key's latest record then (every tombstone is past its retention).
     superseded: BTreeSet<i64>,
 }
 
 #[derive(Clone, Default)]
 struct Model {
     logs: Vec<LogModel>,
+    /// Whether the compacted log gets tombstones (a fifth of its records): a tombstone
+    /// is kept in the model as its key alone, every other value has two bytes or more.
+    tombstones: bool,
     /// Acknowledged state-store values (`None`: deleted), and per key the writes since
     /// that have not succeeded (one that failed, on a full disk, may still land).
     keys: BTreeMap<String, Option<Vec<u8>>>,
@@ -133,6 +140,7 @@ struct Counts {
     snapshot_opens: u64,
     scanned_opens: u64,
     compactions: u64,
+    tombstones: u64,
     /// Batches a read-back found removed by compaction.
     compacted_away: u64,
 }
@@ -186,6 +194,28 @@ fn holds(
     extra.len() <= in_flight.len() && extra.iter().zip(in_flight).all(|(g, f)| g == f)
 }
 
+/// Compaction never brings a key back: the latest record of each key the log holds is
+/// its latest acknowledged one or later, or none where a pass could remove that one (a
+/// tombstone, or a record whose successor a truncation cut since). An older value
+/// showing again would be a deleted or overwritten key come back.
+fn check_keys(i: usize, seed: u64, got: &[(i64, Vec<u8>)], acked: &[(i64, Vec<u8>)], start: i64, superseded: &BTreeSet<i64>) {
+    let latest = |records: &[(i64, Vec<u8>)]| {
+        let mut by_key = BTreeMap::new();
+        for (offset, v) in records.iter().filter(|(o, _)| *o >= start) {
+            by_key.insert(v[0], *offset);
+        }
+        by_key
+    };
+    let held = latest(got);
+    for (key, offset) in latest(acked) {
+        let ok = match held.get(&key) {
+            Some(at) => *at >= offset,
+            None => superseded.contains(&offset),
+        };
+        assert!(ok, "seed {seed} log {i}: key {key} acknowledged last at {offset}, the log's latest is {:?}", held.get(&key));
+    }
+}
+
 /// Checks a log after a power loss against its model, and makes the model what the
 /// log now holds (survivors count as acknowledged: they are served from now on).
 /// Returns how many acknowledged batches compaction removed.
@@ -197,10 +227,16 @@ fn check_log(i: usize, seed: u64, got: Vec<(i64, Vec<u8>)>, start: i64, m: &mut 
         m.start,
         m.start_in_flight
     );
-    let ok = holds(&got, &m.acked, start, &m.in_flight, &m.superseded)
-        || m.before_cut.as_ref().is_some_and(|before| holds(&got, before, start, &[], &m.superseded));
+    let matched = if holds(&got, &m.acked, start, &m.in_flight, &m.superseded) {
+        Some(&m.acked)
+    } else {
+        m.before_cut.as_ref().filter(|before| holds(&got, before, start, &[], &m.superseded))
+    };
+    if let (Some(acked), true) = (matched, i == COMPACTED) {
+        check_keys(i, seed, &got, acked, start, &m.superseded);
+    }
     assert!(
-        ok,
+        matched.is_some(),
         "seed {seed} log {i} (start {start}): after restart holds {}, acknowledged {}, in flight {:?}, before a cut {:?}",
         summary(&got),
         summary(&m.acked),
@@ -270,7 +306,7 @@ async fn life(disk: SimDisk, seed: u64, life: usize, mut model: Model, counts: &
             70..78 => truncate(&disk, &logs, &mut model, &mut rng, counts).await,
             78..84 => move_start(&disk, &logs, &mut model, &mut rng, counts).await,
             84..94 => write_key(&disk, &kv, &mut model, &mut rng, counts).await,
-            94..97 => compact(&disk, &logs[COMPACTED], &mut model.logs[COMPACTED], &mut rng, counts).await,
+            94..97 => compact(&disk, &logs[COMPACTED], &mut model.logs[COMPACTED], model.tombstones, &mut rng, counts).await,
             _ => guarded(&disk, disk::sleep(Duration::from_millis(rng.gen_range(1..80)))).await.is_some(),
         };
         if !done {
@@ -310,7 +346,16 @@ async fn append_burst(
         let mut v = value(rng);
         let batch = if i == COMPACTED {
             v[0] = rng.gen_range(0..RECORD_KEYS);
-            build_batch(0, step as i64, &[(Some(&v[..1]), Some(&v))])
+            if model.tombstones && rng.gen_ratio(1, 5) {
+                v.truncate(1);
+                counts.tombstones += 1;
+                build_batch(0, step as i64, &[(Some(&v[..1]), None)])
+            } else {
+                if model.tombstones && v.len() == 1 {
+                    v.push(0);
+                }
+                build_batch(0, step as i64, &[(Some(&v[..1]), Some(&v))])
+            }
         } else {
             build_batch(0, step as i64, &[(None, Some(&v))])
         };
@@ -373,10 +418,10 @@ async fn truncate(disk: &SimDisk, logs: &[Log], model: &mut Model, rng: &mut Std
 
 /// A compaction pass over the compacted log (whatever is cleanable, now). Records a
 /// later acknowledged record of their key supersedes may go from here on.
-async fn compact(disk: &SimDisk, l: &Log, m: &mut LogModel, rng: &mut StdRng, counts: &mut Counts) -> bool {
+async fn compact(disk: &SimDisk, l: &Log, m: &mut LogModel, tombstones: bool, rng: &mut StdRng, counts: &mut Counts) -> bool {
     let mut latest = BTreeMap::new();
     for (offset, v) in m.acked.iter().rev() {
-        if latest.insert(v[0], *offset).is_some() {
+        if latest.insert(v[0], *offset).is_some() || tombstones && v.len() == 1 {
             m.superseded.insert(*offset);
         }
     }
@@ -435,9 +480,9 @@ async fn write_key(disk: &SimDisk, kv: &Rc<ShardKv>, model: &mut Model, rng: &mu
 }
 
 /// Runs one seed: its lives one after another, a power loss between them.
-async fn run_seed(seed: u64, counts: &mut Counts) -> keel_storage::disk::SimStats {
+async fn run_seed(seed: u64, tombstones: bool, counts: &mut Counts) -> keel_storage::disk::SimStats {
     let disk = SimDisk::new();
-    let mut model = Model { logs: vec![LogModel::default(); LOGS], ..Model::default() };
+    let mut model = Model { logs: vec![LogModel::default(); LOGS], tombstones, ..Model::default() };
     let mut rng = StdRng::seed_from_u64(seed);
     for n in 0..LIVES {
         model = life(disk.clone(), seed, n, model, counts).await;
@@ -454,7 +499,8 @@ async fn run_seed(seed: u64, counts: &mut Counts) -> keel_storage::disk::SimStat
 /// journaled log's segments above its last checkpoint's mark (`checkpointed_base` in
 /// `storage/src/log.rs`): a record it removed came back after a power loss. Seed 0
 /// fails without the directory fsync after a log's first segment file is created
-/// (`storage/src/recovery.rs`): a state-store key went with the file's name.
+/// (`storage/src/recovery.rs`), and without `disk::create_dir_durably`: a state-store
+/// key went with the file's name, or with its directory's.
 const FOUND_BUGS: &[u64] = &[118];
 
 fn seeds() -> Vec<u64> {
@@ -470,6 +516,17 @@ fn seeds() -> Vec<u64> {
 
 #[test]
 fn acknowledged_data_survives_power_loss_anywhere_in_the_storage_layer() {
+    run_seeds(false);
+}
+
+/// The same with tombstones in the compacted log, every one past its retention: a
+/// pass may remove a key's last tombstone, never bring an older value of it back.
+#[test]
+fn compaction_with_tombstones_never_brings_a_deleted_key_back() {
+    run_seeds(true);
+}
+
+fn run_seeds(tombstones: bool) {
     let started = Instant::now();
     let mut counts = Counts::default();
     let mut totals = keel_storage::disk::SimStats::default();
@@ -478,7 +535,7 @@ fn acknowledged_data_survives_power_loss_anywhere_in_the_storage_layer() {
     let (counts, totals) = on_executor(move || async move {
         for seed in seeds {
             disk::simulate(None);
-            let s = run_seed(seed, &mut counts).await;
+            let s = run_seed(seed, tombstones, &mut counts).await;
             totals.writes += s.writes;
             totals.syncs += s.syncs;
             totals.power_losses += s.power_losses;
@@ -492,7 +549,8 @@ fn acknowledged_data_survives_power_loss_anywhere_in_the_storage_layer() {
     });
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "storage simulation: {} seeds in {secs:.1} s ({:.1} seeds/s); {counts:?}; disk: {totals:?}",
+        "storage simulation{}: {} seeds in {secs:.1} s ({:.1} seeds/s); {counts:?}; disk: {totals:?}",
+        if tombstones { " with tombstones" } else { "" },
         n,
         n as f64 / secs
     );
@@ -513,7 +571,7 @@ fn a_seed_run_alone_does_what_it_did_after_others() {
         for seed in 0..40 {
             disk::simulate(None);
             let mut counts = Counts::default();
-            let disk = run_seed(seed, &mut counts).await;
+            let disk = run_seed(seed, false, &mut counts).await;
             outcomes.push(outcome(seed, counts, disk));
         }
         outcomes
@@ -521,7 +579,7 @@ fn a_seed_run_alone_does_what_it_did_after_others() {
     for seed in [13u64, 27, 39] {
         let alone = on_executor(move || async move {
             let mut counts = Counts::default();
-            let disk = run_seed(seed, &mut counts).await;
+            let disk = run_seed(seed, false, &mut counts).await;
             outcome(seed, counts, disk)
         });
         assert_eq!(alone, together[seed as usize]);

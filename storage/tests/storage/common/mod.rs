@@ -53,7 +53,9 @@ pub async fn read_all(log: &Rc<RefCell<PartitionLog>>) -> Vec<(i64, Vec<u8>)> {
             let h = keel_protocol::batch::validate(&b).expect("every batch served passes its CRC");
             let body = keel_storage::batch_filter::decompressed_body(&h, &b).unwrap();
             let recs = keel_storage::batch_filter::parse_records(&h, &body).unwrap();
-            out.push((h.base_offset, recs[0].value.unwrap().to_vec()));
+            // A tombstone as its key alone.
+            let record = &recs[0];
+            out.push((h.base_offset, record.value.or(record.key).expect("a tombstone has a key").to_vec()));
             offset = h.last_offset() + 1;
         }
     }
