@@ -68,19 +68,23 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DescribeLogDir
         }));
     }
     replicas.sort_by(|a, b| (a.dir, &a.topic, a.partition, a.future).cmp(&(b.dir, &b.topic, b.partition, b.future)));
+    // statvfs can block on a sick device: on glommio's blocking thread.
+    let paths: Vec<std::path::PathBuf> = shard.dirs.all().iter().map(|d| d.canonical.clone()).collect();
+    let spaces = glommio::executor()
+        .spawn_blocking(move || paths.iter().map(|p| disk_space(p)).collect::<Vec<_>>())
+        .await;
     let results = shard
         .dirs
         .all()
         .iter()
         .enumerate()
         .map(|(i, d)| {
-            let path = std::fs::canonicalize(&d.path).unwrap_or_else(|_| d.path.clone());
-            let result = DescribeLogDirsResult::default().with_log_dir(str_bytes(&path.display().to_string()));
+            let result = DescribeLogDirsResult::default().with_log_dir(str_bytes(&d.canonical.display().to_string()));
             if failed[i] {
                 // As Kafka: a failed directory is listed with its error and nothing else.
                 return result.with_error_code(errors::KAFKA_STORAGE_ERROR).with_total_bytes(-1).with_usable_bytes(-1);
             }
-            let (total, usable) = disk_space(&path);
+            let (total, usable) = spaces[i];
             let topics = group_by_topic(replicas.iter().filter(|r| r.dir == i));
             result.with_topics(topics).with_total_bytes(total).with_usable_bytes(usable)
         })

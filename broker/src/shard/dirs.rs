@@ -23,6 +23,9 @@ use std::rc::Rc;
 /// One data directory and whether this shard saw it fail.
 pub struct DataDir {
     pub path: PathBuf,
+    /// `path` with symbolic links and `..` resolved, once at start (off the reactor):
+    /// what DescribeLogDirs reports, and a name AlterReplicaLogDirs accepts.
+    pub canonical: PathBuf,
     failure: RefCell<Option<String>>,
 }
 
@@ -51,7 +54,11 @@ impl DataDirs {
             if let Some(e) = &failure {
                 tracing::error!(dir = %path.display(), error = %e, "data directory failed at start");
             }
-            dirs.push(DataDir { path: path.clone(), failure: RefCell::new(failure) });
+            let target = path.clone();
+            let canonical = glommio::executor()
+                .spawn_blocking(move || std::fs::canonicalize(&target).unwrap_or(target))
+                .await;
+            dirs.push(DataDir { path: path.clone(), canonical, failure: RefCell::new(failure) });
         }
         DataDirs { dirs: Rc::new(dirs), home: 0 }
     }
@@ -77,13 +84,11 @@ impl DataDirs {
         &self.dirs[index]
     }
 
-    /// The index of the configured directory `path` names (compared as given and
-    /// canonicalized, so a client may send either).
+    /// The index of the configured directory `path` names: as configured or as
+    /// canonicalized at start, so a client may send either (nothing is looked up on
+    /// the file system here, on the reactor).
     pub fn index_of(&self, path: &Path) -> Option<usize> {
-        let canonical = std::fs::canonicalize(path).ok();
-        self.dirs
-            .iter()
-            .position(|d| d.path == path || canonical.is_some() && std::fs::canonicalize(&d.path).ok() == canonical)
+        self.dirs.iter().position(|d| d.path == path || d.canonical == path)
     }
 
     /// The directory holding `path` (the longest configured prefix).
