@@ -14,10 +14,14 @@
 #
 #   benches/leader-kill.sh          SYSTEMS="keel kafka" KILLS=10 RATE=1000
 #
+# LEDGER_FLAGS passes flags to the ledger, e.g. LEDGER_FLAGS="-metadata-min-age 5s" for
+# franz-go's default metadata back-off (the ledger's own default is 250 ms).
+#
 # Writes benches/results/leader-kill-<UTC>/{summary.md,<system>.log}.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 systems=${SYSTEMS:-"keel kafka"} kills=${KILLS:-10} rate=${RATE:-1000}
+read -ra ledger_flags <<<"${LEDGER_FLAGS:-}"
 out="${OUT:-$root/benches/results/leader-kill-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$out"
 base=${LEDGER_BASE_PORT:-27092}
@@ -39,7 +43,7 @@ row() { # system log
   echo "# Leader-kill failover, $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
   echo "$(nproc) CPUs, $(uname -r), load at start: $(cut -d' ' -f1-3 /proc/loadavg); keel $(git -C "$root" rev-parse --short HEAD)"
-  echo "$kills kills per system, $rate records/s, 3 partitions RF 3, acks=all, idempotent franz-go producer"
+  echo "$kills kills per system, $rate records/s, 3 partitions RF 3, acks=all, idempotent franz-go producer${LEDGER_FLAGS:+, ledger flags: $LEDGER_FLAGS}"
   echo
   echo "| system | kills | acknowledged | lost / duplicated / reordered | gap ms median / max | failover ms median / max | elected ms median / max |"
   echo "|---|---:|---:|---|---|---|---|"
@@ -51,7 +55,7 @@ for s in $systems; do
   [[ $s == kafka ]] && flag=(--kafka)
   echo "leader-kill: $s, $kills kills" >&2
   if LEDGER_BASE_PORT=$base "$root/compat/ledger/run.sh" ${flag[@]+"${flag[@]}"} --kills "$kills" --rate "$rate" \
-    >"$out/$s.log" 2>&1; then
+    -- ${ledger_flags[@]+"${ledger_flags[@]}"} >"$out/$s.log" 2>&1; then
     row "$s" "$out/$s.log" >>"$out/summary.md"
   else
     echo "| $s | run failed, see $s.log | | | | | |" >>"$out/summary.md"
