@@ -406,8 +406,8 @@ impl Names {
                 self.dirs.insert(dir);
             }
         }
-        let dirs = &self.dirs;
-        self.files.retain(|path, _| path.parent().is_some_and(|d| d.parent().is_none() || dirs.contains(d)));
+        let files = std::mem::take(&mut self.files);
+        self.files = files.into_iter().filter(|(path, _)| path.parent().is_some_and(|d| self.is_dir(d))).collect();
     }
 }
 
