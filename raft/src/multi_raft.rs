@@ -252,6 +252,12 @@ impl MultiRaft {
         }
     }
 
+    /// Whether peer `node` is taken for alive (heard from within an election timeout,
+    /// its connection not seen closed since); true for a node no group here has.
+    pub fn peer_alive(&self, node: NodeId) -> bool {
+        self.liveness.alive(node)
+    }
+
     /// Peer `node`'s connection closed: taken for down now, as if it had been silent
     /// for an election timeout (`quiesce` module doc).
     pub fn peer_lost(&mut self, node: NodeId) {

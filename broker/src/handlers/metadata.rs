@@ -73,6 +73,13 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     } else {
         meta
     };
+    let asked: Vec<&TopicMeta> = wanted
+        .iter()
+        .filter_map(|(name, id)| name.as_deref().or_else(|| meta.topic_name(id)))
+        .filter(|n| !refused.contains(*n))
+        .filter_map(|n| meta.topics.get(n))
+        .collect();
+    cluster::await_elections(shard, &asked).await;
     let include_ops = req.include_topic_authorized_operations;
     let topics = wanted
         .into_iter()

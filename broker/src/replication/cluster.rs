@@ -578,6 +578,44 @@ pub fn partition_view(shard: &Shard, topic: &TopicMeta, partition: i32) -> Optio
     })
 }
 
+/// How long Metadata waits for partitions between leaders (`await_elections`).
+const ELECTION_WAIT: Duration = Duration::from_secs(1);
+const ELECTION_POLL: Duration = Duration::from_millis(5);
+
+/// Waits, up to `ELECTION_WAIT`, while a partition of `topics` is led, as last told,
+/// by a node this shard takes for down (its Raft connection closed, or silent for an
+/// election timeout) and enough of its other replicas are up to elect another. A
+/// client asks for metadata at once when its leader's connection drops, tens of
+/// milliseconds before the survivors have elected: answered then, it would go back
+/// to the dead node and then wait out its metadata back-off before asking again
+/// (franz-go's is 5 s by default). Waiting here, its first answer names the new
+/// leader. Nothing waits on a single node, or for a partition that cannot elect.
+pub async fn await_elections(shard: &Shard, topics: &[&TopicMeta]) {
+    let Some(replication) = &shard.replication else { return };
+    let me = shard.config.node_id;
+    let between_leaders = || {
+        let leaders = shard.leaders.borrow();
+        topics.iter().any(|t| {
+            (0..t.partitions.len() as i32).any(|p| {
+                let group = crate::shard::partition::group_id(t.id, p);
+                let Some(leader) = leaders.get(&group).map(|k| k.leader).filter(|l| *l >= 0 && *l != me) else {
+                    return false;
+                };
+                if replication.peer_alive(leader as NodeId) {
+                    return false;
+                }
+                let replicas = t.all_replicas_of(p).unwrap_or_default();
+                let up = replicas.iter().filter(|r| **r == me || replication.peer_alive(**r as NodeId)).count();
+                up > replicas.len() / 2
+            })
+        })
+    };
+    let started = std::time::Instant::now();
+    while between_leaders() && started.elapsed() < ELECTION_WAIT {
+        glommio::timer::sleep(ELECTION_POLL).await;
+    }
+}
+
 /// Where clients should go for a partition this node refused with
 /// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (KIP-951): its leader and leader
 /// epoch as last told, so the client can go there without asking for metadata first.

@@ -342,6 +342,11 @@ impl Replication {
         crate::shard::partition::wait_below_high_watermark(&r.log, last_offset, timeout, deposed).await
     }
 
+    /// Whether this shard takes peer `node` for alive (`MultiRaft::peer_alive`).
+    pub fn peer_alive(&self, node: NodeId) -> bool {
+        self.multi.borrow().peer_alive(node)
+    }
+
     /// Every group's leader and epoch as this shard knows them, and for the groups it
     /// leads what every voter has (0 for the others).
     pub fn views(&self) -> Vec<(GroupId, Option<NodeId>, i32, u64)> {
