@@ -2,13 +2,8 @@
 //! under the partition's key prefix: the log start offset and cleaner position
 //! (`state`), and the clean-shutdown checkpoint (`clean`, see [`crate::recovery`]).
 //! Journal checkpoints' snapshots (`snapshot`, `sealed/<base>`) are [`crate::snapshot`]'s.
-//! Also the directory fsync that renames and removals of segment files need.
-
-use std::path::Path;
 
 use bytes::{Buf, BufMut};
-
-use crate::error::StorageError;
 
 /// Key (under the partition's prefix) of its log start offset and cleaner position.
 pub const STATE_KEY: &str = "state";
@@ -38,11 +33,6 @@ impl PartitionState {
         }
         Some(PartitionState { log_start_offset: body.get_i64(), cleaned_upto: body.get_i64() })
     }
-}
-
-/// Fsyncs a directory after renames or removals in it, off the reactor thread.
-pub async fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    crate::disk::sync_dir(dir).await
 }
 
 #[cfg(test)]

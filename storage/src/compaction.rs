@@ -42,7 +42,6 @@ use bytes::Bytes;
 use keel_protocol::batch::BatchHeader;
 
 use crate::batch_filter::{self, RawRecord};
-use crate::checkpoint;
 use crate::error::StorageError;
 use crate::log::PartitionLog;
 use crate::retention::persist_state;
@@ -379,7 +378,7 @@ async fn rewrite_segment(
     };
     drop(permit);
     let dir = log.borrow().dir.clone();
-    checkpoint::sync_dir(&dir).await?;
+    crate::disk::sync_dir(&dir).await?;
     tracing::info!(path = %path.display(), before, after, removed, "compacted segment");
     segment::release_file(old.file, None).await;
     outcome.segments_rewritten += 1;

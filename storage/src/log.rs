@@ -654,7 +654,7 @@ async fn roll_while(
         log.borrow_mut().rolling = true;
         // The new file's directory entry is made durable before anything lands in it.
         let created = match Segment::create(&dir, base).await {
-            Ok(seg) => crate::checkpoint::sync_dir(&dir).await.map(|()| seg),
+            Ok(seg) => crate::disk::sync_dir(&dir).await.map(|()| seg),
             Err(e) => Err(e),
         };
         let mut l = log.borrow_mut();

@@ -183,7 +183,7 @@ impl PartitionLog {
         if log.segments.is_empty() {
             // The new file's name must survive a power loss as its data will.
             log.segments.push(Segment::create(dir, state.log_start_offset.max(0)).await?);
-            crate::checkpoint::sync_dir(dir).await?;
+            crate::disk::sync_dir(dir).await?;
             log.next_offset = state.log_start_offset.max(0);
         }
         log.log_start_offset = log.segments[0].base_offset;
@@ -316,7 +316,7 @@ async fn cut_to_mark(dir: &Path, found: &LogRecovery) -> Result<(), StorageError
         }
     }
     if removed {
-        crate::checkpoint::sync_dir(dir).await?;
+        crate::disk::sync_dir(dir).await?;
     }
     Ok(())
 }
@@ -558,7 +558,7 @@ async fn start_empty_at(log: &mut PartitionLog, offset: i64) -> Result<(), Stora
         segment::release_file(seg.file, Some(&seg.path)).await;
     }
     log.segments.push(Segment::create(&log.dir, offset).await?);
-    crate::checkpoint::sync_dir(&log.dir).await?;
+    crate::disk::sync_dir(&log.dir).await?;
     log.next_offset = offset;
     log.epochs.clear();
     log.producers = Default::default();

@@ -14,7 +14,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::checkpoint::{self, PartitionState, STATE_KEY};
+use crate::checkpoint::{PartitionState, STATE_KEY};
 use crate::error::StorageError;
 use crate::log::{self, PartitionLog};
 use crate::segment;
@@ -166,7 +166,7 @@ pub async fn enforce(
             segment::release_file(seg.file, Some(&seg.path)).await;
             glommio::yield_if_needed().await;
         }
-        checkpoint::sync_dir(&dir).await?;
+        crate::disk::sync_dir(&dir).await?;
         persist_state(log).await?;
     }
     Ok(outcome)

@@ -103,7 +103,7 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
         assert!(l.pending.is_empty() && l.queued.is_empty(), "append during truncate");
     }
     PartitionLog::reload_tail(log).await?;
-    crate::checkpoint::sync_dir(&dir).await?;
+    crate::disk::sync_dir(&dir).await?;
     drop(permit);
     persist(log).await
 }
@@ -216,5 +216,5 @@ async fn restart_at(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), 
         let path = (seg.base_offset != offset).then_some(seg.path);
         segment::release_file(seg.file, path.as_deref()).await;
     }
-    crate::checkpoint::sync_dir(&dir).await
+    crate::disk::sync_dir(&dir).await
 }

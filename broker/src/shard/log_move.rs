@@ -109,7 +109,7 @@ async fn move_log(shard: &Rc<Shard>, p: &Rc<Partition>, target: usize, name: &st
     let lock = p.log.borrow().io_lock();
     let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     copy_changed(p, &source, &future, copied, None).await.map_err(BeforeSwitch)?;
-    keel_storage::checkpoint::sync_dir(&future).await.map_err(BeforeSwitch)?;
+    keel_storage::disk::sync_dir(&future).await.map_err(BeforeSwitch)?;
     // 3. The switch point: the record names the target once the copy is complete.
     shard
         .kv
@@ -121,7 +121,7 @@ async fn move_log(shard: &Rc<Shard>, p: &Rc<Partition>, target: usize, name: &st
         .spawn_blocking(move || std::fs::rename(&from, &to))
         .await
         .map_err(|e| AfterSwitch(StorageError::io("rename moved partition", &future, e)))?;
-    keel_storage::checkpoint::sync_dir(&target_base).await.map_err(AfterSwitch)?;
+    keel_storage::disk::sync_dir(&target_base).await.map_err(AfterSwitch)?;
     let mut moved = p.reopen_at(shard, &dest).await.map_err(AfterSwitch)?;
     {
         let mut log = p.log.borrow_mut();

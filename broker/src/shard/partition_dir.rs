@@ -99,7 +99,7 @@ pub(super) async fn choose_dir(shard: &Shard, name: &str, recorded: &DirOwner) -
                     .spawn_blocking(move || std::fs::rename(&from, &to))
                     .await
                     .map_err(|e| StorageError::io("rename moved partition", &future, e))?;
-                keel_storage::checkpoint::sync_dir(base).await?;
+                keel_storage::disk::sync_dir(base).await?;
             }
             i
         }

@@ -180,7 +180,7 @@ impl Journal {
                 (file, if zeroed { config.file_bytes } else { 0 })
             }
         };
-        crate::checkpoint::sync_dir(dir).await?;
+        crate::disk::sync_dir(dir).await?;
         let mut live: Vec<(u64, PathBuf)> = live.into_iter().map(|s| (s, file_path(dir, s))).collect();
         live.push((seq, path.clone()));
         let journal = Rc::new(Journal {
@@ -377,7 +377,7 @@ impl Journal {
             Some(old) => recycle(&old, &path).await?,
             None => (create_file(&path).await?, 0),
         };
-        crate::checkpoint::sync_dir(&self.dir).await?;
+        crate::disk::sync_dir(&self.dir).await?;
         let mut w = self.writer.borrow_mut();
         w.seq = seq;
         w.file = Rc::new(file);
