@@ -39,17 +39,55 @@ use rand::Rng;
 
 use crate::error::StorageError;
 
+/// A thread's simulated storage: the disk [`simulate`] gave, which also keeps the
+/// clock, and the disks mounted under it.
+struct Sim {
+    root: SimDisk,
+    /// Directories whose files live on a disk of their own ([`mount`]).
+    mounts: Vec<(PathBuf, SimDisk)>,
+}
+
 thread_local! {
-    static SIM: RefCell<Option<SimDisk>> = const { RefCell::new(None) };
+    static SIM: RefCell<Option<Sim>> = const { RefCell::new(None) };
 }
 
 /// Puts this thread's storage on `disk` (or back on the real one with `None`).
 pub fn simulate(disk: Option<SimDisk>) {
-    SIM.with(|s| *s.borrow_mut() = disk);
+    SIM.with(|s| *s.borrow_mut() = disk.map(|root| Sim { root, mounts: Vec::new() }));
 }
 
+/// Puts the files under `dir` on `disk` (after [`simulate`]): several simulated nodes
+/// in one thread each have their own disk, and lose power alone. The disk sees paths
+/// from its own root (`dir/a` is `/a` on it), so a node's next life can mount it again
+/// at another directory, out of reach of the tasks of its past life
+/// ([`SimDisk::reborn`]). The clock stays the one `simulate` gave: sleepers are never
+/// on a mounted disk.
+pub fn mount(dir: &Path, disk: SimDisk) {
+    SIM.with(|s| {
+        let mut s = s.borrow_mut();
+        let sim = s.as_mut().expect("mount after simulate");
+        sim.mounts.retain(|(d, _)| d != dir);
+        sim.mounts.push((dir.to_path_buf(), disk));
+    });
+}
+
+/// The simulated disk and clock, if this thread simulates.
 fn sim() -> Option<SimDisk> {
-    SIM.with(|s| s.borrow().clone())
+    SIM.with(|s| s.borrow().as_ref().map(|sim| sim.root.clone()))
+}
+
+/// The simulated disk that holds `path`, and the path on it, if this thread simulates.
+fn sim_at(path: &Path) -> Option<(SimDisk, PathBuf)> {
+    SIM.with(|s| {
+        let s = s.borrow();
+        let sim = s.as_ref()?;
+        for (dir, disk) in &sim.mounts {
+            if let Ok(rest) = path.strip_prefix(dir) {
+                return Some((disk.clone(), Path::new("/").join(rest)));
+            }
+        }
+        Some((sim.root.clone(), path.to_path_buf()))
+    })
 }
 
 /// An open file: a DMA file, or one on the simulated disk.
@@ -102,16 +140,16 @@ impl Deref for ReadBuf {
 impl File {
     /// Opens an existing file for reading and writing.
     pub async fn open(path: &Path) -> io::Result<File> {
-        match sim() {
-            Some(disk) => disk.open(path, false).await.map(|h| File(Inner::Sim(h))),
+        match sim_at(path) {
+            Some((disk, path)) => disk.open(&path, false).await.map(|h| File(Inner::Sim(h))),
             None => Ok(File(Inner::Dma(OpenOptions::new().read(true).write(true).dma_open(path).await?))),
         }
     }
 
     /// Creates a file, or empties an existing one.
     pub async fn create(path: &Path) -> io::Result<File> {
-        match sim() {
-            Some(disk) => disk.open(path, true).await.map(|h| File(Inner::Sim(h))),
+        match sim_at(path) {
+            Some((disk, path)) => disk.open(&path, true).await.map(|h| File(Inner::Sim(h))),
             None => Ok(File(Inner::Dma(
                 OpenOptions::new().read(true).write(true).create(true).truncate(true).dma_open(path).await?,
             ))),
@@ -205,8 +243,8 @@ async fn blocking<T: Send + 'static>(
 
 /// Removes a file.
 pub async fn remove(path: &Path, what: &'static str) -> Result<(), StorageError> {
-    match sim() {
-        Some(disk) => disk.namespace(path, what, |s| s.unlink(path)).await,
+    match sim_at(path) {
+        Some((disk, on_disk)) => disk.namespace(path, what, |s| s.unlink(&on_disk)).await,
         None => {
             let target = path.to_path_buf();
             blocking(path, what, move || std::fs::remove_file(target)).await
@@ -216,8 +254,10 @@ pub async fn remove(path: &Path, what: &'static str) -> Result<(), StorageError>
 
 /// Renames a file, replacing `to` if it exists.
 pub async fn rename(from: &Path, to: &Path, what: &'static str) -> Result<(), StorageError> {
-    match sim() {
-        Some(disk) => disk.namespace(from, what, |s| s.rename(from, to)).await,
+    match sim_at(from).zip(sim_at(to)) {
+        Some(((disk, from_on_disk), (_, to_on_disk))) => {
+            disk.namespace(from, what, |s| s.rename(&from_on_disk, &to_on_disk)).await
+        }
         None => {
             let (from, target) = (from.to_path_buf(), to.to_path_buf());
             blocking(to, what, move || std::fs::rename(from, target)).await
@@ -242,8 +282,8 @@ pub fn create_dir_durably(dir: &Path) -> io::Result<()> {
 
 /// Creates `dir` (and its parents) durably if needed and lists the names in it.
 pub async fn create_and_list(dir: &Path, what: &'static str) -> Result<Vec<String>, StorageError> {
-    match sim() {
-        Some(disk) => disk.namespace(dir, what, |s| Ok(s.create_and_list(dir))).await,
+    match sim_at(dir) {
+        Some((disk, on_disk)) => disk.namespace(dir, what, |s| Ok(s.create_and_list(&on_disk))).await,
         None => {
             let target = dir.to_path_buf();
             blocking(dir, what, move || {
@@ -263,10 +303,10 @@ pub async fn create_and_list(dir: &Path, what: &'static str) -> Result<Vec<Strin
 
 /// Whether a file or directory exists at `path`.
 pub fn exists(path: &Path) -> bool {
-    match sim() {
-        Some(disk) => {
+    match sim_at(path) {
+        Some((disk, path)) => {
             let s = disk.state();
-            s.names.files.contains_key(path) || s.names.is_dir(path)
+            s.names.files.contains_key(&path) || s.names.is_dir(&path)
         }
         None => path.exists(),
     }
@@ -274,10 +314,10 @@ pub fn exists(path: &Path) -> bool {
 
 /// Fsyncs a directory after files were created, renamed or removed in it.
 pub async fn sync_dir(dir: &Path) -> Result<(), StorageError> {
-    match sim() {
-        Some(disk) => {
+    match sim_at(dir) {
+        Some((disk, on_disk)) => {
             disk.namespace(dir, "sync directory", |s| {
-                s.sync_dir(dir);
+                s.sync_dir(&on_disk);
                 Ok(())
             })
             .await
@@ -423,9 +463,10 @@ impl NameChange {
     /// The directory whose fsync makes the change durable.
     fn dir(&self) -> Option<&Path> {
         match self {
-            NameChange::Link(path, _) | NameChange::Unlink(path) | NameChange::Rename(_, path) | NameChange::MakeDir(path) => {
-                path.parent()
-            }
+            NameChange::Link(path, _)
+            | NameChange::Unlink(path)
+            | NameChange::Rename(_, path)
+            | NameChange::MakeDir(path) => path.parent(),
         }
     }
 
@@ -700,6 +741,16 @@ impl SimDisk {
         s.ops = 0;
         s.power_off_at = None;
         s.stats.power_losses += 1;
+    }
+
+    /// Power cycles the disk (as [`SimDisk::power_cycle`]) for a new life of its node,
+    /// as a new disk: what survived goes to the returned one, and this one stays dark
+    /// forever. A task of the old life, one that slept through the reboot say, then
+    /// never touches the new life's files, as a dead process would not.
+    pub fn reborn(&self, rng: &mut impl Rng) -> SimDisk {
+        self.power_cycle(rng);
+        let state = std::mem::take(&mut *self.state());
+        SimDisk(Arc::new(Mutex::new(state)))
     }
 
     /// Moves the simulated clock on by `by`, waking the sleepers it passes.
