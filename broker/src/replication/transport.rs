@@ -37,6 +37,12 @@
 //!
 //! Everything here is one shard's: `!Send`, held in an `Rc`, its tasks on the shard's
 //! executor. Dropping the last `Rc<Transport>` stops its listener, readers and writers.
+//!
+//! **Simulated.** A transport made with [`Transport::simulated`] has no sockets: each
+//! send becomes one frame, encoded as on the wire, that a [`Network`] carries (or loses,
+//! repeats, delays) and hands back with [`Transport::deliver`], which checks and decodes
+//! it as a reader would. The cluster simulation runs several nodes' shells this way in
+//! one thread.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -117,9 +123,17 @@ pub type ControlReceiver = Rc<dyn Fn(NodeId, Bytes)>;
 /// Told the node whose Raft connection closed or failed.
 pub type ClosedReceiver = Rc<dyn Fn(NodeId)>;
 
+/// What carries a simulated transport's frames: each is a whole frame (prefix
+/// included) from `from` to shard `to_shard` of `to`.
+pub trait Network {
+    fn send(&self, from: NodeId, to: NodeId, to_shard: u16, frame: Vec<u8>);
+}
+
 pub struct Transport {
     shared: Rc<Shared>,
     outboxes: RefCell<HashMap<(NodeId, u16), Rc<Outbox>>>,
+    /// Set for a simulated transport: frames go there instead of to sockets.
+    network: Option<Rc<dyn Network>>,
 }
 
 /// What the transport's tasks hold; the `Transport` itself is held only by its owner,
@@ -164,6 +178,30 @@ impl Transport {
         config: TransportConfig,
         inbound: Rc<dyn Fn(NodeId, Vec<Envelope>)>,
     ) -> Rc<Transport> {
+        Transport::build(node, shard, peers, config, inbound, None)
+    }
+
+    /// A transport with no sockets, whose frames `network` carries to `peers`.
+    pub fn simulated(
+        node: NodeId,
+        shard: u16,
+        peers: &[NodeId],
+        network: Rc<dyn Network>,
+        inbound: Rc<dyn Fn(NodeId, Vec<Envelope>)>,
+    ) -> Rc<Transport> {
+        let unroutable = SocketAddr::from(([0, 0, 0, 0], 0));
+        let peers = peers.iter().filter(|p| **p != node).map(|p| (*p, unroutable)).collect();
+        Transport::build(node, shard, peers, TransportConfig::default(), inbound, Some(network))
+    }
+
+    fn build(
+        node: NodeId,
+        shard: u16,
+        peers: HashMap<NodeId, SocketAddr>,
+        config: TransportConfig,
+        inbound: Rc<dyn Fn(NodeId, Vec<Envelope>)>,
+        network: Option<Rc<dyn Network>>,
+    ) -> Rc<Transport> {
         let shared = Shared {
             node,
             shard,
@@ -175,7 +213,44 @@ impl Transport {
             stats: Cell::default(),
             stopped: Signal::new(),
         };
-        Rc::new(Transport { shared: Rc::new(shared), outboxes: RefCell::default() })
+        Rc::new(Transport { shared: Rc::new(shared), outboxes: RefCell::default(), network })
+    }
+
+    /// Takes a frame a simulated network carried: checks and decodes it as a reader
+    /// does, and hands its messages on. A bad frame is refused and counted.
+    pub fn deliver(&self, frame: &[u8]) -> Result<(), FrameError> {
+        let shared = &self.shared;
+        let result = (|| {
+            let prefix: [u8; PREFIX_BYTES] =
+                frame.get(..PREFIX_BYTES).and_then(|p| p.try_into().ok()).ok_or(FrameError::Truncated)?;
+            let prefix = frame::read_prefix(prefix, shared.config.frame_bytes_max)?;
+            let payload = &frame[PREFIX_BYTES..];
+            if payload.len() != prefix.length {
+                return Err(FrameError::Truncated);
+            }
+            frame::check_crc(payload, prefix.crc)?;
+            frame::decode(Bytes::copy_from_slice(payload), shared.shard)
+        })();
+        let inbound = result.inspect_err(|_| shared.count(|stats| stats.bad_frames += 1))?;
+        let messages = inbound.envelopes.len() as u64;
+        shared.count(|stats| {
+            stats.frames_received += 1;
+            stats.messages_received += messages;
+            stats.bytes_received += frame.len() as u64;
+        });
+        if messages > 0 {
+            (shared.inbound)(inbound.from, inbound.envelopes);
+        }
+        Ok(())
+    }
+
+    /// Tells the `on_closed` receiver that `node`'s connection ended (in a simulation:
+    /// the node was killed, as a real kill closes its connections).
+    pub fn connection_closed(&self, node: NodeId) {
+        let receiver = self.shared.closed.borrow().clone();
+        if let Some(receiver) = receiver {
+            receiver(node);
+        }
     }
 
     /// Binds `PORT + shard` of `rpc_addr` and serves inbound connections until the
@@ -202,6 +277,9 @@ impl Transport {
     /// without waiting: control messages are rare requests a node repeats until it sees
     /// their effect, so one lost costs nothing, and they never queue behind Raft's.
     pub fn send_control(&self, to: NodeId, to_shard: u16, payload: Bytes) {
+        if self.network.is_some() {
+            return; // The simulation runs no cluster metadata: nothing sends control.
+        }
         let Some(rpc_addr) = self.shared.peers.borrow().get(&to).copied() else { return };
         let frame = frame::control_frame(self.shared.node, self.shared.shard, to_shard, &payload);
         let shared = self.shared.clone();
@@ -247,6 +325,10 @@ impl Transport {
         if messages.is_empty() {
             return;
         }
+        if let Some(network) = &self.network {
+            self.send_simulated(network.as_ref(), to, to_shard, messages, heartbeat);
+            return;
+        }
         let Some(outbox) = self.outbox(to, to_shard) else {
             tracing::warn!(
                 node = self.shared.node,
@@ -261,6 +343,36 @@ impl Transport {
             outbox.offer(&self.shared, Outgoing::new(envelope), heartbeat);
         }
         outbox.wake.notify();
+    }
+
+    /// One frame of `messages` to a simulated network, counted as a writer counts.
+    fn send_simulated(
+        &self,
+        network: &dyn Network,
+        to: NodeId,
+        to_shard: u16,
+        messages: Vec<Envelope>,
+        heartbeat: bool,
+    ) {
+        let shared = &self.shared;
+        if !shared.peers.borrow().contains_key(&to) {
+            shared.count(|stats| stats.dropped_messages += messages.len() as u64);
+            return;
+        }
+        let mut builder = FrameBuilder::new(shared.node, shared.shard, to_shard);
+        for envelope in messages {
+            if builder.push(Outgoing::new(envelope)).is_err() {
+                shared.count(|stats| stats.dropped_messages += 1);
+            }
+        }
+        let frame = builder.finish();
+        shared.count(|stats| {
+            stats.frames_sent += 1;
+            stats.heartbeat_frames_sent += u64::from(heartbeat);
+            stats.messages_sent += u64::from(frame.messages());
+            stats.bytes_sent += frame.wire_bytes() as u64;
+        });
+        network.send(shared.node, to, to_shard, frame.to_vec());
     }
 
     /// The destination's outbox, made (with its writer task) on first use.

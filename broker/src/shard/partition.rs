@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use keel_protocol::batch::{self, BatchError, BatchHeader};
+use keel_storage::disk;
 use keel_storage::log::{self, PartitionLog};
 use keel_storage::StorageError;
 use uuid::Uuid;
@@ -844,7 +845,7 @@ pub async fn wait_below_high_watermark(
     timeout: Duration,
     refused: impl Fn() -> Option<i16>,
 ) -> Result<(), i16> {
-    let deadline = Instant::now() + timeout;
+    let deadline = disk::now() + timeout;
     loop {
         let wait = {
             let l = log.borrow();
@@ -859,11 +860,11 @@ pub async fn wait_below_high_watermark(
             }
             l.changed.wait()
         };
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.saturating_sub(disk::now());
         if left.is_zero() {
             return Err(errors::REQUEST_TIMED_OUT);
         }
-        futures_lite::future::or(wait, glommio::timer::sleep(left)).await;
+        futures_lite::future::or(wait, disk::sleep(left)).await;
     }
 }
 

@@ -78,6 +78,13 @@ impl Replication {
             }
         }
         let last_index = storage.translator().last_index();
+        // Own entries past the log read back were written with data that never reached
+        // the disk (so never reported durable). Left in the record, they would take
+        // the indexes of the entries written next; they go, durably before the next
+        // data entry (`write_entries`).
+        let own_before = record.own.len();
+        record.own.retain(|o| o.index <= last_index);
+        let own_dropped = record.own.len() != own_before;
         // Entries below the base are committed; the commit index is saved lazily.
         record.commit = record.commit.clamp(base.index, last_index);
         let hard_state =
@@ -113,7 +120,7 @@ impl Replication {
             on_log_start,
             deferring: Cell::new(false),
             deferred: RefCell::new(Vec::new()),
-            record_due: Cell::new(false),
+            record_due: Cell::new(own_dropped),
             reads: RefCell::new(ReadRounds::default()),
         });
         if damaged.is_some() {

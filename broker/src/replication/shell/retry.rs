@@ -79,7 +79,7 @@ impl Replication {
         }
         let me = Rc::downgrade(self);
         glommio::spawn_local(async move {
-            glommio::timer::sleep(PERSIST_RETRY_INTERVAL).await;
+            keel_storage::disk::sleep(PERSIST_RETRY_INTERVAL).await;
             if let Some(me) = me.upgrade() {
                 me.unpersisted.scheduled.set(false);
                 me.unpersisted.due.set(true);
