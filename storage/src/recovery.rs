@@ -134,6 +134,14 @@ impl PartitionLog {
                 }
                 _ => {
                     recorded = snap.map(|s| s.sealed).unwrap_or_default();
+                    // A truncation journaled after the mark moved the mark down to its
+                    // cut, and the files were cut there: a snapshot taken after the
+                    // truncation (its record written again by the next pass, after
+                    // the snapshot's mark) recorded those segments longer. Only the
+                    // segments below the cut must still be as recorded.
+                    if mark_end.is_none() {
+                        recorded.retain(|(base, _)| *base < mark.segment_base);
+                    }
                     tracing::warn!(dir = %dir.display(), "checkpoint snapshot does not match the files; scanning");
                     log = PartitionLog::empty(dir, log.config.clone());
                     log.state_keys = keys.clone();
