@@ -342,7 +342,7 @@ impl Simulation {
         self.finish_boots()?;
         self.check_leaders()?;
         if self.step % CHECK_EVERY_STEPS == 0 {
-            trace(|| self.describe_logs());
+            trace(|| self.describe());
             self.check().await?;
         }
         Ok(())
@@ -607,34 +607,23 @@ impl Simulation {
         Ok(())
     }
 
-    fn describe_logs(&self) -> String {
-        let mut out = format!("{:>5} logs (hw, durable, end, error):", self.step);
-        for n in &self.nodes {
-            if let State::Up(r) = &n.state {
-                let logs: Vec<_> = r
-                    .logs
-                    .values()
-                    .map(|l| {
-                        let l = l.borrow();
-                        (l.high_watermark(), l.durable_offset(), l.log_end_offset(), l.flush_error.clone())
-                    })
-                    .collect();
-                out += &format!(" node {} {logs:?};", n.id);
-            }
-        }
-        out
-    }
-
     fn describe(&self) -> String {
         let nodes: Vec<String> = self
             .nodes
             .iter()
             .map(|n| match &n.state {
                 State::Up(r) => {
-                    let hws: Vec<_> = r.logs.values().map(|l| l.borrow().high_watermark()).collect();
+                    let logs: Vec<_> = r
+                        .logs
+                        .values()
+                        .map(|l| {
+                            let l = l.borrow();
+                            (l.high_watermark(), l.durable_offset(), l.log_end_offset(), l.flush_error.clone())
+                        })
+                        .collect();
                     let led: Vec<_> =
                         self.groups.iter().filter(|g| r.replication.leads(**g)).map(|g| g.partition).collect();
-                    format!("{}: up, high watermarks {hws:?}, leads {led:?}", n.id)
+                    format!("{}: up, (high watermark, durable, end, error) {logs:?}, leads {led:?}", n.id)
                 }
                 State::Booting(_) => format!("{}: booting", n.id),
                 State::Down(at) => format!("{}: down until {at}", n.id),
