@@ -252,7 +252,12 @@ impl PartitionLog {
         let (log, kind) = PartitionLog::open_at_mark(dir, config, keys, mark, mark_end, &mut on_batch).await?;
         let log = Rc::new(RefCell::new(log));
         let start = log.borrow().log_start_offset;
-        let pending_create = !had_segments && found.is_empty();
+        // The journal must say a log it knows nothing of holds nothing, or a recovery
+        // would trust its files as durable. That is so of a new log, and of an empty
+        // one at offset 0 (created before a crash that came before its first batch;
+        // one at a later offset may have a segment past the start the state store
+        // keeps, where a `Create` replay would not put it).
+        let pending_create = found.is_empty() && (!had_segments || log.borrow().next_offset == 0);
         // The log is not journaled while it replays: what it replays is in the journal
         // already, so a replayed truncation must not be recorded again (a later restart
         // would replay that copy after data appended since, and cut it).
