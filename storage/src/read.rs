@@ -114,13 +114,17 @@ pub async fn read(
     max_bytes: usize,
     upto: i64,
 ) -> Result<ReadResult, StorageError> {
-    let start = log.borrow().log_start_offset;
-    read_from(log, start, offset, max_bytes, upto).await
+    let (start, high_watermark) = {
+        let l = log.borrow();
+        (l.log_start_offset, l.high_watermark)
+    };
+    read_from(log, start, offset, max_bytes, upto.min(high_watermark)).await
 }
 
 /// As [`read`], from the first offset still in the segment files rather than the log
-/// start offset: a replicated log's Raft layer reads batches back that clients may no
-/// longer read (DeleteRecords) but a replica behind still needs.
+/// start offset, and past the high watermark: a replicated log's Raft layer reads
+/// batches back that clients may no longer read (DeleteRecords) or not yet read (a
+/// leader restarted with entries it has not committed) but a replica behind needs.
 pub async fn read_kept(
     log: &Rc<RefCell<PartitionLog>>,
     offset: i64,
@@ -135,7 +139,10 @@ pub async fn read_kept(
 /// a scrub of what lies on disk. Returns the bytes checked, or the first corrupt batch.
 /// Reads go `step` bytes at a time, each an await apart, so a scrub shares the shard.
 pub async fn verify(log: &Rc<RefCell<PartitionLog>>, upto: i64, step: usize) -> Result<u64, StorageError> {
-    let mut offset = log.borrow().first_kept_offset();
+    let (mut offset, upto) = {
+        let l = log.borrow();
+        (l.first_kept_offset(), upto.min(l.high_watermark))
+    };
     let mut bytes = 0;
     loop {
         let r = read_kept(log, offset, step, upto).await?;
@@ -156,7 +163,6 @@ async fn read_from(
     let (upto, mut seg, mut position, mut expected, epochs, mut want, mut ahead) = {
         let mut l = log.borrow_mut();
         l.check_range_from(start, offset)?;
-        let upto = upto.min(l.high_watermark);
         if offset >= upto {
             return Ok(out);
         }

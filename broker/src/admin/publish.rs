@@ -42,6 +42,12 @@ fn series() -> &'static [Series] {
             |s| s.raft.entries_read_back,
         ),
         (
+            "keel_raft_read_back_failures_total",
+            "counter",
+            "Read-backs of released Raft entries that failed (the log no longer or not yet holds them)",
+            |s| s.raft.read_back_failures,
+        ),
+        (
             "keel_raft_refused_messages_total",
             "counter",
             "Peer Raft messages the core refused (unknown group, stale)",

@@ -56,6 +56,7 @@ pub struct RaftStats {
     pub refused_messages: u64,
     pub log_memory_bytes: u64,
     pub entries_read_back: u64,
+    pub read_back_failures: u64,
     pub quiet_groups: u64,
     pub transport: crate::replication::transport::TransportStats,
 }
@@ -70,6 +71,7 @@ impl RaftStats {
             refused_messages: r.refused_messages.get(),
             log_memory_bytes: r.log_memory_bytes(),
             entries_read_back: r.entries_read_back.get(),
+            read_back_failures: r.read_back_failures.get(),
             quiet_groups: r.quiet_groups(),
             transport: r.transport().stats(),
         }

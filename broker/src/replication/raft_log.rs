@@ -126,6 +126,7 @@ impl Replication {
             }
             Err((e, false)) => {
                 tracing::warn!(group = %request.group, low = request.low, error = %e, "cannot read Raft entries back");
+                self.read_back_failures.set(self.read_back_failures.get() + 1);
                 Vec::new()
             }
         };

@@ -183,6 +183,9 @@ pub struct Replication {
     pub refused_messages: Cell<u64>,
     /// Released entries read back for appends, for `/metrics`.
     pub entries_read_back: Cell<u64>,
+    /// Read-backs that failed without a damaged batch (the log no longer or not yet
+    /// holding the entries), for `/metrics`: each leaves a voter waiting.
+    pub read_back_failures: Cell<u64>,
     /// Set by a stop: no more messages are taken and nothing more is written.
     stopped: Cell<bool>,
     log_memory_bytes: u64,
@@ -278,6 +281,7 @@ impl Replication {
                 on_damaged: RefCell::new(None),
                 refused_messages: Cell::new(0),
                 entries_read_back: Cell::new(0),
+                read_back_failures: Cell::new(0),
                 stopped: Cell::new(false),
                 log_memory_bytes: settings.log_memory_bytes,
                 reads_back: Rc::new(glommio::sync::Semaphore::new(READS_BACK_MAX)),

@@ -109,6 +109,9 @@ pub struct Outcome {
     pub frames_delivered: u64,
     pub frames_dropped: u64,
     pub entries_read_back: u64,
+    /// Read-backs that found the log without the entries wanted: with no retention
+    /// here, each is a voter left waiting (a liveness bug).
+    pub read_back_failures: u64,
     pub sectors_lost: u64,
     pub calm_steps: u64,
 }
@@ -283,7 +286,12 @@ impl Simulation {
             node.disk.discard();
         }
         disk::simulate(None);
-        result.map(|()| self.outcome)
+        result?;
+        if self.outcome.read_back_failures > 0 {
+            let n = self.outcome.read_back_failures;
+            return Err(Violation(format!("{n} read-backs of released Raft entries failed")));
+        }
+        Ok(self.outcome)
     }
 
     async fn phases(&mut self) -> Result<(), Violation> {
@@ -459,6 +467,7 @@ impl Simulation {
         running.replication.stop();
         running.flush.stop();
         self.outcome.entries_read_back += running.replication.entries_read_back.get();
+        self.outcome.read_back_failures += running.replication.read_back_failures.get();
         self.net.borrow_mut().live.remove(&id);
         if seen_closing {
             self.outcome.crashes_seen_closing += 1;
