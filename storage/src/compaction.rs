@@ -203,6 +203,14 @@ pub async fn compact(
     let map = KeyMap::build(log, &range, policy.key_map_bytes_max, txns).await?;
     let mut outcome = CompactionOutcome { cleaned_upto: map.covered_upto, ..Default::default() };
     let bases: Vec<i64> = log.borrow().segments[..range.segment_count].iter().map(|s| s.base_offset).collect();
+    // The cleaned offset is durable before any segment is rewritten: a rewrite may end
+    // a segment short of the next one's base, which recovery takes for a torn tail
+    // unless it lies below the cleaned offset.
+    {
+        let mut l = log.borrow_mut();
+        l.cleaned_upto = l.cleaned_upto.max(map.covered_upto);
+    }
+    persist_state(log).await?;
     for (i, base) in bases.iter().enumerate() {
         let next_base = bases.get(i + 1).copied().unwrap_or(range.end);
         if next_base <= range.log_start {
@@ -213,11 +221,6 @@ pub async fn compact(
         }
         rewrite_segment(log, *base, &map, now_ms, policy, &mut outcome).await?;
     }
-    {
-        let mut l = log.borrow_mut();
-        l.cleaned_upto = l.cleaned_upto.max(map.covered_upto);
-    }
-    persist_state(log).await?;
     if outcome.segments_rewritten > 0 {
         crate::stats::update(|s| {
             s.compaction_passes += 1;

@@ -165,7 +165,7 @@ impl PartitionLog {
             }
         }
         if kind == OpenKind::Scanned {
-            scan_all(&mut log, &bases, &mut on_batch).await?;
+            scan_all(&mut log, &bases, state.cleaned_upto, &mut on_batch).await?;
             // What the checkpoint recorded was fsynced: a shorter log lost it, unless
             // what is missing lies below the log start (retention or DeleteRecords
             // removed the segments holding it, and the mark's with them).
@@ -441,6 +441,7 @@ async fn list_segments(dir: &Path) -> Result<Vec<i64>, StorageError> {
 async fn scan_all(
     log: &mut PartitionLog,
     bases: &[i64],
+    cleaned_upto: i64,
     on_batch: &mut impl FnMut(&BatchHeader),
 ) -> Result<(), StorageError> {
     let mut torn = false;
@@ -488,6 +489,24 @@ async fn scan_all(
         if !rot && file_len != outcome.valid_len {
             seg.file.truncate(outcome.valid_len).await.map_err(|e| StorageError::io("truncate", &path, e))?;
             sync_or_die(&seg.file, &path).await;
+        }
+        // A segment ending before the next one's base lost its last batches, unless
+        // compaction removed them: a roll makes the next file's name durable at once,
+        // while the batches before it reach the disk at the next fsync (on a journaled
+        // log, the next checkpoint). With no data after it, that is a torn tail; with
+        // data after it, records that were durable are missing.
+        let next_base = bases.get(i + 1).copied();
+        if let Some(next_base) = next_base.filter(|b| !torn && !rot && seg.next_offset < *b && seg.next_offset >= cleaned_upto) {
+            let why = format!("{} ends at offset {} before the next segment's base {next_base}", path.display(), seg.next_offset);
+            if later_segment_has_data(&log.dir, &bases[i + 1..]).await? {
+                crate::stats::update(|s| s.damaged_segments_found += 1);
+                tracing::error!(%why, "records that were durable are missing");
+                log.damaged_at_open = Some(why);
+            } else {
+                crate::stats::update(|s| s.recovery_truncations += 1);
+                tracing::warn!(%why, "log recovery truncates at the last valid batch");
+                torn = true;
+            }
         }
         log.next_offset = seg.next_offset;
         log.segments.push(seg);

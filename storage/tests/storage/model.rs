@@ -286,12 +286,11 @@ async fn run_case(seed: u64, steps: usize, dir: &Path) {
                 "truncate"
             }
             90..=94 => {
-                let last_base = *l.borrow().segment_bases().last().unwrap();
                 drop(l);
                 let (reopened, kind) = open(dir, &cfg).await;
                 assert_eq!(kind, OpenKind::Scanned, "a crash leaves no clean marker");
                 l = reopened;
-                m.truncate_unflushed(last_base);
+                m.truncate_unflushed();
                 "crash restart"
             }
             _ => {
@@ -320,14 +319,14 @@ async fn run_case(seed: u64, steps: usize, dir: &Path) {
 }
 
 impl Model {
-    /// After a crash only what was flushed remains; the log end is where the last
-    /// segment file starts if its unflushed batches were lost (as in Kafka, the
-    /// offsets in between are never used).
-    fn truncate_unflushed(&mut self, last_segment_base: i64) {
+    /// After a crash only what was flushed remains, and the log ends there: segment
+    /// files rolled after it hold nothing and go (a replicated log's offsets are its
+    /// Raft indexes, which must have no gaps).
+    fn truncate_unflushed(&mut self) {
         let durable = self.durable;
         self.records.retain(|r| r.offset < durable);
         self.batches.retain(|&(base, _)| base < durable);
-        self.end = durable.max(last_segment_base);
+        self.end = durable;
         self.durable = self.end;
         if self.start > self.end {
             self.start = self.end;
