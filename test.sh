@@ -66,13 +66,15 @@ fault_stage() {
 record_or_fail() { if [[ -n "$2" ]]; then record "$1" $2; else record "$1" 0 1 0; fi; }
 
 note "build"
-# The differential tester (compat/diff) and the queue checker (compat/queue) are built
-# with the broker: built alone, their dependencies would be compiled again for their
-# own feature sets.
-if ! cargo build --release -p keel-broker -p keel-diff -p keel-queue-check 2>&1 | tail -n 3; then echo "build failed"; exit 1; fi
+# One cargo run builds the binaries (keel, the differential tester in compat/diff, the
+# queue checker in compat/queue) and every Rust test: one feature set for all, and the
+# broker library and its unit-test build compile side by side, each keeping a core busy
+# while the other is in rustc's serial front end.
+crates=(-p keel-protocol -p keel-storage -p keel-raft -p keel-broker -p keel-tuning -p keel-queue-check -p keel-diff)
+if ! cargo build --release --bins --tests "${crates[@]}" 2>&1 | tail -n 3; then echo "build failed"; exit 1; fi
 
 note "Rust tests (unit, storage recovery, Raft simulation, bad input, multi-shard, kill -9)"
-cargo test --release --no-fail-fast -p keel-protocol -p keel-storage -p keel-raft -p keel-broker -p keel-tuning -p keel-queue-check 2>&1 | tee "$logs/cargo-test.log" | grep -E "^test |test result|panicked" 
+cargo test --release --no-fail-fast "${crates[@]}" 2>&1 | tee "$logs/cargo-test.log" | grep -E "^test |test result|panicked" 
 counts=$(awk '/^test result:/ {for(i=1;i<=NF;i++){if($(i+1) ~ /^passed/)p+=$i; if($(i+1) ~ /^failed/)f+=$i; if($(i+1) ~ /^ignored/)s+=$i}} END {if (NR) print p+0, f+0, s+0}' "$logs/cargo-test.log")
 record_or_fail "rust (cargo test)" "$counts"
 
@@ -265,12 +267,13 @@ fault_stage "cluster network partition" partition.log "^(partition: rounds|ledge
 # clients, 5-20% packet loss, bits flipped in a follower's segment, the leader's
 # clock stepped while it runs and the leader's disk filled (each node's data directory
 # on a loop file system; without loop devices the run says `soak: WITHOUT disk-full
-# rounds`), drawn with a seed, for 3 minutes in network namespaces; the ledger's checks,
+# rounds`), dealt with a seed (every class once before any comes again), for 2 minutes in
+# network namespaces; the ledger's checks,
 # identical replicas and progress within 10 s of each round (5 s of freeing a disk);
 # the queue workload beside the ledger, its history checked by keel-queue-check.
 # --full also runs each class alone with more rounds, and 30 minutes mixed is
 # `compat/faults/soak.sh --netns --minutes 30` (docs/reliability.md).
-soak_minutes=3; ((full)) && soak_minutes=10
+soak_minutes=2; ((full)) && soak_minutes=10
 note "cluster: every fault class mixed ($soak_minutes min, seed ${SOAK_SEED:-7}, network namespaces; ./test.sh --full: 10 min)"
 fault_stage "cluster mixed faults" soak.log "^(class |mixed rounds:|ledger: mixed_rounds|replicas:|queue-check: anomalies|soak: WITHOUT)" \
   env SOAK_PORT=$((port + 5200)) compat/faults/soak.sh --netns --minutes "$soak_minutes" --seed "${SOAK_SEED:-7}"

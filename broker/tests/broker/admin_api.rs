@@ -2,14 +2,13 @@
 //! status codes, the bearer token, malformed HTTP, a slow client that does not hold
 //! up other admin requests, and Kafka traffic unaffected meanwhile.
 
-mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::kafka::*;
-use common::Broker;
+use crate::common::kafka::*;
+use crate::common::Broker;
 use kafka_protocol::messages::{ApiKey, OffsetCommitResponse};
 use keel_protocol::batch::build_batch;
 use serde_json::Value;

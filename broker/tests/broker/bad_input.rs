@@ -2,11 +2,10 @@
 //! offending connection, keeps serving everyone else, never panics and appends nothing
 //! from a rejected batch.
 
-mod common;
 
 use bytes::Bytes;
-use common::kafka::*;
-use common::Broker;
+use crate::common::kafka::*;
+use crate::common::Broker;
 use kafka_protocol::messages::*;
 use keel_protocol::batch::build_batch;
 
@@ -17,7 +16,7 @@ fn api_versions_ok(b: &Broker) {
     assert!(r.api_keys.iter().any(|k| k.api_key == ApiKey::Produce as i16));
 }
 
-fn assert_closed(c: &mut common::Conn) {
+fn assert_closed(c: &mut crate::common::Conn) {
     assert!(c.read_frame().is_none(), "connection should have been closed");
 }
 

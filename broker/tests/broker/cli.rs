@@ -1,12 +1,11 @@
 //! The `keel` client subcommands end to end: each runs as a subprocess of the real
 //! binary against a real broker; stdout, stderr and exit codes are checked.
 
-mod common;
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-use common::{free_port, Broker};
+use crate::common::{free_port, Broker};
 
 struct Run {
     code: i32,

@@ -3,14 +3,13 @@
 //! once a majority has them, and keep every acknowledged record through `kill -9` of
 //! partition leaders, restarts and catch-up.
 
-mod common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::cluster::{produce_all, produce_records, produce_request, read_all, try_read_all, Cluster};
-use common::kafka::*;
-use common::Conn;
+use crate::common::cluster::{produce_all, produce_records, produce_request, read_all, try_read_all, Cluster};
+use crate::common::kafka::*;
+use crate::common::Conn;
 use keel_protocol::batch::build_batch;
 
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;

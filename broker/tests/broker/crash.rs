@@ -2,15 +2,14 @@
 //! its offset, in order, after each restart; with a few partitions, and with 1,000
 //! partitions that each get small batches (what the shard journal packs together).
 
-mod common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::kafka::*;
-use common::Broker;
+use crate::common::kafka::*;
+use crate::common::Broker;
 use keel_protocol::batch::build_batch;
 
 /// The shape of a crash test's load.
@@ -25,7 +24,7 @@ struct Load {
 /// Produces until `stop`, recording (partition, offset) -> value of every acked batch.
 fn produce_until(port: u16, stop: Arc<AtomicBool>, first_id: u64, load: Load) -> BTreeMap<(i32, i64), Vec<u8>> {
     let mut acked = BTreeMap::new();
-    let mut c = common::Broker::connect_port(port);
+    let mut c = crate::common::Broker::connect_port(port);
     let mut id = first_id;
     while !stop.load(Ordering::Relaxed) {
         let first = (id as i32 * load.per_request) % load.partitions;

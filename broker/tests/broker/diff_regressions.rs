@@ -8,11 +8,10 @@
 //! named twice; in DeleteGroups, a group named twice; in DescribeQuorum, a partition
 //! that is not the metadata log's; in ConsumerGroupDescribe, the regex and operations.
 
-mod common;
 
 use bytes::{Bytes, BytesMut};
-use common::kafka::*;
-use common::{Broker, Conn};
+use crate::common::kafka::*;
+use crate::common::{Broker, Conn};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;

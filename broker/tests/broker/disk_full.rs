@@ -9,14 +9,13 @@
 //! before and after a kill -9. Needs root (to mount); without it the test prints
 //! SKIPPED and why.
 
-mod common;
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use common::kafka::*;
-use common::loopfs::LoopFs;
-use common::{partition_dirs, Broker, Conn};
+use crate::common::kafka::*;
+use crate::common::loopfs::LoopFs;
+use crate::common::{partition_dirs, Broker, Conn};
 use keel_protocol::batch::build_batch;
 
 const KAFKA_STORAGE_ERROR: i16 = 56;

@@ -8,13 +8,12 @@
 //! dead drive. Needs root (to mount and to shut the file system down); without it
 //! the test prints SKIPPED and why.
 
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::kafka::*;
-use common::loopfs::LoopFs;
-use common::{partition_dirs, Broker, Conn};
+use crate::common::kafka::*;
+use crate::common::loopfs::LoopFs;
+use crate::common::{partition_dirs, Broker, Conn};
 use kafka_protocol::messages::{
     ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse, MetadataRequest, MetadataResponse,
 };

@@ -8,12 +8,11 @@
 //! later write of the group failed, and the follower stayed out of sync until it was
 //! restarted. Needs root (to mount); without it the test prints SKIPPED and why.
 
-mod common;
 
 use std::time::Duration;
 
-use common::cluster::{produce_all, read_all, Cluster};
-use common::loopfs::LoopFs;
+use crate::common::cluster::{produce_all, read_all, Cluster};
+use crate::common::loopfs::LoopFs;
 
 const TOPIC: &str = "rolls";
 
@@ -38,7 +37,7 @@ fn a_follower_that_cannot_roll_a_segment_catches_up_once_it_can() {
     c.node(follower).stop();
     let data = c.node(follower).dir.join("data");
     let moved = fs.mount.join("data");
-    common::loopfs::run("cp", &["-a", data.to_str().unwrap(), moved.to_str().unwrap()]).unwrap();
+    crate::common::loopfs::run("cp", &["-a", data.to_str().unwrap(), moved.to_str().unwrap()]).unwrap();
     std::fs::remove_dir_all(&data).unwrap();
     std::os::unix::fs::symlink(&moved, &data).unwrap();
     c.node(follower).spawn();

@@ -6,11 +6,10 @@
 //! partition answers NOT_COORDINATOR. A coordinator paused while another took over
 //! never answers from what it held when it resumes.
 
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::Cluster;
+use crate::common::cluster::Cluster;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -51,7 +50,7 @@ fn wait_for_coordinator(c: &Cluster, asking: &[i32], group: &str, not: Option<i3
 /// Commits `offsets` (partition, offset) of TOPIC for `group` at node `at`: one code
 /// per partition.
 fn commit(c: &Cluster, at: i32, group: &str, offsets: &[(i32, i64)]) -> Option<Vec<i16>> {
-    let req = common::kafka::offset_commit_request(group, TOPIC, offsets);
+    let req = crate::common::kafka::offset_commit_request(group, TOPIC, offsets);
     let r: OffsetCommitResponse = c.try_connect(at)?.try_call(ApiKey::OffsetCommit, 8, &req)?;
     Some(r.topics[0].partitions.iter().map(|p| p.error_code).collect())
 }
@@ -59,7 +58,7 @@ fn commit(c: &Cluster, at: i32, group: &str, offsets: &[(i32, i64)]) -> Option<V
 /// (group error, [(partition, offset, metadata)]) as node `at` answers OffsetFetch.
 fn fetch(c: &Cluster, at: i32, group: &str) -> Option<(i16, Committed)> {
     let req = OffsetFetchRequest::default().with_group_id(group_id(group)).with_topics(Some(vec![
-        OffsetFetchRequestTopic::default().with_name(common::kafka::name(TOPIC)).with_partition_indexes(vec![0, 1, 2]),
+        OffsetFetchRequestTopic::default().with_name(crate::common::kafka::name(TOPIC)).with_partition_indexes(vec![0, 1, 2]),
     ]));
     let r: OffsetFetchResponse = c.try_connect(at)?.try_call(ApiKey::OffsetFetch, 7, &req)?;
     let offsets = r
@@ -182,7 +181,7 @@ fn a_paused_coordinator_does_not_answer_from_memory_when_it_resumes() {
 
         // Sent after the commit was acknowledged; read when the paused node resumes.
         let req = OffsetFetchRequest::default().with_group_id(group_id(group)).with_topics(Some(vec![
-            OffsetFetchRequestTopic::default().with_name(common::kafka::name(TOPIC)).with_partition_indexes(vec![0]),
+            OffsetFetchRequestTopic::default().with_name(crate::common::kafka::name(TOPIC)).with_partition_indexes(vec![0]),
         ]));
         let (correlation, frame) = stale.frame(ApiKey::OffsetFetch, 7, &req);
         stale.send_raw(&frame);

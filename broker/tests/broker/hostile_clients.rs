@@ -8,7 +8,6 @@
 //! `KEEL_HOSTILE_CONNECTIONS` [1,000], `KEEL_HOSTILE_SECONDS` of maximum-size requests
 //! [10], `KEEL_HOSTILE_POLLS` [2,500: past the cap of 1,024 waits per shard pair].
 
-mod common;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -17,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use common::kafka::*;
-use common::Broker;
+use crate::common::kafka::*;
+use crate::common::Broker;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
@@ -74,7 +73,7 @@ impl RssWatch {
         let (p, s) = (peak.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
-                p.fetch_max(common::rss_bytes_of(pid), Ordering::Relaxed);
+                p.fetch_max(crate::common::rss_bytes_of(pid), Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(20));
             }
         });
@@ -142,7 +141,7 @@ impl GoodClient {
     }
 }
 
-fn produce_request_frame(c: &mut common::Conn, topic: &str, parts: Vec<(i32, Bytes)>, acks: i16) -> Vec<u8> {
+fn produce_request_frame(c: &mut crate::common::Conn, topic: &str, parts: Vec<(i32, Bytes)>, acks: i16) -> Vec<u8> {
     let data = parts.into_iter().map(|(p, r)| PartitionProduceData::default().with_index(p).with_records(Some(r)));
     let req = ProduceRequest::default()
         .with_acks(acks)
@@ -320,7 +319,7 @@ fn limit_send_buffer(s: &TcpStream) {
     assert_eq!(rc, 0, "setting SO_SNDBUF");
 }
 
-fn long_poll_frame(c: &mut common::Conn, partitions: i32, min_bytes: i32) -> Vec<u8> {
+fn long_poll_frame(c: &mut crate::common::Conn, partitions: i32, min_bytes: i32) -> Vec<u8> {
     let parts = (0..partitions)
         .map(|p| FetchPartition::default().with_partition(p).with_fetch_offset(0).with_partition_max_bytes(1 << 20))
         .collect();

@@ -3,11 +3,10 @@
 //! OUT_OF_ORDER_SEQUENCE_NUMBER; an old epoch is refused; producer state survives a
 //! restart. Also LogAppendTime topics.
 
-mod common;
 
 use bytes::{Bytes, BytesMut};
-use common::kafka::*;
-use common::Broker;
+use crate::common::kafka::*;
+use crate::common::Broker;
 use kafka_protocol::messages::*;
 use keel_protocol::batch::{build_batch, BatchHeader};
 
@@ -24,7 +23,7 @@ fn idempotent_batch(pid: i64, epoch: i16, seq: i32, n: usize) -> Bytes {
     b.freeze()
 }
 
-fn produce_one(c: &mut common::Conn, topic: &str, batch: Bytes) -> (i16, i64) {
+fn produce_one(c: &mut crate::common::Conn, topic: &str, batch: Bytes) -> (i16, i64) {
     let r = produce(c, -1, &[(topic, 0, batch)]);
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)

@@ -8,12 +8,11 @@
 //! (Raft needs a majority), so the ISR falls below the minimum here by raising
 //! `min.insync.replicas` to 3 with one follower down rather than by killing two.
 
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::Cluster;
-use common::kafka::*;
+use crate::common::cluster::Cluster;
+use crate::common::kafka::*;
 use kafka_protocol::messages::{ApiKey, BrokerId};
 use keel_protocol::batch::build_batch;
 

@@ -4,14 +4,13 @@
 //! partitions back; ElectLeaders (PREFERRED through any node, UNCLEAN) and the admin
 //! API's leader endpoint move a partition's leadership on request.
 
-mod common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::cluster::Cluster;
-use common::kafka::name;
-use common::Broker;
+use crate::common::cluster::Cluster;
+use crate::common::kafka::name;
+use crate::common::Broker;
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::{ApiKey, ElectLeadersRequest, ElectLeadersResponse};
 
@@ -167,7 +166,7 @@ fn elect_leaders_and_the_admin_api_move_leadership() {
 fn a_single_node_leads_every_partition_already() {
     let b = Broker::start(1);
     let mut k = b.connect();
-    common::kafka::create_topic(&mut k, "solo", 2);
+    crate::common::kafka::create_topic(&mut k, "solo", 2);
     let req = ElectLeadersRequest::default()
         .with_election_type(PREFERRED)
         .with_topic_partitions(Some(vec![TopicPartitions::default()
@@ -187,7 +186,7 @@ fn a_single_node_leads_every_partition_already() {
 /// Kafka does.
 #[test]
 fn a_follower_names_the_leader_and_fetch_checks_the_leader_epoch() {
-    use common::cluster::produce_request;
+    use crate::common::cluster::produce_request;
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProduceResponse};
     use keel_protocol::batch::build_batch;
@@ -213,7 +212,7 @@ fn a_follower_names_the_leader_and_fetch_checks_the_leader_epoch() {
     assert_eq!(endpoints, vec![(leader, leader_port)]);
 
     // Version 16 names the topic by id and carries the leader's endpoint.
-    let fetch = |k: &mut common::Conn, current_leader_epoch: i32| -> FetchResponse {
+    let fetch = |k: &mut crate::common::Conn, current_leader_epoch: i32| -> FetchResponse {
         let partition = FetchPartition::default()
             .with_partition(0)
             .with_fetch_offset(0)

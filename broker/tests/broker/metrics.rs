@@ -3,13 +3,12 @@
 //! Also: every metric the Grafana dashboard queries exists in a live Keel's
 //! `/metrics`.
 
-mod common;
 
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
-use common::kafka::*;
-use common::{Broker, Conn};
+use crate::common::kafka::*;
+use crate::common::{Broker, Conn};
 use kafka_protocol::messages::{ApiKey, FetchResponse, OffsetCommitResponse, ProduceResponse};
 use kafka_protocol::protocol::Decodable;
 use keel_protocol::batch::build_batch;

@@ -1,12 +1,11 @@
 //! One produce and one fetch request spanning partitions owned by two shards, and
 //! long-poll fetches woken by appends on another shard.
 
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::kafka::*;
-use common::Broker;
+use crate::common::kafka::*;
+use crate::common::Broker;
 use keel_protocol::batch::build_batch;
 
 #[test]
@@ -63,7 +62,7 @@ fn long_poll_fetch_is_woken_by_an_append_on_another_shard() {
     create_topic(&mut c, "wake", 2);
     let port = b.port;
     let waiter = std::thread::spawn(move || {
-        let mut c = common::Broker::connect_port(port);
+        let mut c = crate::common::Broker::connect_port(port);
         let start = Instant::now();
         let f = fetch(&mut c, &[("wake", 0, 0), ("wake", 1, 0)], 10_000, 1);
         let n: usize = f.responses[0].partitions.iter().map(|p| records_of(p.records.as_ref().unwrap()).len()).sum();
@@ -88,7 +87,7 @@ fn long_poll_fetch_is_woken_by_an_append_on_another_shard() {
 #[test]
 fn shards_bind_a_port_whose_last_owner_left_connections_in_time_wait() {
     use std::io::Read;
-    let port = common::free_port();
+    let port = crate::common::free_port();
     {
         // std's listener sets SO_REUSEADDR and not SO_REUSEPORT, as Java's does.
         let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();

@@ -4,7 +4,6 @@
 //! directory), the JWKS's key rotation reaching the broker through the refresh an
 //! unknown key id asks for, and the start refused when the JWKS cannot be fetched.
 
-mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -15,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use common::sasl::{
+use crate::common::sasl::{
     assert_closed, authenticate, certs, handshake, metadata, oauth_first, scram_login, unsecured_token,
     ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
 };
-use common::{free_port, Broker, Conn};
+use crate::common::{free_port, Broker, Conn};
 use kafka_protocol::messages::SaslAuthenticateResponse;
 use keel_broker::security::scram::Mechanism;
 use ring::signature::{RsaKeyPair, RSA_PKCS1_SHA256};
@@ -387,7 +386,7 @@ fn the_start_is_refused_when_the_jwks_cannot_be_fetched_or_an_override_is_wrong(
     assert!(e.contains("Could not refresh JWKS"), "{e}");
     // A CA that did not sign the endpoint's certificate.
     let certs = certs();
-    let other = common::sasl::certs();
+    let other = crate::common::sasl::certs();
     let server = JwksServer::start(&certs, r#"{"keys":[]}"#.into());
     let wrong_ca = other.join("ca.pem").display().to_string();
     let e = refused_start(&[

@@ -1,15 +1,14 @@
 //! Committed offsets are acknowledged only once durable: they survive kill -9 and an
 //! orderly restart, with their metadata, for groups on both shards.
 
-mod common;
 
-use common::kafka::*;
-use common::Broker;
+use crate::common::kafka::*;
+use crate::common::Broker;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-fn commit(c: &mut common::Conn, group: &str, offsets: &[(i32, i64)]) {
+fn commit(c: &mut crate::common::Conn, group: &str, offsets: &[(i32, i64)]) {
     let req = offset_commit_request(group, "committed", offsets);
     let r: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 8, &req);
     for p in &r.topics[0].partitions {
@@ -17,7 +16,7 @@ fn commit(c: &mut common::Conn, group: &str, offsets: &[(i32, i64)]) {
     }
 }
 
-fn fetch_committed(c: &mut common::Conn, group: &str) -> Vec<(i32, i64, Option<String>)> {
+fn fetch_committed(c: &mut crate::common::Conn, group: &str) -> Vec<(i32, i64, Option<String>)> {
     let req = OffsetFetchRequest::default()
         .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
         .with_topics(Some(vec![OffsetFetchRequestTopic::default()

@@ -5,12 +5,11 @@
 //! spent, a request-time quota throttling a busy client, and the connection creation
 //! rates of an IP address and of the broker; each counted on /metrics. (Kafka as the oracle for the same APIs: compat/security/quotas.sh.)
 
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::kafka::{create_topic, fetch_request, produce_request};
-use common::Broker;
+use crate::common::kafka::{create_topic, fetch_request, produce_request};
+use crate::common::Broker;
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -28,12 +27,12 @@ use keel_protocol::batch::build_batch;
 /// The tests' connections all send this client id.
 const CLIENT_ID: &str = "keel-tests";
 
-fn set_quota(c: &mut common::Conn, key: &str, value: Option<f64>) -> AlterClientQuotasResponse {
+fn set_quota(c: &mut crate::common::Conn, key: &str, value: Option<f64>) -> AlterClientQuotasResponse {
     set_entity_quota(c, "client-id", CLIENT_ID, key, value)
 }
 
 fn set_entity_quota(
-    c: &mut common::Conn,
+    c: &mut crate::common::Conn,
     entity_type: &str,
     name: &str,
     key: &str,
@@ -51,7 +50,7 @@ fn set_entity_quota(
     c.call(ApiKey::AlterClientQuotas, 1, &req)
 }
 
-fn described(c: &mut common::Conn) -> Vec<(String, f64)> {
+fn described(c: &mut crate::common::Conn) -> Vec<(String, f64)> {
     let req = DescribeClientQuotasRequest::default().with_components(vec![ComponentData::default()
         .with_entity_type(StrBytes::from_static_str("client-id"))
         .with_match_type(0)
@@ -154,7 +153,7 @@ fn connections_of_one_client_on_both_shards_share_its_quota() {
 
 fn topic(name: &str, partitions: i32) -> CreatableTopic {
     CreatableTopic::default()
-        .with_name(common::kafka::name(name))
+        .with_name(crate::common::kafka::name(name))
         .with_num_partitions(partitions)
         .with_replication_factor(1)
 }
@@ -188,14 +187,14 @@ fn controller_mutations_past_the_quota_are_refused_then_throttled_as_kafka_does(
         ApiKey::DeleteTopics,
         6,
         &DeleteTopicsRequest::default()
-            .with_topics(vec![DeleteTopicState::default().with_name(Some(common::kafka::name("m-a")))]),
+            .with_topics(vec![DeleteTopicState::default().with_name(Some(crate::common::kafka::name("m-a")))]),
     );
     assert_eq!(d.responses[0].error_code, 89);
     let p: CreatePartitionsResponse = b.connect().call(
         ApiKey::CreatePartitions,
         3,
         &CreatePartitionsRequest::default()
-            .with_topics(vec![CreatePartitionsTopic::default().with_name(common::kafka::name("m-a")).with_count(21)]),
+            .with_topics(vec![CreatePartitionsTopic::default().with_name(crate::common::kafka::name("m-a")).with_count(21)]),
     );
     assert_eq!(p.results[0].error_code, 89);
     // Permissive (before v6): taken anyway, and throttled.
@@ -236,7 +235,7 @@ fn api_versions_from(b: &Broker, source: &str) -> (bool, Duration) {
     socket.connect(&format!("127.0.0.1:{}", b.port).parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
     let stream: std::net::TcpStream = socket.into();
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut conn = common::Conn::from_stream(stream);
+    let mut conn = crate::common::Conn::from_stream(stream);
     let started = Instant::now();
     let answered =
         conn.try_call::<_, ApiVersionsResponse>(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default()).is_some();

@@ -6,12 +6,11 @@
 //! through kills of its leader while it moves. A broker the controller stops hearing
 //! from is fenced: out of Metadata and of new placements until it registers again.
 
-mod common;
 
 use std::time::Duration;
 
-use common::cluster::{produce_all, read_all, Cluster};
-use common::kafka::{delete_records, name};
+use crate::common::cluster::{produce_all, read_all, Cluster};
+use crate::common::kafka::{delete_records, name};
 use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
 use kafka_protocol::messages::{
     ApiKey, BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,

@@ -3,7 +3,6 @@
 //! exchange must close only its own connection while an authenticated client on the
 //! same broker keeps being served.
 
-mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -12,11 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::sasl::{
+use crate::common::sasl::{
     assert_closed, authenticate, certs, handshake, metadata, scram_login, ILLEGAL_SASL_STATE,
     SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
 };
-use common::{free_port, Broker, Conn};
+use crate::common::{free_port, Broker, Conn};
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::{

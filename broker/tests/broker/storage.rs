@@ -4,13 +4,12 @@
 //! compacted topic keeps exactly the latest value of each key, and all of it survives
 //! a restart.
 
-mod common;
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::kafka::*;
-use common::{Broker, Conn};
+use crate::common::kafka::*;
+use crate::common::{Broker, Conn};
 use keel_protocol::batch::{build_batch, split_and_validate};
 
 const OFFSET_OUT_OF_RANGE: i16 = 1;

@@ -5,13 +5,12 @@
 //! opening one nobody ends; a committed transaction, and the offsets it committed for
 //! a group, are all there after a kill -9.
 
-mod common;
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::kafka::*;
-use common::{Broker, Conn};
+use crate::common::kafka::*;
+use crate::common::{Broker, Conn};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;

@@ -3,12 +3,11 @@
 //! topic defaults described as STATIC_BROKER_CONFIG, `keel tune` on this machine, and
 //! `keel tune disk` beside fio on the same file system, its file read by `keel serve`.
 
-mod common;
 
 use std::path::Path;
 use std::process::Command;
 
-use common::Broker;
+use crate::common::Broker;
 use serde_json::Value;
 
 struct Run {

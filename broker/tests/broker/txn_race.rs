@@ -20,7 +20,6 @@
 //! held up (its partition's only replica paused) while the coordinator moves, and the
 //! next transaction's write arrives before the marker.
 
-mod common;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -29,9 +28,9 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::cluster::Cluster;
-use common::kafka::*;
-use common::{Broker, Conn};
+use crate::common::cluster::Cluster;
+use crate::common::kafka::*;
+use crate::common::{Broker, Conn};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};

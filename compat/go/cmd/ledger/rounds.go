@@ -17,7 +17,7 @@ import (
 // undone. What a round measures is whether writes keep being acknowledged through it
 // (on any partition) and how soon after it ends they are again; the ledger's checks
 // (nothing acknowledged lost, duplicated or reordered) judge the data as in the other
-// modes. `-fault mixed` draws each round's class from kill, pause, crash-all, power,
+// modes. `-fault mixed` deals each round's class from kill, pause, crash-all, power,
 // skew, partition, drop, disk-full, bitflip, cut and step (see mixedClasses), kill, pause
 // and partition acting on the leader as in killLeaders and partitionRound; disk-full,
 // bitflip and step are in disk.go.
@@ -129,6 +129,9 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 	all := c.nodes()
 	everyNode := func([]leaderView) []int { return all }
 	classes := mixedClasses(cfg)
+	// Mixed rounds deal the classes from a shuffled deck, dealt again when empty: every
+	// class comes once in each len(classes) rounds, so a short run still meets them all.
+	var deck []string
 	started := time.Now()
 	more := func(n int) bool {
 		if cfg.duration > 0 {
@@ -143,7 +146,11 @@ func clusterRounds(ctx context.Context, c *cluster, cfg config, log io.Writer) (
 	for n := 1; more(n); n++ {
 		class := cfg.fault
 		if class == "mixed" {
-			class = classes[rng.IntN(len(classes))]
+			if len(deck) == 0 {
+				deck = append(deck, classes...)
+				rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
+			}
+			class, deck = deck[0], deck[1:]
 		}
 		r := faultRound{n: n, class: class}
 		leader := func(view []leaderView) []int { return []int{int(view[0].leader)} }
