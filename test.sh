@@ -267,9 +267,9 @@ fault_stage "cluster network partition" partition.log "^(partition: rounds|ledge
 # clients, 5-20% packet loss, bits flipped in a follower's segment, the leader's
 # clock stepped while it runs and the leader's disk filled (each node's data directory
 # on a loop file system; without loop devices the run says `soak: WITHOUT disk-full
-# rounds`), dealt with a seed (every class once before any comes again), for 2 minutes in
-# network namespaces; the ledger's checks,
-# identical replicas and progress within 10 s of each round (5 s of freeing a disk);
+# rounds`), dealt with a seed (every class once before any comes again), for 2 minutes
+# in network namespaces; the ledger's checks, identical replicas and progress within
+# 10 s of each round (5 s of freeing a disk);
 # the queue workload beside the ledger, its history checked by keel-queue-check.
 # --full also runs each class alone with more rounds, and 30 minutes mixed is
 # `compat/faults/soak.sh --netns --minutes 30` (docs/reliability.md).

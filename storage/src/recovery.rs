@@ -496,8 +496,14 @@ async fn scan_all(
         // log, the next checkpoint). With no data after it, that is a torn tail; with
         // data after it, records that were durable are missing.
         let next_base = bases.get(i + 1).copied();
-        if let Some(next_base) = next_base.filter(|b| !torn && !rot && seg.next_offset < *b && seg.next_offset >= cleaned_upto) {
-            let why = format!("{} ends at offset {} before the next segment's base {next_base}", path.display(), seg.next_offset);
+        if let Some(next_base) =
+            next_base.filter(|b| !torn && !rot && seg.next_offset < *b && seg.next_offset >= cleaned_upto)
+        {
+            let why = format!(
+                "{} ends at offset {} before the next segment's base {next_base}",
+                path.display(),
+                seg.next_offset
+            );
             if later_segment_has_data(&log.dir, &bases[i + 1..]).await? {
                 crate::stats::update(|s| s.damaged_segments_found += 1);
                 tracing::error!(%why, "records that were durable are missing");

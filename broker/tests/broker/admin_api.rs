@@ -2,7 +2,6 @@
 //! status codes, the bearer token, malformed HTTP, a slow client that does not hold
 //! up other admin requests, and Kafka traffic unaffected meanwhile.
 
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

@@ -2,10 +2,9 @@
 //! offending connection, keeps serving everyone else, never panics and appends nothing
 //! from a rejected batch.
 
-
-use bytes::Bytes;
 use crate::common::kafka::*;
 use crate::common::Broker;
+use bytes::Bytes;
 use kafka_protocol::messages::*;
 use keel_protocol::batch::build_batch;
 

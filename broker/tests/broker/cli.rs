@@ -1,7 +1,6 @@
 //! The `keel` client subcommands end to end: each runs as a subprocess of the real
 //! binary against a real broker; stdout, stderr and exit codes are checked.
 
-
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 

@@ -3,7 +3,6 @@
 //! once a majority has them, and keep every acknowledged record through `kill -9` of
 //! partition leaders, restarts and catch-up.
 
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,6 @@
 //! its offset, in order, after each restart; with a few partitions, and with 1,000
 //! partitions that each get small batches (what the shard journal packs together).
 
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -3,13 +3,12 @@
 //! directory with its own partitions, a restart finds partitions in both, and
 //! `kill -9` under load loses no acknowledged batch.
 
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
 use crate::common::kafka::*;
 use crate::common::{partition_dirs, Broker, Conn};
+use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse};
 use keel_protocol::batch::build_batch;
 

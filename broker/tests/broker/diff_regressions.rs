@@ -8,10 +8,9 @@
 //! named twice; in DeleteGroups, a group named twice; in DescribeQuorum, a partition
 //! that is not the metadata log's; in ConsumerGroupDescribe, the regex and operations.
 
-
-use bytes::{Bytes, BytesMut};
 use crate::common::kafka::*;
 use crate::common::{Broker, Conn};
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;

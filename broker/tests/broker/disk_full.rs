@@ -9,7 +9,6 @@
 //! before and after a kill -9. Needs root (to mount); without it the test prints
 //! SKIPPED and why.
 
-
 use std::io::Write;
 use std::time::{Duration, Instant};
 

@@ -8,7 +8,6 @@
 //! dead drive. Needs root (to mount and to shut the file system down); without it
 //! the test prints SKIPPED and why.
 
-
 use std::time::{Duration, Instant};
 
 use crate::common::kafka::*;

@@ -8,7 +8,6 @@
 //! later write of the group failed, and the follower stayed out of sync until it was
 //! restarted. Needs root (to mount); without it the test prints SKIPPED and why.
 
-
 use std::time::Duration;
 
 use crate::common::cluster::{produce_all, read_all, Cluster};

@@ -6,7 +6,6 @@
 //! partition answers NOT_COORDINATOR. A coordinator paused while another took over
 //! never answers from what it held when it resumes.
 
-
 use std::time::{Duration, Instant};
 
 use crate::common::cluster::Cluster;
@@ -58,7 +57,9 @@ fn commit(c: &Cluster, at: i32, group: &str, offsets: &[(i32, i64)]) -> Option<V
 /// (group error, [(partition, offset, metadata)]) as node `at` answers OffsetFetch.
 fn fetch(c: &Cluster, at: i32, group: &str) -> Option<(i16, Committed)> {
     let req = OffsetFetchRequest::default().with_group_id(group_id(group)).with_topics(Some(vec![
-        OffsetFetchRequestTopic::default().with_name(crate::common::kafka::name(TOPIC)).with_partition_indexes(vec![0, 1, 2]),
+        OffsetFetchRequestTopic::default()
+            .with_name(crate::common::kafka::name(TOPIC))
+            .with_partition_indexes(vec![0, 1, 2]),
     ]));
     let r: OffsetFetchResponse = c.try_connect(at)?.try_call(ApiKey::OffsetFetch, 7, &req)?;
     let offsets = r
@@ -181,7 +182,9 @@ fn a_paused_coordinator_does_not_answer_from_memory_when_it_resumes() {
 
         // Sent after the commit was acknowledged; read when the paused node resumes.
         let req = OffsetFetchRequest::default().with_group_id(group_id(group)).with_topics(Some(vec![
-            OffsetFetchRequestTopic::default().with_name(crate::common::kafka::name(TOPIC)).with_partition_indexes(vec![0]),
+            OffsetFetchRequestTopic::default()
+                .with_name(crate::common::kafka::name(TOPIC))
+                .with_partition_indexes(vec![0]),
         ]));
         let (correlation, frame) = stale.frame(ApiKey::OffsetFetch, 7, &req);
         stale.send_raw(&frame);

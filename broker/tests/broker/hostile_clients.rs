@@ -8,16 +8,15 @@
 //! `KEEL_HOSTILE_CONNECTIONS` [1,000], `KEEL_HOSTILE_SECONDS` of maximum-size requests
 //! [10], `KEEL_HOSTILE_POLLS` [2,500: past the cap of 1,024 waits per shard pair].
 
-
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
 use crate::common::kafka::*;
 use crate::common::Broker;
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;

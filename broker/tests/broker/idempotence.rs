@@ -3,10 +3,9 @@
 //! OUT_OF_ORDER_SEQUENCE_NUMBER; an old epoch is refused; producer state survives a
 //! restart. Also LogAppendTime topics.
 
-
-use bytes::{Bytes, BytesMut};
 use crate::common::kafka::*;
 use crate::common::Broker;
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use keel_protocol::batch::{build_batch, BatchHeader};
 

@@ -8,7 +8,6 @@
 //! (Raft needs a majority), so the ISR falls below the minimum here by raising
 //! `min.insync.replicas` to 3 with one follower down rather than by killing two.
 
-
 use std::time::{Duration, Instant};
 
 use crate::common::cluster::Cluster;

@@ -4,7 +4,6 @@
 //! partitions back; ElectLeaders (PREFERRED through any node, UNCLEAN) and the admin
 //! API's leader endpoint move a partition's leadership on request.
 
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -3,12 +3,11 @@
 //! Also: every metric the Grafana dashboard queries exists in a live Keel's
 //! `/metrics`.
 
-
 use std::collections::BTreeSet;
 
-use bytes::Bytes;
 use crate::common::kafka::*;
 use crate::common::{Broker, Conn};
+use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, FetchResponse, OffsetCommitResponse, ProduceResponse};
 use kafka_protocol::protocol::Decodable;
 use keel_protocol::batch::build_batch;

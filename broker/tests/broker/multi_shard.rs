@@ -1,7 +1,6 @@
 //! One produce and one fetch request spanning partitions owned by two shards, and
 //! long-poll fetches woken by appends on another shard.
 
-
 use std::time::{Duration, Instant};
 
 use crate::common::kafka::*;

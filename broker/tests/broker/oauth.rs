@@ -4,7 +4,6 @@
 //! directory), the JWKS's key rotation reaching the broker through the refresh an
 //! unknown key id asks for, and the start refused when the JWKS cannot be fetched.
 
-
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -12,13 +11,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use crate::common::sasl::{
     assert_closed, authenticate, certs, handshake, metadata, oauth_first, scram_login, unsecured_token,
     ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
 };
 use crate::common::{free_port, Broker, Conn};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use kafka_protocol::messages::SaslAuthenticateResponse;
 use keel_broker::security::scram::Mechanism;
 use ring::signature::{RsaKeyPair, RSA_PKCS1_SHA256};

@@ -1,7 +1,6 @@
 //! Committed offsets are acknowledged only once durable: they survive kill -9 and an
 //! orderly restart, with their metadata, for groups on both shards.
 
-
 use crate::common::kafka::*;
 use crate::common::Broker;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;

@@ -5,7 +5,6 @@
 //! spent, a request-time quota throttling a busy client, and the connection creation
 //! rates of an IP address and of the broker; each counted on /metrics. (Kafka as the oracle for the same APIs: compat/security/quotas.sh.)
 
-
 use std::time::{Duration, Instant};
 
 use crate::common::kafka::{create_topic, fetch_request, produce_request};
@@ -193,8 +192,9 @@ fn controller_mutations_past_the_quota_are_refused_then_throttled_as_kafka_does(
     let p: CreatePartitionsResponse = b.connect().call(
         ApiKey::CreatePartitions,
         3,
-        &CreatePartitionsRequest::default()
-            .with_topics(vec![CreatePartitionsTopic::default().with_name(crate::common::kafka::name("m-a")).with_count(21)]),
+        &CreatePartitionsRequest::default().with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(crate::common::kafka::name("m-a"))
+            .with_count(21)]),
     );
     assert_eq!(p.results[0].error_code, 89);
     // Permissive (before v6): taken anyway, and throttled.

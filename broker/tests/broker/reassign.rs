@@ -6,7 +6,6 @@
 //! through kills of its leader while it moves. A broker the controller stops hearing
 //! from is fenced: out of Metadata and of new placements until it registers again.
 
-
 use std::time::Duration;
 
 use crate::common::cluster::{produce_all, read_all, Cluster};

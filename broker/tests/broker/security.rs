@@ -3,19 +3,18 @@
 //! exchange must close only its own connection while an authenticated client on the
 //! same broker keeps being served.
 
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use crate::common::sasl::{
     assert_closed, authenticate, certs, handshake, metadata, scram_login, ILLEGAL_SASL_STATE,
     SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
 };
 use crate::common::{free_port, Broker, Conn};
+use bytes::Bytes;
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::{

@@ -4,12 +4,11 @@
 //! compacted topic keeps exactly the latest value of each key, and all of it survives
 //! a restart.
 
-
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use crate::common::kafka::*;
 use crate::common::{Broker, Conn};
+use bytes::Bytes;
 use keel_protocol::batch::{build_batch, split_and_validate};
 
 const OFFSET_OUT_OF_RANGE: i16 = 1;

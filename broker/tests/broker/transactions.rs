@@ -5,12 +5,11 @@
 //! opening one nobody ends; a committed transaction, and the offsets it committed for
 //! a group, are all there after a kill -9.
 
-
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use crate::common::kafka::*;
 use crate::common::{Broker, Conn};
+use bytes::Bytes;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;

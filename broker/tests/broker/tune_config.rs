@@ -3,7 +3,6 @@
 //! topic defaults described as STATIC_BROKER_CONFIG, `keel tune` on this machine, and
 //! `keel tune disk` beside fio on the same file system, its file read by `keel serve`.
 
-
 use std::path::Path;
 use std::process::Command;
 

@@ -20,7 +20,6 @@
 //! held up (its partition's only replica paused) while the coordinator moves, and the
 //! next transaction's write arrives before the marker.
 
-
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
