@@ -4,8 +4,8 @@
 # Installs what it needs itself (Maven artifacts, Go modules, pip packages).
 #
 #   ./test.sh            the default run (about 20 minutes on a 2-core machine once built,
-#                        27 when the Rust test binaries must be rebuilt;
-#                        a clean checkout first spends 10-20 minutes compiling)
+#                        25 when the broker and its tests must be rebuilt;
+#                        a clean checkout first spends about 10 minutes compiling)
 #   ./test.sh --full     also MirrorMaker 2 and Connect (compat/migration, single node and
 #                        a 3-node Keel, about 3.5 minutes each), franz-go's whole suite
 #                        (not only the allowlist), the Java, Python and
