@@ -205,7 +205,9 @@ pub async fn compact(
     let bases: Vec<i64> = log.borrow().segments[..range.segment_count].iter().map(|s| s.base_offset).collect();
     // The cleaned offset is durable before any segment is rewritten: a rewrite may end
     // a segment short of the next one's base, which recovery takes for a torn tail
-    // unless it lies below the cleaned offset.
+    // unless it lies below the cleaned offset. A crash before the rewrites end leaves
+    // older records of some keys there that later passes, whose maps cover only what
+    // came after, do not remove: duplicates kept, never a record lost.
     {
         let mut l = log.borrow_mut();
         l.cleaned_upto = l.cleaned_upto.max(map.covered_upto);
