@@ -178,9 +178,7 @@ impl PartitionLog {
                 None => shorter_than_recorded(dir, &bases, &recorded, state.log_start_offset).await?,
             };
             if let Some(why) = why {
-                crate::stats::update(|s| s.damaged_segments_found += 1);
-                tracing::error!(dir = %dir.display(), %why, "records that were durable are missing");
-                log.damaged_at_open = Some(why);
+                durable_records_missing(&mut log, why);
             }
         }
         if kind != OpenKind::Snapshot {
@@ -505,9 +503,7 @@ async fn scan_all(
                 seg.next_offset
             );
             if later_segment_has_data(&log.dir, &bases[i + 1..]).await? {
-                crate::stats::update(|s| s.damaged_segments_found += 1);
-                tracing::error!(%why, "records that were durable are missing");
-                log.damaged_at_open = Some(why);
+                durable_records_missing(log, why);
             } else {
                 crate::stats::update(|s| s.recovery_truncations += 1);
                 tracing::warn!(%why, "log recovery truncates at the last valid batch");
@@ -518,6 +514,14 @@ async fn scan_all(
         log.segments.push(seg);
     }
     Ok(())
+}
+
+/// Reports records found missing that were fsynced: logged, counted, and the log marked
+/// damaged.
+fn durable_records_missing(log: &mut PartitionLog, why: String) {
+    crate::stats::update(|s| s.damaged_segments_found += 1);
+    tracing::error!(dir = %log.dir.display(), %why, "records that were durable are missing");
+    log.damaged_at_open = Some(why);
 }
 
 /// True when one of the segments based at `bases` starts with a valid batch. The
