@@ -423,8 +423,18 @@ impl PartitionLog {
         // A journaled log may hold a tail page that is not on disk yet.
         let unwritten = !self.pending.is_empty() || self.active().written_size < self.active().size;
         let mut data = std::mem::take(&mut self.tail);
-        data.append(&mut self.pending);
+        if data.is_empty() {
+            data = std::mem::take(&mut self.pending);
+        } else {
+            data.append(&mut self.pending);
+        }
         let full = data.len() as u64 / PAGE * PAGE;
+        if whole_pages_only && full == 0 {
+            // Less than a page: nothing to write, and no copy of the tail.
+            self.tail = data;
+            let active = self.active();
+            return (writes, self.next_offset, (active.base_offset, self.tail_position));
+        }
         self.tail = data[full as usize..].to_vec();
         let position = self.tail_position;
         if whole_pages_only {
