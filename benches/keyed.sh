@@ -27,13 +27,16 @@ log() { echo "keyed-bench $(date -u +%H:%M:%S): $*" | tee -a "$out/run.log" >&2;
 measure() { # broker run
   local broker=$1 run=$2 dir="$root/target-bench/runs/keyed-$1" port pid
   rm -rf "$dir"; mkdir -p "$dir"
+  # Ports below the ephemeral range (32768-60999 here), so no client socket holds them.
   if [[ $broker == kafka ]]; then
-    port=39092
-    KAFKA_HEAP_OPTS="-Xms4g -Xmx4g" compat/kafka/kafka.sh start "$dir" "$port" >"$out/$broker-$run-start.log" 2>&1
+    port=31092
+    KAFKA_HEAP_OPTS="-Xms4g -Xmx4g" compat/kafka/kafka.sh start "$dir" "$port" >"$out/$broker-$run-start.log" 2>&1 ||
+      { log "kafka did not start (see $out/$broker-$run-start.log)"; return 0; }
     pid=$(cat "$dir/kafka.pid")
   else
-    port=39192
-    compat/keel.sh start "$dir" "$port" --smp 2 >"$out/$broker-$run-start.log" 2>&1
+    port=31192
+    compat/keel.sh start "$dir" "$port" --smp 2 >"$out/$broker-$run-start.log" 2>&1 ||
+      { log "keel did not start (see $out/$broker-$run-start.log)"; return 0; }
     pid=$(cat "$dir/keel.pid")
   fi
   log "$broker, run $run"
@@ -42,6 +45,10 @@ measure() { # broker run
     -json "$out/$broker-$run.json" 2>&1 | tee -a "$out/run.log" || log "$broker run $run failed"
   if [[ $broker == kafka ]]; then compat/kafka/kafka.sh stop "$dir" >/dev/null 2>&1; else compat/keel.sh stop "$dir"; fi
   rm -rf "$dir"
+  # Let the disk settle before the next broker runs: Keel acknowledges after an fdatasync,
+  # so the previous broker's leftover disk work (seen for 10-15 s after Kafka stops)
+  # would be charged to it.
+  sync; sleep 15
 }
 
 for run in $(seq 1 "$runs"); do

@@ -1,38 +1,65 @@
 #!/usr/bin/env bash
-# fsyncs per second and produce latency at 1, 100 and 1,000 partitions, at the same
-# record rate with keyed small records (random keys, so every partition gets small
+# fsyncs per second, bytes written and produce latency at 1 to 4,000 partitions, at the
+# same record rate with keyed small records (random keys, so every partition gets small
 # batches), for Apache Kafka and Keel, one broker at a time on the same disk.
 #
-#   benches/partition-sweep.sh            RATE=5000 SIZE=200 DURATION=20s PARTITIONS="1 100 1000" BROKERS="kafka keel"
+#   benches/partition-sweep.sh   RATE=5000 SIZE=200 DURATION=20s WARMUP=5s PARTITIONS="1 10 100 1000 4000"
+#                                BROKERS="kafka keel" CLIENT=franz-go|librdkafka
 #
+# The client is franz-go (compat/go/cmd/keyedbench: 2 producers, linger 1 ms), which
+# packs every ready partition into one produce request; CLIENT=librdkafka uses
+# keel-bench (2 producers and 1 consumer), which sends one partition per request, so
+# past 100 partitions its own queue sets the latency. Kafka runs with a 4 GiB heap (as
+# in benches/run.sh), Keel with --smp 2, and the
+# franz-go rows also give Keel's flush passes per second on each shard.
 # Writes benches/results/partition-sweep-<UTC>/{<broker>-<partitions>.json,report.md}.
 set -euo pipefail
 # fsyncs are counted from the syscall tracepoints: mount tracefs if it is not (root only).
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+client=${CLIENT:-franz-go}
 bench="$root/target-bench/release/keel-bench"
-[[ -x "$bench" ]] || CARGO_TARGET_DIR="$root/target-bench" cargo build --release -p keel-benches
+if [[ $client == librdkafka ]]; then
+  [[ -x "$bench" ]] || CARGO_TARGET_DIR="$root/target-bench" cargo build --release -p keel-benches
+else
+  (cd compat/go && go build -o .bin/keyedbench ./cmd/keyedbench)
+fi
 [[ -x target/release/keel ]] || cargo build --release -p keel-broker
-rate=${RATE:-5000} size=${SIZE:-200} duration=${DURATION:-20s}
-partitions=${PARTITIONS:-"1 100 1000"}
+rate=${RATE:-5000} size=${SIZE:-200} duration=${DURATION:-20s} warmup=${WARMUP:-5s}
+partitions=${PARTITIONS:-"1 10 100 1000 4000"}
 out="$root/benches/results/partition-sweep-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out"
 
 run() { # broker partitions
   local broker=$1 parts=$2 dir="$root/target-bench/runs/sweep-$1-$2" port
   rm -rf "$dir"; mkdir -p "$dir"
+  # Ports below the ephemeral range (32768-60999 here), so no client socket holds them.
   if [[ $broker == kafka ]]; then
-    port=39092; compat/kafka/kafka.sh start "$dir" "$port" >"$out/$broker-$parts-start.log" 2>&1
+    port=31092; KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms4g -Xmx4g}" compat/kafka/kafka.sh start "$dir" "$port" >"$out/$broker-$parts-start.log" 2>&1 ||
+      { echo "partition-sweep: kafka did not start (see $out/$broker-$parts-start.log)"; return 0; }
   else
-    port=39192; compat/keel.sh start "$dir" "$port" --smp 2 >"$out/$broker-$parts-start.log" 2>&1
+    port=31192; compat/keel.sh start "$dir" "$port" --smp 2 >"$out/$broker-$parts-start.log" 2>&1 ||
+      { echo "partition-sweep: keel did not start (see $out/$broker-$parts-start.log)"; return 0; }
   fi
-  "$bench" e2e --bootstrap "127.0.0.1:$port" --topic "sweep-$parts" --partitions "$parts" \
-    --keys random --key-space 100000 --rate "$rate" --size "$size" --duration "$duration" --warmup 5s \
-    --producers 2 --consumers 1 --acks all --linger-ms 1 \
-    --broker-port "$port" --data-dir "$dir" --json-out "$out/$broker-$parts.json" 2>"$out/$broker-$parts.progress" || true
+  if [[ $client == librdkafka ]]; then
+    "$bench" e2e --bootstrap "127.0.0.1:$port" --topic "sweep-$parts" --partitions "$parts" \
+      --keys random --key-space 100000 --rate "$rate" --size "$size" --duration "$duration" --warmup "$warmup" \
+      --producers 2 --consumers 1 --acks all --linger-ms 1 \
+      --broker-port "$port" --data-dir "$dir" --json-out "$out/$broker-$parts.json" 2>"$out/$broker-$parts.progress" || true
+  else
+    local pid metrics=""
+    if [[ $broker == kafka ]]; then pid=$(cat "$dir/kafka.pid"); else pid=$(cat "$dir/keel.pid"); metrics="http://127.0.0.1:$((port + 100))/metrics"; fi
+    compat/go/.bin/keyedbench -seed "127.0.0.1:$port" -topic "sweep-$parts" -topics 1 -partitions "$parts" \
+      -random -keys 100000 -rate "$rate" -size "$size" -duration "$duration" -warmup "$warmup" -producers 2 -linger 1ms \
+      -pid "$pid" -metrics "$metrics" -json "$out/$broker-$parts.json" >"$out/$broker-$parts.progress" 2>&1 || true
+  fi
   if [[ $broker == kafka ]]; then compat/kafka/kafka.sh stop "$dir" >/dev/null 2>&1; else compat/keel.sh stop "$dir"; fi
   rm -rf "$dir"
+  # Let the disk settle before the next broker runs: Keel acknowledges after an fdatasync,
+  # so the previous broker's leftover disk work (seen for 10-15 s after Kafka stops)
+  # would be charged to it.
+  sync; sleep 15
 }
 
 for parts in $partitions; do
@@ -42,22 +69,30 @@ for parts in $partitions; do
   done
 done
 
-python3 - "$out" "$rate" "$size" <<'PY'
+python3 - "$out" "$rate" "$size" "$client" <<'PY'
 import json, os, sys
-out, rate, size = sys.argv[1], sys.argv[2], sys.argv[3]
+out, rate, size, client = sys.argv[1:5]
 rows = []
 for f in sorted(os.listdir(out)):
     if not f.endswith(".json"):
         continue
     broker, parts = f[:-5].rsplit("-", 1)
     d = json.load(open(os.path.join(out, f)))
-    r = d.get("result", d)
-    lat, res = r.get("publish_latency", {}), r.get("resources", {})
-    rows.append((int(parts), broker, r.get("publish_rate"), lat.get("p50"), lat.get("p99"), lat.get("p999"), res.get("fsyncs_per_sec"), res.get("disk_bytes_per_payload_byte"), res.get("cpu_cores")))
+    if "p99_ms" in d:  # keyedbench (franz-go)
+        b = d.get("broker") or {}
+        passes = b.get("passes_per_s_by_shard") or {}
+        per_shard = " / ".join("%.0f" % passes[s] for s in sorted(passes)) if passes else None
+        rows.append((int(parts), broker, d["acked_records_per_s"], d["p50_ms"], d["p99_ms"], d["p999_ms"],
+                     b.get("fsyncs_per_s"), per_shard, b.get("disk_bytes_per_payload_byte"), b.get("cpu_cores")))
+    else:  # keel-bench (librdkafka)
+        r = d.get("result", d)
+        lat, res = r.get("publish_latency", {}), r.get("resources", {})
+        rows.append((int(parts), broker, r.get("publish_rate"), lat.get("p50"), lat.get("p99"), lat.get("p999"),
+                     res.get("fsyncs_per_sec"), None, res.get("disk_bytes_per_payload_byte"), res.get("cpu_cores")))
 rows.sort()
-lines = ["# Partition sweep: %s records/s of %s B, random keys, acks=all" % (rate, size), "",
-         "| partitions | broker | records/s acked | publish p50 ms | p99 ms | p99.9 ms | fsyncs/s | disk bytes per payload byte | broker CPU cores |",
-         "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+lines = ["# Partition sweep: %s records/s of %s B, random keys, acks=all, %s" % (rate, size, client), "",
+         "| partitions | broker | records/s acked | publish p50 ms | p99 ms | p99.9 ms | fsyncs/s | flush passes/s by shard | disk bytes per payload byte | broker CPU cores |",
+         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
 fmt = lambda v: "n/a" if v is None else ("%.1f" % v if isinstance(v, float) else str(v))
 for p, b, *vals in rows:
     lines.append("| %d | %s | %s |" % (p, b, " | ".join(fmt(v) for v in vals)))

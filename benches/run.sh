@@ -9,7 +9,7 @@
 # 39092, Keel through compat/keel.sh on port 39192), runs the workload with
 # warm-up, stops the broker, and alternates which broker goes first. Writes
 # results.json, report.md and SVG plots to benches/results/<UTC date-time>/.
-# Quick mode (the default) takes under 15 minutes for both brokers.
+# Quick mode (the default) takes about 15 minutes for both brokers.
 # `keel-bench workloads` lists the workloads; docs/benchmarks.md explains them.
 set -euo pipefail
 # fsyncs are counted from the syscall tracepoints: mount tracefs if it is not (root only).

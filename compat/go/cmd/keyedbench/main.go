@@ -18,11 +18,12 @@
 // (/proc/PID/stat), bytes it wrote (/proc/PID/io write_bytes, page-cache writes when
 // dirtied and O_DIRECT when issued) per payload byte acknowledged, peak RSS (VmHWM),
 // and fsyncs per second from perf's ext4:ext4_sync_file_enter tracepoint, which also
-// sees fsyncs issued through io_uring (n/a without perf or the tracepoint).
+// sees fsyncs issued through io_uring (n/a without perf or the tracepoint). With
+// -metrics (Keel's admin /metrics), also each shard's flush passes per second.
 //
 //	keyedbench -seed 127.0.0.1:9092 -topics 100 -partitions 10 -rate 20000 [-producers 4]
 //	           [-size 1024] [-keys 10000] [-random] [-warmup 15s] [-duration 60s]
-//	           [-linger 5ms] [-pid PID] [-json FILE]
+//	           [-linger 5ms] [-pid PID] [-metrics URL] [-json FILE]
 //
 // It prints one line of figures and, with -json FILE, writes them as JSON.
 package main
@@ -75,7 +76,9 @@ func main() {
 	linger := flag.Duration("linger", 5*time.Millisecond, "producer linger")
 	random := flag.Bool("random", false, "random keys instead of round-robin")
 	pid := flag.Int("pid", 0, "broker process to sample over the measured window")
+	metrics := flag.String("metrics", "", "Keel's /metrics URL: flush passes per shard over the window")
 	jsonOut := flag.String("json", "", "write the figures as JSON to this file")
+	progress := flag.Bool("progress", false, "print acknowledgements and the largest latency of every second to stderr")
 	flag.Parse()
 
 	names := make([]string, *topics)
@@ -87,18 +90,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "keyedbench:", err)
 		os.Exit(1)
 	}
+	primed := time.Since(primeStart).Seconds()
 	var p *probe
 	if *pid > 0 {
-		p = &probe{pid: *pid}
+		p = &probe{pid: *pid, metrics: *metrics}
 	}
-	r := run(*seed, names, *producers, *rate, *size, *keySpace, *random, *warmup, *duration, *linger, p)
+	r := run(*seed, names, *producers, *rate, *size, *keySpace, *random, *warmup, *duration, *linger, p, *progress)
 	r.Partitions = *topics * *partitions
-	r.PrimeSecond = time.Since(primeStart).Seconds() - warmup.Seconds() - duration.Seconds()
+	r.PrimeSecond = primed
 	fmt.Printf("keyedbench: %d partitions, %.0f of %.0f records/s acked, publish ms p50 %.1f p75 %.1f p95 %.1f p99 %.1f p99.9 %.1f max %.1f, %d errors\n",
 		r.Partitions, r.Acked, r.Target, r.P50, r.P75, r.P95, r.P99, r.P999, r.Max, r.Errors)
 	if b := r.Broker; b != nil {
 		fmt.Printf("  broker: %.2f cores, peak RSS %d MB, %.2f disk bytes per payload byte, fsyncs/s %s\n",
 			b.Cores, b.PeakRSSMB, b.DiskBytesPerPayloadByte, b.fsyncText())
+		if len(b.PassesPerShard) > 0 {
+			fmt.Printf("  flush passes/s by shard: %v\n", b.PassesPerShard)
+		}
 	}
 	if r.FirstError != "" {
 		fmt.Println("  first error:", r.FirstError)
@@ -162,7 +169,7 @@ func createAndPrime(seed string, names []string, partitions int) error {
 }
 
 func run(seed string, names []string, producers int, rate float64, size, keySpace int, random bool,
-	warmup, duration, linger time.Duration, p *probe) result {
+	warmup, duration, linger time.Duration, p *probe, progress bool) result {
 	t0 := time.Now().Add(200 * time.Millisecond)
 	from, to := t0.Add(warmup), t0.Add(warmup+duration)
 	sampled := make(chan *usage, 1)
@@ -179,7 +186,16 @@ func run(seed string, names []string, producers int, rate float64, size, keySpac
 	interval := time.Duration(float64(time.Second) * float64(producers) / rate)
 	var mu sync.Mutex
 	var latencies []time.Duration
-	var errs, ackedInWindow atomic.Int64
+	var errs, ackedInWindow, secondAcks, secondMax atomic.Int64
+	if progress {
+		go func() {
+			for t := t0.Add(time.Second); t.Before(to.Add(5 * time.Second)); t = t.Add(time.Second) {
+				time.Sleep(time.Until(t))
+				fmt.Fprintf(os.Stderr, "keyedbench %5.1fs: %d acks, max %.1f ms\n", t.Sub(t0).Seconds(),
+					secondAcks.Swap(0), float64(secondMax.Swap(0))/1000)
+			}
+		}()
+	}
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	for p := 0; p < producers; p++ {
@@ -233,6 +249,10 @@ func run(seed string, names []string, producers int, rate float64, size, keySpac
 						return
 					}
 					now := time.Now()
+					secondAcks.Add(1)
+					if us := now.Sub(intended).Microseconds(); us > secondMax.Load() {
+						secondMax.Store(us) // a racy max is enough for a progress line
+					}
 					if !now.Before(from) && now.Before(to) {
 						ackedInWindow.Add(1)
 					}

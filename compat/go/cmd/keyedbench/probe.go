@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +27,9 @@ type usage struct {
 	DiskBytesPerPayloadByte float64  `json:"disk_bytes_per_payload_byte"`
 	FsyncsPerSecond         *float64 `json:"fsyncs_per_s"`
 	FsyncNote               string   `json:"fsync_note,omitempty"`
-	writeBytes              int64
+	// Keel's flush passes per second on each shard (keel_flush_passes_total), with -metrics.
+	PassesPerShard map[string]float64 `json:"passes_per_s_by_shard,omitempty"`
+	writeBytes     int64
 }
 
 func (u *usage) fsyncText() string {
@@ -37,6 +41,8 @@ func (u *usage) fsyncText() string {
 
 type probe struct {
 	pid           int
+	metrics       string
+	passes        map[string]float64
 	ticks, writes int64
 	perf          *exec.Cmd
 	perfOut       string
@@ -45,6 +51,7 @@ type probe struct {
 
 func (p *probe) begin() {
 	p.ticks, p.writes = p.cpuTicks(), p.writeBytes()
+	p.passes = scrapePasses(p.metrics)
 	if _, err := os.Stat("/sys/kernel/tracing/events/ext4/ext4_sync_file_enter"); err != nil {
 		p.note = "no " + fsyncEvent + " tracepoint"
 		return
@@ -62,6 +69,12 @@ func (p *probe) end(window time.Duration) *usage {
 		PeakRSSMB:  p.status("VmHWM:") / 1024,
 		writeBytes: p.writeBytes() - p.writes,
 		FsyncNote:  p.note,
+	}
+	if p.passes != nil {
+		u.PassesPerShard = map[string]float64{}
+		for shard, n := range scrapePasses(p.metrics) {
+			u.PassesPerShard[shard] = (n - p.passes[shard]) / window.Seconds()
+		}
 	}
 	if p.perf != nil {
 		_ = p.perf.Process.Signal(syscall.SIGINT)
@@ -121,4 +134,33 @@ func (p *probe) field(path, key string) int64 {
 		}
 	}
 	return 0
+}
+
+// scrapePasses reads keel_flush_passes_total per shard from a Prometheus endpoint;
+// nil without one or when it does not answer.
+func scrapePasses(url string) map[string]float64 {
+	if url == "" {
+		return nil
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil
+	}
+	passes := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, `keel_flush_passes_total{shard="`)
+		if !ok {
+			continue
+		}
+		shard, value, ok := strings.Cut(rest, `"} `)
+		if n, err := strconv.ParseFloat(strings.TrimSpace(value), 64); ok && err == nil {
+			passes[shard] = n
+		}
+	}
+	return passes
 }
