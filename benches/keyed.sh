@@ -8,14 +8,16 @@
 #
 #   benches/keyed.sh        RUNS=3 RATE=20000 TOPICS=100 PARTITIONS=10 WARMUP=15s DURATION=60s
 #
-# Each run starts both brokers in turn on fresh data directories (which goes first
-# alternates), one at a time. Keel: compat/keel.sh, --smp 2, fsync before every
-# acknowledgement. Kafka 4.4.0: compat/kafka/kafka.sh, heap 4 GiB, its default
-# durability (no fsync). Writes benches/results/keyed-<UTC>/{<broker>-<run>.json,summary.md}.
+# Each run starts both brokers in turn (benches/brokers.sh: fresh data directories, one
+# at a time, Keel fsyncing before every acknowledgement and Kafka with its default
+# durability), alternating which goes first.
+# Writes benches/results/keyed-<UTC>/{<broker>-<run>.json,summary.md}.
 set -euo pipefail
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# shellcheck source=brokers.sh
+. benches/brokers.sh
 [[ -x target/release/keel ]] || nice -n 10 cargo build --release -p keel-broker --bin keel
 (cd compat/go && go build -o .bin/keyedbench ./cmd/keyedbench)
 runs=${RUNS:-3} rate=${RATE:-20000} topics=${TOPICS:-100} partitions=${PARTITIONS:-10}
@@ -25,30 +27,14 @@ mkdir -p "$out"
 log() { echo "keyed-bench $(date -u +%H:%M:%S): $*" | tee -a "$out/run.log" >&2; }
 
 measure() { # broker run
-  local broker=$1 run=$2 dir="$root/target-bench/runs/keyed-$1" port pid
-  rm -rf "$dir"; mkdir -p "$dir"
-  # Ports below the ephemeral range (32768-60999 here), so no client socket holds them.
-  if [[ $broker == kafka ]]; then
-    port=31092
-    KAFKA_HEAP_OPTS="-Xms4g -Xmx4g" compat/kafka/kafka.sh start "$dir" "$port" >"$out/$broker-$run-start.log" 2>&1 ||
-      { log "kafka did not start (see $out/$broker-$run-start.log)"; return 0; }
-    pid=$(cat "$dir/kafka.pid")
-  else
-    port=31192
-    compat/keel.sh start "$dir" "$port" --smp 2 >"$out/$broker-$run-start.log" 2>&1 ||
-      { log "keel did not start (see $out/$broker-$run-start.log)"; return 0; }
-    pid=$(cat "$dir/keel.pid")
-  fi
+  local broker=$1 run=$2 dir="$root/target-bench/runs/keyed-$1"
+  start_broker "$broker" "$dir" "$out/$broker-$run-start.log" ||
+    { log "$broker did not start (see $out/$broker-$run-start.log)"; stop_broker "$broker" "$dir"; return 0; }
   log "$broker, run $run"
   compat/go/.bin/keyedbench -seed "127.0.0.1:$port" -topics "$topics" -partitions "$partitions" -rate "$rate" \
     -producers 4 -size 1024 -keys 10000 -linger 5ms -warmup "$warmup" -duration "$duration" -pid "$pid" \
     -json "$out/$broker-$run.json" 2>&1 | tee -a "$out/run.log" || log "$broker run $run failed"
-  if [[ $broker == kafka ]]; then compat/kafka/kafka.sh stop "$dir" >/dev/null 2>&1; else compat/keel.sh stop "$dir"; fi
-  rm -rf "$dir"
-  # Let the disk settle before the next broker runs: Keel acknowledges after an fdatasync,
-  # so the previous broker's leftover disk work (seen for 10-15 s after Kafka stops)
-  # would be charged to it.
-  sync; sleep 15
+  stop_broker "$broker" "$dir"
 }
 
 for run in $(seq 1 "$runs"); do

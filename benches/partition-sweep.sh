@@ -9,8 +9,7 @@
 # The client is franz-go (compat/go/cmd/keyedbench: 2 producers, linger 1 ms), which
 # packs every ready partition into one produce request; CLIENT=librdkafka uses
 # keel-bench (2 producers and 1 consumer), which sends one partition per request, so
-# past 100 partitions its own queue sets the latency. Kafka runs with a 4 GiB heap (as
-# in benches/run.sh), Keel with --smp 2, and the
+# past 100 partitions its own queue sets the latency. Brokers: benches/brokers.sh. The
 # franz-go rows also give Keel's flush passes per second on each shard.
 # Writes benches/results/partition-sweep-<UTC>/{<broker>-<partitions>.json,report.md}.
 set -euo pipefail
@@ -18,6 +17,8 @@ set -euo pipefail
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# shellcheck source=brokers.sh
+. benches/brokers.sh
 client=${CLIENT:-franz-go}
 bench="$root/target-bench/release/keel-bench"
 if [[ $client == librdkafka ]]; then
@@ -32,34 +33,20 @@ out="$root/benches/results/partition-sweep-$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out"
 
 run() { # broker partitions
-  local broker=$1 parts=$2 dir="$root/target-bench/runs/sweep-$1-$2" port
-  rm -rf "$dir"; mkdir -p "$dir"
-  # Ports below the ephemeral range (32768-60999 here), so no client socket holds them.
-  if [[ $broker == kafka ]]; then
-    port=31092; KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms4g -Xmx4g}" compat/kafka/kafka.sh start "$dir" "$port" >"$out/$broker-$parts-start.log" 2>&1 ||
-      { echo "partition-sweep: kafka did not start (see $out/$broker-$parts-start.log)"; return 0; }
-  else
-    port=31192; compat/keel.sh start "$dir" "$port" --smp 2 >"$out/$broker-$parts-start.log" 2>&1 ||
-      { echo "partition-sweep: keel did not start (see $out/$broker-$parts-start.log)"; return 0; }
-  fi
+  local broker=$1 parts=$2 dir="$root/target-bench/runs/sweep-$1-$2"
+  start_broker "$broker" "$dir" "$out/$broker-$parts-start.log" ||
+    { echo "partition-sweep: $broker did not start (see $out/$broker-$parts-start.log)"; stop_broker "$broker" "$dir"; return 0; }
   if [[ $client == librdkafka ]]; then
     "$bench" e2e --bootstrap "127.0.0.1:$port" --topic "sweep-$parts" --partitions "$parts" \
       --keys random --key-space 100000 --rate "$rate" --size "$size" --duration "$duration" --warmup "$warmup" \
       --producers 2 --consumers 1 --acks all --linger-ms 1 \
       --broker-port "$port" --data-dir "$dir" --json-out "$out/$broker-$parts.json" 2>"$out/$broker-$parts.progress" || true
   else
-    local pid metrics=""
-    if [[ $broker == kafka ]]; then pid=$(cat "$dir/kafka.pid"); else pid=$(cat "$dir/keel.pid"); metrics="http://127.0.0.1:$((port + 100))/metrics"; fi
     compat/go/.bin/keyedbench -seed "127.0.0.1:$port" -topic "sweep-$parts" -topics 1 -partitions "$parts" \
       -random -keys 100000 -rate "$rate" -size "$size" -duration "$duration" -warmup "$warmup" -producers 2 -linger 1ms \
       -pid "$pid" -metrics "$metrics" -json "$out/$broker-$parts.json" >"$out/$broker-$parts.progress" 2>&1 || true
   fi
-  if [[ $broker == kafka ]]; then compat/kafka/kafka.sh stop "$dir" >/dev/null 2>&1; else compat/keel.sh stop "$dir"; fi
-  rm -rf "$dir"
-  # Let the disk settle before the next broker runs: Keel acknowledges after an fdatasync,
-  # so the previous broker's leftover disk work (seen for 10-15 s after Kafka stops)
-  # would be charged to it.
-  sync; sleep 15
+  stop_broker "$broker" "$dir"
 }
 
 for parts in $partitions; do
