@@ -262,7 +262,7 @@ impl Replication {
     ) -> Result<(), (StorageError, usize)> {
         let Some(first) = entries.first() else { return Ok(()) };
         if first.index <= r.written_index.get() {
-            let offset = self.offset_before(r.group, first.index);
+            let Some(offset) = self.offset_before(r.group, first.index) else { return Ok(()) };
             tracing::info!(group = %r.group, index = first.index, offset, "truncating a tail the leader overwrote");
             log::truncate(&r.log, offset).await.map_err(|e| (e, 0))?;
             if let Some(f) = &r.on_truncate {
@@ -283,7 +283,11 @@ impl Replication {
                     r.record_due.set(false);
                 }
                 log::roll_if_needed(&r.log, e.data.len()).await.map_err(|err| (err, done))?;
-                let expected = self.offset_before(r.group, e.index);
+                let Some(expected) = self.offset_before(r.group, e.index) else {
+                    // The group was removed (its topic deleted) while this write awaited
+                    // the state store or a roll: its log goes with it.
+                    return Ok(());
+                };
                 let header = r.log.borrow_mut().append(&e.data, i32::try_from(e.term).unwrap_or(i32::MAX), None);
                 if header.base_offset != expected {
                     let corrupt = StorageError::Corrupt {
@@ -317,10 +321,10 @@ impl Replication {
         Ok(())
     }
 
-    /// The Kafka offset at which entry `index` starts.
-    fn offset_before(&self, group: GroupId, index: u64) -> i64 {
+    /// The Kafka offset at which entry `index` starts; none once the group is removed.
+    fn offset_before(&self, group: GroupId, index: u64) -> Option<i64> {
         let multi = self.multi.borrow();
-        let translator = multi.storage(group).expect("the group exists").translator();
-        translator.end_offset_of(index - 1).expect("the translator covers the entry") as i64
+        let translator = multi.storage(group)?.translator();
+        Some(translator.end_offset_of(index - 1).expect("the translator covers the entry") as i64)
     }
 }
