@@ -200,6 +200,11 @@ impl Replication {
                 self.defer(r, rest, true);
                 continue;
             }
+            if self.replica(req.group).is_none() {
+                // Removed while its entries were written: its record was deleted with
+                // it and must not be written again.
+                continue;
+            }
             if let Some(hs) = &req.hard_state {
                 let mut record = r.record.borrow_mut();
                 record.term = hs.term;
