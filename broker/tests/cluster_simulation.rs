@@ -65,8 +65,10 @@ fn on_executor<T: Send + 'static, F: Future<Output = T> + 'static>(
     })
 }
 
-async fn run_one(seed: u64, nodes: u64) -> Outcome {
-    match Simulation::new(seed, nodes).run().await {
+async fn run_one(seed: u64, nodes: u64, deleting: bool) -> Outcome {
+    let simulation = Simulation::new(seed, nodes);
+    let simulation = if deleting { simulation.deleting() } else { simulation };
+    match simulation.run().await {
         Ok(outcome) => outcome,
         Err(violation) => {
             panic!("{violation}\nseed {seed} with {nodes} nodes; replay with KEEL_CLUSTER_SIM_SEED={seed}")
@@ -74,7 +76,7 @@ async fn run_one(seed: u64, nodes: u64) -> Outcome {
     }
 }
 
-fn run_seeds(nodes: u64) {
+fn run_seeds(nodes: u64, deleting: bool) {
     if std::env::var("KEEL_CLUSTER_SIM_TRACE").is_ok() {
         let _ = tracing_subscriber::fmt().with_env_filter("keel_broker=debug,keel_storage=debug").try_init();
     }
@@ -87,14 +89,15 @@ fn run_seeds(nodes: u64) {
         let mut outcomes = Vec::new();
         for seed in seeds {
             at.store(seed, Ordering::Relaxed);
-            outcomes.push(run_one(seed, nodes).await);
+            outcomes.push(run_one(seed, nodes, deleting).await);
         }
         outcomes
     });
     let secs = started.elapsed().as_secs_f64();
     let sum = |f: fn(&Outcome) -> u64| outcomes.iter().map(f).sum::<u64>();
+    let deleting = if deleting { ", a group deleted in each" } else { "" };
     println!(
-        "{nodes} nodes, {n} seeds in {secs:.1} s ({:.2} seeds/s): {} batches proposed, {} acknowledged, {} committed; \
+        "{nodes} nodes{deleting}, {n} seeds in {secs:.1} s ({:.2} seeds/s): {} batches proposed, {} acknowledged, {} committed; \
          {} (group, term) leaderships; {} power losses ({} seen as closed connections), {} partitions, {} disks \
          filled, {} sectors lost; {} frames delivered, {} dropped; {} entries read back from logs; slowest calm \
          phase {} ms",
@@ -118,18 +121,25 @@ fn run_seeds(nodes: u64) {
 
 #[test]
 fn three_nodes_lose_no_acknowledged_batch_and_recover() {
-    run_seeds(3);
+    run_seeds(3, false);
 }
 
 #[test]
 fn five_nodes_lose_no_acknowledged_batch_and_recover() {
-    run_seeds(5);
+    run_seeds(5, false);
+}
+
+/// A group deleted in the chaos (its topic deleted) stays deleted on every node, and
+/// the others lose nothing.
+#[test]
+fn a_deleted_group_stays_deleted() {
+    run_seeds(3, true);
 }
 
 #[test]
 fn a_seed_replays_exactly() {
     let running = Arc::new(AtomicU64::new(3));
-    let first = on_executor(running.clone(), || run_one(3, 3));
-    let second = on_executor(running, || run_one(3, 3));
+    let first = on_executor(running.clone(), || run_one(3, 3, true));
+    let second = on_executor(running, || run_one(3, 3, true));
     assert_eq!(first, second);
 }

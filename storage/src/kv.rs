@@ -48,6 +48,10 @@ pub struct ShardKv {
     /// Orders partitions' checkpoint snapshot writes against the file changes that
     /// invalidate them ([`crate::snapshot`]).
     snapshot_lock: Rc<Semaphore>,
+    /// Writes take effect in the order they were called. One awaiting a segment roll
+    /// must not land after a later write of the same key: a Raft group's record
+    /// written as its topic was deleted came back after the delete so.
+    turn: Semaphore,
 }
 
 impl ShardKv {
@@ -94,6 +98,7 @@ impl ShardKv {
             live_bytes: Cell::new(live_bytes),
             snapshotting: Cell::new(false),
             snapshot_lock: Rc::new(Semaphore::new(1)),
+            turn: Semaphore::new(1),
         });
         kv.snapshot_if_large().await?;
         Ok(kv)
@@ -146,20 +151,30 @@ impl ShardKv {
 
     /// Removes `key`, durably (a no-op if it is absent).
     pub async fn delete(&self, key: &str) -> Result<(), StorageError> {
-        if !self.map.borrow().contains_key(key) {
-            return Ok(());
-        }
-        self.write(&[(key, None)]).await
+        self.write_in_turn(&[(key, None)], true).await
     }
 
     /// Applies the changes as one batch, so they become durable together.
     pub async fn write(&self, changes: &[(&str, Option<Bytes>)]) -> Result<(), StorageError> {
-        let records: Vec<_> = changes.iter().map(|(k, v)| (Some(k.as_bytes()), v.as_deref())).collect();
-        let batch = build_batch(0, now_ms(), &records);
-        log::roll_if_needed(&self.log, batch.len()).await?;
-        // The map changes with the append, in one step, so its order is the log's.
-        let last = self.log.borrow_mut().append(&batch, 0, None).last_offset();
-        self.apply(changes);
+        self.write_in_turn(changes, false).await
+    }
+
+    /// `write`, after every write called before it has taken effect; `if_present`:
+    /// nothing is written unless a key is in the store by then.
+    async fn write_in_turn(&self, changes: &[(&str, Option<Bytes>)], if_present: bool) -> Result<(), StorageError> {
+        let last = {
+            let _turn = self.turn.acquire_permit(1).await.expect("the store's turn is never closed");
+            if if_present && !changes.iter().any(|(k, _)| self.map.borrow().contains_key(*k)) {
+                return Ok(());
+            }
+            let records: Vec<_> = changes.iter().map(|(k, v)| (Some(k.as_bytes()), v.as_deref())).collect();
+            let batch = build_batch(0, now_ms(), &records);
+            log::roll_if_needed(&self.log, batch.len()).await?;
+            // The map changes with the append, in one step, so its order is the log's.
+            let last = self.log.borrow_mut().append(&batch, 0, None).last_offset();
+            self.apply(changes);
+            last
+        };
         self.wait_durable(last).await?;
         self.snapshot_if_large().await
     }

@@ -340,6 +340,11 @@ impl Replication {
         }
     }
 
+    /// Whether the state store holds `group`'s record (a removed group's must stay gone).
+    pub fn has_record(&self, group: GroupId) -> bool {
+        self.kv.get(&record_key(group)).is_some()
+    }
+
     /// Appends one validated batch to `group`'s Raft log if this node leads it: stamps
     /// its offset and the term as its leader epoch, then proposes it. Returns the
     /// stamped header and the term it must commit in. Not `async`: callers check

@@ -18,6 +18,11 @@
 //! The checks ([`checker`]): one leader per group and term; below its high watermark,
 //! every node's log is whole and agrees with every other's; every acknowledged batch
 //! is committed where it was acknowledged, on every node at the end.
+//!
+//! [`Simulation::deleting`] also deletes one group in the chaotic phase, as a deleted
+//! topic does, at a step drawn from the seed: every node removes it (one down at that
+//! moment, when it boots), and at the end no node's state store may hold its record (a
+//! Raft write in flight as it was removed once wrote it back).
 
 pub mod checker;
 
@@ -194,6 +199,9 @@ pub struct Simulation {
     nodes: Vec<Node>,
     groups: Vec<GroupId>,
     acked: Rc<RefCell<Vec<Acked>>>,
+    /// The step at which a group is deleted, and the group ([`Simulation::deleting`]).
+    deletion: Option<(u64, GroupId)>,
+    deleted: Vec<GroupId>,
     checker: Checker,
     step: u64,
     values: u64,
@@ -267,11 +275,22 @@ impl Simulation {
             nodes,
             groups,
             acked: Rc::default(),
+            deletion: None,
+            deleted: Vec::new(),
             checker: Checker::default(),
             step: 0,
             values: 0,
             outcome: Outcome::default(),
         }
+    }
+
+    /// Deletes one group in the chaotic phase. The step and the group come from a
+    /// generator of their own, so the rest of the seed's run is drawn as without.
+    pub fn deleting(mut self) -> Self {
+        let mut rng = StdRng::seed_from_u64(self.seed ^ 0xde1e7e);
+        let at = rng.gen_range(CHAOS_STEPS / 10..CHAOS_STEPS * 9 / 10);
+        self.deletion = Some((at, self.groups[rng.gen_range(0..self.groups.len())]));
+        self
     }
 
     pub async fn run(mut self) -> Result<Outcome, Violation> {
@@ -318,13 +337,21 @@ impl Simulation {
             for a in acked.iter().filter(|a| a.value.starts_with(b"final")) {
                 finals.entry(a.group).or_insert(a.offset);
             }
-            if finals.len() == self.groups.len() && self.everyone_reached(&finals) {
+            if finals.len() == self.groups.len() - self.deleted.len() && self.everyone_reached(&finals) {
                 break;
             }
         }
         self.outcome.calm_steps = self.step - calm_from;
+        if !self.deleted.is_empty() {
+            // Removals a boot started late in the calm phase finish first.
+            for _ in 0..50 {
+                self.advance().await?;
+            }
+            self.check_deleted()?;
+        }
         self.check().await?;
-        let acked = self.acked.borrow();
+        let acked: Vec<Acked> =
+            self.acked.borrow().iter().filter(|a| !self.deleted.contains(&a.group)).cloned().collect();
         self.checker.acknowledged(&acked)?;
         self.outcome.acked = acked.len() as u64;
         self.outcome.committed = self.checker.committed_batches();
@@ -401,8 +428,32 @@ impl Simulation {
         }
         if self.rng.gen_bool(propose) {
             let group = *self.groups.choose(&mut self.rng).expect("a group");
-            self.propose(group, "v");
+            if !self.deleted.contains(&group) {
+                self.propose(group, "v");
+            }
         }
+        if let Some((at, group)) = self.deletion {
+            if at == self.step {
+                trace(|| format!("{:>5} group {group} deleted", self.step));
+                self.deleted.push(group);
+                for node in &mut self.nodes {
+                    if let State::Up(running) = &mut node.state {
+                        remove_deleted(running, &self.deleted);
+                    }
+                }
+            }
+        }
+    }
+
+    /// No node's state store holds a deleted group's record.
+    fn check_deleted(&self) -> Result<(), Violation> {
+        for node in &self.nodes {
+            let State::Up(r) = &node.state else { continue };
+            if let Some(group) = self.deleted.iter().find(|g| r.replication.has_record(**g)) {
+                return Err(Violation(format!("node {}: the record of deleted group {group} is back", node.id)));
+            }
+        }
+        Ok(())
     }
 
     /// Cuts the network: one node alone, one way or both, or two halves.
@@ -495,7 +546,9 @@ impl Simulation {
         let (id, life) = (node.id, node.life);
         disk::mount(&node_dir(id, life), node.disk.clone());
         let peers: Vec<NodeId> = (1..=self.nodes.len() as u64).collect();
-        let groups = self.groups.clone();
+        // A deleted group's files stay on the disk (a broker removes them), but no
+        // boot opens them: its log, no longer checkpointed, is not to be trusted.
+        let groups: Vec<GroupId> = self.groups.iter().filter(|g| !self.deleted.contains(g)).copied().collect();
         let link: Rc<dyn Network> = Rc::new(Link { net: self.net.clone(), life });
         let seed = self.seed ^ id.rotate_left(40) ^ life.rotate_left(20);
         let settings = RaftSettings {
@@ -526,6 +579,8 @@ impl Simulation {
                     running.logs.values().map(|l| (l.borrow().high_watermark(), l.borrow().log_end_offset())).collect();
                 format!("{:>5} node {} up, (high watermark, log end) {hws:?}", self.step, node.id)
             });
+            let mut running = running;
+            remove_deleted(&mut running, &self.deleted);
             node.state = State::Up(running);
         }
         Ok(())
@@ -568,7 +623,7 @@ impl Simulation {
     /// In the calm phase: a final batch for each group that has none committed yet.
     fn propose_finals(&mut self, finals: &BTreeMap<GroupId, i64>) {
         for group in self.groups.clone() {
-            if !finals.contains_key(&group) {
+            if !finals.contains_key(&group) && !self.deleted.contains(&group) {
                 self.propose(group, "final");
             }
         }
@@ -639,6 +694,20 @@ impl Simulation {
             })
             .collect();
         format!("step {}, {}, faults {:?}", self.step, nodes.join("; "), self.faults)
+    }
+}
+
+/// Removes the deleted groups a node still runs or holds a record of, as a broker
+/// does for a deleted topic's partitions: the group stops at once, its record goes
+/// in a task of its own (it waits for a journal pass, which waits on the clock).
+fn remove_deleted(running: &mut Running, deleted: &[GroupId]) {
+    for &group in deleted {
+        let held = running.logs.remove(&group).is_some() || running.replication.has_record(group);
+        if held {
+            let replication = running.replication.clone();
+            running.replication.stop_group(group);
+            glommio::spawn_local(async move { replication.remove_group(group).await }).detach();
+        }
     }
 }
 

@@ -182,7 +182,8 @@ impl Replication {
     async fn write(self: &Rc<Self>, requests: &[PersistRequest]) -> Vec<(GroupId, u64)> {
         let mut failed: Vec<GroupId> = Vec::new();
         let mut written = Vec::new();
-        let mut records: Vec<StateChange> = Vec::new();
+        // The state-store changes of the pass, by group.
+        let mut records: Vec<(GroupId, StateChange)> = Vec::new();
         // Snapshot points now on disk: retention and compaction may work below them.
         let mut recorded_bases: Vec<(Rc<Replica>, i64)> = Vec::new();
         for req in requests {
@@ -191,7 +192,10 @@ impl Replication {
                 self.defer(r, req.clone(), false);
                 continue;
             }
-            if let Err((e, done)) = self.write_entries(&r, &req.entries, &mut records).await {
+            let mut changes = Vec::new();
+            let entries_written = self.write_entries(&r, &req.entries, &mut changes).await;
+            records.extend(changes.into_iter().map(|c| (req.group, c)));
+            if let Err((e, done)) = entries_written {
                 tracing::error!(group = %req.group, error = %e, "cannot write Raft entries; trying again");
                 failed.push(req.group);
                 // Own entries it wrote are in the record in memory only.
@@ -222,14 +226,18 @@ impl Replication {
             if hard_state_due || base_due || r.record_due.replace(false) {
                 let record = r.record.borrow();
                 r.recorded_base.set(record.base.0);
-                records.push(record_change(req.group, &record));
+                records.push((req.group, record_change(req.group, &record)));
                 if r.on_commit.is_none() {
                     recorded_bases.push((r.clone(), record.base.2 as i64));
                 }
             }
             written.push((r, req.ready));
         }
+        // A group removed while a later group's write awaited (its topic deleted) had
+        // its record and state deleted with it: written now, they would come back.
+        records.retain(|(group, _)| self.replica(*group).is_some());
         if !records.is_empty() {
+            let records: Vec<StateChange> = records.into_iter().map(|(_, change)| change).collect();
             if let Err(e) = self.write_state(&records).await {
                 tracing::error!(error = %e, "cannot write Raft state; nothing of this pass is acknowledged until it is");
                 for (r, ready) in written {
@@ -270,6 +278,10 @@ impl Replication {
             let Some(offset) = self.offset_before(r.group, first.index) else { return Ok(()) };
             tracing::info!(group = %r.group, index = first.index, offset, "truncating a tail the leader overwrote");
             log::truncate(&r.log, offset).await.map_err(|e| (e, 0))?;
+            if self.replica(r.group).is_none() {
+                // Removed while the truncation awaited: nothing more is written for it.
+                return Ok(());
+            }
             if let Some(f) = &r.on_truncate {
                 f(offset);
             }
