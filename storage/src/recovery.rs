@@ -406,7 +406,7 @@ async fn replay(
                 crate::truncate::truncate(log, offset).await?;
                 changed += 1;
             }
-            Record::Create { .. } | Record::Checkpoint { .. } => {}
+            Record::Create { .. } | Record::Checkpoint { .. } | Record::Pass { .. } => {}
         }
     }
     Ok(changed)

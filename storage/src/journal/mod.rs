@@ -6,9 +6,10 @@
 //! the number of partitions (keyed traffic over 1,000 partitions cost 5.8x the
 //! fdatasyncs of one). With it, a pass packs every dirty log's new batches into
 //! records appended to one file sequence per shard (`<data>/.journal/shard-<id>/`),
-//! written with O_DIRECT and made durable by one fdatasync (a pass rewrites only the
-//! device's last partial logical block, 512 bytes on most disks, so small passes cost
-//! little more than their records); the logs' `flushed`
+//! written with O_DIRECT and made durable by one fdatasync (a pass starts at the next
+//! logical block boundary, 512 bytes on most disks, and never writes a block an
+//! earlier pass made durable, so small passes cost little more than their records);
+//! the logs' `flushed`
 //! offsets (and, on a single node, their high watermarks) then move. The segment files
 //! are written afterwards from memory, in whole pages and without an fsync
 //! ([`crate::log::write_whole_pages`]), so they stay the read path and the long-term
@@ -105,7 +106,7 @@ struct Writer {
     seq: u64,
     file: Rc<File>,
     path: PathBuf,
-    /// The partial last block, rewritten by the next write.
+    /// Where the records end in `file`.
     tail: Tail,
     /// The file is written (zeros or older records) up to here.
     preallocated: u64,
@@ -297,8 +298,8 @@ impl Journal {
         let total: usize = records.iter().map(Record::encoded_len).sum();
         let overflows = {
             let w = self.writer.borrow();
-            let end = w.tail.end();
-            end > 0 && end + total as u64 > self.config.file_bytes
+            let pass = w.tail.lay_out(total, w.file.alignment() as usize);
+            w.tail.end() > 0 && pass.end_in_file() > self.config.file_bytes
         };
         if overflows {
             self.roll_locked().await?;
@@ -307,23 +308,21 @@ impl Journal {
     }
 
     async fn write_locked(&self, records: &[Record], total: usize) -> Result<(), StorageError> {
-        let (file, path, seq, zero_fill) = {
+        let (file, path, seq, pass, zero_fill) = {
             let w = self.writer.borrow();
-            let end = w.tail.end() + total as u64;
-            let aligned_end = end.div_ceil(PAGE) * PAGE;
+            // In the device's logical blocks, not pages: a small pass writes one
+            // 512-byte block, not a 4 KiB page.
+            let pass = w.tail.lay_out(total, w.file.alignment() as usize);
+            let aligned_end = pass.end_in_file().div_ceil(PAGE) * PAGE;
             let zero_fill = (aligned_end > w.preallocated).then(|| {
                 let to = (aligned_end + ZERO_FILL_AHEAD_BYTES).min(self.config.file_bytes.max(aligned_end));
                 (aligned_end.max(w.preallocated), to)
             });
-            (w.file.clone(), w.path.clone(), w.seq, zero_fill)
+            (w.file.clone(), w.path.clone(), w.seq, pass, zero_fill)
         };
-        // The device's logical block, not the page: a small pass rewrites one 512-byte
-        // block of the tail instead of a 4 KiB page.
-        let pass = self.writer.borrow().tail.lay_out(total, file.alignment() as usize);
         let (position, len) = (pass.position, pass.len);
         let mut buf = file.alloc_dma_buffer(len);
-        self.writer.borrow().tail.fill(buf.as_bytes_mut(), records, seq, &pass);
-        let next_tail = pass.next_tail(buf.as_bytes());
+        pass.fill(buf.as_bytes_mut(), records, seq);
         let zeros = async {
             if let Some((from, to)) = zero_fill {
                 write_zeros(&file, from, to).await;
@@ -346,7 +345,7 @@ impl Journal {
             *self.failed.borrow_mut() = Some(e.to_string());
             return Err(e);
         }
-        crate::sync_log::synced_journal(&path, position + pass.end as u64);
+        crate::sync_log::synced_journal(&path, pass.end_in_file());
         self.syncs.set(self.syncs.get() + 1);
         self.bytes_written.set(self.bytes_written.get() + len as u64);
         let mut w = self.writer.borrow_mut();
@@ -354,7 +353,7 @@ impl Journal {
             w.preallocated = w.preallocated.max(to);
         }
         w.preallocated = w.preallocated.max(position + len as u64);
-        w.tail = next_tail;
+        w.tail = pass.next_tail();
         w.bytes_since_checkpoint += total as u64;
         Ok(())
     }
@@ -419,55 +418,69 @@ impl Journal {
     }
 }
 
-/// The current file's partial last block: the next pass writes it again, followed by
-/// its records, so every write covers whole device blocks and the records stay packed
-/// back to back.
-#[derive(Debug, Default, Clone)]
+/// Where the records end in the current file.
+#[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Tail {
-    /// Where the partial block starts in the file.
-    pub position: u64,
-    pub bytes: Vec<u8>,
+    pub end: u64,
 }
 
-/// One pass laid out in the file: `len` bytes (whole blocks) written at `position`;
-/// the tail's bytes and the records end at `end`, the last whole block at `full`.
+/// One pass laid out in the file: `len` bytes (whole blocks) written at `position`, a
+/// block boundary. It holds `lead` bytes of `Pass` record (when the records before
+/// it end inside a block, at `prev_end`), then the records, ending `end` bytes in, then
+/// zeros.
 #[derive(Debug)]
 pub(crate) struct Pass {
     pub position: u64,
     pub len: usize,
-    pub full: usize,
+    pub lead: usize,
     pub end: usize,
+    prev_end: u64,
 }
 
 impl Tail {
-    /// Where the next record goes.
+    /// Where the next record goes, or the padding before it.
     pub fn end(&self) -> u64 {
-        self.position + self.bytes.len() as u64
+        self.end
     }
 
-    /// Lays out a pass of `total` bytes of records on a device of `block`-byte blocks.
+    /// Lays out a pass of `total` bytes of records on a device of `block`-byte blocks:
+    /// from the next block boundary, so no block an earlier pass made durable is
+    /// written again.
     pub fn lay_out(&self, total: usize, block: usize) -> Pass {
-        let end = self.bytes.len() + total;
-        Pass { position: self.position, len: end.div_ceil(block) * block, full: end / block * block, end }
-    }
-
-    /// Writes the pass into `out` (`pass.len` bytes): the tail, the records framed for
-    /// file `seq`, zeros to the block's end.
-    pub fn fill(&self, out: &mut [u8], records: &[Record], seq: u64, pass: &Pass) {
-        let tail_len = self.bytes.len();
-        out[..tail_len].copy_from_slice(&self.bytes);
-        let mut cursor = &mut out[tail_len..pass.end];
-        for r in records {
-            r.encode(seq, &mut cursor);
-        }
-        out[pass.end..].fill(0);
+        let position = self.end.div_ceil(block as u64) * block as u64;
+        let lead = if position == self.end { 0 } else { record::PASS_LEN };
+        let end = lead + total;
+        Pass { position, len: end.div_ceil(block) * block, lead, end, prev_end: self.end }
     }
 }
 
 impl Pass {
-    /// The tail once the pass that wrote `written` is durable.
-    pub fn next_tail(&self, written: &[u8]) -> Tail {
-        Tail { position: self.position + self.full as u64, bytes: written[self.full..self.end].to_vec() }
+    /// Writes the pass into `out` (`self.len` bytes): its `Pass` record if it has one,
+    /// the records framed for file `seq`, zeros to the block's end.
+    pub fn fill(&self, out: &mut [u8], records: &[Record], seq: u64) {
+        let mut cursor = &mut out[..self.end];
+        if self.lead > 0 {
+            Record::Pass { prev_end: self.prev_end }.encode(seq, &mut cursor);
+        }
+        for r in records {
+            r.encode(seq, &mut cursor);
+        }
+        out[self.end..].fill(0);
+    }
+
+    /// Where the first of the pass's records starts.
+    #[cfg(test)]
+    pub fn records_at(&self) -> u64 {
+        self.position + self.lead as u64
+    }
+
+    /// Where the records end once the pass is durable.
+    pub fn end_in_file(&self) -> u64 {
+        self.position + self.end as u64
+    }
+
+    pub fn next_tail(&self) -> Tail {
+        Tail { end: self.end_in_file() }
     }
 }
 

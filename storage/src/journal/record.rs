@@ -7,9 +7,16 @@
 //! The CRC covers everything after it. `file_seq` is the sequence number of the file
 //! the record was written to: journal files are recycled, so a recycled file still
 //! holds valid records of its previous life after the new ones, and the sequence
-//! number is what tells them apart (as RocksDB's recyclable WAL format does). Records
-//! are packed back to back across page boundaries; the first record that fails to
-//! decode (zeros, a torn write, an old sequence number) ends the file.
+//! number is what tells them apart (as RocksDB's recyclable WAL format does). A pass's
+//! records are packed back to back across page boundaries. A pass never writes into a
+//! block an earlier pass made durable: when the previous pass ended inside a block,
+//! the next one starts at the next block boundary with a `Pass` record naming where
+//! the records before it end (the bytes between are the earlier pass's zero padding).
+//! The reader steps over padding only to a `Pass` record naming the end it stands at,
+//! so a record of a torn pass that happens to start on a block boundary after a lost
+//! sector is never taken for the start of the next pass. The first record that fails
+//! to decode (zeros, a torn write, an old sequence number), with no such `Pass` record
+//! after it, ends the file.
 
 use bytes::{Buf, BufMut, Bytes};
 
@@ -23,6 +30,10 @@ const KIND_DATA: u8 = 1;
 const KIND_TRUNCATE: u8 = 2;
 const KIND_CREATE: u8 = 3;
 const KIND_CHECKPOINT: u8 = 4;
+const KIND_PASS: u8 = 5;
+
+/// Bytes a `Pass` record takes.
+pub const PASS_LEN: usize = HEADER_LEN + 8;
 
 /// A place in the journal: a file's sequence number and a byte offset in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -54,13 +65,16 @@ pub enum Record {
     /// Every log's segment files were fsynced up to its mark; files before
     /// `replay_from` are no longer needed.
     Checkpoint { replay_from: u64, marks: Vec<(Bytes, Mark)> },
+    /// A pass starts here, after padding: the records before it end at `prev_end` in
+    /// this file. Framing only: [`super::replay::decode`] never hands it on.
+    Pass { prev_end: u64 },
 }
 
 impl Record {
     pub fn key(&self) -> Option<&Bytes> {
         match self {
             Record::Data { key, .. } | Record::Truncate { key, .. } | Record::Create { key } => Some(key),
-            Record::Checkpoint { .. } => None,
+            Record::Checkpoint { .. } | Record::Pass { .. } => None,
         }
     }
 
@@ -70,6 +84,7 @@ impl Record {
             Record::Truncate { .. } => KIND_TRUNCATE,
             Record::Create { .. } => KIND_CREATE,
             Record::Checkpoint { .. } => KIND_CHECKPOINT,
+            Record::Pass { .. } => KIND_PASS,
         }
     }
 
@@ -81,6 +96,7 @@ impl Record {
             Record::Checkpoint { marks, .. } => {
                 8 + 4 + marks.iter().map(|(k, _)| 2 + k.len() + MARK_LEN).sum::<usize>()
             }
+            Record::Pass { .. } => 8,
         }
     }
 
@@ -130,6 +146,7 @@ impl Record {
                     rest.put_i64(m.high_watermark);
                 }
             }
+            Record::Pass { prev_end } => rest.put_u64(*prev_end),
         }
         crc = crc32c::crc32c_append(crc, &rest);
         out.put_u32(crc);
@@ -205,6 +222,7 @@ fn decode_body(kind: u8, mut body: Bytes) -> Option<Record> {
             }
             Record::Checkpoint { replay_from, marks }
         }
+        KIND_PASS => (body.len() >= 8).then(|| Record::Pass { prev_end: body.get_u64() })?,
         _ => return None,
     };
     body.is_empty().then_some(record)
@@ -245,5 +263,6 @@ mod tests {
             high_watermark: 70,
         };
         round_trip(Record::Checkpoint { replay_from: 3, marks: vec![(key, mark)] });
+        round_trip(Record::Pass { prev_end: 1234 });
     }
 }

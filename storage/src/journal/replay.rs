@@ -45,18 +45,43 @@ pub(super) async fn read_all(dir: &Path, seqs: &[u64]) -> Result<Found, StorageE
 }
 
 /// Every record of the files (sequence number and contents, in order), each file's
-/// read up to the first that does not decode.
+/// read up to the first that does not decode and is not followed, after padding, by
+/// the `Pass` record of the next pass. `Pass` records are not returned.
 pub(super) fn decode(files: &[(u64, Bytes)]) -> Vec<(Position, Record)> {
     let mut records = Vec::new();
     for (seq, data) in files {
         let mut offset = 0usize;
-        while let Some((record, len)) = Record::decode(&data.slice(offset..), *seq) {
-            records.push((Position { seq: *seq, offset: offset as u64 }, record));
-            offset += len;
+        loop {
+            match Record::decode(&data.slice(offset..), *seq) {
+                Some((Record::Pass { .. }, _)) => break,
+                Some((record, len)) => {
+                    records.push((Position { seq: *seq, offset: offset as u64 }, record));
+                    offset += len;
+                }
+                None => match next_pass(data, offset, *seq) {
+                    Some(after) => offset = after,
+                    None => break,
+                },
+            }
         }
         tracing::debug!(seq, records_end = offset, "journal file read");
     }
     records
+}
+
+/// Where the records of the pass after the records ending at `end` start: the next
+/// pass begins on the next boundary of the device's block (512 bytes to 4 KiB) with a
+/// `Pass` record that names `end`.
+fn next_pass(data: &Bytes, end: usize, seq: u64) -> Option<usize> {
+    const SECTOR: usize = 512;
+    let last = end.div_ceil(4096) * 4096;
+    let first = end.div_ceil(SECTOR) * SECTOR;
+    (first..=last).step_by(SECTOR).filter(|at| *at > end && *at < data.len()).find_map(|at| {
+        match Record::decode(&data.slice(at..), seq) {
+            Some((Record::Pass { prev_end }, len)) if prev_end == end as u64 => Some(at + len),
+            _ => None,
+        }
+    })
 }
 
 /// What recovery needs of the records: the last checkpoint's `replay_from`, and for
@@ -110,4 +135,62 @@ async fn read_file(path: &Path) -> Result<Bytes, StorageError> {
     }
     let _ = file.close().await;
     Ok(Bytes::from(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Tail;
+
+    fn data(key: &'static [u8], len: usize) -> Record {
+        Record::Data { key: Bytes::from_static(key), batches: vec![Bytes::from(vec![7u8; len])] }
+    }
+
+    /// Two passes written as the journal writes them; the second's first record fills
+    /// its first block exactly, so its second starts on a block boundary.
+    fn two_passes() -> (Vec<u8>, Vec<Record>, Vec<Record>, u64) {
+        let (block, seq) = (512, 9);
+        let first = vec![data(b"a", 60), data(b"b", 10)];
+        let total = |rs: &[Record]| rs.iter().map(Record::encoded_len).sum::<usize>();
+        let mut file = vec![0u8; 8192];
+        let pass = Tail::default().lay_out(total(&first), block);
+        pass.fill(&mut file[pass.position as usize..][..pass.len], &first, seq);
+        let tail = pass.next_tail();
+        let filler = block - super::super::record::PASS_LEN - (super::super::record::HEADER_LEN + 2 + 2);
+        let second = vec![data(b"k1", filler), data(b"k2", 30)];
+        let pass = tail.lay_out(total(&second), block);
+        assert_eq!(pass.records_at() + second[0].encoded_len() as u64, pass.position + block as u64);
+        pass.fill(&mut file[pass.position as usize..][..pass.len], &second, seq);
+        (file, first, second, pass.position)
+    }
+
+    fn records(file: &[u8]) -> Vec<Record> {
+        decode(&[(9, Bytes::copy_from_slice(file))]).into_iter().map(|(_, r)| r).collect()
+    }
+
+    #[test]
+    fn a_journal_of_the_older_layout_reads_whole() {
+        // Until 2026-12-06 a pass wrote the partial last block again: every record
+        // followed the one before it, pass after pass, with no padding between.
+        let all = vec![data(b"a", 60), data(b"b", 700), data(b"c", 5), data(b"a", 1500)];
+        let mut file = Vec::new();
+        for r in &all {
+            r.encode(9, &mut file);
+        }
+        file.resize(8192, 0);
+        assert_eq!(records(&file), all);
+    }
+
+    #[test]
+    fn a_pass_after_padding_is_read_only_from_its_pass_record() {
+        let (file, first, second, _) = two_passes();
+        let all: Vec<Record> = first.iter().chain(&second).cloned().collect();
+        assert_eq!(records(&file), all, "both passes, over the padding between them");
+
+        // The second pass torn: its first block lost. Its second record starts on a
+        // block boundary and decodes, but no `Pass` record leads to it.
+        let (mut file, first, _, position) = two_passes();
+        file[position as usize..position as usize + 512].fill(0);
+        assert_eq!(records(&file), first, "a record after a lost block was taken for a pass");
+    }
 }

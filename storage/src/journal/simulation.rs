@@ -1,15 +1,16 @@
 //! Deterministic simulation of the journal on a simulated disk.
 //!
-//! The journal's own code lays out every pass ([`Tail`]: the partial last block
-//! written again, then the records, zero-padded to whole blocks), frames the records
+//! The journal's own code lays out every pass ([`Tail`]: from the next block boundary,
+//! a `Pass` record naming where the records before it end when they end inside a
+//! block, then the records, zero-padded to whole blocks), frames the records
 //! ([`Record::encode`]) and, after a crash, decodes the files and groups what it
 //! finds by log ([`replay::decode`], [`replay::group`]). Here they run against a disk
 //! that keeps, per file, what is durable and the writes since the last flush, and
 //! that loses power at random: each 512-byte sector of an unflushed write reaches
 //! the disk or not, on its own, and a sector past the last durable record may hold
-//! garbage instead (a torn write into space no pass had made durable). A sector that
-//! holds durable records is written whole or not at all, as devices guarantee for
-//! their logical block; a pass rewrites such a sector with the same bytes first.
+//! garbage instead (a torn write into space no pass had made durable). No pass writes
+//! a sector that holds durable records, so nothing rests on a device writing a block
+//! whole or not at all.
 //! Writes can also stop short, as on a full disk. Files roll over, are retired at
 //! checkpoints and recycled with their old contents (records of an earlier sequence
 //! number), as the journal does.
@@ -195,13 +196,13 @@ impl Sim {
     /// Writes one pass; returns false if power was lost before its flush.
     fn pass(&mut self, records: Vec<Record>) -> bool {
         let total: usize = records.iter().map(Record::encoded_len).sum();
-        if self.tail.end() > 0 && self.tail.end() + total as u64 > FILE_BYTES {
+        if self.tail.end() > 0 && self.tail.lay_out(total, SECTOR).end_in_file() > FILE_BYTES {
             self.start_file();
         }
         let pass = self.tail.lay_out(total, SECTOR);
         let mut buf = vec![0u8; pass.len];
-        self.tail.fill(&mut buf, &records, self.seq, &pass);
-        let mut offset = self.tail.end();
+        pass.fill(&mut buf, &records, self.seq);
+        let mut offset = pass.records_at();
         let positioned: Vec<(Position, Record)> = records
             .into_iter()
             .map(|r| {
@@ -226,8 +227,8 @@ impl Sim {
         }
         file.flush();
         self.stats.acknowledged += 1;
-        self.durable_end = (pass.position as usize) + pass.end;
-        self.tail = pass.next_tail(&buf);
+        self.durable_end = pass.end_in_file() as usize;
+        self.tail = pass.next_tail();
         self.acked.extend(positioned);
         true
     }
