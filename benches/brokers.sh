@@ -7,7 +7,7 @@
 #   stop_broker kafka|keel DIR        stops it, deletes DIR and lets the disk settle
 #
 # Kafka 4.4.0 runs with a 4 GiB heap (as in benches/run.sh) and its default durability
-# (no fsync); Keel with --smp 2, acknowledging after an fdatasync.
+# (no fsync); Keel with --smp 2 (KEEL_SMP), acknowledging after an fdatasync.
 
 start_broker() {
   local broker=$1 dir=$2 log=$3
@@ -19,7 +19,7 @@ start_broker() {
     pid=$(cat "$dir/kafka.pid")
   else
     port=31192
-    compat/keel.sh start "$dir" "$port" --smp 2 >"$log" 2>&1 || return 1
+    compat/keel.sh start "$dir" "$port" --smp "${KEEL_SMP:-2}" >"$log" 2>&1 || return 1
     pid=$(cat "$dir/keel.pid")
     metrics="http://127.0.0.1:$((port + 100))/metrics"
   fi

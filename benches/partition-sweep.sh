@@ -4,13 +4,14 @@
 # batches), for Apache Kafka and Keel, one broker at a time on the same disk.
 #
 #   benches/partition-sweep.sh   RATE=5000 SIZE=200 DURATION=20s WARMUP=5s PARTITIONS="1 10 100 1000 4000"
-#                                BROKERS="kafka keel" CLIENT=franz-go|librdkafka
+#                                BROKERS="kafka keel" CLIENT=franz-go|librdkafka KEEL_SMP=2
 #
 # The client is franz-go (compat/go/cmd/keyedbench: 2 producers, linger 1 ms), which
 # packs every ready partition into one produce request; CLIENT=librdkafka uses
 # keel-bench (2 producers and 1 consumer), which sends one partition per request, so
 # past 100 partitions its own queue sets the latency. Brokers: benches/brokers.sh. The
-# franz-go rows also give Keel's flush passes per second on each shard.
+# franz-go rows also give Keel's flush passes per second on each shard; KEEL_SMP=1 puts
+# every partition on one shard, so those compare across partition counts.
 # Writes benches/results/partition-sweep-<UTC>/{<broker>-<partitions>.json,report.md}.
 set -euo pipefail
 # fsyncs are counted from the syscall tracepoints: mount tracefs if it is not (root only).
@@ -56,9 +57,9 @@ for parts in $partitions; do
   done
 done
 
-python3 - "$out" "$rate" "$size" "$client" <<'PY'
+python3 - "$out" "$rate" "$size" "$client" "${KEEL_SMP:-2}" <<'PY'
 import json, os, sys
-out, rate, size, client = sys.argv[1:5]
+out, rate, size, client, smp = sys.argv[1:6]
 rows = []
 for f in sorted(os.listdir(out)):
     if not f.endswith(".json"):
@@ -77,7 +78,7 @@ for f in sorted(os.listdir(out)):
         rows.append((int(parts), broker, r.get("publish_rate"), lat.get("p50"), lat.get("p99"), lat.get("p999"),
                      res.get("fsyncs_per_sec"), None, res.get("disk_bytes_per_payload_byte"), res.get("cpu_cores")))
 rows.sort()
-lines = ["# Partition sweep: %s records/s of %s B, random keys, acks=all, %s" % (rate, size, client), "",
+lines = ["# Partition sweep: %s records/s of %s B, random keys, acks=all, %s, Keel --smp %s" % (rate, size, client, smp), "",
          "| partitions | broker | records/s acked | publish p50 ms | p99 ms | p99.9 ms | fsyncs/s | flush passes/s by shard | disk bytes per payload byte | broker CPU cores |",
          "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
 fmt = lambda v: "n/a" if v is None else ("%.1f" % v if isinstance(v, float) else str(v))

@@ -21,7 +21,8 @@
 //! and how far the segment files are now durable. A `Checkpoint` record carrying the
 //! marks then goes into the journal, and files before the one it started are recycled
 //! (renamed to a new sequence number and overwritten, so later writes to them carry no
-//! file-system metadata) or removed. A checkpoint runs when the journal has taken
+//! file-system metadata) or removed. The file the next roll writes is renamed, and its
+//! name made durable, ahead of the roll, so a roll makes no pass wait for the disk. A checkpoint runs when the journal has taken
 //! `file_bytes` since the last one, or after `checkpoint_interval`, off the
 //! acknowledgement path: its fdatasyncs cost once per partition per checkpoint, not
 //! per pass.
@@ -114,13 +115,20 @@ struct Writer {
     live: Vec<(u64, PathBuf)>,
     /// Retired files to recycle.
     spares: Vec<PathBuf>,
+    /// The file the next roll writes, named and its name durable ([`Journal::prepare_next`]).
+    next: Option<NextFile>,
     bytes_since_checkpoint: u64,
 }
 
 pub struct Journal {
+    /// Itself, for the task a roll starts.
+    me: std::rc::Weak<Journal>,
     dir: PathBuf,
     pub config: JournalConfig,
     lock: Rc<Semaphore>,
+    /// Held while the next file is prepared, and by a roll that finds it not ready.
+    next_lock: Semaphore,
+    preparing_spares: Cell<bool>,
     writer: RefCell<Writer>,
     recovered: RefCell<HashMap<Bytes, LogRecovery>>,
     /// Every log that had records has been opened (or given up): checkpoints may run.
@@ -172,8 +180,12 @@ impl Journal {
         let seq = listed.last().map_or(1, |s| s + 1);
         let (live, retired): (Vec<u64>, Vec<u64>) = listed.iter().partition(|s| **s >= found.replay_from);
         let path = file_path(dir, seq);
-        let (file, preallocated) = match prepared.pop() {
-            Some(spare) => recycle(&spare, &path).await?,
+        let recycled = match prepared.pop() {
+            Some(spare) => recycle_or_warn(&spare, &path).await,
+            None => None,
+        };
+        let (file, preallocated) = match recycled {
+            Some(recycled) => recycled,
             None => {
                 let file = create_file(&path).await?;
                 let zeroed = write_zeros(&file, 0, config.file_bytes).await;
@@ -184,10 +196,13 @@ impl Journal {
         crate::disk::sync_dir(dir).await?;
         let mut live: Vec<(u64, PathBuf)> = live.into_iter().map(|s| (s, file_path(dir, s))).collect();
         live.push((seq, path.clone()));
-        let journal = Rc::new(Journal {
+        let journal = Rc::new_cyclic(|me| Journal {
+            me: me.clone(),
             dir: dir.to_path_buf(),
             config,
             lock: Rc::new(Semaphore::new(1)),
+            next_lock: Semaphore::new(1),
+            preparing_spares: Cell::new(false),
             writer: RefCell::new(Writer {
                 seq,
                 file: Rc::new(file),
@@ -196,6 +211,7 @@ impl Journal {
                 preallocated,
                 live,
                 spares: Vec::new(),
+                next: None,
                 bytes_since_checkpoint: found.bytes_after_checkpoint,
             }),
             recovered: RefCell::new(found.logs),
@@ -210,14 +226,54 @@ impl Journal {
         });
         journal.writer.borrow_mut().spares.extend(prepared);
         journal.retire(retired.into_iter().map(|s| file_path(dir, s)).collect()).await;
-        glommio::spawn_local(journal.clone().prepare_spares()).detach();
+        glommio::spawn_local(journal.clone().prepare_next()).detach();
         Ok(journal)
+    }
+
+    /// Makes the file the next roll writes ready ahead of it: a spare renamed to the
+    /// next sequence number, the directory fsynced. A roll (a full file, or a
+    /// checkpoint) then does no I/O while passes wait for the journal: a directory
+    /// fsync there, under the writer's lock, once held every pass for 35 ms.
+    async fn prepare_next(self: Rc<Self>) {
+        if self.writer.borrow().next.is_some() {
+            return;
+        }
+        self.clone().prepare_spares().await;
+        let _preparing = self.next_lock.acquire_permit(1).await.expect("the next file's lock is never closed");
+        let (seq, spare) = {
+            let mut w = self.writer.borrow_mut();
+            if w.next.is_some() {
+                return;
+            }
+            (w.seq + 1, w.spares.pop())
+        };
+        let Some(spare) = spare else { return };
+        let path = file_path(&self.dir, seq);
+        let prepared = match recycle_or_warn(&spare, &path).await {
+            Some((file, preallocated)) => disk::sync_dir(&self.dir).await.map(|()| (file, preallocated)),
+            None => return,
+        };
+        match prepared {
+            Ok((file, preallocated)) => {
+                self.writer.borrow_mut().next = Some(NextFile { seq, file, path, preallocated });
+            }
+            // The roll makes it when it is due (and fails then if it still cannot).
+            Err(e) => tracing::warn!(error = %e, "cannot prepare the next journal file"),
+        }
     }
 
     /// Creates a zero-filled file ahead of need when there is no spare, as a database
     /// preallocates its log files (retired files become spares later): a pass then always overwrites written blocks (its fdatasync carries no
     /// file-system metadata), and the data path never writes zeros itself.
     async fn prepare_spares(self: Rc<Self>) {
+        if self.preparing_spares.replace(true) {
+            return;
+        }
+        self.make_spares().await;
+        self.preparing_spares.set(false);
+    }
+
+    async fn make_spares(&self) {
         let mut n = 0u64;
         while self.writer.borrow().spares.is_empty() {
             let path = self.dir.join(format!("{PREPARED_PREFIX}{n}.journal"));
@@ -367,23 +423,46 @@ impl Journal {
     }
 
     async fn roll_locked(&self) -> Result<u64, StorageError> {
-        let (seq, spare) = {
+        // A preparation under way finishes first: it names the same file.
+        let preparing = self.next_lock.acquire_permit(1).await.expect("the next file's lock is never closed");
+        let (seq, next) = {
             let mut w = self.writer.borrow_mut();
-            (w.seq + 1, w.spares.pop())
+            let seq = w.seq + 1;
+            // Its records must carry the number its name gives.
+            let next = w.next.take().filter(|next| next.seq == seq);
+            (seq, next)
         };
-        let path = file_path(&self.dir, seq);
-        let (file, preallocated) = match spare {
-            Some(old) => recycle(&old, &path).await?,
-            None => (create_file(&path).await?, 0),
+        let (file, path, preallocated) = match next {
+            Some(next) => (next.file, next.path, next.preallocated),
+            None => {
+                let path = file_path(&self.dir, seq);
+                let spare = self.writer.borrow_mut().spares.pop();
+                let recycled = match spare {
+                    Some(old) => recycle_or_warn(&old, &path).await,
+                    None => None,
+                };
+                let (file, preallocated) = match recycled {
+                    Some(recycled) => recycled,
+                    None => (create_file(&path).await?, 0),
+                };
+                crate::disk::sync_dir(&self.dir).await?;
+                (file, path, preallocated)
+            }
         };
-        crate::disk::sync_dir(&self.dir).await?;
-        let mut w = self.writer.borrow_mut();
-        w.seq = seq;
-        w.file = Rc::new(file);
-        w.path = path.clone();
-        w.tail = Tail::default();
-        w.preallocated = preallocated;
-        w.live.push((seq, path));
+        {
+            let mut w = self.writer.borrow_mut();
+            w.seq = seq;
+            w.file = Rc::new(file);
+            w.path = path.clone();
+            w.tail = Tail::default();
+            w.preallocated = preallocated;
+            w.live.push((seq, path));
+        }
+        // Only now may a preparation name the file after this one.
+        drop(preparing);
+        if let Some(me) = self.me.upgrade() {
+            glommio::spawn_local(me.prepare_next()).detach();
+        }
         Ok(seq)
     }
 
@@ -416,6 +495,14 @@ impl Journal {
             }
         }
     }
+}
+
+/// A file ready to be the journal's next (see [`Writer::next`]).
+struct NextFile {
+    seq: u64,
+    file: File,
+    path: PathBuf,
+    preallocated: u64,
 }
 
 /// Where the records end in the current file.
@@ -495,6 +582,15 @@ async fn recycle(old: &Path, path: &Path) -> Result<(File, u64), StorageError> {
     let file = File::open(path).await.map_err(|e| StorageError::io("open journal", path, e))?;
     let size = file.file_size().await.map_err(|e| StorageError::io("stat journal", path, e))?;
     Ok((file, size / PAGE * PAGE))
+}
+
+/// `recycle`, or none if the spare cannot be (a file that went missing): the caller
+/// makes a new file instead.
+async fn recycle_or_warn(old: &Path, path: &Path) -> Option<(File, u64)> {
+    recycle(old, path)
+        .await
+        .map_err(|e| tracing::warn!(error = %e, "cannot recycle a journal file; making a new one"))
+        .ok()
 }
 
 async fn create_file(path: &Path) -> Result<File, StorageError> {
