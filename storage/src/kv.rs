@@ -50,7 +50,7 @@ pub struct ShardKv {
     snapshot_lock: Rc<Semaphore>,
     /// Writes take effect in the order they were called. One awaiting a segment roll
     /// must not land after a later write of the same key: a Raft group's record
-    /// written as its topic was deleted came back after the delete so.
+    /// written as its topic was deleted could come back after the delete so.
     turn: Semaphore,
 }
 

@@ -22,7 +22,7 @@
 //! [`Simulation::deleting`] also deletes one group in the chaotic phase, as a deleted
 //! topic does, at a step drawn from the seed: every node removes it (one down at that
 //! moment, when it boots), and at the end no node's state store may hold its record (a
-//! Raft write in flight as it was removed once wrote it back).
+//! Raft write in flight as the group was removed could write it back).
 
 pub mod checker;
 
