@@ -573,13 +573,12 @@ impl Simulation {
         for node in &mut self.nodes {
             let State::Booting(slot) = &node.state else { continue };
             let Some(opened) = slot.borrow_mut().take() else { continue };
-            let running = opened.map_err(|e| Violation(format!("node {} cannot start: {e}", node.id)))?;
+            let mut running = opened.map_err(|e| Violation(format!("node {} cannot start: {e}", node.id)))?;
             trace(|| {
                 let hws: Vec<_> =
                     running.logs.values().map(|l| (l.borrow().high_watermark(), l.borrow().log_end_offset())).collect();
                 format!("{:>5} node {} up, (high watermark, log end) {hws:?}", self.step, node.id)
             });
-            let mut running = running;
             remove_deleted(&mut running, &self.deleted);
             node.state = State::Up(running);
         }

@@ -180,11 +180,7 @@ impl Journal {
         let seq = listed.last().map_or(1, |s| s + 1);
         let (live, retired): (Vec<u64>, Vec<u64>) = listed.iter().partition(|s| **s >= found.replay_from);
         let path = file_path(dir, seq);
-        let recycled = match prepared.pop() {
-            Some(spare) => recycle_or_warn(&spare, &path).await,
-            None => None,
-        };
-        let (file, preallocated) = match recycled {
+        let (file, preallocated) = match recycle_or_warn(prepared.pop(), &path).await {
             Some(recycled) => recycled,
             None => {
                 let file = create_file(&path).await?;
@@ -247,19 +243,13 @@ impl Journal {
             }
             (w.seq + 1, w.spares.pop())
         };
-        let Some(spare) = spare else { return };
         let path = file_path(&self.dir, seq);
-        let prepared = match recycle_or_warn(&spare, &path).await {
-            Some((file, preallocated)) => disk::sync_dir(&self.dir).await.map(|()| (file, preallocated)),
-            None => return,
-        };
-        match prepared {
-            Ok((file, preallocated)) => {
-                self.writer.borrow_mut().next = Some(NextFile { seq, file, path, preallocated });
-            }
+        let Some((file, preallocated)) = recycle_or_warn(spare, &path).await else { return };
+        if let Err(e) = disk::sync_dir(&self.dir).await {
             // The roll makes it when it is due (and fails then if it still cannot).
-            Err(e) => tracing::warn!(error = %e, "cannot prepare the next journal file"),
+            return tracing::warn!(error = %e, "cannot prepare the next journal file");
         }
+        self.writer.borrow_mut().next = Some(NextFile { seq, file, path, preallocated });
     }
 
     /// Creates a zero-filled file ahead of need when there is no spare, as a database
@@ -437,11 +427,7 @@ impl Journal {
             None => {
                 let path = file_path(&self.dir, seq);
                 let spare = self.writer.borrow_mut().spares.pop();
-                let recycled = match spare {
-                    Some(old) => recycle_or_warn(&old, &path).await,
-                    None => None,
-                };
-                let (file, preallocated) = match recycled {
+                let (file, preallocated) = match recycle_or_warn(spare, &path).await {
                     Some(recycled) => recycled,
                     None => (create_file(&path).await?, 0),
                 };
@@ -508,7 +494,7 @@ struct NextFile {
 /// Where the records end in the current file.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Tail {
-    pub end: u64,
+    end: u64,
 }
 
 /// One pass laid out in the file: `len` bytes (whole blocks) written at `position`, a
@@ -584,10 +570,10 @@ async fn recycle(old: &Path, path: &Path) -> Result<(File, u64), StorageError> {
     Ok((file, size / PAGE * PAGE))
 }
 
-/// `recycle`, or none if the spare cannot be (a file that went missing): the caller
-/// makes a new file instead.
-async fn recycle_or_warn(old: &Path, path: &Path) -> Option<(File, u64)> {
-    recycle(old, path)
+/// `recycle` of the spare, or none if there is none or it cannot be recycled (a file
+/// that went missing): the caller makes a new file instead.
+async fn recycle_or_warn(spare: Option<PathBuf>, path: &Path) -> Option<(File, u64)> {
+    recycle(&spare?, path)
         .await
         .map_err(|e| tracing::warn!(error = %e, "cannot recycle a journal file; making a new one"))
         .ok()

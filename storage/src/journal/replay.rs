@@ -53,6 +53,7 @@ pub(super) fn decode(files: &[(u64, Bytes)]) -> Vec<(Position, Record)> {
         let mut offset = 0usize;
         loop {
             match Record::decode(&data.slice(offset..), *seq) {
+                // Only padding comes before a `Pass` record: here, it is not the writer's.
                 Some((Record::Pass { .. }, _)) => break,
                 Some((record, len)) => {
                     records.push((Position { seq: *seq, offset: offset as u64 }, record));
