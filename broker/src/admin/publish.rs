@@ -180,6 +180,12 @@ fn series() -> &'static [Series] {
             "Journal checkpoints: segment files fsynced, older journal files retired",
             |s| s.journal_checkpoints,
         ),
+        (
+            "keel_journal_files_created_total",
+            "counter",
+            "Journal files created (zero-filled) rather than recycled; flat once the journal is warm",
+            |s| s.journal_files_created,
+        ),
         ("keel_log_bytes", "gauge", "Bytes in the shard's partition logs", |s| s.log_bytes),
         ("keel_retention_segments_deleted_total", "counter", "Segments deleted by retention", |s| {
             s.storage.retention_segments_deleted

@@ -70,7 +70,10 @@ pub struct JournalConfig {
     pub file_bytes: u64,
     /// A checkpoint starts at least this often while segment data is unsynced.
     pub checkpoint_interval: Duration,
-    /// Retired files kept for recycling.
+    /// Retired files kept for recycling beyond the live ones: a retired file is kept
+    /// while live files and spares together number at most `live_files_max` plus
+    /// this, so the files in use bound the disk the journal takes, and a fast producer
+    /// whose checkpoints retire several files at once recycles them all.
     pub spare_files_max: usize,
     /// Live files (not yet covered by a checkpoint) before passes wait for one.
     pub live_files_max: usize,
@@ -137,6 +140,8 @@ pub struct Journal {
     pub syncs: Cell<u64>,
     pub bytes_written: Cell<u64>,
     pub checkpoints: Cell<u64>,
+    /// Files created (zero-filled when there was room) rather than recycled.
+    pub files_created: Cell<u64>,
     /// Set when an fdatasync of a journal file failed (only where the thread survives
     /// sync failures, see [`crate::log::survive_sync_failures`]): every later write
     /// fails, since the journal can no longer prove anything durable.
@@ -180,13 +185,13 @@ impl Journal {
         let seq = listed.last().map_or(1, |s| s + 1);
         let (live, retired): (Vec<u64>, Vec<u64>) = listed.iter().partition(|s| **s >= found.replay_from);
         let path = file_path(dir, seq);
-        let (file, preallocated) = match recycle_or_warn(prepared.pop(), &path).await {
-            Some(recycled) => recycled,
+        let (file, preallocated, created) = match recycle_or_warn(prepared.pop(), &path).await {
+            Some((file, preallocated)) => (file, preallocated, 0),
             None => {
                 let file = create_file(&path).await?;
                 let zeroed = write_zeros(&file, 0, config.file_bytes).await;
                 sync_or_die(&file, &path).await;
-                (file, if zeroed { config.file_bytes } else { 0 })
+                (file, if zeroed { config.file_bytes } else { 0 }, 1)
             }
         };
         crate::disk::sync_dir(dir).await?;
@@ -215,6 +220,7 @@ impl Journal {
             syncs: Cell::new(0),
             bytes_written: Cell::new(0),
             checkpoints: Cell::new(0),
+            files_created: Cell::new(created),
             failed: RefCell::new(None),
             on_sync: RefCell::new(None),
             checkpoint_wanted: crate::Signal::new(),
@@ -271,6 +277,7 @@ impl Journal {
             if disk::exists(&path) || self.writer.borrow().spares.contains(&path) {
                 continue;
             }
+            self.files_created.set(self.files_created.get() + 1);
             let file = match create_file(&path).await {
                 Ok(f) => f,
                 Err(e) => return tracing::warn!(error = %e, "cannot prepare a journal file"),
@@ -429,7 +436,10 @@ impl Journal {
                 let spare = self.writer.borrow_mut().spares.pop();
                 let (file, preallocated) = match recycle_or_warn(spare, &path).await {
                     Some(recycled) => recycled,
-                    None => (create_file(&path).await?, 0),
+                    None => {
+                        self.files_created.set(self.files_created.get() + 1);
+                        (create_file(&path).await?, 0)
+                    }
                 };
                 crate::disk::sync_dir(&self.dir).await?;
                 (file, path, preallocated)
@@ -468,10 +478,15 @@ impl Journal {
         Ok(())
     }
 
-    /// Keeps up to `spare_files_max` retired files for recycling and removes the rest.
+    /// Keeps retired files for recycling while live files and spares together stay
+    /// within their budget (see [`JournalConfig::spare_files_max`]); removes the rest.
     async fn retire(&self, files: Vec<PathBuf>) {
+        let budget = self.config.live_files_max + self.config.spare_files_max;
         for path in files {
-            let keep = self.writer.borrow().spares.len() < self.config.spare_files_max;
+            let keep = {
+                let w = self.writer.borrow();
+                w.live.len() + w.spares.len() < budget
+            };
             if keep {
                 self.writer.borrow_mut().spares.push(path);
                 continue;
