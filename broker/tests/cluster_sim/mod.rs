@@ -329,7 +329,7 @@ impl Simulation {
                 )));
             }
             self.restart_due();
-            if self.step % 50 == 0 {
+            if self.step.is_multiple_of(50) {
                 self.propose_finals(&finals);
             }
             self.advance().await?;
@@ -376,7 +376,7 @@ impl Simulation {
         self.go_dark();
         self.finish_boots()?;
         self.check_leaders()?;
-        if self.step % CHECK_EVERY_STEPS == 0 {
+        if self.step.is_multiple_of(CHECK_EVERY_STEPS) {
             trace(|| self.describe());
             self.check().await?;
         }
@@ -641,10 +641,8 @@ impl Simulation {
         for node in &self.nodes {
             let State::Up(r) = &node.state else { continue };
             for (group, leader, epoch, _) in r.replication.views() {
-                if leader == Some(node.id) {
-                    if self.checker.leader(group, epoch, node.id)? {
-                        trace(|| format!("{:>5} node {} leads {group} in term {epoch}", self.step, node.id));
-                    }
+                if leader == Some(node.id) && self.checker.leader(group, epoch, node.id)? {
+                    trace(|| format!("{:>5} node {} leads {group} in term {epoch}", self.step, node.id));
                 }
             }
         }
