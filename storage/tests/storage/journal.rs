@@ -49,6 +49,20 @@ fn log_dir(root: &Path, i: usize) -> PathBuf {
     root.join(format!("log-{i}"))
 }
 
+/// Opens log `i` on the journal, registered with the flush loop.
+async fn open_log(
+    root: &Path,
+    journal: &Rc<Journal>,
+    flush: &Rc<FlushQueue>,
+    i: usize,
+) -> Rc<std::cell::RefCell<PartitionLog>> {
+    let (l, _) =
+        PartitionLog::open_journaled(&log_dir(root, i), log_config(), None, journal, key(i), |_| {}).await.unwrap();
+    let l = Rc::new(std::cell::RefCell::new(l));
+    flush.register(&l);
+    l
+}
+
 /// Acknowledged (offset, value) per log.
 type Acked = BTreeMap<usize, Vec<(i64, Vec<u8>)>>;
 
@@ -66,11 +80,7 @@ async fn round(root: PathBuf, seed: u64, before: Acked) -> RoundOutcome {
     glommio::spawn_local(flush.clone().run()).detach();
     let mut logs = Vec::new();
     for i in 0..LOGS {
-        let (l, _) = PartitionLog::open_journaled(&log_dir(&root, i), log_config(), None, &journal, key(i), |_| {})
-            .await
-            .unwrap();
-        let l = Rc::new(std::cell::RefCell::new(l));
-        flush.register(&l);
+        let l = open_log(&root, &journal, &flush, i).await;
         let got = read_all(&l).await;
         let want = before.get(&i).cloned().unwrap_or_default();
         // Data appended but never acknowledged may survive; acknowledged data must.
@@ -311,12 +321,7 @@ fn files_retired_together_are_recycled_within_the_file_budget() {
         glommio::spawn_local(flush.clone().run()).detach();
         let mut logs = Vec::new();
         for i in 0..LOGS {
-            let (l, _) = PartitionLog::open_journaled(&log_dir(&root, i), log_config(), None, &journal, key(i), |_| {})
-                .await
-                .unwrap();
-            let l = Rc::new(std::cell::RefCell::new(l));
-            flush.register(&l);
-            logs.push(l);
+            logs.push(open_log(&root, &journal, &flush, i).await);
         }
         journal.finish_recovery();
         let value = vec![b'v'; 60 << 10];
