@@ -50,7 +50,7 @@ fn log_dir(root: &Path, i: usize) -> PathBuf {
 }
 
 /// Opens log `i` on the journal, registered with the flush loop.
-async fn open_log(
+async fn open_journaled(
     root: &Path,
     journal: &Rc<Journal>,
     flush: &Rc<FlushQueue>,
@@ -80,7 +80,7 @@ async fn round(root: PathBuf, seed: u64, before: Acked) -> RoundOutcome {
     glommio::spawn_local(flush.clone().run()).detach();
     let mut logs = Vec::new();
     for i in 0..LOGS {
-        let l = open_log(&root, &journal, &flush, i).await;
+        let l = open_journaled(&root, &journal, &flush, i).await;
         let got = read_all(&l).await;
         let want = before.get(&i).cloned().unwrap_or_default();
         // Data appended but never acknowledged may survive; acknowledged data must.
@@ -120,11 +120,7 @@ async fn round(root: PathBuf, seed: u64, before: Acked) -> RoundOutcome {
             waits.push((i, h.base_offset, value));
         }
         for (i, offset, value) in waits {
-            let l = &logs[i];
-            while l.borrow().high_watermark() <= offset {
-                let w = l.borrow().changed.wait();
-                w.await;
-            }
+            common::wait_high_watermark(&logs[i], offset).await;
             acked.get_mut(&i).unwrap().push((offset, value));
         }
         if rng.gen_ratio(1, 40) {
@@ -284,10 +280,7 @@ fn reads_stop_before_a_batch_cut_a_few_bytes_after_its_start() {
                 last = l.borrow_mut().append(b, 0, None).base_offset;
                 flush.mark_dirty(&l);
             }
-            while l.borrow().high_watermark() <= last {
-                let w = l.borrow().changed.wait();
-                w.await;
-            }
+            common::wait_high_watermark(&l, last).await;
             // The first page is written (and the first batch evicted from the cache).
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
             while l.borrow().cache_bytes() >= first.len() + second.len() {
@@ -321,7 +314,7 @@ fn files_retired_together_are_recycled_within_the_file_budget() {
         glommio::spawn_local(flush.clone().run()).detach();
         let mut logs = Vec::new();
         for i in 0..LOGS {
-            logs.push(open_log(&root, &journal, &flush, i).await);
+            logs.push(open_journaled(&root, &journal, &flush, i).await);
         }
         journal.finish_recovery();
         let value = vec![b'v'; 60 << 10];
@@ -335,10 +328,7 @@ fn files_retired_together_are_recycled_within_the_file_budget() {
                 flush.mark_dirty(l);
             }
             for (i, offset) in last {
-                while logs[i].borrow().high_watermark() <= offset {
-                    let w = logs[i].borrow().changed.wait();
-                    w.await;
-                }
+                common::wait_high_watermark(&logs[i], offset).await;
             }
             rounds += 1;
         }

@@ -142,10 +142,7 @@ fn journaled_crash_restart() {
             last = l.borrow_mut().append(&batch, 0, None).last_offset();
             if i % 64 == 63 || i + 1 == batches {
                 shard.flush.mark_dirty(&l);
-                while l.borrow().high_watermark() <= last {
-                    let w = l.borrow().changed.wait();
-                    w.await;
-                }
+                common::wait_high_watermark(&l, last).await;
             }
         }
         let write_secs = writing.elapsed().as_secs_f64();

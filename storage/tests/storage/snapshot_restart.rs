@@ -105,10 +105,7 @@ async fn append(life: &Life, count: usize, from: usize) -> Vec<(i64, Vec<u8>, Ba
         appended.push((header.base_offset, value, header));
     }
     life.flush.mark_dirty(l);
-    while l.borrow().high_watermark() <= last {
-        let w = l.borrow().changed.wait();
-        w.await;
-    }
+    common::wait_high_watermark(l, last).await;
     appended
 }
 

@@ -30,6 +30,14 @@ pub async fn open_log(dir: &Path, config: LogConfig) -> Rc<RefCell<PartitionLog>
     open_log_reporting(dir, config).await.0
 }
 
+/// Waits until the log's high watermark is past `offset`: the batch there is durable.
+pub async fn wait_high_watermark(log: &Rc<RefCell<PartitionLog>>, offset: i64) {
+    while log.borrow().high_watermark() <= offset {
+        let changed = log.borrow().changed.wait();
+        changed.await;
+    }
+}
+
 /// Every batch of the log from its start to its high watermark, CRC-checked: (offset,
 /// the first record's value).
 pub async fn read_all(log: &Rc<RefCell<PartitionLog>>) -> Vec<(i64, Vec<u8>)> {
