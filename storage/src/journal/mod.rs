@@ -22,10 +22,10 @@
 //! marks then goes into the journal, and files before the one it started are recycled
 //! (renamed to a new sequence number and overwritten, so later writes to them carry no
 //! file-system metadata) or removed. The file the next roll writes is renamed, and its
-//! name made durable, ahead of the roll, so a roll makes no pass wait for the disk. A checkpoint runs when the journal has taken
-//! `file_bytes` since the last one, or after `checkpoint_interval`, off the
-//! acknowledgement path: its fdatasyncs cost once per partition per checkpoint, not
-//! per pass.
+//! name made durable, ahead of the roll, so a roll makes no pass wait for the disk. A
+//! checkpoint runs when the journal has taken `file_bytes` since the last one, or
+//! after `checkpoint_interval`, off the acknowledgement path: its fdatasyncs cost once
+//! per partition per checkpoint, not per pass.
 //!
 //! **Recovery** ([`replay`]) reads the files from the last checkpoint's starting file
 //! on. Each log cuts its segment files back to its mark (bytes written after it were
@@ -277,8 +277,7 @@ impl Journal {
             if disk::exists(&path) || self.writer.borrow().spares.contains(&path) {
                 continue;
             }
-            self.files_created.set(self.files_created.get() + 1);
-            let file = match create_file(&path).await {
+            let file = match self.create_file(&path).await {
                 Ok(f) => f,
                 Err(e) => return tracing::warn!(error = %e, "cannot prepare a journal file"),
             };
@@ -436,10 +435,7 @@ impl Journal {
                 let spare = self.writer.borrow_mut().spares.pop();
                 let (file, preallocated) = match recycle_or_warn(spare, &path).await {
                     Some(recycled) => recycled,
-                    None => {
-                        self.files_created.set(self.files_created.get() + 1);
-                        (create_file(&path).await?, 0)
-                    }
+                    None => (self.create_file(&path).await?, 0),
                 };
                 crate::disk::sync_dir(&self.dir).await?;
                 (file, path, preallocated)
@@ -476,6 +472,13 @@ impl Journal {
         self.checkpoints.set(self.checkpoints.get() + 1);
         self.retire(retired).await;
         Ok(())
+    }
+
+    /// A new file, counted in `files_created`.
+    async fn create_file(&self, path: &Path) -> Result<File, StorageError> {
+        let file = create_file(path).await?;
+        self.files_created.set(self.files_created.get() + 1);
+        Ok(file)
     }
 
     /// Keeps retired files for recycling while live files and spares together stay
