@@ -206,7 +206,7 @@ impl Shard {
                 p.remove(self).await;
             }
         }
-        let mut opened_replicas = Vec::new();
+        let mut to_open = Vec::new();
         for (name, topic) in &meta.topics {
             for (index, &owner) in topic.partitions.iter().enumerate() {
                 let key = (name.clone(), index as i32);
@@ -229,24 +229,37 @@ impl Shard {
                 }
                 match existing {
                     Some(p) => p.update_settings(&topic.configs, &meta.broker_configs),
-                    None => match Partition::open(self, name, topic, index as i32, &meta).await {
-                        Ok(p) => {
-                            let p = Rc::new(p);
-                            if p.replica.is_some() {
-                                opened_replicas.push(p.clone());
-                            }
-                            self.partitions.borrow_mut().insert(key, p);
+                    None => to_open.push((key, topic)),
+                }
+            }
+        }
+        // Several at a time: an open waits on the disk and on the blocking pool a few
+        // times, and a restart opens every partition of the shard.
+        let mut opened_replicas = Vec::new();
+        for chunk in to_open.chunks(OPEN_CONCURRENCY) {
+            let opens =
+                chunk.iter().map(|((name, index), topic)| Partition::open(self, name, topic, *index, &meta)).collect();
+            for (((name, index), _), opened) in chunk.iter().zip(keel_storage::flush::join_all(opens).await) {
+                match opened {
+                    Ok(p) => {
+                        let p = Rc::new(p);
+                        if p.replica.is_some() {
+                            opened_replicas.push(p.clone());
                         }
-                        Err(e) => {
-                            tracing::error!(topic = %name, partition = index, error = %e, "cannot open partition")
-                        }
-                    },
+                        self.partitions.borrow_mut().insert((name.clone(), *index), p);
+                    }
+                    Err(e) => {
+                        tracing::error!(topic = %name, partition = index, error = %e, "cannot open partition")
+                    }
                 }
             }
         }
         scrub::spawn(self, opened_replicas);
     }
 }
+
+/// Partitions a metadata change opens at once.
+const OPEN_CONCURRENCY: usize = 16;
 
 impl Shard {
     /// Brokers that joined the cluster after this node started become its Raft peers

@@ -4,7 +4,7 @@
 //! removed only when a record names another topic id (a deleted topic of the same
 //! name) or an AlterReplicaLogDirs move a crash interrupted left it behind.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use keel_storage::StorageError;
@@ -64,30 +64,25 @@ pub(crate) async fn remove_dir(path: PathBuf) -> Result<(), StorageError> {
 }
 
 /// Chooses the data directory of partition directory `name`. The state store's record
-/// wins; a record naming a directory that is not configured is an error (the data
-/// is left alone). Without a record (a crash before it reached the store, or the
-/// older layout) the directories are searched, home first, and a new partition goes
-/// home. Leftovers of an AlterReplicaLogDirs move a crash interrupted are settled:
+/// wins; a record naming a directory that is not configured is followed to the one
+/// configured directory that holds the partition (the directories were moved while
+/// the broker was down), and is an error otherwise (the data is left alone). Without a
+/// record (a crash before it reached the store, or the older layout) the directories
+/// are searched, home first, and a new partition goes home. Leftovers of an AlterReplicaLogDirs move a crash interrupted are settled:
 /// a finished copy the record already names is renamed into place (roll forward),
 /// an unfinished copy is removed, and a source the record no longer names is removed.
 /// Data is never removed because a record is missing.
 pub(super) async fn choose_dir(shard: &Shard, name: &str, recorded: &DirOwner) -> Result<usize, StorageError> {
     let dirs = &shard.dirs;
-    let recorded_index = match &recorded.data_dir {
-        Some(path) => Some(dirs.index_of(path).ok_or_else(|| {
-            StorageError::io(
-                "find data directory",
-                path,
-                std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("{name} is recorded in a directory not configured"),
-                ),
-            )
-        })?),
-        None => None,
-    };
     let mut order: Vec<usize> = vec![dirs.home_index()];
     order.extend((0..dirs.all().len()).filter(|i| *i != dirs.home_index()));
+    let recorded_index = match &recorded.data_dir {
+        Some(path) => match dirs.index_of(path) {
+            Some(i) => Some(i),
+            None => Some(moved_dir(shard, name, path, &order).await?),
+        },
+        None => None,
+    };
     let chosen = match recorded_index {
         Some(i) => {
             let base = &dirs.get(i).path;
@@ -103,16 +98,7 @@ pub(super) async fn choose_dir(shard: &Shard, name: &str, recorded: &DirOwner) -
             }
             i
         }
-        None => {
-            let mut found = None;
-            for &i in &order {
-                if dirs.get(i).offline().is_none() && exists(dirs.get(i).path.join(name)).await {
-                    found = Some(i);
-                    break;
-                }
-            }
-            found.unwrap_or(dirs.home_index())
-        }
+        None => dirs_holding(shard, name, &order).await.first().copied().unwrap_or(dirs.home_index()),
     };
     for &i in &order {
         if i == chosen || dirs.get(i).offline().is_some() {
@@ -134,6 +120,44 @@ pub(super) async fn choose_dir(shard: &Shard, name: &str, recorded: &DirOwner) -
         }
     }
     Ok(chosen)
+}
+
+/// The data directory holding partition directory `name` when its record names a
+/// directory not configured: the data directories were moved or renamed while the
+/// broker was down. Only a partition found in exactly one configured directory is
+/// taken (its record is then rewritten); otherwise it is an error and nothing is
+/// touched, since a directory left out of the configuration may hold its only copy.
+async fn moved_dir(shard: &Shard, name: &str, recorded: &Path, order: &[usize]) -> Result<usize, StorageError> {
+    let found = dirs_holding(shard, name, order).await;
+    match found[..] {
+        [i] => {
+            tracing::info!(partition = name, recorded = %recorded.display(), now = %shard.dirs.get(i).path.display(),
+                "partition recorded in a data directory no longer configured; found where it now is");
+            Ok(i)
+        }
+        _ => Err(StorageError::io(
+            "find data directory",
+            recorded,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "{name} is recorded in a directory not configured, and found in {} configured ones",
+                    found.len()
+                ),
+            ),
+        )),
+    }
+}
+
+/// The online directories of `order` that hold partition directory `name`, in order.
+async fn dirs_holding(shard: &Shard, name: &str, order: &[usize]) -> Vec<usize> {
+    let mut found = Vec::new();
+    for &i in order {
+        if shard.dirs.get(i).offline().is_none() && exists(shard.dirs.get(i).path.join(name)).await {
+            found.push(i);
+        }
+    }
+    found
 }
 
 /// Makes `dir` this topic's. Which topic owns a directory is kept in the shard's

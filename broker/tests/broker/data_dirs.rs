@@ -301,3 +301,43 @@ fn kill_9_during_a_move_leaves_the_partition_whole_in_one_dir() {
         println!("{what}: {} times", log.matches(what).count());
     }
 }
+
+/// Data directories moved while the broker was down (a renamed mount point, a copy to
+/// a new disk) are found where they now are, after an orderly stop and after a crash:
+/// the state store records each partition's directory by path, and a record naming a
+/// directory no longer configured is followed to the one that holds the partition.
+#[test]
+fn data_dirs_moved_while_down_are_found_where_they_now_are() {
+    let mut b = two_dir_broker();
+    let original = b.dir.clone();
+    let mut c = b.connect();
+    assert_eq!(create_topic(&mut c, "moved", PARTITIONS).topics[0].error_code, 0);
+    for p in 0..PARTITIONS {
+        produce_n(&mut c, "moved", p, 3, "a");
+    }
+    let moved = original.with_file_name(format!("{}-moved", original.file_name().unwrap().to_string_lossy()));
+    for (round, crash) in [(1, false), (2, true)] {
+        if crash {
+            b.kill9();
+        } else {
+            b.stop();
+        }
+        // Both directories move; the broker is started on their new paths.
+        let (from, to) = if round == 1 { (&original, &moved) } else { (&moved, &original) };
+        std::fs::rename(from, to).unwrap();
+        b.dir = to.clone();
+        b.set_extra_dirs(&["data2"]);
+        b.spawn();
+        let mut c = b.connect();
+        for p in 0..PARTITIONS {
+            let values = read_all(&mut c, "moved", p);
+            let expected: Vec<Bytes> = (0..round * 3)
+                .map(|i| Bytes::from(format!("{}-{p}-{}", if i < 3 { "a" } else { "b" }, i % 3)))
+                .collect();
+            assert_eq!(values, expected, "partition {p} after move {round} (crash: {crash}): {}", b.log());
+            produce_n(&mut c, "moved", p, 3, "b");
+        }
+        assert!(!b.log().contains("cannot open partition"), "{}", b.log());
+    }
+    b.stop();
+}

@@ -117,6 +117,25 @@ impl Broker {
         b
     }
 
+    /// Gives the broker `extra_dirs` under `self.dir` as its further data directories
+    /// from the next start (after a test moved `self.dir`).
+    pub fn set_extra_dirs(&mut self, extra_dirs: &[&str]) {
+        let mut args = Vec::new();
+        let mut old = std::mem::take(&mut self.extra_args).into_iter();
+        while let Some(a) = old.next() {
+            if a == "--data-dir" {
+                old.next();
+            } else {
+                args.push(a);
+            }
+        }
+        for d in extra_dirs {
+            args.push("--data-dir".into());
+            args.push(self.dir.join(d).display().to_string());
+        }
+        self.extra_args = args;
+    }
+
     /// The broker's resident memory (VmRSS), in bytes.
     pub fn rss_bytes(&self) -> u64 {
         rss_bytes_of(self.child.as_ref().expect("broker running").id())
