@@ -68,10 +68,11 @@ pub(crate) async fn remove_dir(path: PathBuf) -> Result<(), StorageError> {
 /// configured directory that holds the partition (the directories were moved while
 /// the broker was down), and is an error otherwise (the data is left alone). Without a
 /// record (a crash before it reached the store, or the older layout) the directories
-/// are searched, home first, and a new partition goes home. Leftovers of an AlterReplicaLogDirs move a crash interrupted are settled:
-/// a finished copy the record already names is renamed into place (roll forward),
-/// an unfinished copy is removed, and a source the record no longer names is removed.
-/// Data is never removed because a record is missing.
+/// are searched, home first, and a new partition goes home. Leftovers of an
+/// AlterReplicaLogDirs move a crash interrupted are settled: a finished copy the
+/// record already names is renamed into place (roll forward), an unfinished copy is
+/// removed, and a source the record no longer names is removed. Data is never removed
+/// because a record is missing.
 pub(super) async fn choose_dir(shard: &Shard, name: &str, recorded: &DirOwner) -> Result<usize, StorageError> {
     let dirs = &shard.dirs;
     let mut order: Vec<usize> = vec![dirs.home_index()];
