@@ -326,7 +326,6 @@ fn data_dirs_moved_while_down_are_found_where_they_now_are() {
         let (from, to) = if round == 1 { (&original, &moved) } else { (&moved, &original) };
         std::fs::rename(from, to).unwrap();
         b.dir = to.clone();
-        b.set_extra_dirs(&["data2"]);
         b.spawn();
         let mut c = b.connect();
         for p in 0..PARTITIONS {

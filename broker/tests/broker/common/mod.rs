@@ -26,6 +26,9 @@ pub struct Broker {
     smp: usize,
     memory: String,
     extra_args: Vec<String>,
+    /// Further data directories, as paths under `dir` (so they follow it if a test
+    /// moves it).
+    extra_dirs: Vec<String>,
     /// Lines added to the broker's YAML config.
     pub yaml: String,
 }
@@ -97,11 +100,6 @@ impl Broker {
     fn start_on(port: u16, smp: usize, memory: &str, extra_args: &[&str], extra_dirs: &[&str], yaml: &str) -> Broker {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
-        let mut extra_args: Vec<String> = extra_args.iter().map(|a| a.to_string()).collect();
-        for d in extra_dirs {
-            extra_args.push("--data-dir".into());
-            extra_args.push(dir.join(d).display().to_string());
-        }
         let mut b = Broker {
             child: None,
             port,
@@ -110,30 +108,12 @@ impl Broker {
             _tmp: Some(tmp),
             smp,
             memory: memory.to_string(),
-            extra_args,
+            extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
+            extra_dirs: extra_dirs.iter().map(|d| d.to_string()).collect(),
             yaml: yaml.to_string(),
         };
         b.spawn();
         b
-    }
-
-    /// Gives the broker `extra_dirs` under `self.dir` as its further data directories
-    /// from the next start (after a test moved `self.dir`).
-    pub fn set_extra_dirs(&mut self, extra_dirs: &[&str]) {
-        let mut args = Vec::new();
-        let mut old = std::mem::take(&mut self.extra_args).into_iter();
-        while let Some(a) = old.next() {
-            if a == "--data-dir" {
-                old.next();
-            } else {
-                args.push(a);
-            }
-        }
-        for d in extra_dirs {
-            args.push("--data-dir".into());
-            args.push(self.dir.join(d).display().to_string());
-        }
-        self.extra_args = args;
     }
 
     /// The broker's resident memory (VmRSS), in bytes.
@@ -171,6 +151,9 @@ impl Broker {
             .args(["--kafka-addr", &format!("127.0.0.1:{}", self.port)])
             .args(["--admin-addr", &format!("127.0.0.1:{}", self.admin_port)])
             .args(["--smp", &self.smp.to_string(), "--memory", &self.memory])
+            .args(
+                self.extra_dirs.iter().flat_map(|d| ["--data-dir".to_string(), self.dir.join(d).display().to_string()]),
+            )
             .args(&self.extra_args)
             .stdout(Stdio::null())
             .stderr(log)
