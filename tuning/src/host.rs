@@ -250,7 +250,7 @@ impl Host {
     fn transparent_huge_pages(&self) -> Finding {
         const CHECK: &str = "transparent_hugepages";
         let file = "/sys/kernel/mm/transparent_hugepage/enabled";
-        let why = "with always, khugepaged compacts memory behind the shards' backs (latency spikes); madvise gives huge pages only to who asks";
+        let why = "with always, khugepaged compacts memory behind the shards' backs (latency spikes); madvise gives huge pages only to who asks, and Keel turns them off for itself";
         match self.read(file) {
             Ok(v) => {
                 let current = selected(&v).unwrap_or(&v).to_string();

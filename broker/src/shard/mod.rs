@@ -405,6 +405,7 @@ async fn probe_reactor_lag(shard: Rc<Shard>) {
         let own = late.saturating_sub(preempted);
         if own > STALL_US {
             shard.reactor_stalls_over_10ms.set(shard.reactor_stalls_over_10ms.get() + 1);
+            tracing::warn!(shard = shard.id, late_us = late, run_queue_us = preempted, "reactor stall");
         } else if late > STALL_US {
             shard.reactor_preemptions_over_10ms.set(shard.reactor_preemptions_over_10ms.get() + 1);
         }
@@ -500,6 +501,9 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     // memlock limit or glommio silently falls back to unregistered buffers.
     let memlock = keel_tuning::raise_memlock((IO_MEMORY_MAX as u64 * 3 + (4 << 20)) * config.smp as u64 + (64 << 20));
     let io_memory = keel_tuning::io_memory_per_shard(memlock, config.smp, IO_MEMORY_MAX);
+    if !keel_protocol::alloc::avoid_reactor_stalls() {
+        tracing::warn!("could not turn transparent huge pages off: a shard's first touch of a huge page may stall it");
+    }
     shutdown::install();
     // Before any shard registers a metric: the recorder is installed here.
     let admin = crate::admin::server::start(&config)?;
