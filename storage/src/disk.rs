@@ -174,7 +174,11 @@ impl File {
     /// Writes `buf` at `position`; returns how many bytes were written.
     pub async fn write_at(&self, buf: WriteBuf, position: u64) -> io::Result<usize> {
         match (&self.0, buf) {
-            (Inner::Dma(f), WriteBuf::Dma(b)) => Ok(f.write_at(b, position).await?),
+            (Inner::Dma(f), WriteBuf::Dma(b)) => {
+                let written = f.write_at(b, position).await?;
+                crate::stats::update(|s| s.disk_bytes_written += written as u64);
+                Ok(written)
+            }
             (Inner::Sim(h), WriteBuf::Sim(v)) => h.write(position, v).await,
             _ => panic!("a write buffer allocated by another kind of file"),
         }
@@ -200,6 +204,16 @@ impl File {
         match &self.0 {
             Inner::Dma(f) => Ok(f.fdatasync().await?),
             Inner::Sim(h) => h.sync().await,
+        }
+    }
+
+    /// Allocates the file's blocks up to `size` without changing its length
+    /// (`FALLOC_FL_KEEP_SIZE`; a setting of the length, a seal, frees those past it).
+    /// Nothing to do on the simulated disk, which allocates nothing.
+    pub async fn allocate(&self, size: u64) -> io::Result<()> {
+        match &self.0 {
+            Inner::Dma(f) => Ok(f.pre_allocate(size, true).await?),
+            Inner::Sim(_) => Ok(()),
         }
     }
 
@@ -327,6 +341,39 @@ pub async fn sync_dir(dir: &Path) -> Result<(), StorageError> {
             blocking(dir, "sync directory", move || std::fs::File::open(&target)?.sync_all()).await
         }
     }
+}
+
+/// Makes every write to files on `dir`'s file system durable with one `syncfs`, on
+/// ext4 only: its `sync_fs` commits the file-system journal (the sizes and extents
+/// of the files written) and flushes the device's cache even when there was nothing
+/// to commit, so the O_DIRECT writes completed before the call are durable after it,
+/// in every file at once. `Ok(false)`: not ext4 (XFS, for one, flushes the cache on a
+/// sync only when its log had something to write) or a simulated disk; the caller
+/// then fsyncs file by file.
+pub async fn sync_file_system(dir: &Path) -> Result<bool, StorageError> {
+    const EXT4_SUPER_MAGIC: i64 = 0xEF53;
+    if sim_at(dir).is_some() {
+        return Ok(false);
+    }
+    let target = dir.to_path_buf();
+    blocking(dir, "syncfs", move || {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(&target)?;
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid descriptor and a statfs-sized, writable buffer.
+        if unsafe { libc::fstatfs(file.as_raw_fd(), &mut fs) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if fs.f_type as i64 != EXT4_SUPER_MAGIC {
+            return Ok(false);
+        }
+        // SAFETY: a valid descriptor.
+        if unsafe { libc::syncfs(file.as_raw_fd()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(true)
+    })
+    .await
 }
 
 /// Waits `duration` of real time, or of the simulated clock.

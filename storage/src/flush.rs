@@ -13,11 +13,13 @@
 //! concurrently.
 
 use std::cell::{Cell, RefCell};
+use std::path::PathBuf;
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_lite::future;
+use glommio::sync::StaticPermit;
 
 use crate::cache::ShardCache;
 use crate::disk;
@@ -27,9 +29,12 @@ use crate::signal::Signal;
 use crate::snapshot::{self, Captured, Coords};
 
 type Log = Rc<RefCell<PartitionLog>>;
+type SegmentFile = (Rc<crate::disk::File>, PathBuf);
 
-/// Logs flushed at once by a checkpoint.
+/// Logs written, or files fsynced, at once by a checkpoint.
 const CHECKPOINT_CONCURRENCY: usize = 64;
+/// A data directory with this many files for a checkpoint to fsync gets one `syncfs`.
+const SYNC_FILE_SYSTEM_FILES_MIN: usize = 64;
 /// Logs whose segment files one task writes at once.
 const WRITES_CONCURRENCY: usize = 64;
 
@@ -490,27 +495,26 @@ impl FlushQueue {
             logs.retain(|w| w.strong_count() > 0);
             logs.iter().filter_map(Weak::upgrade).collect()
         };
-        let mut marks = Vec::with_capacity(logs.len());
-        // Per log: the base of its mark's segment, and its truncations before the mark.
-        let mut bases = Vec::with_capacity(logs.len());
-        let mut captured = Vec::new();
-        for chunk in logs.chunks(CHECKPOINT_CONCURRENCY) {
-            let truncations: Vec<u64> = chunk.iter().map(|log| log.borrow().truncations).collect();
-            let flushes = chunk.iter().map(|log| mark_log(&journal, log)).collect();
-            for ((log, mark), truncations) in chunk.iter().zip(join_all(flushes).await).zip(truncations) {
-                match mark {
-                    Ok((key, mark, capture)) => {
-                        bases.push((log.clone(), mark.segment_base, truncations));
-                        marks.push((key, mark));
-                        captured.extend(capture.map(|c| (log.clone(), c)));
-                    }
-                    Err(e) => {
-                        self.report(Some(log), &e);
-                        return Err(e);
-                    }
-                }
+        // Every log's files are written first, each log's io lock held until they are
+        // fsynced, so that one sync can take all of them.
+        let mut taken = Vec::with_capacity(logs.len());
+        if let Err(e) = self.write_and_sync(&journal, &logs, &mut taken).await {
+            // Files written since their log's last checkpoint must stay on the list,
+            // or the next checkpoint would mark them durable without an fsync.
+            for t in taken {
+                log::keep_unsynced(&t.log, t.written.files);
             }
-            glommio::yield_if_needed().await;
+            return Err(e);
+        }
+        let mut marks = Vec::with_capacity(taken.len());
+        // Per log: the base of its mark's segment, and its truncations before the mark.
+        let mut bases = Vec::with_capacity(taken.len());
+        let mut captured = Vec::new();
+        for t in taken {
+            log::note_synced(&t.log, t.written.synced);
+            bases.push((t.log.clone(), t.mark.segment_base, t.truncations));
+            marks.push((t.key, t.mark));
+            captured.extend(t.written.captured.map(|c| (t.log.clone(), c)));
         }
         self.recount_unflushed();
         journal.finish_checkpoint(replay_from, marks).await?;
@@ -522,17 +526,106 @@ impl FlushQueue {
         }
         Ok(captured)
     }
+
+    /// Writes every log's files for a checkpoint into `taken`, then fsyncs them.
+    async fn write_and_sync(
+        &self,
+        journal: &Journal,
+        logs: &[Log],
+        taken: &mut Vec<Taken>,
+    ) -> Result<(), crate::StorageError> {
+        for chunk in logs.chunks(CHECKPOINT_CONCURRENCY) {
+            let writes = chunk.iter().map(|log| write_log(journal, log)).collect();
+            let mut failed = None;
+            for (log, written) in chunk.iter().zip(join_all(writes).await) {
+                match written {
+                    Ok(t) => taken.push(t),
+                    Err(e) => {
+                        self.report(Some(log), &e);
+                        failed = failed.or(Some(e));
+                    }
+                }
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            glommio::yield_if_needed().await;
+        }
+        self.sync_taken(taken).await
+    }
+
+    /// Fsyncs the files a checkpoint wrote. Where a data directory has many, one
+    /// `syncfs` takes them all ([`disk::sync_file_system`]): an fdatasync of each
+    /// would cost a device flush per file (a file-system journal commit too when the
+    /// file grew), thousands per checkpoint at thousands of partitions.
+    async fn sync_taken(&self, taken: &[Taken]) -> Result<(), crate::StorageError> {
+        // Per data directory: (index in `taken`, file).
+        let mut by_dir: Vec<(PathBuf, Vec<(usize, &SegmentFile)>)> = Vec::new();
+        for (i, t) in taken.iter().enumerate() {
+            let dir = t.log.borrow().dir.parent().map(|d| d.to_path_buf()).unwrap_or_default();
+            let at = match by_dir.iter().position(|(d, _)| *d == dir) {
+                Some(at) => at,
+                None => {
+                    by_dir.push((dir, Vec::new()));
+                    by_dir.len() - 1
+                }
+            };
+            by_dir[at].1.extend(t.written.files.iter().map(|f| (i, f)));
+        }
+        let mut one_by_one = Vec::new();
+        for (dir, files) in by_dir {
+            if files.len() >= SYNC_FILE_SYSTEM_FILES_MIN {
+                match disk::sync_file_system(&dir).await {
+                    Ok(true) => {
+                        crate::stats::update(|s| s.checkpoint_file_system_syncs += 1);
+                        for (_, (_, path)) in &files {
+                            crate::sync_log::synced_file(path);
+                        }
+                        continue;
+                    }
+                    Ok(false) => {}
+                    // Each file's own fdatasync then tells which failed.
+                    Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "syncfs failed; fsyncing file by file"),
+                }
+            }
+            one_by_one.extend(files);
+        }
+        crate::stats::update(|s| s.checkpoint_file_syncs += one_by_one.len() as u64);
+        for chunk in one_by_one.chunks(CHECKPOINT_CONCURRENCY) {
+            let syncs = chunk.iter().map(|(_, (file, path))| log::sync_or_fail(file, path)).collect();
+            for ((i, _), synced) in chunk.iter().zip(join_all(syncs).await) {
+                if let Err(e) = synced {
+                    self.report(Some(&taken[*i].log), &e);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
-/// Writes and fsyncs one log's segment files for a checkpoint and says where they
-/// stand, with the log's state at that point when it needs a new snapshot.
-async fn mark_log(journal: &Journal, log: &Log) -> Result<(Bytes, Mark, Option<Captured>), crate::StorageError> {
+/// One log in a checkpoint: its files written, its io lock held until they are
+/// fsynced.
+struct Taken {
+    log: Log,
+    _permit: StaticPermit,
+    key: Bytes,
+    mark: Mark,
+    /// The log's truncations when its mark was taken.
+    truncations: u64,
+    written: log::Written<Option<Captured>>,
+}
+
+/// Writes one log's segment files for a checkpoint and says where they will stand
+/// once fsynced, with the log's state at that point when it needs a new snapshot.
+async fn write_log(journal: &Journal, log: &Log) -> Result<Taken, crate::StorageError> {
+    let truncations = log.borrow().truncations;
     let lock = log.borrow().io_lock();
-    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
+    let permit = lock.acquire_static_permit(1).await.expect("the io lock is never closed");
     // Taken with no await before the flush takes its writes: records before this
     // position are reflected in what the flush makes durable.
     let position = journal.next_position();
-    let (synced, capture) = log::flush_locked_capturing(log, |l, synced| {
+    let written = log::write_for_sync(log, |l, synced| {
         l.capture_snapshot(Coords {
             segment_base: synced.segment_base,
             segment_size: synced.segment_size,
@@ -542,6 +635,7 @@ async fn mark_log(journal: &Journal, log: &Log) -> Result<(Bytes, Mark, Option<C
     .await?;
     let l = log.borrow();
     let key = l.journal.as_ref().expect("journaled").key.clone();
+    let synced = written.synced;
     let mark = Mark {
         position,
         segment_base: synced.segment_base,
@@ -549,7 +643,7 @@ async fn mark_log(journal: &Journal, log: &Log) -> Result<(Bytes, Mark, Option<C
         next_offset: synced.next_offset,
         high_watermark: l.high_watermark,
     };
-    Ok((key, mark, capture))
+    Ok(Taken { log: log.clone(), _permit: permit, key, mark, truncations, written })
 }
 
 /// Awaits all futures concurrently on the current task.

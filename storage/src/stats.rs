@@ -30,6 +30,17 @@ pub struct StorageStats {
     /// values: the active segments' states, sealed segments' states, producer tails).
     pub snapshots_written: u64,
     pub snapshot_bytes_written: u64,
+    /// Every byte the shard's storage wrote (journal, segment files, state store,
+    /// zeros written ahead).
+    pub disk_bytes_written: u64,
+    /// Bytes written to segment files (whole pages, the state store's included), and
+    /// of those, the ones a checkpoint wrote (tails not yet a whole page).
+    pub segment_bytes_written: u64,
+    pub checkpoint_segment_bytes_written: u64,
+    /// Checkpoints' fsyncs of segment files: one file each, or one file system each
+    /// (`syncfs`, taking every file a checkpoint wrote in a data directory at once).
+    pub checkpoint_file_syncs: u64,
+    pub checkpoint_file_system_syncs: u64,
     /// Disk reads served from data read ahead for a consumer reading in order.
     pub read_ahead_hits: u64,
     /// Reads answered from the batch cache, and reads that had to go to the segment

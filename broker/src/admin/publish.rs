@@ -224,6 +224,27 @@ fn series() -> &'static [Series] {
             "Bytes of checkpoint snapshots written to the state store",
             |s| s.storage.snapshot_bytes_written,
         ),
+        ("keel_checkpoint_file_syncs_total", "counter", "Segment-file fdatasyncs by checkpoints", |s| {
+            s.storage.checkpoint_file_syncs
+        }),
+        (
+            "keel_checkpoint_file_system_syncs_total",
+            "counter",
+            "syncfs calls by checkpoints, each taking a data directory's files at once",
+            |s| s.storage.checkpoint_file_system_syncs,
+        ),
+        ("keel_disk_bytes_written_total", "counter", "Bytes the storage wrote: journal, segments, state store", |s| {
+            s.storage.disk_bytes_written
+        }),
+        ("keel_segment_bytes_written_total", "counter", "Bytes written to segment files (state store included)", |s| {
+            s.storage.segment_bytes_written
+        }),
+        (
+            "keel_checkpoint_segment_bytes_written_total",
+            "counter",
+            "Of keel_segment_bytes_written_total, the bytes checkpoints wrote (tails short of a page)",
+            |s| s.storage.checkpoint_segment_bytes_written,
+        ),
         ("keel_request_bytes_in_flight", "gauge", "Request bytes read and not yet answered, all connections", |s| {
             s.limits.request_bytes_in_flight
         }),

@@ -14,8 +14,13 @@ import (
 )
 
 // fsyncEvent fires for every fsync and fdatasync of an ext4 file, whatever the path
-// (syscall or io_uring).
-const fsyncEvent = "ext4:ext4_sync_file_enter"
+// (syscall or io_uring); syncfsEvent with wait == 1 once for every syncfs or sync of
+// an ext4 file system (Keel's checkpoints sync many segment files with one syncfs).
+// fsyncs_per_s counts both.
+const (
+	fsyncEvent  = "ext4:ext4_sync_file_enter"
+	syncfsEvent = "ext4:ext4_sync_fs"
+)
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's utime and stime (100 on Linux).
 const clockTicks = 100
@@ -57,7 +62,8 @@ func (p *probe) begin() {
 		return
 	}
 	p.perfOut = filepath.Join(os.TempDir(), fmt.Sprintf("keyedbench-perf-%d-%d.csv", p.pid, time.Now().UnixNano()))
-	p.perf = exec.Command("perf", "stat", "-x,", "-e", fsyncEvent, "-p", strconv.Itoa(p.pid), "-o", p.perfOut)
+	p.perf = exec.Command("perf", "stat", "-x,", "-e", fsyncEvent, "-e", syncfsEvent, "--filter", "wait == 1",
+		"-p", strconv.Itoa(p.pid), "-o", p.perfOut)
 	if err := p.perf.Start(); err != nil {
 		p.note, p.perf = "perf not runnable: "+err.Error(), nil
 	}
@@ -83,9 +89,12 @@ func (p *probe) end(window time.Duration) *usage {
 		_ = os.Remove(p.perfOut)
 		for _, line := range strings.Split(string(text), "\n") {
 			fields := strings.Split(line, ",")
-			if len(fields) > 2 && strings.HasPrefix(fields[2], fsyncEvent) {
+			if len(fields) > 2 && (strings.HasPrefix(fields[2], fsyncEvent) || strings.HasPrefix(fields[2], syncfsEvent)) {
 				if n, err := strconv.ParseFloat(fields[0], 64); err == nil {
 					per := n / window.Seconds()
+					if u.FsyncsPerSecond != nil {
+						per += *u.FsyncsPerSecond
+					}
 					u.FsyncsPerSecond = &per
 				}
 			}
