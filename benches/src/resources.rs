@@ -11,7 +11,8 @@
 //!   process. The filesystem tracepoint (`ext4:ext4_sync_file_enter`,
 //!   `xfs:xfs_file_fsync`) sees fsync and fdatasync whether they come from a
 //!   syscall or from io_uring (`IORING_OP_FSYNC` runs in the process's own io-wq
-//!   threads); the `syscalls:` tracepoints break the syscall part down. Without
+//!   threads); `ext4:ext4_sync_fs` (with `wait == 1`) adds each `syncfs`; the
+//!   `syscalls:` tracepoints break the syscall part down. Without
 //!   perf or tracefs the column is `n/a` and the reason is kept.
 
 use serde::{Deserialize, Serialize};
@@ -111,6 +112,9 @@ fn filesystem_fsync_event(path: &Path) -> Option<&'static str> {
     }
 }
 
+/// Fires for every sync of an ext4 file system (`syncfs`, `sync`).
+const SYNCFS_EVENT: &str = "ext4:ext4_sync_fs";
+
 fn tracepoint_exists(event: &str) -> bool {
     let Some((system, name)) = event.split_once(':') else {
         return false;
@@ -156,11 +160,14 @@ impl ResourceProbe {
             return Err("n/a: no fsync tracepoints in tracefs".into());
         }
         let output = self.scratch_dir.join(format!("perf-{}-{}.csv", self.pid, crate::unix_nanos()));
-        let child = Command::new("perf")
-            .args(["stat", "-x", ",", "--no-big-num", "-o"])
-            .arg(&output)
-            .arg("-e")
-            .arg(events.join(","))
+        let mut perf = Command::new("perf");
+        perf.args(["stat", "-x", ",", "--no-big-num", "-o"]).arg(&output).arg("-e").arg(events.join(","));
+        // A syncfs (Keel's checkpoints sync many files with one) fires this twice,
+        // with wait 0 and 1: counted once, as one more fsync.
+        if events.iter().any(|e| e.starts_with("ext4:")) && tracepoint_exists(SYNCFS_EVENT) {
+            perf.args(["-e", SYNCFS_EVENT, "--filter", "wait == 1"]);
+        }
+        let child = perf
             .args(["-p", &self.pid.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -215,11 +222,13 @@ impl ResourceProbe {
             resources.fsync_method = format!("n/a: perf stat counted nothing ({})", text.trim());
             return;
         }
-        let filesystem = counts.iter().find(|(event, _)| !event.starts_with("syscalls:"));
+        let filesystem = counts.iter().find(|(event, _)| !event.starts_with("syscalls:") && event != SYNCFS_EVENT);
+        let syncfs = counts.iter().find(|(event, _)| event == SYNCFS_EVENT).map_or(0, |(_, count)| *count);
         let total = match filesystem {
             Some((event, count)) => {
-                resources.fsync_method = format!("perf stat -e {event} (syscall and io_uring fsyncs)");
-                *count
+                resources.fsync_method =
+                    format!("perf stat -e {event},{SYNCFS_EVENT} (syscall and io_uring fsyncs, syncfs)");
+                *count + syncfs
             }
             None => {
                 resources.fsync_method = "perf stat -e syscalls:sys_enter_{fsync,fdatasync} (syscalls only)".into();
@@ -230,7 +239,7 @@ impl ResourceProbe {
                     .sum()
             }
         };
-        debug_assert!(events.len() >= counts.len());
+        debug_assert!(events.len() + 1 >= counts.len(), "one count per event, and the syncfs one");
         resources.fsyncs_per_sec = Some(total as f64 / resources.seconds);
         resources.fsync_events = counts;
     }
