@@ -347,8 +347,8 @@ pub async fn sync_dir(dir: &Path) -> Result<(), StorageError> {
 /// ext4 only: its `sync_fs` commits the file-system journal (the sizes and extents
 /// of the files written) and flushes the device's cache even when there was nothing
 /// to commit, so the O_DIRECT writes completed before the call are durable after it,
-/// in every file at once. `Ok(false)`: not ext4 (XFS, for one, flushes the cache on a
-/// sync only when its log had something to write) or a simulated disk; the caller
+/// in every file at once. `Ok(false)`: not ext4 (XFS's sync forces its log, which
+/// issues no cache flush when the log holds nothing) or a simulated disk; the caller
 /// then fsyncs file by file.
 pub async fn sync_file_system(dir: &Path) -> Result<bool, StorageError> {
     const EXT4_SUPER_MAGIC: i64 = 0xEF53;

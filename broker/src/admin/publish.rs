@@ -242,7 +242,7 @@ fn series() -> &'static [Series] {
         (
             "keel_checkpoint_segment_bytes_written_total",
             "counter",
-            "Of keel_segment_bytes_written_total, the bytes checkpoints wrote (tails short of a page)",
+            "Of keel_segment_bytes_written_total, the bytes full flushes wrote: checkpoints, shutdown (tails short of a page)",
             |s| s.storage.checkpoint_segment_bytes_written,
         ),
         ("keel_request_bytes_in_flight", "gauge", "Request bytes read and not yet answered, all connections", |s| {

@@ -350,3 +350,18 @@ fn files_retired_together_are_recycled_within_the_file_budget() {
         );
     });
 }
+
+/// Checkpoints use one `syncfs` only where it makes O_DIRECT writes durable: on ext4,
+/// not on tmpfs or XFS, where they fsync file by file.
+#[test]
+fn sync_file_system_is_taken_on_ext4_only() {
+    let ext4 = tempfile::tempdir().unwrap();
+    for dir in [ext4.path().to_path_buf(), PathBuf::from("/dev/shm")] {
+        let out = std::process::Command::new("stat").args(["-f", "-c", "%T"]).arg(&dir).output().unwrap();
+        let fs_type = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let at = dir.clone();
+        let taken = common::run(move || async move { keel_storage::disk::sync_file_system(&at).await.unwrap() });
+        // `stat -f` names ext4 "ext2/ext3".
+        assert_eq!(taken, fs_type == "ext2/ext3", "{}: a {fs_type} file system", dir.display());
+    }
+}
