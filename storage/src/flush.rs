@@ -502,7 +502,9 @@ impl FlushQueue {
             // Files written since their log's last checkpoint must stay on the list,
             // or the next checkpoint would mark them durable without an fsync.
             for t in taken {
-                log::keep_unsynced(&t.log, t.written.files);
+                if let Some(j) = t.log.borrow_mut().journal.as_mut() {
+                    j.keep_unsynced(t.written.files);
+                }
             }
             return Err(e);
         }

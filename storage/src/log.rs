@@ -804,29 +804,13 @@ pub(crate) async fn write_for_sync<T>(
         let bytes = writes.iter().map(|w| (w.data.len() as u64).div_ceil(PAGE) * PAGE).sum::<u64>();
         crate::stats::update(|s| s.checkpoint_segment_bytes_written += bytes);
     }
+    // Without a journal every file was fsynced as it was written, and none is left.
     let mut files = write_all(log, writes, !journaled).await?;
     if let Some(j) = log.borrow_mut().journal.as_mut() {
-        files.append(&mut j.unsynced);
+        j.keep_unsynced(files);
+        files = std::mem::take(&mut j.unsynced);
     }
-    let mut unique: Vec<(Rc<File>, PathBuf)> = Vec::with_capacity(files.len());
-    for (file, path) in files {
-        if !unique.iter().any(|(f, _)| Rc::ptr_eq(f, &file)) {
-            unique.push((file, path));
-        }
-    }
-    Ok(Written { files: unique, synced, captured })
-}
-
-/// The files [`write_for_sync`] returned were not all fsynced (a checkpoint failed on
-/// another log): they go back to those the next checkpoint fsyncs.
-pub(crate) fn keep_unsynced(log: &Rc<RefCell<PartitionLog>>, files: Vec<(Rc<File>, PathBuf)>) {
-    if let Some(j) = log.borrow_mut().journal.as_mut() {
-        for (file, path) in files {
-            if !j.unsynced.iter().any(|(f, _)| Rc::ptr_eq(f, &file)) {
-                j.unsynced.push((file, path));
-            }
-        }
-    }
+    Ok(Written { files, synced, captured })
 }
 
 /// The second half: the files [`write_for_sync`] returned are fsynced, so `synced`
@@ -851,11 +835,10 @@ pub(crate) async fn write_whole_pages(log: &Rc<RefCell<PartitionLog>>) -> Result
     if writes.is_empty() {
         return Ok(());
     }
-    let mut files = write_all(log, writes, false).await?;
+    let files = write_all(log, writes, false).await?;
     let mut l = log.borrow_mut();
     if let Some(j) = l.journal.as_mut() {
-        files.retain(|(f, _)| !j.unsynced.iter().any(|(g, _)| Rc::ptr_eq(f, g)));
-        j.unsynced.append(&mut files);
+        j.keep_unsynced(files);
     }
     l.note_written(active_base, written_upto);
     l.evict_cache();
@@ -942,7 +925,9 @@ async fn write_aligned(w: &PendingWrite) -> Result<(), StorageError> {
     match w.ahead {
         Some(Ahead::Zeros(from, to)) => {
             let zeros = async {
-                if !crate::segment_io::write_zeros(&w.file, from, to).await {
+                if crate::segment_io::write_zeros(&w.file, from, to).await {
+                    crate::stats::update(|s| s.segment_bytes_written += to - from);
+                } else {
                     tracing::debug!(path = %w.path.display(), "zero-filling ahead failed; writing without it");
                 }
             };
@@ -961,7 +946,6 @@ async fn write_aligned(w: &PendingWrite) -> Result<(), StorageError> {
 
 async fn write_data(w: &PendingWrite) -> Result<(), StorageError> {
     let len = (w.data.len() as u64).div_ceil(PAGE) * PAGE;
-    crate::stats::update(|s| s.segment_bytes_written += len);
     if len > 0 {
         let mut buf = w.file.alloc_dma_buffer(len as usize);
         let slice = buf.as_bytes_mut();
@@ -972,6 +956,7 @@ async fn write_data(w: &PendingWrite) -> Result<(), StorageError> {
         if (written as u64) < len {
             return Err(StorageError::io("short write", &w.path, std::io::Error::from_raw_os_error(libc_enospc())));
         }
+        crate::stats::update(|s| s.segment_bytes_written += len);
     }
     if let Some(size) = w.seal_size {
         w.file.truncate(size).await.map_err(|e| StorageError::io("seal segment", &w.path, e))?;

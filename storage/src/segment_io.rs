@@ -163,10 +163,7 @@ pub(crate) async fn write_zeros(file: &File, from: u64, to: u64) -> bool {
         let mut buf = file.alloc_dma_buffer(len as usize);
         buf.as_bytes_mut().fill(0);
         match file.write_at(buf, at).await {
-            Ok(n) if n as u64 == len => {
-                at += len;
-                crate::stats::update(|s| s.segment_bytes_written += len);
-            }
+            Ok(n) if n as u64 == len => at += len,
             _ => return false,
         }
     }

@@ -106,6 +106,17 @@ pub struct LogJournal {
     pub unsynced: Vec<(Rc<File>, PathBuf)>,
 }
 
+impl LogJournal {
+    /// Adds files written and not fsynced to those the next checkpoint fsyncs, each once.
+    pub fn keep_unsynced(&mut self, files: Vec<(Rc<File>, PathBuf)>) {
+        for (file, path) in files {
+            if !self.unsynced.iter().any(|(f, _)| Rc::ptr_eq(f, &file)) {
+                self.unsynced.push((file, path));
+            }
+        }
+    }
+}
+
 struct Writer {
     seq: u64,
     file: Rc<File>,
