@@ -23,7 +23,7 @@ use glommio::sync::StaticPermit;
 
 use crate::cache::ShardCache;
 use crate::disk;
-use crate::journal::{Journal, Mark, Record};
+use crate::journal::{Journal, Mark, Position, Record};
 use crate::log::{self, PartitionLog};
 use crate::signal::Signal;
 use crate::snapshot::{self, Captured, Coords};
@@ -59,6 +59,8 @@ pub struct FlushQueue {
     /// How long passes took: what every acks=-1 produce waits for.
     pub pass_times: RefCell<PassTimes>,
     last_checkpoint: Cell<Option<Duration>>,
+    /// The journal file the last checkpoint started.
+    last_rolled_to: Cell<u64>,
     /// Bytes appended to the shard's logs and not yet written to their files: exact
     /// after each pass and each round of segment writes, plus what was appended since.
     unflushed: Cell<usize>,
@@ -310,17 +312,31 @@ impl FlushQueue {
                 records.push(Record::Truncate { key: j.key.clone(), offset });
             }
             let from = l.cache.partition_point(|(h, _)| h.base_offset < j.journaled_offset);
+            let first = l.cache.range(from..).next().map(|(h, _)| h.base_offset);
             let batches: Vec<Bytes> = l.cache.range(from..).map(|(_, b)| b.clone()).collect();
+            // (first offset, index of the log's record in the pass)
+            let data = first.map(|offset| (offset, records.len()));
             if !batches.is_empty() {
                 records.push(Record::Data { key: j.key.clone(), batches });
             }
-            taken.push((l.next_offset, l.truncations, create, truncate));
+            j.in_pass = true;
+            taken.push((l.next_offset, l.truncations, create, truncate, data));
         }
-        let written = if records.is_empty() { Ok(()) } else { journal.write(&records).await };
+        let written = if records.is_empty() { Ok(Position::default()) } else { journal.write(&records).await };
         self.syncs.set(self.syncs.get() + u64::from(!records.is_empty()));
+        for log in &batch {
+            log.borrow_mut().journal.as_mut().expect("journaled").in_pass = false;
+        }
         match written {
-            Ok(()) => {
-                for (log, (target, truncations, _, _)) in batch.iter().zip(taken) {
+            Ok(first) => {
+                // Where each record went: back to back from the first.
+                let mut positions = Vec::with_capacity(records.len());
+                let mut at = first;
+                for r in &records {
+                    positions.push(at);
+                    at.offset += r.encoded_len() as u64;
+                }
+                for (log, (target, truncations, _, _, data)) in batch.iter().zip(taken) {
                     let mut l = log.borrow_mut();
                     if l.truncations != truncations {
                         // Truncated while the pass ran: what follows the cut goes next.
@@ -328,7 +344,11 @@ impl FlushQueue {
                         self.mark_dirty(log);
                         continue;
                     }
-                    l.journal.as_mut().expect("journaled").journaled_offset = target;
+                    let j = l.journal.as_mut().expect("journaled");
+                    j.journaled_offset = target;
+                    if let Some((offset, i)) = data {
+                        j.records.push_back((offset, positions[i]));
+                    }
                     if target > l.durable_offset {
                         l.mark_flushed(target);
                     }
@@ -342,7 +362,7 @@ impl FlushQueue {
             Err(e) => {
                 tracing::error!(error = %e, "journal write failed; will retry");
                 self.report(None, &e);
-                for (log, (_, _, create, truncate)) in batch.iter().zip(taken) {
+                for (log, (_, _, create, truncate, _)) in batch.iter().zip(taken) {
                     let mut l = log.borrow_mut();
                     l.flush_error = Some(e.to_string());
                     let j = l.journal.as_mut().expect("journaled");
@@ -489,7 +509,15 @@ impl FlushQueue {
     /// The checkpoint proper; returns the snapshots to write once it is durable.
     async fn checkpoint_marks(&self) -> Result<Vec<(Log, Captured)>, crate::StorageError> {
         let journal = self.journal.clone().expect("checkpoints need a journal");
-        let replay_from = journal.roll_for_checkpoint().await?;
+        let rolled_to = journal.roll_for_checkpoint().await?;
+        // A log may leave its tail to the journal when the tail's records came after
+        // the previous checkpoint started: a log that wrote no whole page for a whole
+        // checkpoint interval is written out instead, so the journal keeps at most one
+        // interval more than the checkpoint needs; and none while that would bring
+        // the live files near the count at which passes wait for a checkpoint.
+        let previous = self.last_rolled_to.replace(rolled_to);
+        let room = journal.live_files_from(previous) + 2 <= journal.config.live_files_max;
+        let keep_from = if room { previous } else { rolled_to };
         let logs: Vec<Log> = {
             let mut logs = self.logs.borrow_mut();
             logs.retain(|w| w.strong_count() > 0);
@@ -498,7 +526,7 @@ impl FlushQueue {
         // Every log's files are written first, each log's io lock held until they are
         // fsynced, so that one sync can take all of them.
         let mut taken = Vec::with_capacity(logs.len());
-        if let Err(e) = self.write_and_sync(&journal, &logs, &mut taken).await {
+        if let Err(e) = self.write_and_sync(&journal, &logs, keep_from, &mut taken).await {
             // Files written since their log's last checkpoint must stay on the list,
             // or the next checkpoint would mark them durable without an fsync.
             for t in taken {
@@ -512,8 +540,9 @@ impl FlushQueue {
         // Per log: the base of its mark's segment, and its truncations before the mark.
         let mut bases = Vec::with_capacity(taken.len());
         let mut captured = Vec::new();
+        let replay_from = taken.iter().map(|t| t.mark.replay_start().seq).fold(rolled_to, u64::min);
         for t in taken {
-            log::note_synced(&t.log, t.written.synced);
+            log::note_synced(&t.log, &t.written);
             bases.push((t.log.clone(), t.mark.segment_base, t.truncations));
             marks.push((t.key, t.mark));
             captured.extend(t.written.captured.map(|c| (t.log.clone(), c)));
@@ -534,10 +563,11 @@ impl FlushQueue {
         &self,
         journal: &Journal,
         logs: &[Log],
+        keep_from: u64,
         taken: &mut Vec<Taken>,
     ) -> Result<(), crate::StorageError> {
         for chunk in logs.chunks(CHECKPOINT_CONCURRENCY) {
-            let writes = chunk.iter().map(|log| write_log(journal, log)).collect();
+            let writes = chunk.iter().map(|log| write_log(journal, log, keep_from)).collect();
             let mut failed = None;
             for (log, written) in chunk.iter().zip(join_all(writes).await) {
                 match written {
@@ -620,14 +650,14 @@ struct Taken {
 
 /// Writes one log's segment files for a checkpoint and says where they will stand
 /// once fsynced, with the log's state at that point when it needs a new snapshot.
-async fn write_log(journal: &Journal, log: &Log) -> Result<Taken, crate::StorageError> {
+async fn write_log(journal: &Journal, log: &Log, keep_from: u64) -> Result<Taken, crate::StorageError> {
     let truncations = log.borrow().truncations;
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_static_permit(1).await.expect("the io lock is never closed");
     // Taken with no await before the flush takes its writes: records before this
     // position are reflected in what the flush makes durable.
     let position = journal.next_position();
-    let written = log::write_for_sync(log, |l, synced| {
+    let written = log::write_for_sync(log, Some(keep_from), |l, synced| {
         l.capture_snapshot(Coords {
             segment_base: synced.segment_base,
             segment_size: synced.segment_size,
@@ -644,7 +674,15 @@ async fn write_log(journal: &Journal, log: &Log) -> Result<Taken, crate::Storage
         segment_size: synced.segment_size,
         next_offset: synced.next_offset,
         high_watermark: l.high_watermark,
+        tail: written.left.map(|t| crate::journal::MarkTail {
+            position: t.position.unwrap_or(position),
+            size: t.size,
+            offset: t.offset,
+        }),
     };
+    if mark.tail.is_some() {
+        crate::stats::update(|s| s.checkpoint_tails_left += 1);
+    }
     Ok(Taken { log: log.clone(), _permit: permit, key, mark, truncations, written })
 }
 

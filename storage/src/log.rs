@@ -334,6 +334,11 @@ impl PartitionLog {
             self.unwritten.pop_front();
             self.written_offset = self.written_offset.max(next);
         }
+        if let Some(j) = self.journal.as_mut() {
+            while j.records.get(1).is_some_and(|(first, _)| *first <= self.written_offset) {
+                j.records.pop_front();
+            }
+        }
         for seg in self.segments.iter_mut() {
             if seg.base_offset < segment_base {
                 seg.written_size = seg.size;
@@ -528,6 +533,10 @@ impl PartitionLog {
     pub(crate) fn truncate_cache(&mut self, offset: i64) {
         self.read_ahead = None;
         self.truncations += 1;
+        if let Some(j) = self.journal.as_mut() {
+            // A checkpoint's tail must not reach back over a truncation.
+            j.records.clear();
+        }
         while let Some((h, _)) = self.cache.back() {
             if h.last_offset() < offset {
                 break;
@@ -766,12 +775,12 @@ pub(crate) async fn flush_locked_capturing<T>(
     log: &Rc<RefCell<PartitionLog>>,
     capture: impl FnOnce(&PartitionLog, Synced) -> T,
 ) -> Result<(Synced, T), StorageError> {
-    let written = write_for_sync(log, capture).await?;
+    let written = write_for_sync(log, None, capture).await?;
     let syncs = written.files.iter().map(|(file, path)| sync_or_fail(file, path)).collect();
     for synced in crate::flush::join_all(syncs).await {
         synced?;
     }
-    note_synced(log, written.synced);
+    note_synced(log, &written);
     Ok((written.synced, written.captured))
 }
 
@@ -779,8 +788,10 @@ pub(crate) async fn flush_locked_capturing<T>(
 pub(crate) struct Written<T> {
     /// The files to fsync, each once.
     pub files: Vec<(Rc<File>, PathBuf)>,
-    /// What those files hold once fsynced.
+    /// What those files hold once fsynced, with `left`.
     pub synced: Synced,
+    /// The end of the segment not written, left to the journal.
+    pub left: Option<crate::journal::tail::LeftTail>,
     pub captured: T,
 }
 
@@ -789,16 +800,25 @@ pub(crate) struct Written<T> {
 /// file written since its last checkpoint). The caller holds the io lock until it
 /// has fsynced them and called [`note_synced`], so that a checkpoint can fsync many
 /// logs' files at once.
+///
+/// With `leave_tail_from` (a checkpoint of a journaled log), only whole pages are
+/// written when the batches after them are in journal files from that sequence
+/// number on, or not journaled yet: a checkpoint then costs no partial last page per
+/// log (a quarter of the bytes written per payload byte at 4,000 partitions).
 pub(crate) async fn write_for_sync<T>(
     log: &Rc<RefCell<PartitionLog>>,
+    leave_tail_from: Option<u64>,
     capture: impl FnOnce(&PartitionLog, Synced) -> T,
 ) -> Result<Written<T>, StorageError> {
     let journaled = log.borrow().journal.is_some();
-    let (writes, synced, captured) = {
+    let (writes, synced, left, captured) = {
         let mut l = log.borrow_mut();
-        let (writes, target, active) = l.take_writes(false);
-        let synced = Synced { next_offset: target, segment_base: active.0, segment_size: active.1 };
-        (writes, synced, capture(&l, synced))
+        let left = leave_tail_from.and_then(|keep_from| l.tail_to_leave(keep_from));
+        let (writes, target, active) = l.take_writes(left.is_some());
+        let size = l.active().size;
+        let synced = Synced { next_offset: target, segment_base: active.0, segment_size: size };
+        let left = left.flatten();
+        (writes, synced, left, capture(&l, synced))
     };
     if journaled {
         let bytes = writes.iter().map(|w| (w.data.len() as u64).div_ceil(PAGE) * PAGE).sum::<u64>();
@@ -810,14 +830,15 @@ pub(crate) async fn write_for_sync<T>(
         j.keep_unsynced(files);
         files = std::mem::take(&mut j.unsynced);
     }
-    Ok(Written { files, synced, captured })
+    Ok(Written { files, synced, left, captured })
 }
 
 /// The second half: the files [`write_for_sync`] returned are fsynced, so `synced`
 /// (and for a log without a journal `flushed`) moves to what they hold.
-pub(crate) fn note_synced(log: &Rc<RefCell<PartitionLog>>, synced: Synced) {
+pub(crate) fn note_synced<T>(log: &Rc<RefCell<PartitionLog>>, written: &Written<T>) {
+    let synced = written.synced;
     let mut l = log.borrow_mut();
-    l.note_written(synced.segment_base, synced.segment_size);
+    l.note_written(synced.segment_base, written.left.map_or(synced.segment_size, |t| t.size));
     l.synced_offset = l.synced_offset.max(synced.next_offset);
     if l.journal.is_none() {
         l.mark_flushed(synced.next_offset);

@@ -239,6 +239,7 @@ impl PartitionLog {
         let clean = keys.as_ref().is_some_and(|k| k.kv.get(&k.key(CLEAN_KEY)).is_some());
         let had_segments = !list_segments(dir).await?.is_empty();
         if !clean {
+            crate::journal::tail::restore(dir, &mut found).await?;
             mark_below_truncations(dir, &mut found, config.index_interval_bytes).await?;
             cut_to_mark(dir, &found).await?;
         }
@@ -281,6 +282,8 @@ impl PartitionLog {
             pending_truncate: None,
             pending_create,
             unsynced: Vec::new(),
+            in_pass: false,
+            records: Default::default(),
         });
         Ok((l, kind))
     }

@@ -41,6 +41,12 @@ pub struct StorageStats {
     /// (`syncfs`, taking every file a checkpoint wrote in a data directory at once).
     pub checkpoint_file_syncs: u64,
     pub checkpoint_file_system_syncs: u64,
+    /// Logs a checkpoint fsynced in whole pages only, leaving the rest to the journal;
+    /// and at open, such tails written back from the journal, or (the journal not
+    /// holding one whole) recovered by replaying from the tail.
+    pub checkpoint_tails_left: u64,
+    pub tails_written_back: u64,
+    pub tails_replayed: u64,
     /// Disk reads served from data read ahead for a consumer reading in order.
     pub read_ahead_hits: u64,
     /// Reads answered from the batch cache, and reads that had to go to the segment

@@ -171,7 +171,7 @@ async fn journal_cut(log: &Rc<RefCell<PartitionLog>>, end: i64) -> Result<(), St
         j.journaled_offset = j.journaled_offset.min(end);
         (j.journal.clone(), j.key.clone())
     };
-    journal.write(&[Record::Truncate { key, offset: end }]).await
+    journal.write(&[Record::Truncate { key, offset: end }]).await.map(drop)
 }
 
 /// Empties the log and starts it again at `offset`.

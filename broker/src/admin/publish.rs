@@ -233,6 +233,12 @@ fn series() -> &'static [Series] {
             "syncfs calls by checkpoints, each taking a data directory's files at once",
             |s| s.storage.checkpoint_file_system_syncs,
         ),
+        (
+            "keel_checkpoint_tails_left_total",
+            "counter",
+            "Logs a checkpoint fsynced in whole pages only, leaving their last batches to the journal",
+            |s| s.storage.checkpoint_tails_left,
+        ),
         ("keel_disk_bytes_written_total", "counter", "Bytes the storage wrote: journal, segments, state store", |s| {
             s.storage.disk_bytes_written
         }),

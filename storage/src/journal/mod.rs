@@ -45,6 +45,7 @@ pub mod record;
 pub mod replay;
 #[cfg(test)]
 mod simulation;
+pub(crate) mod tail;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -60,7 +61,7 @@ use crate::error::StorageError;
 use crate::log::{sync_or_die, sync_or_fail};
 use crate::segment_io::write_zeros;
 use crate::PAGE;
-pub use record::{Mark, Position, Record};
+pub use record::{Mark, Position, Record, Tail as MarkTail};
 pub use replay::LogRecovery;
 
 /// Journal settings; limits have their unit last.
@@ -104,6 +105,14 @@ pub struct LogJournal {
     pub pending_create: bool,
     /// Segment files written since they were last fsynced.
     pub unsynced: Vec<(Rc<File>, PathBuf)>,
+    /// A pass holds batches of this log it has not finished journaling: until it
+    /// ends, `journaled_offset` and `records` may lag the journal.
+    pub in_pass: bool,
+    /// (first offset, position) of the log's `Data` records that may hold batches not
+    /// yet wholly in its segment files, oldest first: where a checkpoint that leaves
+    /// the log's tail to the journal says it is ([`MarkTail`]). Cleared by a
+    /// truncation; pruned as whole pages are written.
+    pub records: std::collections::VecDeque<(i64, Position)>,
 }
 
 impl LogJournal {
@@ -343,6 +352,11 @@ impl Journal {
         self.writer.borrow().live.len()
     }
 
+    /// Live files from sequence number `seq` on.
+    pub fn live_files_from(&self, seq: u64) -> usize {
+        self.writer.borrow().live.iter().filter(|(s, _)| *s >= seq).count()
+    }
+
     /// Asks for a checkpoint now and waits until one ends, or at most a checkpoint
     /// interval (a journal whose flush loop is not running never answers).
     pub async fn checkpoint_soon(&self) {
@@ -352,8 +366,9 @@ impl Journal {
     }
 
     /// Appends `records` and fdatasyncs them: when this returns `Ok`, they are durable.
-    /// A pass that would overflow the current file goes to a new one.
-    pub async fn write(&self, records: &[Record]) -> Result<(), StorageError> {
+    /// A pass that would overflow the current file goes to a new one. Returns where
+    /// the first record went (the others follow it back to back).
+    pub async fn write(&self, records: &[Record]) -> Result<Position, StorageError> {
         let _permit = self.lock.acquire_permit(1).await.expect("the journal lock is never closed");
         if let Some(e) = self.failed.borrow().clone() {
             return Err(StorageError::io("journal failed earlier", &self.dir, std::io::Error::other(e)));
@@ -370,7 +385,7 @@ impl Journal {
         self.write_locked(records, total).await
     }
 
-    async fn write_locked(&self, records: &[Record], total: usize) -> Result<(), StorageError> {
+    async fn write_locked(&self, records: &[Record], total: usize) -> Result<Position, StorageError> {
         let (file, path, seq, pass, zero_fill) = {
             let w = self.writer.borrow();
             // In the device's logical blocks, not pages: a small pass writes one
@@ -418,7 +433,7 @@ impl Journal {
         w.preallocated = w.preallocated.max(position + len as u64);
         w.tail = pass.next_tail();
         w.bytes_since_checkpoint += total as u64;
-        Ok(())
+        Ok(Position { seq, offset: pass.records_at() })
     }
 
     /// Starts a new file for a checkpoint; returns its sequence number. Records
@@ -571,7 +586,6 @@ impl Pass {
     }
 
     /// Where the first of the pass's records starts.
-    #[cfg(test)]
     pub fn records_at(&self) -> u64 {
         self.position + self.lead as u64
     }

@@ -31,6 +31,9 @@ const KIND_TRUNCATE: u8 = 2;
 const KIND_CREATE: u8 = 3;
 const KIND_CHECKPOINT: u8 = 4;
 const KIND_PASS: u8 = 5;
+/// A checkpoint whose marks may leave a log's tail to the journal ([`Tail`]). Kind 4,
+/// the layout before tails, is still read.
+const KIND_CHECKPOINT_TAILS: u8 = 6;
 
 /// Bytes a `Pass` record takes.
 pub const PASS_LEN: usize = HEADER_LEN + 8;
@@ -44,7 +47,8 @@ pub struct Position {
 
 /// What a checkpoint says of one log: everything before `next_offset` is in its
 /// segment files and fsynced; the segments end at `segment_base` with `segment_size`
-/// bytes; records for it from `position` on are what recovery replays.
+/// bytes; records for it from `position` on are what recovery replays. With a `tail`,
+/// the end of that segment is in the journal instead of the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mark {
     pub position: Position,
@@ -52,6 +56,26 @@ pub struct Mark {
     pub segment_size: u64,
     pub next_offset: i64,
     pub high_watermark: i64,
+    pub tail: Option<Tail>,
+}
+
+/// The part of a mark's segment the checkpoint left unwritten: the batches from
+/// `offset` on, which start `size` bytes into the segment (the file is fsynced up to
+/// there), are in the log's journal records from `position` on. A checkpoint so skips
+/// rewriting every log's partial last page; recovery writes the tail back from the
+/// journal before it opens the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tail {
+    pub position: Position,
+    pub size: u64,
+    pub offset: i64,
+}
+
+impl Mark {
+    /// Where recovery starts reading the log's records.
+    pub fn replay_start(&self) -> Position {
+        self.tail.map_or(self.position, |t| t.position.min(self.position))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +107,7 @@ impl Record {
             Record::Data { .. } => KIND_DATA,
             Record::Truncate { .. } => KIND_TRUNCATE,
             Record::Create { .. } => KIND_CREATE,
-            Record::Checkpoint { .. } => KIND_CHECKPOINT,
+            Record::Checkpoint { .. } => KIND_CHECKPOINT_TAILS,
             Record::Pass { .. } => KIND_PASS,
         }
     }
@@ -94,7 +118,11 @@ impl Record {
             Record::Truncate { key, .. } => 2 + key.len() + 8,
             Record::Create { key } => 2 + key.len(),
             Record::Checkpoint { marks, .. } => {
-                8 + 4 + marks.iter().map(|(k, _)| 2 + k.len() + MARK_LEN).sum::<usize>()
+                8 + 4
+                    + marks
+                        .iter()
+                        .map(|(k, m)| 2 + k.len() + MARK_LEN + 1 + m.tail.map_or(0, |_| TAIL_LEN))
+                        .sum::<usize>()
             }
             Record::Pass { .. } => 8,
         }
@@ -144,6 +172,16 @@ impl Record {
                     rest.put_u64(m.segment_size);
                     rest.put_i64(m.next_offset);
                     rest.put_i64(m.high_watermark);
+                    match m.tail {
+                        None => rest.put_u8(0),
+                        Some(t) => {
+                            rest.put_u8(1);
+                            rest.put_u64(t.position.seq);
+                            rest.put_u64(t.position.offset);
+                            rest.put_u64(t.size);
+                            rest.put_i64(t.offset);
+                        }
+                    }
                 }
             }
             Record::Pass { prev_end } => rest.put_u64(*prev_end),
@@ -176,6 +214,7 @@ impl Record {
 }
 
 const MARK_LEN: usize = 6 * 8;
+const TAIL_LEN: usize = 4 * 8;
 
 fn put_key(out: &mut Vec<u8>, key: &[u8]) {
     out.put_u16(key.len() as u16);
@@ -198,7 +237,7 @@ fn decode_body(kind: u8, mut body: Bytes) -> Option<Record> {
             (body.len() >= 8).then(|| Record::Truncate { key, offset: body.get_i64() })?
         }
         KIND_CREATE => Record::Create { key: get_key(&mut body)? },
-        KIND_CHECKPOINT => {
+        KIND_CHECKPOINT | KIND_CHECKPOINT_TAILS => {
             if body.len() < 12 {
                 return None;
             }
@@ -211,13 +250,28 @@ fn decode_body(kind: u8, mut body: Bytes) -> Option<Record> {
                     return None;
                 }
                 let position = Position { seq: body.get_u64(), offset: body.get_u64() };
-                let mark = Mark {
+                let mut mark = Mark {
                     position,
                     segment_base: body.get_i64(),
                     segment_size: body.get_u64(),
                     next_offset: body.get_i64(),
                     high_watermark: body.get_i64(),
+                    tail: None,
                 };
+                if kind == KIND_CHECKPOINT_TAILS {
+                    match body.first() {
+                        Some(0) => body.advance(1),
+                        Some(1) if body.len() > TAIL_LEN => {
+                            body.advance(1);
+                            mark.tail = Some(Tail {
+                                position: Position { seq: body.get_u64(), offset: body.get_u64() },
+                                size: body.get_u64(),
+                                offset: body.get_i64(),
+                            });
+                        }
+                        _ => return None,
+                    }
+                }
                 marks.push((key, mark));
             }
             Record::Checkpoint { replay_from, marks }
@@ -261,8 +315,44 @@ mod tests {
             segment_size: 999,
             next_offset: 77,
             high_watermark: 70,
+            tail: None,
         };
+        let tail = Tail { position: Position { seq: 2, offset: 512 }, size: 900, offset: 75 };
+        let tailed = Mark { tail: Some(tail), ..mark };
+        round_trip(Record::Checkpoint {
+            replay_from: 2,
+            marks: vec![(key.clone(), mark), (Bytes::from_static(b"other/1"), tailed)],
+        });
         round_trip(Record::Checkpoint { replay_from: 3, marks: vec![(key, mark)] });
         round_trip(Record::Pass { prev_end: 1234 });
+    }
+
+    #[test]
+    fn a_checkpoint_of_the_layout_before_tails_reads() {
+        let mut body = Vec::new();
+        body.put_u64(3);
+        body.put_u32(1);
+        put_key(&mut body, b"topic/0");
+        for v in [3u64, 4096, 10, 999, 77, 70] {
+            body.put_u64(v);
+        }
+        let mut framed = Vec::new();
+        framed.put_u64(7);
+        framed.put_u32(body.len() as u32);
+        framed.put_u8(KIND_CHECKPOINT);
+        framed.extend_from_slice(&body);
+        let mut out = Vec::new();
+        out.put_u32(crc32c::crc32c(&framed));
+        out.extend_from_slice(&framed);
+        let mark = Mark {
+            position: Position { seq: 3, offset: 4096 },
+            segment_base: 10,
+            segment_size: 999,
+            next_offset: 77,
+            high_watermark: 70,
+            tail: None,
+        };
+        let want = Record::Checkpoint { replay_from: 3, marks: vec![(Bytes::from_static(b"topic/0"), mark)] };
+        assert_eq!(Record::decode(&Bytes::from(out), 7).map(|(r, _)| r), Some(want));
     }
 }

@@ -20,6 +20,8 @@ pub struct LogRecovery {
     pub created: bool,
     /// `Data` and `Truncate` records after the mark, in journal order.
     pub records: Vec<Record>,
+    /// The log's records from its mark's tail to the mark, in journal order.
+    pub tail_records: Vec<Record>,
 }
 
 impl LogRecovery {
@@ -103,10 +105,14 @@ pub(super) fn group(mut records: Vec<(Position, Record)>) -> Found {
         bytes_after_checkpoint += record.encoded_len() as u64;
         let Some(key) = record.key().cloned() else { continue };
         let mark: Option<Mark> = marks.get(&key).copied();
-        if mark.is_some_and(|m| position < m.position) {
+        if mark.is_some_and(|m| position < m.replay_start()) {
             continue;
         }
         let log = logs.entry(key).or_insert_with(|| LogRecovery { mark, ..LogRecovery::default() });
+        if mark.is_some_and(|m| position < m.position) {
+            log.tail_records.push(record);
+            continue;
+        }
         match record {
             Record::Create { .. } => {
                 log.created = true;

@@ -244,6 +244,7 @@ impl Sim {
             segment_size: 0,
             next_offset: 0,
             high_watermark: 0,
+            tail: None,
         };
         let marks = self.keys.iter().map(|k| (k.clone(), mark)).collect();
         if !self.pass(vec![Record::Checkpoint { replay_from, marks }]) {

@@ -174,12 +174,14 @@ async fn lose_unsynced_writes(root: PathBuf, seed: u64) -> usize {
             if base < mark.segment_base {
                 continue;
             }
+            // A checkpoint that left the segment's tail to the journal fsynced less.
+            let durable = mark.tail.map_or(mark.segment_size, |t| t.size);
             let len = std::fs::metadata(&path).unwrap().len();
-            if len <= mark.segment_size {
+            if len <= durable {
                 continue;
             }
             let mut data = std::fs::read(&path).unwrap();
-            let from = mark.segment_size as usize + rng.gen_range(0..(len - mark.segment_size) as usize);
+            let from = durable as usize + rng.gen_range(0..(len - durable) as usize);
             match rng.gen_range(0..3) {
                 0 => data.truncate(from),
                 1 => data[from..].iter_mut().take(4096).for_each(|b| *b = 0),
@@ -344,8 +346,11 @@ fn files_retired_together_are_recycled_within_the_file_budget() {
         }
         let (created, checkpoints) = (journal.files_created.get(), journal.checkpoints.get());
         assert!(checkpoints > 4, "{checkpoints} checkpoints: the test exercises no recycling");
+        // Live files and spares stay within their budget; the next file, prepared
+        // ahead of its roll, comes on top (checkpoints that leave logs' tails to the
+        // journal keep one interval more live, which reaches that bound here).
         assert!(
-            created <= (config.live_files_max + config.spare_files_max) as u64,
+            created <= (config.live_files_max + config.spare_files_max + 1) as u64,
             "{created} journal files created for 64 files' worth in {checkpoints} checkpoints: retired files not recycled"
         );
     });

@@ -198,7 +198,14 @@ fn holds(
 /// its latest acknowledged one or later, or none where a pass could remove that one (a
 /// tombstone, or a record whose successor a truncation cut since). An older value
 /// showing again would be a deleted or overwritten key come back.
-fn check_keys(i: usize, seed: u64, got: &[(i64, Vec<u8>)], acked: &[(i64, Vec<u8>)], start: i64, superseded: &BTreeSet<i64>) {
+fn check_keys(
+    i: usize,
+    seed: u64,
+    got: &[(i64, Vec<u8>)],
+    acked: &[(i64, Vec<u8>)],
+    start: i64,
+    superseded: &BTreeSet<i64>,
+) {
     let latest = |records: &[(i64, Vec<u8>)]| {
         let mut by_key = BTreeMap::new();
         for (offset, v) in records.iter().filter(|(o, _)| *o >= start) {
@@ -212,7 +219,11 @@ fn check_keys(i: usize, seed: u64, got: &[(i64, Vec<u8>)], acked: &[(i64, Vec<u8
             Some(at) => *at >= offset,
             None => superseded.contains(&offset),
         };
-        assert!(ok, "seed {seed} log {i}: key {key} acknowledged last at {offset}, the log's latest is {:?}", held.get(&key));
+        assert!(
+            ok,
+            "seed {seed} log {i}: key {key} acknowledged last at {offset}, the log's latest is {:?}",
+            held.get(&key)
+        );
     }
 }
 
@@ -306,7 +317,9 @@ async fn life(disk: SimDisk, seed: u64, life: usize, mut model: Model, counts: &
             70..78 => truncate(&disk, &logs, &mut model, &mut rng, counts).await,
             78..84 => move_start(&disk, &logs, &mut model, &mut rng, counts).await,
             84..94 => write_key(&disk, &kv, &mut model, &mut rng, counts).await,
-            94..97 => compact(&disk, &logs[COMPACTED], &mut model.logs[COMPACTED], model.tombstones, &mut rng, counts).await,
+            94..97 => {
+                compact(&disk, &logs[COMPACTED], &mut model.logs[COMPACTED], model.tombstones, &mut rng, counts).await
+            }
             _ => guarded(&disk, disk::sleep(Duration::from_millis(rng.gen_range(1..80)))).await.is_some(),
         };
         if !done {
@@ -418,7 +431,14 @@ async fn truncate(disk: &SimDisk, logs: &[Log], model: &mut Model, rng: &mut Std
 
 /// A compaction pass over the compacted log (whatever is cleanable, now). Records a
 /// later acknowledged record of their key supersedes may go from here on.
-async fn compact(disk: &SimDisk, l: &Log, m: &mut LogModel, tombstones: bool, rng: &mut StdRng, counts: &mut Counts) -> bool {
+async fn compact(
+    disk: &SimDisk,
+    l: &Log,
+    m: &mut LogModel,
+    tombstones: bool,
+    rng: &mut StdRng,
+    counts: &mut Counts,
+) -> bool {
     let mut latest = BTreeMap::new();
     for (offset, v) in m.acked.iter().rev() {
         if latest.insert(v[0], *offset).is_some() || tombstones && v.len() == 1 {
@@ -532,7 +552,7 @@ fn run_seeds(tombstones: bool) {
     let mut totals = keel_storage::disk::SimStats::default();
     let seeds = seeds();
     let n = seeds.len();
-    let (counts, totals) = on_executor(move || async move {
+    let (counts, totals, stats) = on_executor(move || async move {
         for seed in seeds {
             disk::simulate(None);
             let s = run_seed(seed, tombstones, &mut counts).await;
@@ -545,7 +565,7 @@ fn run_seeds(tombstones: bool) {
             totals.name_changes_lost += s.name_changes_lost;
             totals.writes_refused += s.writes_refused;
         }
-        (counts, totals)
+        (counts, totals, keel_storage::stats::snapshot())
     });
     let secs = started.elapsed().as_secs_f64();
     println!(
@@ -556,6 +576,13 @@ fn run_seeds(tombstones: bool) {
     );
     assert!(counts.acked > 0 && totals.power_losses > 0, "the simulation acknowledged nothing");
     assert!(counts.snapshot_opens > 0, "no log ever opened from a checkpoint snapshot");
+    println!(
+        "checkpoint tails left {}, written back at open {}, replayed {}",
+        stats.checkpoint_tails_left, stats.tails_written_back, stats.tails_replayed
+    );
+    if n >= 50 {
+        assert!(stats.tails_written_back > 0, "no checkpoint tail was ever written back from the journal");
+    }
 }
 
 /// A seed's outcome (what it did and what its disk saw) depends on the seed alone, not
