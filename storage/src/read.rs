@@ -160,6 +160,7 @@ async fn read_from(
     upto: i64,
 ) -> Result<ReadResult, StorageError> {
     let mut out = ReadResult { batches: Vec::new(), bytes: 0 };
+    let fetch_upto = upto;
     let (upto, mut seg, mut position, mut expected, epochs, mut want, mut ahead) = {
         let mut l = log.borrow_mut();
         l.check_range_from(start, offset)?;
@@ -287,6 +288,18 @@ async fn read_from(
     if let (Some(position), Some(last)) = (stopped_at, out.batches.last()) {
         let next_offset = BatchHeader::parse(last).map(|h| h.last_offset() + 1).unwrap_or(-1);
         read_ahead(log, seg, position, next_offset, want);
+    }
+    if out.batches.is_empty() {
+        // Nothing written from `offset` on (compaction removed what was there): the
+        // next batch is the cache's first, which may be in no file yet.
+        let l = log.borrow();
+        if let Some(hit) =
+            l.cache.front().and_then(|(first, _)| l.read_cached(first.base_offset, max_bytes, fetch_upto))
+        {
+            if hit.batches.first().is_some_and(|b| BatchHeader::parse(b).is_ok_and(|h| h.base_offset > offset)) {
+                return Ok(hit);
+            }
+        }
     }
     Ok(out)
 }

@@ -16,10 +16,11 @@
 //! home of the data.
 //!
 //! **Checkpoints** bound the journal. A checkpoint starts a new journal file, then, for
-//! every log, writes its remaining bytes and fdatasyncs its segment files
-//! ([`crate::log::flush`]) and notes a [`Mark`]: the journal position at that moment
-//! and how far the segment files are now durable. A `Checkpoint` record carrying the
-//! marks then goes into the journal, and files before the one it started are recycled
+//! every log, writes its remaining whole pages and fsyncs its segment files
+//! ([`crate::log::write_for_sync`]) and notes a [`Mark`]: the journal position at that
+//! moment, how far the segment files are now durable, and where the tail it left to
+//! the journal starts ([`tail`]). A `Checkpoint` record carrying the marks then goes
+//! into the journal, and files before the oldest one a mark needs are recycled
 //! (renamed to a new sequence number and overwritten, so later writes to them carry no
 //! file-system metadata) or removed. The file the next roll writes is renamed, and its
 //! name made durable, ahead of the roll, so a roll makes no pass wait for the disk. A
