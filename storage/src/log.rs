@@ -804,7 +804,7 @@ pub(crate) struct Written<T> {
 /// With `leave_tail_from` (a checkpoint of a journaled log), only whole pages are
 /// written when the batches after them are in journal files from that sequence
 /// number on, or not journaled yet: a checkpoint then costs no partial last page per
-/// log (a quarter of the bytes written per payload byte at 4,000 partitions).
+/// log (0.30 bytes per payload byte of 2.7 at 4,000 partitions).
 pub(crate) async fn write_for_sync<T>(
     log: &Rc<RefCell<PartitionLog>>,
     leave_tail_from: Option<u64>,

@@ -161,6 +161,7 @@ async fn read_from(
 ) -> Result<ReadResult, StorageError> {
     let mut out = ReadResult { batches: Vec::new(), bytes: 0 };
     let fetch_upto = upto;
+    let mut read_everything_written = false;
     let (upto, mut seg, mut position, mut expected, epochs, mut want, mut ahead) = {
         let mut l = log.borrow_mut();
         l.check_range_from(start, offset)?;
@@ -194,7 +195,10 @@ async fn read_from(
         if position >= seg.written_size {
             match log.borrow().segment_after(seg.base_offset) {
                 Some(next) => seg = next,
-                None => break,
+                None => {
+                    read_everything_written = true;
+                    break;
+                }
             }
             position = 0;
             expected = BaseOffset::AtLeast(expected.least().max(seg.base_offset));
@@ -289,7 +293,7 @@ async fn read_from(
         let next_offset = BatchHeader::parse(last).map(|h| h.last_offset() + 1).unwrap_or(-1);
         read_ahead(log, seg, position, next_offset, want);
     }
-    if out.batches.is_empty() {
+    if out.batches.is_empty() && read_everything_written {
         // Nothing written from `offset` on (compaction removed what was there): the
         // next batch is the cache's first, which may be in no file yet.
         let l = log.borrow();
