@@ -233,6 +233,44 @@ fn crash_reopen_restores_the_snapshot_without_scanning() {
     assert_eq!(scanned.recent, after.recent, "producer state after a restore differs from a scan's");
 }
 
+/// A checkpoint fsyncs the log's whole pages and leaves the rest to the journal. A
+/// power loss that takes everything after those pages loses nothing: the open writes
+/// the tail back from the journal, and the files then match the snapshot again.
+#[test]
+fn a_tail_left_to_the_journal_is_written_back_after_a_power_loss() {
+    let (_tmp, root) = tempdir();
+    let r = root.clone();
+    let (before, tails) = common::run(move || async move {
+        let life = open(&r).await;
+        let appended = append(&life, 401, 0).await;
+        life.flush.checkpoint().await.unwrap();
+        let data: Vec<(i64, Vec<u8>)> = appended.into_iter().map(|(o, v, _)| (o, v)).collect();
+        (data, stats::snapshot().checkpoint_tails_left)
+    });
+    assert_eq!(tails, 1, "the checkpoint wrote the log's partial last page");
+    let r = root.clone();
+    let mark = common::run(move || async move {
+        keel_storage::prime_dma_probe(&r).await.unwrap();
+        let journal = Journal::open(&r.join(".journal"), JournalConfig::default()).await.unwrap();
+        journal.take_recovered(&Bytes::from_static(b"t-0")).mark.expect("the checkpoint's mark")
+    });
+    let tail = mark.tail.expect("the mark leaves the tail to the journal");
+    assert!(tail.size < mark.segment_size);
+    // The power loss: the segment keeps only what the checkpoint fsynced.
+    let newest = segment_files(&root).pop().unwrap();
+    std::fs::OpenOptions::new().write(true).open(&newest).unwrap().set_len(tail.size).unwrap();
+    let r = root.clone();
+    let (after, written_back) = common::run(move || async move {
+        let life = open(&r).await;
+        let written_back = stats::snapshot().tails_written_back;
+        (observe(&life).await, written_back)
+    });
+    assert_eq!(written_back, 1, "the tail was not written back from the journal");
+    assert_eq!(after.kind, OpenKind::Snapshot, "the open scanned instead of restoring the snapshot");
+    assert_eq!(std::fs::metadata(&newest).unwrap().len(), mark.segment_size);
+    assert_eq!(after.data, before, "acknowledged batches differ after the power loss");
+}
+
 /// A segment cut short below the last checkpoint while the shard was down (records
 /// that checkpoint made durable are gone: damage, not a torn write) makes the open
 /// report the log damaged, so the broker rebuilds such a replica from its leader
