@@ -303,20 +303,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn records_round_trip_and_reject_damage() {
-        let key = Bytes::from_static(b"topic/0");
-        round_trip(Record::Data { key: key.clone(), batches: vec![Bytes::from(vec![5u8; 100])] });
-        round_trip(Record::Truncate { key: key.clone(), offset: 42 });
-        round_trip(Record::Create { key: key.clone() });
-        let mark = Mark {
+    fn test_mark() -> Mark {
+        Mark {
             position: Position { seq: 3, offset: 4096 },
             segment_base: 10,
             segment_size: 999,
             next_offset: 77,
             high_watermark: 70,
             tail: None,
-        };
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_reject_damage() {
+        let key = Bytes::from_static(b"topic/0");
+        round_trip(Record::Data { key: key.clone(), batches: vec![Bytes::from(vec![5u8; 100])] });
+        round_trip(Record::Truncate { key: key.clone(), offset: 42 });
+        round_trip(Record::Create { key: key.clone() });
+        let mark = test_mark();
         let tail = Tail { position: Position { seq: 2, offset: 512 }, size: 900, offset: 75 };
         let tailed = Mark { tail: Some(tail), ..mark };
         round_trip(Record::Checkpoint {
@@ -344,15 +348,7 @@ mod tests {
         let mut out = Vec::new();
         out.put_u32(crc32c::crc32c(&framed));
         out.extend_from_slice(&framed);
-        let mark = Mark {
-            position: Position { seq: 3, offset: 4096 },
-            segment_base: 10,
-            segment_size: 999,
-            next_offset: 77,
-            high_watermark: 70,
-            tail: None,
-        };
-        let want = Record::Checkpoint { replay_from: 3, marks: vec![(Bytes::from_static(b"topic/0"), mark)] };
+        let want = Record::Checkpoint { replay_from: 3, marks: vec![(Bytes::from_static(b"topic/0"), test_mark())] };
         assert_eq!(Record::decode(&Bytes::from(out), 7).map(|(r, _)| r), Some(want));
     }
 }
