@@ -29,8 +29,9 @@
 //! scan would report them. Otherwise (no snapshot, one taken at another mark, a file of
 //! another size) a warning is logged and the log is scanned. Either way the journal
 //! records after the mark are then replayed and what they added is fsynced, so a
-//! crash-restart costs one stat per segment plus what was written since the last
-//! checkpoint (at most `journal_file_bytes`, 64 MiB, per shard), not the log's size.
+//! crash-restart costs one stat per segment plus the journal since the last
+//! checkpoint (at most `journal_file_bytes`, 64 MiB, per shard, or twice that when the
+//! checkpoint left logs' tails in the interval before it), not the log's size.
 //! A restore reads no batch, so damage inside a sealed segment is not found at open:
 //! it is found when read, where every batch's CRC is checked and a failing one is
 //! answered with an error, never served, exactly as after a scan that found it
