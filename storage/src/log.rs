@@ -965,7 +965,9 @@ async fn write_aligned(w: &PendingWrite) -> Result<(), StorageError> {
     }
 }
 
-async fn write_data(w: &PendingWrite) -> Result<(), StorageError> {
+/// Writes `w.data` at its aligned position, zero-padded to whole pages, then cuts the
+/// file to `w.seal_size` if set.
+pub(crate) async fn write_data(w: &PendingWrite) -> Result<(), StorageError> {
     let len = (w.data.len() as u64).div_ceil(PAGE) * PAGE;
     if len > 0 {
         let mut buf = w.file.alloc_dma_buffer(len as usize);

@@ -387,15 +387,10 @@ async fn replay(
     for record in records {
         match record {
             Record::Data { batches: chunks, .. } => {
-                for mut batches in chunks {
-                    while !batches.is_empty() {
-                        let len = match keel_protocol::batch::peek_batch_len(&batches) {
-                            Some(Ok(len)) if len <= batches.len() => len,
-                            _ => return Err(corrupt_journal(log, "a journal record holds a partial batch")),
-                        };
-                        let batch = batches.split_to(len);
-                        let header =
-                            keel_protocol::batch::validate(&batch).map_err(|e| corrupt_journal(log, &e.to_string()))?;
+                for chunk in chunks {
+                    let batches = keel_protocol::batch::split_and_validate(&chunk)
+                        .map_err(|e| corrupt_journal(log, &format!("a journal record holds a bad batch: {e}")))?;
+                    for (header, batch) in batches {
                         if header.base_offset < log.borrow().next_offset {
                             continue;
                         }

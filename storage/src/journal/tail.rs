@@ -16,13 +16,12 @@
 //! truncation below a mark.
 
 use std::path::Path;
-
-use bytes::Bytes;
+use std::rc::Rc;
 
 use super::{LogRecovery, Mark, Record};
 use crate::disk::File;
 use crate::error::StorageError;
-use crate::log::{sync_or_fail, PartitionLog};
+use crate::log::{sync_or_fail, write_data, PartitionLog, PendingWrite};
 use crate::segment;
 use crate::PAGE;
 
@@ -108,20 +107,15 @@ fn batches_between<'a>(records: impl Iterator<Item = &'a Record>, from: i64, to:
     let mut out = Vec::new();
     let mut next = from;
     for record in records {
-        let chunks = match record {
-            Record::Data { batches, .. } => batches,
-            _ if next == to => break,
-            _ => return None,
-        };
-        for chunk in chunks {
-            let mut rest: Bytes = chunk.clone();
-            while !rest.is_empty() && next < to {
-                let len = match keel_protocol::batch::peek_batch_len(&rest) {
-                    Some(Ok(len)) if len <= rest.len() => len,
-                    _ => return None,
-                };
-                let batch = rest.split_to(len);
-                let header = keel_protocol::batch::validate(&batch).ok()?;
+        if next == to {
+            break;
+        }
+        let Record::Data { batches, .. } = record else { return None };
+        for chunk in batches {
+            for (header, batch) in keel_protocol::batch::split_and_validate(chunk).ok()? {
+                if next == to {
+                    break;
+                }
                 if header.base_offset < next {
                     continue;
                 }
@@ -131,9 +125,6 @@ fn batches_between<'a>(records: impl Iterator<Item = &'a Record>, from: i64, to:
                 out.extend_from_slice(&batch);
                 next = header.last_offset() + 1;
             }
-        }
-        if next == to {
-            break;
         }
     }
     (next == to).then_some(out)
@@ -145,29 +136,27 @@ fn batches_between<'a>(records: impl Iterator<Item = &'a Record>, from: i64, to:
 async fn write_back(dir: &Path, mark: &Mark, from: u64, bytes: &[u8]) -> Result<bool, StorageError> {
     let path = segment::segment_path(dir, mark.segment_base);
     let file = match File::open(&path).await {
-        Ok(file) => file,
+        Ok(file) => Rc::new(file),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(StorageError::io("open segment", &path, e)),
     };
     let page = from / PAGE * PAGE;
     let head = segment::read_file(&file, &path, page, (from - page) as usize).await?;
-    let done = if head.len() as u64 != from - page {
-        false
-    } else {
-        let len = (head.len() + bytes.len()).div_ceil(PAGE as usize) * PAGE as usize;
-        let mut buf = file.alloc_dma_buffer(len);
-        let out = buf.as_bytes_mut();
-        out[..head.len()].copy_from_slice(&head);
-        out[head.len()..head.len() + bytes.len()].copy_from_slice(bytes);
-        out[head.len() + bytes.len()..].fill(0);
-        let written = file.write_at(buf, page).await.map_err(|e| StorageError::io("write segment", &path, e))?;
-        if written < len {
-            return Err(StorageError::io("short write", &path, std::io::Error::from_raw_os_error(28)));
-        }
-        file.truncate(mark.segment_size).await.map_err(|e| StorageError::io("truncate", &path, e))?;
+    let whole = head.len() as u64 == from - page;
+    if whole {
+        let mut data = head.to_vec();
+        data.extend_from_slice(bytes);
+        let write = PendingWrite {
+            file: file.clone(),
+            path: path.clone(),
+            position: page,
+            data,
+            seal_size: Some(mark.segment_size),
+            ahead: None,
+        };
+        write_data(&write).await?;
         sync_or_fail(&file, &path).await?;
-        true
-    };
-    file.close().await;
-    Ok(done)
+    }
+    file.close_rc().await;
+    Ok(whole)
 }
