@@ -47,6 +47,9 @@ pub struct StorageStats {
     pub checkpoint_tails_left: u64,
     pub tails_written_back: u64,
     pub tails_replayed: u64,
+    /// Journal files recovery read at open, and their bytes.
+    pub journal_files_read: u64,
+    pub journal_bytes_read: u64,
     /// Disk reads served from data read ahead for a consumer reading in order.
     pub read_ahead_hits: u64,
     /// Reads answered from the batch cache, and reads that had to go to the segment

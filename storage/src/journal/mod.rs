@@ -29,11 +29,12 @@
 //! per partition per checkpoint, not per pass.
 //!
 //! **Recovery** ([`replay`]) reads the files from the last checkpoint's starting file
-//! on. Each log cuts its segment files back to its mark (bytes written after it were
-//! never fsynced, so they may be torn or missing after a power loss) and replays its
-//! records after the mark's position, in order: data at or past its end is appended,
-//! truncations are applied again, a `Create` record means the log's files hold
-//! nothing the journal does not. A log with no mark and no `Create` record predates
+//! on (newest first, until the last `Checkpoint` record says where that is). Each log
+//! cuts its segment files back to its mark (bytes written after it were never fsynced,
+//! so they may be torn or missing after a power loss) and replays its records after
+//! the mark's position, in order: data at or past its end is appended, truncations
+//! are applied again, a `Create` record means the log's files hold nothing the
+//! journal does not. A log with no mark and no `Create` record predates
 //! the journal and is recovered by its own scan. Between the cut and the replay, a log
 //! whose checkpoint snapshot was taken at its mark restores it instead of scanning its
 //! files ([`crate::snapshot`]); the snapshots are written to the state store after the

@@ -1,5 +1,6 @@
 //! Reading the journal at start-up: every record from the last checkpoint's starting
-//! file on, grouped by log and filtered by each log's mark.
+//! file on (the files before it are not read), grouped by log and filtered by each
+//! log's mark.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -37,13 +38,27 @@ pub(super) struct Found {
     pub logs: HashMap<Bytes, LogRecovery>,
 }
 
-/// Reads the files `seqs` (in order) of the journal in `dir`.
+/// Reads the journal in `dir`, whose files are `seqs` (in order), from the newest file
+/// back to the first one the last checkpoint kept (its `replay_from`): the files before
+/// it hold only records that checkpoint made unnecessary, and retired files kept for
+/// recycling still hold theirs, which would be read for nothing.
 pub(super) async fn read_all(dir: &Path, seqs: &[u64]) -> Result<Found, StorageError> {
-    let mut files = Vec::with_capacity(seqs.len());
-    for &seq in seqs {
-        files.push((seq, read_file(&super::file_path(dir, seq)).await?));
+    let mut newest_first = Vec::new();
+    let mut replay_from = None;
+    for &seq in seqs.iter().rev() {
+        if replay_from.is_some_and(|from| seq < from) {
+            break;
+        }
+        let records = decode(&[(seq, read_file(&super::file_path(dir, seq)).await?)]);
+        replay_from = replay_from.or_else(|| {
+            records.iter().rev().find_map(|(_, r)| match r {
+                Record::Checkpoint { replay_from, .. } => Some(*replay_from),
+                _ => None,
+            })
+        });
+        newest_first.push(records);
     }
-    Ok(group(decode(&files)))
+    Ok(group(newest_first.into_iter().rev().flatten().collect()))
 }
 
 /// Every record of the files (sequence number and contents, in order), each file's
@@ -141,6 +156,10 @@ async fn read_file(path: &Path) -> Result<Bytes, StorageError> {
         data.extend_from_slice(&chunk);
     }
     let _ = file.close().await;
+    crate::stats::update(|s| {
+        s.journal_files_read += 1;
+        s.journal_bytes_read += data.len() as u64;
+    });
     Ok(Bytes::from(data))
 }
 

@@ -353,6 +353,31 @@ fn files_retired_together_are_recycled_within_the_file_budget() {
             created <= (config.live_files_max + config.spare_files_max + 1) as u64,
             "{created} journal files created for 64 files' worth in {checkpoints} checkpoints: retired files not recycled"
         );
+
+        // A restart reads the journal from the last checkpoint's first file on: not the
+        // retired files kept for recycling, which still hold their old records.
+        flush.stop();
+        let ends: Vec<i64> = logs.iter().map(|l| l.borrow().log_end_offset()).collect();
+        let dir = root.join(".journal");
+        let numbered = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref().unwrap().file_name().to_string_lossy().trim_end_matches(".journal").parse::<u64>().is_ok()
+            })
+            .count();
+        let before = keel_storage::stats::snapshot().journal_files_read;
+        let journal = Journal::open(&dir, config.clone()).await.unwrap();
+        let read = (keel_storage::stats::snapshot().journal_files_read - before) as usize;
+        assert!(
+            read < numbered && read <= config.live_files_max,
+            "a restart read {read} of the {numbered} journal files on disk (at most {} are live)",
+            config.live_files_max
+        );
+        let flush = FlushQueue::with_journal(None, journal.clone());
+        for (i, end) in ends.into_iter().enumerate() {
+            let l = open_journaled(&root, &journal, &flush, i).await;
+            assert_eq!(l.borrow().log_end_offset(), end, "log {i} after the restart");
+        }
     });
 }
 

@@ -89,14 +89,20 @@ struct JournaledShard {
 
 async fn open_journaled_shard(data: &Path) -> JournaledShard {
     let start = Instant::now();
+    let before = keel_storage::stats::snapshot();
     let journal = Journal::open(&data.join(".journal"), JournalConfig::default()).await.unwrap();
     let journal_ms = start.elapsed().as_secs_f64() * 1000.0;
+    let after = keel_storage::stats::snapshot();
+    let (files, mib) = (
+        after.journal_files_read - before.journal_files_read,
+        (after.journal_bytes_read - before.journal_bytes_read) >> 20,
+    );
     let flush = FlushQueue::with_journal(None, journal.clone());
     glommio::spawn_local(flush.clone().run()).detach();
     let kv = ShardKv::open(&data.join(".kv"), flush.clone()).await.unwrap();
     let kv_ms = start.elapsed().as_secs_f64() * 1000.0 - journal_ms;
     println!(
-        "  journal read {journal_ms:.1} ms, state store opened {kv_ms:.1} ms ({} KiB of log)",
+        "  journal read {journal_ms:.1} ms ({files} files, {mib} MiB), state store opened {kv_ms:.1} ms ({} KiB of log)",
         kv.log_bytes() >> 10
     );
     let keys = kv.keys("t-0/");
