@@ -74,8 +74,9 @@ pub async fn run(shard: Rc<Shard>, p: Rc<Partition>, target: usize) {
         }
         Err(MoveError::AfterSwitch(e)) => {
             tracing::error!(partition = %name, error = %e, "partition move failed after its switch point; restoring the record");
-            let restored =
-                shard.kv.put(&partition_dir::dir_owner_key(&name), DirOwner::encode(p.topic_id, &from)).await;
+            let meta = shard.meta();
+            let owner = DirOwner::encode(p.topic_id, &from, (meta.version, &meta.cluster_id));
+            let restored = shard.kv.put(&partition_dir::dir_owner_key(&name), owner).await;
             if let Err(e) = &restored {
                 tracing::error!(partition = %name, error = %e, "cannot restore the partition's directory record; it stays fenced");
             }
@@ -111,11 +112,9 @@ async fn move_log(shard: &Rc<Shard>, p: &Rc<Partition>, target: usize, name: &st
     copy_changed(p, &source, &future, copied, None).await.map_err(BeforeSwitch)?;
     keel_storage::disk::sync_dir(&future).await.map_err(BeforeSwitch)?;
     // 3. The switch point: the record names the target once the copy is complete.
-    shard
-        .kv
-        .put(&partition_dir::dir_owner_key(name), DirOwner::encode(p.topic_id, &target_base))
-        .await
-        .map_err(BeforeSwitch)?;
+    let meta = shard.meta();
+    let owner = DirOwner::encode(p.topic_id, &target_base, (meta.version, &meta.cluster_id));
+    shard.kv.put(&partition_dir::dir_owner_key(name), owner).await.map_err(BeforeSwitch)?;
     let (from, to) = (future.clone(), dest.clone());
     glommio::executor()
         .spawn_blocking(move || std::fs::rename(&from, &to))

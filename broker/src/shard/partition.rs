@@ -116,14 +116,14 @@ impl Partition {
     ) -> Result<Partition, StorageError> {
         let dir_name = format!("{name}-{index}");
         let recorded = shard.kv.get(&dir_owner_key(&dir_name)).map(|v| DirOwner::parse(&v));
-        let recorded = recorded.unwrap_or(DirOwner { topic_id: None, data_dir: None });
+        let recorded = recorded.unwrap_or_default();
         let dir_index = choose_dir(shard, &dir_name, &recorded).await?;
         let data_dir = shard.dirs.get(dir_index).path.clone();
         if let Some(e) = shard.dirs.unavailable(dir_index) {
             return Err(StorageError::io("open partition", &data_dir, std::io::Error::other(e)));
         }
         let dir = partition_dir(&data_dir, name, index);
-        claim_dir(shard, &dir, &data_dir, &recorded, topic.id).await?;
+        claim_dir(shard, &dir, &data_dir, &recorded, topic.id, (meta.version, &meta.cluster_id)).await?;
         let settings = TopicSettings::resolve(&topic.configs, &meta.broker_configs);
         let mut config = shard.log_config.clone();
         config.segment_bytes_max = settings.segment_bytes;
@@ -346,6 +346,13 @@ impl Partition {
         let target = dir.clone();
         if let Err(e) = glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&target)).await {
             tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition failed");
+        }
+        // Durable before the record goes: a crash in between leaves the record, whose
+        // directory the next start removes (`remove_deleted_topics_dirs`).
+        if let Some(parent) = dir.parent() {
+            if let Err(e) = keel_storage::disk::sync_dir(parent).await {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot fsync the directory of a removed partition");
+            }
         }
         let name = format!("{}-{}", self.topic, self.index);
         if let Err(e) = shard.kv.delete(&dir_owner_key(&name)).await {

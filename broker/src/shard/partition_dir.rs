@@ -2,7 +2,9 @@
 //! the shard's state store, written durably: a missing, empty or unreadable record is
 //! a crash or an older layout, never a reason to remove data, and a directory is
 //! removed only when a record names another topic id (a deleted topic of the same
-//! name) or an AlterReplicaLogDirs move a crash interrupted left it behind.
+//! name), a topic the metadata no longer holds although it held it when the record was
+//! written (a deletion a crash or a restart came between), or an AlterReplicaLogDirs
+//! move a crash interrupted left it behind.
 
 use std::path::{Path, PathBuf};
 
@@ -24,26 +26,36 @@ const DIR_OWNER_PREFIX: &str = "dir-owner/";
 /// AlterReplicaLogDirs (Kafka's `-future` replica).
 pub const FUTURE_SUFFIX: &str = ".future";
 
-/// What the state store says about a partition directory: `<topic id>` (the older
-/// form) or `<topic id> <data dir>`.
-#[derive(Debug, Clone, PartialEq)]
+/// What the state store says about a partition directory: `<topic id>@<metadata
+/// version>@<cluster id> <data dir>`, or the older forms `<topic id> <data dir>` and
+/// `<topic id>`.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct DirOwner {
     pub topic_id: Option<Uuid>,
     pub data_dir: Option<PathBuf>,
+    /// A metadata version that holds the topic (the one the partition was opened
+    /// under), and the cluster whose metadata it is.
+    pub held_at: Option<(u64, String)>,
 }
 
 impl DirOwner {
     pub(crate) fn parse(value: &[u8]) -> DirOwner {
         let text = std::str::from_utf8(value).unwrap_or_default();
-        let (id, dir) = match text.split_once(' ') {
-            Some((id, dir)) => (id, Some(PathBuf::from(dir))),
+        let (owner, dir) = match text.split_once(' ') {
+            Some((owner, dir)) => (owner, Some(PathBuf::from(dir))),
             None => (text, None),
         };
-        DirOwner { topic_id: id.trim().parse().ok(), data_dir: dir }
+        let mut parts = owner.splitn(3, '@');
+        let id = parts.next().unwrap_or_default();
+        let held_at = match (parts.next().and_then(|v| v.parse().ok()), parts.next()) {
+            (Some(version), Some(cluster)) => Some((version, cluster.to_string())),
+            _ => None,
+        };
+        DirOwner { topic_id: id.trim().parse().ok(), data_dir: dir, held_at }
     }
 
-    pub(crate) fn encode(topic_id: Uuid, data_dir: &std::path::Path) -> Bytes {
-        Bytes::from(format!("{topic_id} {}", data_dir.display()))
+    pub(crate) fn encode(topic_id: Uuid, data_dir: &std::path::Path, held_at: (u64, &str)) -> Bytes {
+        Bytes::from(format!("{topic_id}@{}@{} {}", held_at.0, held_at.1, data_dir.display()))
     }
 }
 
@@ -172,6 +184,7 @@ pub(super) async fn claim_dir(
     data_dir: &std::path::Path,
     recorded: &DirOwner,
     topic_id: Uuid,
+    held_at: (u64, &str),
 ) -> Result<(), StorageError> {
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let key = dir_owner_key(&name);
@@ -187,12 +200,17 @@ pub(super) async fn claim_dir(
         tracing::warn!(dir = %dir.display(), "removing data of a deleted topic");
         remove_dir(dir.to_path_buf()).await?;
     }
-    if recorded.topic_id != Some(topic_id) || recorded.data_dir.as_deref() != Some(data_dir) {
+    let outdated = recorded.topic_id != Some(topic_id) || recorded.held_at.is_none();
+    if outdated || recorded.data_dir.as_deref() != Some(data_dir) {
         // Not awaited: opening a thousand partitions does not wait for a thousand passes
         // one after another. The record reaches the store on the next scheduler turn,
         // long before a removal of the partition could follow it.
         let kv = shard.kv.clone();
-        let owner = DirOwner::encode(topic_id, data_dir);
+        let held_at = match &recorded.held_at {
+            Some((version, cluster)) if !outdated => (*version, cluster.as_str()),
+            _ => held_at,
+        };
+        let owner = DirOwner::encode(topic_id, data_dir, held_at);
         glommio::spawn_local(async move {
             if let Err(e) = kv.put(&key, owner).await {
                 tracing::warn!(%key, error = %e, "cannot record a partition directory's owner");
@@ -205,4 +223,74 @@ pub(super) async fn claim_dir(
 
 pub fn partition_dir(data_dir: &std::path::Path, topic: &str, index: i32) -> PathBuf {
     data_dir.join(format!("{topic}-{index}"))
+}
+
+/// Removes the directories of partitions whose topic `meta` no longer holds but which
+/// were never removed: a crash between saving the metadata that deleted the topic and
+/// removing its partitions, or a node that learned of the deletion from a later
+/// metadata version than it had (a restart, a snapshot) and so never had them open.
+/// A directory goes only when its owner record names a topic id `meta` does not hold
+/// and was written under a metadata version no later than `meta`'s: that version held
+/// the topic, and topic ids are never reused, so it was deleted in between. An older
+/// metadata copy (one whose save failed, in a cluster) removes nothing; neither does
+/// another cluster's metadata (a lost metadata file replaced by a new cluster's), a
+/// record without a version, or one naming a data directory not configured.
+pub(super) async fn remove_deleted_topics_dirs(shard: &Shard, meta: &crate::cluster::metadata::Metadata) {
+    let live: std::collections::HashSet<Uuid> = meta.topics.values().map(|t| t.id).collect();
+    for key in shard.kv.keys_with_prefix(DIR_OWNER_PREFIX) {
+        let Some(owner) = shard.kv.get(&key).map(|v| DirOwner::parse(&v)) else { continue };
+        let (Some(id), Some((version, cluster)), Some(data_dir)) = (owner.topic_id, owner.held_at, owner.data_dir)
+        else {
+            continue;
+        };
+        let Some(index) = shard.dirs.index_of(&data_dir) else { continue };
+        let earlier = version <= meta.version && cluster == meta.cluster_id;
+        if live.contains(&id) || !earlier || shard.dirs.get(index).offline().is_some() {
+            continue;
+        }
+        // A topic of the same name now: its partition's opening settles the directory.
+        let name = &key[DIR_OWNER_PREFIX.len()..];
+        if name.rsplit_once('-').is_some_and(|(topic, _)| meta.topics.contains_key(topic)) {
+            continue;
+        }
+        let dir = data_dir.join(name);
+        if shard.partitions.borrow().values().any(|p| p.log.borrow().dir() == dir) {
+            continue;
+        }
+        tracing::warn!(dir = %dir.display(), "removing a partition of a topic deleted before its files were");
+        // The directory's removal is durable before its record goes, so a crash in
+        // between finds the record again, never an unowned directory.
+        let removed = match remove_dir(dir.clone()).await {
+            Ok(()) => keel_storage::disk::sync_dir(&data_dir).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = removed {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a deleted topic's partition");
+            continue;
+        }
+        if let Err(e) = shard.kv.delete(&key).await {
+            tracing::warn!(%key, error = %e, "cannot drop a deleted partition's directory owner");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_records_of_every_form_parse() {
+        let id = Uuid::new_v4();
+        let dir = Path::new("/data/with space");
+        let owner = DirOwner::parse(&DirOwner::encode(id, dir, (42, "cluster-Id_x")));
+        assert_eq!(owner.topic_id, Some(id));
+        assert_eq!(owner.data_dir.as_deref(), Some(dir));
+        assert_eq!(owner.held_at, Some((42, "cluster-Id_x".to_string())));
+        // Written before the metadata version was recorded: never a reason to remove.
+        let older = DirOwner::parse(format!("{id} /data/with space").as_bytes());
+        assert_eq!((older.topic_id, older.data_dir.as_deref(), older.held_at), (Some(id), Some(dir), None));
+        let oldest = DirOwner::parse(id.to_string().as_bytes());
+        assert_eq!((oldest.topic_id, oldest.data_dir, oldest.held_at), (Some(id), None, None));
+        assert_eq!(DirOwner::parse(b""), DirOwner::default());
+    }
 }

@@ -340,3 +340,60 @@ fn data_dirs_moved_while_down_are_found_where_they_now_are() {
     }
     b.stop();
 }
+
+/// Rewrites the saved metadata without `topic`, its version moved by `delta`, leaving
+/// the topic's partitions on disk: with a later version, what a crash between saving a
+/// topic's deletion and removing its partitions leaves (and what a node that learned
+/// of a deletion from a later metadata version holds); with an earlier one, a metadata
+/// copy whose save failed.
+fn drop_topic_from_saved_metadata(b: &Broker, topic: &str, delta: i64) {
+    let path = b.dir.join("data/cluster/metadata.json");
+    let mut meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert!(meta["topics"].as_object_mut().unwrap().remove(topic).is_some(), "{topic} in the saved metadata");
+    meta["version"] = (meta["version"].as_i64().unwrap() + delta).into();
+    std::fs::write(&path, serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
+}
+
+#[test]
+fn partitions_of_a_topic_deleted_before_they_were_removed_go_at_the_next_start() {
+    let mut b = two_dir_broker();
+    let (first, second) = (b.dir.join("data"), b.dir.join("data2"));
+    let on_disk = |topic: &str| partition_dirs(&first, topic).len() + partition_dirs(&second, topic).len();
+    let mut c = b.connect();
+    assert_eq!(create_topic(&mut c, "kept", 2).topics[0].error_code, 0);
+    assert_eq!(create_topic(&mut c, "gone", PARTITIONS).topics[0].error_code, 0);
+    for p in 0..PARTITIONS {
+        produce_n(&mut c, "gone", p, 3, "g");
+    }
+    for p in 0..2 {
+        produce_n(&mut c, "kept", p, 3, "k");
+    }
+    assert_eq!(on_disk("gone"), PARTITIONS as usize);
+    b.kill9();
+    let metadata = b.dir.join("data/cluster/metadata.json");
+    let saved = std::fs::read(&metadata).unwrap();
+
+    // An older metadata copy without the topic proves nothing: the partitions stay.
+    drop_topic_from_saved_metadata(&b, "gone", -1);
+    b.spawn();
+    assert_eq!(on_disk("gone"), PARTITIONS as usize, "partitions removed on an older metadata copy");
+    b.kill9();
+
+    // A later version without it: the topic was deleted, and its partitions go, in
+    // both data directories, before the broker serves.
+    std::fs::write(&metadata, &saved).unwrap();
+    drop_topic_from_saved_metadata(&b, "gone", 1);
+    b.spawn();
+    assert_eq!(on_disk("gone"), 0, "a deleted topic's partitions left: {}", b.log());
+    assert!(b.log().contains("removing a partition of a topic deleted before its files were"));
+    // Their records went with them, and the live topic kept everything.
+    b.stop();
+    b.spawn();
+    assert_eq!(on_disk("gone"), 0);
+    let mut c = b.connect();
+    for p in 0..2 {
+        let expected: Vec<Bytes> = (0..3).map(|i| Bytes::from(format!("k-{p}-{i}"))).collect();
+        assert_eq!(read_all(&mut c, "kept", p), expected, "kept-{p}");
+    }
+    assert_eq!(b.log().matches("removing a partition of a topic deleted").count(), PARTITIONS as usize);
+}
