@@ -254,7 +254,8 @@ pub(super) async fn remove_deleted_topics_dirs(shard: &Shard, meta: &crate::clus
             continue;
         }
         let dir = data_dir.join(name);
-        if shard.partitions.borrow().values().any(|p| p.log.borrow().dir() == dir) {
+        // (A log busy right now is taken for this one: never remove what may be open.)
+        if shard.partitions.borrow().values().any(|p| p.log.try_borrow().map_or(true, |l| l.dir() == dir)) {
             continue;
         }
         tracing::warn!(dir = %dir.display(), "removing a partition of a topic deleted before its files were");
