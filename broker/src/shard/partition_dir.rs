@@ -238,6 +238,12 @@ pub fn partition_dir(data_dir: &std::path::Path, topic: &str, index: i32) -> Pat
 pub(super) async fn remove_deleted_topics_dirs(shard: &Shard, meta: &crate::cluster::metadata::Metadata) {
     let live: std::collections::HashSet<Uuid> = meta.topics.values().map(|t| t.id).collect();
     for key in shard.kv.keys_with_prefix(DIR_OWNER_PREFIX) {
+        // A topic of that name now (nearly every record, checked before parsing one):
+        // its partition's opening settles the directory.
+        let name = &key[DIR_OWNER_PREFIX.len()..];
+        if name.rsplit_once('-').is_some_and(|(topic, _)| meta.topics.contains_key(topic)) {
+            continue;
+        }
         let Some(owner) = shard.kv.get(&key).map(|v| DirOwner::parse(&v)) else { continue };
         let (Some(id), Some((version, cluster)), Some(data_dir)) = (owner.topic_id, owner.held_at, owner.data_dir)
         else {
@@ -246,11 +252,6 @@ pub(super) async fn remove_deleted_topics_dirs(shard: &Shard, meta: &crate::clus
         let Some(index) = shard.dirs.index_of(&data_dir) else { continue };
         let earlier = version <= meta.version && cluster == meta.cluster_id;
         if live.contains(&id) || !earlier || shard.dirs.get(index).offline().is_some() {
-            continue;
-        }
-        // A topic of the same name now: its partition's opening settles the directory.
-        let name = &key[DIR_OWNER_PREFIX.len()..];
-        if name.rsplit_once('-').is_some_and(|(topic, _)| meta.topics.contains_key(topic)) {
             continue;
         }
         let dir = data_dir.join(name);
