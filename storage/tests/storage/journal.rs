@@ -346,11 +346,13 @@ fn files_retired_together_are_recycled_within_the_file_budget() {
         }
         let (created, checkpoints) = (journal.files_created.get(), journal.checkpoints.get());
         assert!(checkpoints > 4, "{checkpoints} checkpoints: the test exercises no recycling");
-        // Live files and spares stay within their budget; the next file, prepared
-        // ahead of its roll, comes on top (checkpoints that leave logs' tails to the
-        // journal keep one interval more live, which reaches that bound here).
+        // Live files and spares stay within their budget. Two come on top: the next
+        // file, prepared ahead of its roll, and the file a checkpoint rolls to while
+        // passes wait with the live files at their limit (a busy machine, whose
+        // checkpoints run slower, reaches that; checkpoints that leave logs' tails to
+        // the journal keep one interval more live).
         assert!(
-            created <= (config.live_files_max + config.spare_files_max + 1) as u64,
+            created <= (config.live_files_max + config.spare_files_max + 2) as u64,
             "{created} journal files created for 64 files' worth in {checkpoints} checkpoints: retired files not recycled"
         );
 
