@@ -255,7 +255,7 @@ impl Shard {
             }
         }
         scrub::spawn(self, opened_replicas);
-        partition_dir::remove_deleted_topics_dirs(self, &meta).await;
+        partition_dir::remove_leftover_partitions(self, &meta).await;
     }
 }
 

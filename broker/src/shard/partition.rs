@@ -339,7 +339,8 @@ impl Partition {
         keel_storage::recovery::close(&self.log).await
     }
 
-    /// Removes the partition's files and its state (its topic was deleted).
+    /// Removes the partition's files and its state (its topic was deleted, or its
+    /// replica moved off this node).
     pub async fn remove(&self, shard: &Shard) {
         let dir = self.log.borrow().dir().to_path_buf();
         log::release_files(&self.log).await;
@@ -347,19 +348,20 @@ impl Partition {
         if let Err(e) = glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&target)).await {
             tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition failed");
         }
-        // Durable before the record goes: a crash in between leaves the record, whose
-        // directory the next start removes (`remove_deleted_topics_dirs`).
+        // Durable before the records go, and the directory owner last: a crash in
+        // between leaves the owner record, from which the next start removes what is
+        // left (`remove_leftover_partitions`).
         if let Some(parent) = dir.parent() {
             if let Err(e) = keel_storage::disk::sync_dir(parent).await {
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot fsync the directory of a removed partition");
             }
         }
+        if let Err(e) = shard.kv.keys(&state_prefix(self.topic_id, self.index)).remove_all().await {
+            tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition's state failed");
+        }
         let name = format!("{}-{}", self.topic, self.index);
         if let Err(e) = shard.kv.delete(&dir_owner_key(&name)).await {
             tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition's directory owner failed");
-        }
-        if let Err(e) = shard.kv.keys(&state_prefix(self.topic_id, self.index)).remove_all().await {
-            tracing::error!(dir = %dir.display(), error = %e, "removing a deleted partition's state failed");
         }
     }
 

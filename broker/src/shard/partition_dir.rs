@@ -2,9 +2,9 @@
 //! the shard's state store, written durably: a missing, empty or unreadable record is
 //! a crash or an older layout, never a reason to remove data, and a directory is
 //! removed only when a record names another topic id (a deleted topic of the same
-//! name), a topic the metadata no longer holds although it held it when the record was
-//! written (a deletion a crash or a restart came between), or an AlterReplicaLogDirs
-//! move a crash interrupted left it behind.
+//! name), a partition the metadata no longer places on this node although it did when
+//! the record was written (a deletion or a reassignment a crash or a restart came
+//! between), or an AlterReplicaLogDirs move a crash interrupted left it behind.
 
 use std::path::{Path, PathBuf};
 
@@ -225,23 +225,31 @@ pub fn partition_dir(data_dir: &std::path::Path, topic: &str, index: i32) -> Pat
     data_dir.join(format!("{topic}-{index}"))
 }
 
-/// Removes the directories of partitions whose topic `meta` no longer holds but which
-/// were never removed: a crash between saving the metadata that deleted the topic and
-/// removing its partitions, or a node that learned of the deletion from a later
-/// metadata version than it had (a restart, a snapshot) and so never had them open.
-/// A directory goes only when its owner record names a topic id `meta` does not hold
-/// and was written under a metadata version no later than `meta`'s: that version held
-/// the topic, and topic ids are never reused, so it was deleted in between. An older
-/// metadata copy (one whose save failed, in a cluster) removes nothing; neither does
-/// another cluster's metadata (a lost metadata file replaced by a new cluster's), a
-/// record without a version, or one naming a data directory not configured.
-pub(super) async fn remove_deleted_topics_dirs(shard: &Shard, meta: &crate::cluster::metadata::Metadata) {
-    let live: std::collections::HashSet<Uuid> = meta.topics.values().map(|t| t.id).collect();
+/// Removes the partitions this shard keeps on disk that `meta` no longer places on
+/// this node and that were never removed: a crash between installing the metadata
+/// that deleted their topic or moved their replica off this node (a reassignment)
+/// and removing them, or a node that learned of the change from a later metadata
+/// version than it had (a restart, a snapshot) and so never had them open. A partition
+/// goes only when its owner record was written under a metadata version no later than
+/// `meta`'s: that version placed it here, so it was deleted or moved away in between
+/// (topic ids are never reused). An older metadata copy (one whose save failed, in a
+/// cluster) removes nothing; neither does another cluster's metadata (a lost metadata
+/// file replaced by a new cluster's), a record without a version, or one naming a data
+/// directory not configured. With the directory go the partition's Raft record and
+/// state, then its owner record, last: a crash in between leaves the record, and the
+/// next sweep starts again from it. A replica that later moves back here starts empty
+/// and copies the log from its leader, as a new replica does.
+pub(super) async fn remove_leftover_partitions(shard: &Shard, meta: &crate::cluster::metadata::Metadata) {
+    let node = shard.config.node_id;
     for key in shard.kv.keys_with_prefix(DIR_OWNER_PREFIX) {
-        // A topic of that name now (nearly every record, checked before parsing one):
-        // its partition's opening settles the directory.
         let name = &key[DIR_OWNER_PREFIX.len()..];
-        if name.rsplit_once('-').is_some_and(|(topic, _)| meta.topics.contains_key(topic)) {
+        let Some((topic, index)) = name.rsplit_once('-').and_then(|(t, i)| Some((t, i.parse::<i32>().ok()?))) else {
+            continue;
+        };
+        // Placed here (nearly every record, checked before parsing one): its
+        // partition's opening settles the directory.
+        let current = meta.topics.get(topic);
+        if current.is_some_and(|t| t.hosted_on(index, node)) {
             continue;
         }
         let Some(owner) = shard.kv.get(&key).map(|v| DirOwner::parse(&v)) else { continue };
@@ -249,9 +257,9 @@ pub(super) async fn remove_deleted_topics_dirs(shard: &Shard, meta: &crate::clus
         else {
             continue;
         };
-        let Some(index) = shard.dirs.index_of(&data_dir) else { continue };
+        let Some(dir_index) = shard.dirs.index_of(&data_dir) else { continue };
         let earlier = version <= meta.version && cluster == meta.cluster_id;
-        if live.contains(&id) || !earlier || shard.dirs.get(index).offline().is_some() {
+        if !earlier || shard.dirs.get(dir_index).offline().is_some() {
             continue;
         }
         let dir = data_dir.join(name);
@@ -259,19 +267,30 @@ pub(super) async fn remove_deleted_topics_dirs(shard: &Shard, meta: &crate::clus
         if shard.partitions.borrow().values().any(|p| p.log.try_borrow().map_or(true, |l| l.dir() == dir)) {
             continue;
         }
-        tracing::warn!(dir = %dir.display(), "removing a partition of a topic deleted before its files were");
-        // The directory's removal is durable before its record goes, so a crash in
-        // between finds the record again, never an unowned directory.
+        let why = if current.is_some_and(|t| t.id == id) {
+            "its replica moved off this node"
+        } else {
+            "its topic was deleted"
+        };
+        tracing::warn!(dir = %dir.display(), "removing a partition left behind by a crash or a restart: {why}");
+        // The directory's removal is durable before any record goes.
         let removed = match remove_dir(dir.clone()).await {
             Ok(()) => keel_storage::disk::sync_dir(&data_dir).await,
             Err(e) => Err(e),
         };
         if let Err(e) = removed {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a deleted topic's partition");
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a partition left behind");
+            continue;
+        }
+        if let Some(replication) = &shard.replication {
+            replication.remove_group(super::partition::group_id(id, index)).await;
+        }
+        if let Err(e) = shard.kv.keys(&super::partition::state_prefix(id, index)).remove_all().await {
+            tracing::warn!(%key, error = %e, "cannot drop the state of a partition left behind");
             continue;
         }
         if let Err(e) = shard.kv.delete(&key).await {
-            tracing::warn!(%key, error = %e, "cannot drop a deleted partition's directory owner");
+            tracing::warn!(%key, error = %e, "cannot drop the directory owner of a partition left behind");
         }
     }
 }

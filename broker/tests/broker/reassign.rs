@@ -3,7 +3,8 @@
 //! copies the log from the leader's log start (a snapshot, then Raft appends), becomes
 //! a voter in one joint change, the replica left out removes its copy, and the moved
 //! partition keeps every acknowledged record through a kill of its new leader, and
-//! through kills of its leader while it moves. A broker the controller stops hearing
+//! through kills of its leader while it moves. A replica moved off a node that crashed
+//! before removing it goes at the node's next start. A broker the controller stops hearing
 //! from is fenced: out of Metadata and of new placements until it registers again.
 
 use std::time::Duration;
@@ -109,6 +110,55 @@ fn a_partition_moves_to_a_new_replica_with_its_whole_log() {
     });
     let expected: Vec<String> = values[50..].iter().chain(&more).cloned().collect();
     assert_eq!(read_all(&c, newcomer, TOPIC, 0), expected);
+}
+
+/// A node that installed the metadata moving its replica away and crashed before
+/// removing the replica (here: the move made while it was down, and its saved metadata
+/// replaced by the newer copy, as that crash leaves it) removes the replica at its next
+/// start; when the partition moves back to it later, it copies the log afresh and
+/// serves all of it.
+#[test]
+fn a_replica_moved_off_a_node_that_crashed_before_removing_it_goes_at_its_start() {
+    const TOPIC: &str = "moved-off-while-down";
+    let all = [1, 2, 3, 4];
+    let mut c = Cluster::start(3);
+    assert_eq!(c.create_topic(TOPIC, 1, 3), 0, "{}", c.logs());
+    assert_eq!(c.join(), 4);
+    let (first_leader, _) = c.wait_for_leader(&all, TOPIC, 0, None);
+    let before = replicas(&c, 1, TOPIC).expect("metadata");
+    let newcomer = all.iter().copied().find(|n| !before.contains(n)).expect("a fourth node");
+    let leaving = before.iter().copied().find(|n| *n != first_leader).expect("a follower");
+    let values: Vec<String> = (0..200).map(|i| format!("v{i}")).collect();
+    assert_eq!(produce_all(&c, &all, TOPIC, 0, &values[..100]), values[..100]);
+    c.wait_until("every replica in sync", Duration::from_secs(30), |c| c.all_in_sync(&all, TOPIC, 3));
+
+    let leaving_copy = c.node(leaving).dir.join("data").join(format!("{TOPIC}-0"));
+    assert!(leaving_copy.is_dir(), "the leaving node holds a replica");
+    c.node(leaving).kill9();
+    let live: Vec<i32> = all.iter().copied().filter(|n| *n != leaving).collect();
+    let target: Vec<i32> = std::iter::once(newcomer).chain(before.iter().copied().filter(|n| *n != leaving)).collect();
+    assert_eq!(c.reassign(first_leader, TOPIC, 0, Some(&target)), 0);
+    c.wait_until("the move completes", Duration::from_secs(60), |c| {
+        live.iter().all(|id| ongoing(c, *id, TOPIC).is_empty() && replicas(c, *id, TOPIC) == Some(target.clone()))
+    });
+    assert_eq!(produce_all(&c, &live, TOPIC, 0, &values[100..150]), values[100..150]);
+
+    // The crash's state: the newer metadata saved, the replica still on disk.
+    let saved = c.node(first_leader).dir.join("data/cluster/metadata.json");
+    std::fs::copy(saved, c.node(leaving).dir.join("data/cluster/metadata.json")).unwrap();
+    c.node(leaving).spawn();
+    c.wait_until("the replica left behind is removed", Duration::from_secs(30), |_| !leaving_copy.exists());
+    assert!(c.node(leaving).log().contains("its replica moved off this node"), "{}", c.node(leaving).log());
+
+    // The partition moves back: the node copies the log afresh and serves every record.
+    assert_eq!(c.reassign(first_leader, TOPIC, 0, Some(&before)), 0);
+    c.wait_until("the move back completes", Duration::from_secs(60), |c| {
+        all.iter().all(|id| ongoing(c, *id, TOPIC).is_empty() && replicas(c, *id, TOPIC) == Some(before.clone()))
+    });
+    assert_eq!(produce_all(&c, &all, TOPIC, 0, &values[150..]), values[150..]);
+    c.wait_until("every replica in sync", Duration::from_secs(30), |c| c.all_in_sync(&all, TOPIC, 3));
+    c.move_leader(&all, TOPIC, leaving, Duration::from_secs(30));
+    assert_eq!(read_all(&c, leaving, TOPIC, 0), values, "{}", c.logs());
 }
 
 /// SIGKILL during a membership change: while a partition moves to a fourth broker, the
