@@ -112,6 +112,30 @@ fn a_partition_moves_to_a_new_replica_with_its_whole_log() {
     assert_eq!(read_all(&c, newcomer, TOPIC, 0), expected);
 }
 
+/// A planned move of partition 0 of a topic: the fourth node comes in as the preferred
+/// replica, and a follower of the first leader leaves.
+struct Move {
+    first_leader: i32,
+    before: Vec<i32>,
+    newcomer: i32,
+    leaving: i32,
+    target: Vec<i32>,
+}
+
+/// Three nodes with `topic` (one partition, three replicas), and a fourth joined.
+fn cluster_with_a_move(topic: &str) -> (Cluster, Move) {
+    let all = [1, 2, 3, 4];
+    let mut c = Cluster::start(3);
+    assert_eq!(c.create_topic(topic, 1, 3), 0, "{}", c.logs());
+    assert_eq!(c.join(), 4);
+    let (first_leader, _) = c.wait_for_leader(&all, topic, 0, None);
+    let before = replicas(&c, 1, topic).expect("metadata");
+    let newcomer = all.iter().copied().find(|n| !before.contains(n)).expect("a fourth node");
+    let leaving = before.iter().copied().find(|n| *n != first_leader).expect("a follower");
+    let target = std::iter::once(newcomer).chain(before.iter().copied().filter(|n| *n != leaving)).collect();
+    (c, Move { first_leader, before, newcomer, leaving, target })
+}
+
 /// A node that installed the metadata moving its replica away and crashed before
 /// removing the replica (here: the move made while it was down, and its saved metadata
 /// replaced by the newer copy, as that crash leaves it) removes the replica at its next
@@ -121,13 +145,7 @@ fn a_partition_moves_to_a_new_replica_with_its_whole_log() {
 fn a_replica_moved_off_a_node_that_crashed_before_removing_it_goes_at_its_start() {
     const TOPIC: &str = "moved-off-while-down";
     let all = [1, 2, 3, 4];
-    let mut c = Cluster::start(3);
-    assert_eq!(c.create_topic(TOPIC, 1, 3), 0, "{}", c.logs());
-    assert_eq!(c.join(), 4);
-    let (first_leader, _) = c.wait_for_leader(&all, TOPIC, 0, None);
-    let before = replicas(&c, 1, TOPIC).expect("metadata");
-    let newcomer = all.iter().copied().find(|n| !before.contains(n)).expect("a fourth node");
-    let leaving = before.iter().copied().find(|n| *n != first_leader).expect("a follower");
+    let (mut c, Move { first_leader, before, leaving, target, .. }) = cluster_with_a_move(TOPIC);
     let values: Vec<String> = (0..200).map(|i| format!("v{i}")).collect();
     assert_eq!(produce_all(&c, &all, TOPIC, 0, &values[..100]), values[..100]);
     c.wait_until("every replica in sync", Duration::from_secs(30), |c| c.all_in_sync(&all, TOPIC, 3));
@@ -136,7 +154,6 @@ fn a_replica_moved_off_a_node_that_crashed_before_removing_it_goes_at_its_start(
     assert!(leaving_copy.is_dir(), "the leaving node holds a replica");
     c.node(leaving).kill9();
     let live: Vec<i32> = all.iter().copied().filter(|n| *n != leaving).collect();
-    let target: Vec<i32> = std::iter::once(newcomer).chain(before.iter().copied().filter(|n| *n != leaving)).collect();
     assert_eq!(c.reassign(first_leader, TOPIC, 0, Some(&target)), 0);
     c.wait_until("the move completes", Duration::from_secs(60), |c| {
         live.iter().all(|id| ongoing(c, *id, TOPIC).is_empty() && replicas(c, *id, TOPIC) == Some(target.clone()))
@@ -170,15 +187,8 @@ fn a_replica_moved_off_a_node_that_crashed_before_removing_it_goes_at_its_start(
 fn a_move_completes_through_kills_of_its_leader_and_newcomer() {
     const TOPIC: &str = "moving-under-kills";
     let all = [1, 2, 3, 4];
-    let mut c = Cluster::start(3);
-    assert_eq!(c.create_topic(TOPIC, 1, 3), 0, "{}", c.logs());
-    assert_eq!(c.join(), 4);
-    let (first_leader, _) = c.wait_for_leader(&all, TOPIC, 0, None);
-    let before = replicas(&c, 1, TOPIC).expect("metadata");
-    let newcomer = all.iter().copied().find(|n| !before.contains(n)).expect("a fourth node");
     // A follower leaves, so the leaders killed below stay members.
-    let leaving = before.iter().copied().find(|n| *n != first_leader).expect("a follower");
-    let target: Vec<i32> = std::iter::once(newcomer).chain(before.iter().copied().filter(|n| *n != leaving)).collect();
+    let (mut c, Move { newcomer, target, .. }) = cluster_with_a_move(TOPIC);
 
     // About 18 MB, so that the newcomer's copy is under way at the first kill.
     let pad = "x".repeat(6_000);
