@@ -74,6 +74,7 @@ pub const FENCED_MEMBER_EPOCH: i16 = 110;
 pub const UNRELEASED_INSTANCE_ID: i16 = 111;
 pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
 pub const STALE_MEMBER_EPOCH: i16 = 113;
+pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
 
 use keel_storage::StorageError;
 

@@ -92,7 +92,9 @@ pub async fn handle(
                                         m.subscribed_topic_names.iter().map(|t| TopicName(str_bytes(t))).collect(),
                                     )
                                     // Kafka answers "" for a member without a regex.
-                                    .with_subscribed_topic_regex(Some(str_bytes("")))
+                                    .with_subscribed_topic_regex(Some(str_bytes(
+                                        m.subscribed_topic_regex.as_deref().unwrap_or_default(),
+                                    )))
                                     .with_assignment(assignment(&meta, &m.assignment))
                                     .with_target_assignment(assignment(&meta, &m.target_assignment));
                                 if version >= 1 {

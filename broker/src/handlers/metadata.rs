@@ -32,6 +32,11 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     let allow_create = version < 4 || req.allow_auto_topic_creation;
     let mut wanted: Vec<(Option<String>, Uuid)> = match &req.topics {
         None => meta.topics.keys().map(|n| (Some(n.clone()), Uuid::nil())).collect(),
+        // As Kafka: a request that names any topic id is answered by id, its names
+        // ignored (the Java consumer asks by id with empty names).
+        Some(list) if list.iter().any(|t| !t.topic_id.is_nil()) => {
+            list.iter().filter(|t| !t.topic_id.is_nil()).map(|t| (None, t.topic_id)).collect()
+        }
         Some(list) => list.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)).collect(),
     };
     if version == 0 && req.topics.as_ref().map(|t| t.is_empty()).unwrap_or(false) {

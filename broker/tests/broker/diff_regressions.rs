@@ -7,6 +7,7 @@
 //! operations; in OffsetDelete, unknown topics and partitions; in ElectLeaders, a topic
 //! named twice; in DeleteGroups, a group named twice; in DescribeQuorum, a partition
 //! that is not the metadata log's; in ConsumerGroupDescribe, the regex and operations.
+//! One a client found: Metadata asked by topic id with empty names (the Java consumer).
 
 use crate::common::kafka::*;
 use crate::common::{Broker, Conn};
@@ -530,4 +531,27 @@ fn a_marker_fences_older_epochs_of_a_producer_new_to_the_partition() {
     let (id, epoch) = init_idempotent_producer(&mut c);
     assert_eq!(write_markers(&mut c, "markers", id, epoch + 1), [0, 0]);
     assert_eq!(write_markers(&mut c, "markers", id, epoch), [INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_EPOCH]);
+}
+
+/// Kafka answers a Metadata request that names any topic id by id and ignores its
+/// names; the Java consumer (KIP-848 with a SubscriptionPattern) asks by id with empty
+/// names, which Keel took for an illegal topic name (INVALID_TOPIC_EXCEPTION) and the
+/// consumer failed its reconciliation.
+#[test]
+fn metadata_asked_by_topic_id_ignores_the_names() {
+    const UNKNOWN_TOPIC_ID: i16 = 100;
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    let id = create_topic(&mut c, "by-id", 2).topics[0].topic_id;
+    let unknown = kafka_protocol::protocol::StrBytes::from_static_str("");
+    let ask = |id| {
+        metadata_request::MetadataRequestTopic::default().with_topic_id(id).with_name(Some(TopicName(unknown.clone())))
+    };
+    let req = MetadataRequest::default()
+        .with_topics(Some(vec![ask(id), ask(uuid::Uuid::from_u128(42))]))
+        .with_allow_auto_topic_creation(true);
+    let m: MetadataResponse = c.call(ApiKey::Metadata, 12, &req);
+    let answers: Vec<(i16, Option<&str>, usize)> =
+        m.topics.iter().map(|t| (t.error_code, t.name.as_ref().map(|n| n.0.as_str()), t.partitions.len())).collect();
+    assert_eq!(answers, vec![(0, Some("by-id"), 2), (UNKNOWN_TOPIC_ID, None, 0)]);
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
 use super::{
-    intersects, split, Assignment, ConsumerGroup, ConsumerMember, MemberState, TopicLookup,
+    intersects, split, Assignment, ConsumerGroup, ConsumerMember, MemberState, Resolved, TopicLookup,
     RECONCILING_HEARTBEAT_INTERVAL_MS,
 };
 use crate::coordinator::assignor::{self, MemberSpec};
@@ -106,8 +106,13 @@ impl ConsumerGroup {
                 ));
             }
         }
-        if req.subscribed_topic_regex.as_deref().is_some_and(|r| !r.is_empty()) {
-            return Err(fail(errors::INVALID_REQUEST, "Regular expression subscriptions are not supported yet."));
+        if let Some(r) = req.subscribed_topic_regex.as_deref().filter(|r| !r.is_empty()) {
+            if let Err(e) = regex::Regex::new(r) {
+                return Err(fail(
+                    errors::INVALID_REGULAR_EXPRESSION,
+                    &format!("SubscribedTopicRegex `{r}` is not a valid regular expression: {e}."),
+                ));
+            }
         }
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == LEAVE_STATIC_EPOCH {
             return self.leave(req);
@@ -126,7 +131,9 @@ impl ConsumerGroup {
             self.check_epoch(&req)?;
             req.member_id.clone()
         };
-        changed |= self.update_member(&id, &req, settings, now_ms);
+        let resubscribe = self.update_member(&id, &req, settings, now_ms);
+        changed |= resubscribe;
+        changed |= self.match_regexes(topics, resubscribe.then_some(id.as_str()));
         changed |= self.topics_changed(topics);
         if changed {
             self.epoch += 1;
@@ -210,6 +217,8 @@ impl ConsumerGroup {
                 client_host: req.client_host.clone(),
                 rebalance_timeout_ms: req.rebalance_timeout_ms,
                 subscribed: BTreeSet::new(),
+                regex: None,
+                matched: BTreeSet::new(),
                 server_assignor: None,
                 epoch: 0,
                 previous_epoch: -1,
@@ -253,17 +262,30 @@ impl ConsumerGroup {
     }
 
     /// Applies the fields the request changes; true if the assignment depends on them.
+    /// A changed regex's matches are found by [`Self::match_regexes`].
     fn update_member(&mut self, id: &str, req: &HeartbeatRequest, settings: Settings, now_ms: i64) -> bool {
         let mut changed = false;
-        let new_topics = req.subscribed_topic_names.as_ref().map(|t| t.iter().cloned().collect::<BTreeSet<String>>());
-        if let Some(topics) = new_topics {
-            let old = self.members[id].subscribed.clone();
-            if topics != old {
-                self.unsubscribe(&old);
-                self.subscribe(&topics);
-                self.members.get_mut(id).expect("member").subscribed = topics;
+        let m = self.members.get_mut(id).expect("member");
+        let before = m.topics();
+        if let Some(names) = &req.subscribed_topic_names {
+            let names: BTreeSet<String> = names.iter().cloned().collect();
+            if names != m.subscribed {
+                m.subscribed = names;
                 changed = true;
             }
+        }
+        if let Some(regex) = &req.subscribed_topic_regex {
+            let regex = (!regex.is_empty()).then(|| regex.clone());
+            if regex != m.regex {
+                m.regex = regex;
+                m.matched.clear();
+                changed = true;
+            }
+        }
+        if changed {
+            let after = m.topics();
+            self.unsubscribe(&before);
+            self.subscribe(&after);
         }
         let m = self.members.get_mut(id).expect("member");
         if let Some(a) = &req.server_assignor {
@@ -279,6 +301,61 @@ impl ConsumerGroup {
             m.rack_id = req.rack_id.clone();
         }
         m.session_deadline_ms = now_ms + settings.session_timeout_ms as i64;
+        changed
+    }
+
+    /// Matches the members' regexes against the topics again when the topics' version
+    /// moved since (each regex once for the group, as Kafka resolves them), and applies
+    /// the subscriptions that changed: those of the members whose regex now matches
+    /// other topics, and `member`'s (its names or regex changed). True if any did.
+    fn match_regexes(&mut self, topics: &impl TopicLookup, member: Option<&str>) -> bool {
+        let used: BTreeSet<String> = self.members.values().filter_map(|m| m.regex.clone()).collect();
+        self.regexes.retain(|r, _| used.contains(r));
+        let version = topics.version();
+        let mut moved = BTreeSet::new();
+        if used.iter().any(|r| self.regexes.get(r).is_none_or(|resolved| resolved.version != version)) {
+            let names = topics.topic_names();
+            for r in used {
+                let Some(resolved) = self.regexes.get_mut(&r) else {
+                    // Validated as the member sent it.
+                    let Ok(regex) = regex::Regex::new(&format!("^(?:{r})$")) else { continue };
+                    let matched = names.iter().filter(|n| regex.is_match(n)).cloned().collect();
+                    self.regexes.insert(r.clone(), Resolved { regex, version, topics: matched });
+                    moved.insert(r);
+                    continue;
+                };
+                if resolved.version != version {
+                    let matched: BTreeSet<String> =
+                        names.iter().filter(|n| resolved.regex.is_match(n)).cloned().collect();
+                    resolved.version = version;
+                    if matched != resolved.topics {
+                        resolved.topics = matched;
+                        moved.insert(r);
+                    }
+                }
+            }
+        }
+        let ids: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| Some(m.id.as_str()) == member || m.regex.as_ref().is_some_and(|r| moved.contains(r)))
+            .map(|m| m.id.clone())
+            .collect();
+        let mut changed = false;
+        for id in ids {
+            let m = &self.members[&id];
+            let before = m.topics();
+            let matched =
+                m.regex.as_ref().and_then(|r| self.regexes.get(r)).map(|r| r.topics.clone()).unwrap_or_default();
+            let m = self.members.get_mut(&id).expect("member");
+            m.matched = matched;
+            let after = m.topics();
+            if after != before {
+                self.unsubscribe(&before);
+                self.subscribe(&after);
+                changed = true;
+            }
+        }
         changed
     }
 
@@ -309,7 +386,7 @@ impl ConsumerGroup {
             .members
             .iter()
             .map(|(id, m)| {
-                let ids = m.subscribed.iter().filter_map(|t| topics.topic_by_name(t)).map(|(tid, count)| {
+                let ids = m.topics().into_iter().filter_map(|t| topics.topic_by_name(&t)).map(|(tid, count)| {
                     partitions.insert(tid, count);
                     tid
                 });

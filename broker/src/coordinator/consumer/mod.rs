@@ -37,6 +37,10 @@ pub trait TopicLookup {
     /// (topic id, partition count)
     fn topic_by_name(&self, name: &str) -> Option<(Uuid, i32)>;
     fn topic_name(&self, id: &Uuid) -> Option<String>;
+    /// Every topic's name (internal ones too, as Kafka matches regexes against them).
+    fn topic_names(&self) -> Vec<String>;
+    /// Changes whenever the topics may have: regexes are matched again then.
+    fn version(&self) -> u64;
 }
 
 impl TopicLookup for crate::cluster::metadata::Metadata {
@@ -46,6 +50,19 @@ impl TopicLookup for crate::cluster::metadata::Metadata {
     fn topic_name(&self, id: &Uuid) -> Option<String> {
         crate::cluster::metadata::Metadata::topic_name(self, id).map(str::to_string)
     }
+    fn topic_names(&self) -> Vec<String> {
+        self.topics.keys().cloned().collect()
+    }
+    fn version(&self) -> u64 {
+        self.version
+    }
+}
+
+/// A subscribed regular expression and the topics it matched at a metadata version.
+struct Resolved {
+    regex: regex::Regex,
+    version: u64,
+    topics: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +83,12 @@ pub struct ConsumerMember {
     pub client_id: String,
     pub client_host: String,
     pub rebalance_timeout_ms: i32,
+    /// The topic names the member subscribed to by name.
     pub subscribed: BTreeSet<String>,
+    /// The member's SubscribedTopicRegex (KIP-848: matched by the coordinator against
+    /// whole topic names), and the topics it matches now.
+    pub regex: Option<String>,
+    pub matched: BTreeSet<String>,
     pub server_assignor: Option<String>,
     pub epoch: i32,
     previous_epoch: i32,
@@ -75,6 +97,13 @@ pub struct ConsumerMember {
     revoking: Assignment,
     session_deadline_ms: i64,
     revocation_deadline_ms: Option<i64>,
+}
+
+impl ConsumerMember {
+    /// What the member subscribes to: its topic names and its regex's matches.
+    pub fn topics(&self) -> BTreeSet<String> {
+        self.subscribed.union(&self.matched).cloned().collect()
+    }
 }
 
 pub struct ConsumerGroup {
@@ -87,8 +116,10 @@ pub struct ConsumerGroup {
     target: BTreeMap<String, Assignment>,
     /// Who holds each partition (assigned, or still revoking it).
     owners: HashMap<(Uuid, i32), String>,
-    /// Subscribed topic → members subscribing to it.
+    /// Subscribed topic (by name or regex) → members subscribing to it.
     subscriptions: BTreeMap<String, usize>,
+    /// The members' regexes, each resolved once for the group.
+    regexes: BTreeMap<String, Resolved>,
     /// The subscribed topics' (id, partitions) the target was computed from.
     topics_seen: BTreeMap<String, Option<(Uuid, i32)>>,
     static_members: HashMap<String, String>,
@@ -114,6 +145,7 @@ impl ConsumerGroup {
             target: BTreeMap::new(),
             owners: HashMap::new(),
             subscriptions: BTreeMap::new(),
+            regexes: BTreeMap::new(),
             topics_seen: BTreeMap::new(),
             static_members: HashMap::new(),
             assignor: super::assignor::UNIFORM.to_string(),
@@ -204,7 +236,7 @@ impl ConsumerGroup {
     /// Removes a member and frees what it held; the caller bumps the epoch.
     fn remove_member(&mut self, member_id: &str) -> Option<ConsumerMember> {
         let m = self.members.remove(member_id)?;
-        self.unsubscribe(&m.subscribed);
+        self.unsubscribe(&m.topics());
         for (t, parts) in m.assigned.iter().chain(m.revoking.iter()) {
             for p in parts {
                 if self.owners.get(&(*t, *p)).map(String::as_str) == Some(member_id) {

@@ -18,6 +18,16 @@ impl TopicLookup for Topics {
     fn topic_name(&self, id: &Uuid) -> Option<String> {
         self.0.iter().find(|(_, (i, _))| i == id).map(|(n, _)| n.clone())
     }
+    fn topic_names(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
+    fn version(&self) -> u64 {
+        // Any change of the topics is a new version.
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.0.hash(&mut h);
+        h.finish()
+    }
 }
 
 const SETTINGS: Settings = Settings { session_timeout_ms: 45_000, heartbeat_interval_ms: 5000 };
@@ -182,7 +192,7 @@ fn new_partitions_bump_the_epoch_and_are_assigned() {
 }
 
 #[test]
-fn unknown_assignor_and_regex_are_refused() {
+fn unknown_assignors_are_refused() {
     let t = topics(1);
     let mut g = ConsumerGroup::new("g", 0);
     let req = HeartbeatRequest {
@@ -313,4 +323,101 @@ fn slow_members_never_share_a_partition_seeded() {
             assert_exclusive(&clients, 12);
         }
     }
+}
+
+/// A member's regex is matched against whole topic names (as RE2J's `matches()`), the
+/// internal ones too; a topic created later that it matches is assigned at the next
+/// heartbeat, with a new group epoch; a topic that no longer exists leaves it.
+#[test]
+fn a_regex_subscription_follows_the_topics_it_matches() {
+    let topic = |id: u128, n: i32| (Uuid::from_u128(id), n);
+    let mut t = Topics(BTreeMap::from([
+        ("orders".to_string(), topic(1, 2)),
+        ("orders-v2".to_string(), topic(2, 1)),
+        ("xorders".to_string(), topic(3, 1)),
+        ("__consumer_offsets".to_string(), topic(4, 1)),
+    ]));
+    let mut g = ConsumerGroup::new("g", 0);
+    let req = HeartbeatRequest {
+        member_id: "a".into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 60_000,
+        subscribed_topic_regex: Some("orders.*|__consumer_offsets".into()),
+        owned: Some(Vec::new()),
+        ..Default::default()
+    };
+    let (resp, _) = g.heartbeat(req, &t, SETTINGS, 0).unwrap();
+    let assigned = |resp: &HeartbeatResponse| -> BTreeMap<u128, usize> {
+        resp.assignment.as_ref().unwrap().iter().map(|(id, p)| (id.as_u128(), p.len())).collect()
+    };
+    // orders (2 partitions), orders-v2 and __consumer_offsets; not xorders.
+    assert_eq!(assigned(&resp), BTreeMap::from([(1, 2), (2, 1), (4, 1)]));
+    let epoch = g.epoch();
+    let described = g.describe();
+    assert_eq!(described.members[0].subscribed_topic_regex.as_deref(), Some("orders.*|__consumer_offsets"));
+    assert!(described.members[0].subscribed_topic_names.is_empty());
+
+    // A new matching topic, and one gone.
+    t.0.insert("orders-eu".to_string(), topic(5, 3));
+    t.0.remove("orders-v2");
+    let req = HeartbeatRequest {
+        member_id: "a".into(),
+        member_epoch: resp.member_epoch,
+        rebalance_timeout_ms: -1,
+        owned: Some(vec![
+            (Uuid::from_u128(1), vec![0, 1]),
+            (Uuid::from_u128(2), vec![0]),
+            (Uuid::from_u128(4), vec![0]),
+        ]),
+        ..Default::default()
+    };
+    let (resp, moved) = g.heartbeat(req, &t, SETTINGS, 1).unwrap();
+    assert!(moved && g.epoch() > epoch, "the group epoch moves with the regex's matches");
+    // The gone topic's partition is revoked first, then the new topic's are assigned.
+    assert_eq!(assigned(&resp), BTreeMap::from([(1, 2), (4, 1)]));
+    let req = HeartbeatRequest {
+        member_id: "a".into(),
+        member_epoch: resp.member_epoch,
+        rebalance_timeout_ms: -1,
+        owned: Some(vec![(Uuid::from_u128(1), vec![0, 1]), (Uuid::from_u128(4), vec![0])]),
+        ..Default::default()
+    };
+    let (resp, _) = g.heartbeat(req, &t, SETTINGS, 1).unwrap();
+    assert_eq!(assigned(&resp), BTreeMap::from([(1, 2), (4, 1), (5, 3)]));
+
+    // Back to names only: an empty regex clears it.
+    let req = HeartbeatRequest {
+        member_id: "a".into(),
+        member_epoch: resp.member_epoch,
+        rebalance_timeout_ms: -1,
+        subscribed_topic_names: Some(vec!["xorders".into()]),
+        subscribed_topic_regex: Some(String::new()),
+        owned: Some(vec![
+            (Uuid::from_u128(1), vec![0, 1]),
+            (Uuid::from_u128(4), vec![0]),
+            (Uuid::from_u128(5), vec![0, 1, 2]),
+        ]),
+        ..Default::default()
+    };
+    let (resp, _) = g.heartbeat(req, &t, SETTINGS, 2).unwrap();
+    assert_eq!(resp.assignment.as_ref().map(Vec::len), Some(0), "everything revoked first");
+    assert_eq!(g.subscribed_topics(), BTreeSet::from(["xorders".to_string()]));
+}
+
+#[test]
+fn an_invalid_regex_is_refused_with_kafkas_error() {
+    let t = topics(1);
+    let mut g = ConsumerGroup::new("g", 0);
+    let req = HeartbeatRequest {
+        member_id: "a".into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 60_000,
+        subscribed_topic_regex: Some("orders(".into()),
+        owned: Some(Vec::new()),
+        ..Default::default()
+    };
+    let (code, message) = g.heartbeat(req, &t, SETTINGS, 0).unwrap_err();
+    assert_eq!(code, errors::INVALID_REGULAR_EXPRESSION);
+    assert!(message.starts_with("SubscribedTopicRegex `orders(` is not a valid regular expression"), "{message}");
+    assert_eq!(g.member_count(), 0);
 }

@@ -15,6 +15,7 @@ pub struct DescribedConsumerMember {
     pub client_id: String,
     pub client_host: String,
     pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
     pub assignment: Assignment,
     pub target_assignment: Assignment,
 }
@@ -74,6 +75,7 @@ impl ConsumerGroup {
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
                     subscribed_topic_names: m.subscribed.iter().cloned().collect(),
+                    subscribed_topic_regex: m.regex.clone(),
                     assignment: m.assigned.clone(),
                     target_assignment: self.target.get(&m.id).cloned().unwrap_or_default(),
                 })
@@ -93,7 +95,7 @@ impl ConsumerGroup {
                     .iter()
                     .filter_map(|(t, parts)| Some((topics.topic_name(t)?, parts.iter().copied().collect())))
                     .collect();
-                let subscribed: Vec<String> = m.subscribed.iter().cloned().collect();
+                let subscribed: Vec<String> = m.topics().into_iter().collect();
                 DescribedMember {
                     member_id: m.id.clone(),
                     instance_id: m.instance_id.clone(),

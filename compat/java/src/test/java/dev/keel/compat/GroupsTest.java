@@ -14,6 +14,7 @@ import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.GroupState;
@@ -472,6 +473,53 @@ class GroupsTest {
             assertTrue(gone.getCause() instanceof GroupIdNotFoundException
                     || gone.getCause() instanceof RetriableException,
                 "describing a deleted group: " + gone.getCause());
+        }
+    }
+
+    /**
+     * KIP-848 broker-side regex (SubscriptionPattern, RE2J syntax): the coordinator matches
+     * the pattern against whole topic names, assigns a topic created later that it matches,
+     * and never one that shares only a prefix.
+     */
+    @Test
+    @Timeout(120)
+    void kip848SubscriptionPatternFollowsNewTopics() throws Exception {
+        String prefix = Broker.uniqueTopic("regex");
+        String first = prefix + "-a";
+        String later = prefix + "-b";
+        String other = prefix + "x-c";
+        Broker.createTopic(first, 2);
+        Broker.createTopic(other, 1);
+        String group = "compat-group-regex-" + UUID.randomUUID();
+        Map<String, String> props = new HashMap<>(CONSUMER_PROTOCOL);
+        props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        try (KafkaProducer<byte[], byte[]> producer = Broker.producer(Map.of());
+             KafkaConsumer<byte[], byte[]> consumer = Broker.consumer(props)) {
+            producer.send(new ProducerRecord<>(first, "one".getBytes(StandardCharsets.UTF_8))).get();
+            producer.send(new ProducerRecord<>(other, "never".getBytes(StandardCharsets.UTF_8))).get();
+            consumer.subscribe(new SubscriptionPattern(prefix + "-.*"));
+            Set<String> seen = new HashSet<>();
+            long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
+            boolean created = false;
+            while (!seen.contains(later)) {
+                assertTrue(System.nanoTime() < deadline, "records seen only from " + seen);
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                    seen.add(r.topic());
+                }
+                if (seen.contains(first) && !created) {
+                    Broker.createTopic(later, 1);
+                    producer.send(new ProducerRecord<>(later, "two".getBytes(StandardCharsets.UTF_8))).get();
+                    created = true;
+                }
+            }
+            assertEquals(Set.of(first, later), seen);
+            assertEquals(Set.of(first, later),
+                consumer.assignment().stream().map(TopicPartition::topic).collect(Collectors.toSet()));
+            try (Admin admin = Broker.admin()) {
+                ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+                assertEquals(GroupType.CONSUMER, d.type());
+                assertEquals(3, d.members().iterator().next().assignment().topicPartitions().size());
+            }
         }
     }
 }
