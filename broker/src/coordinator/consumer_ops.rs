@@ -3,9 +3,15 @@
 
 use std::rc::Rc;
 
-use super::consumer::{ConsumerGroup, DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse, Settings};
+use uuid::Uuid;
+
+use super::consumer::{
+    ConsumerGroup, DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse, Settings, TopicLookup,
+};
 use super::{membership, routing, shell, Group};
+use crate::cluster::metadata::Metadata;
 use crate::errors;
+use crate::security::acl;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 
@@ -18,11 +24,45 @@ fn settings(shard: &Shard) -> Settings {
     }
 }
 
+/// The topics as a member's heartbeat sees them: its group's regexes match only the
+/// topics the member's principal may DESCRIBE (`requester`, `None` when it may describe
+/// every one), as Kafka resolves a group's regexes with the context of the member whose
+/// heartbeat asked for it.
+struct Visible<'a> {
+    meta: &'a Metadata,
+    shard: &'a Shard,
+    requester: Option<&'a (String, String)>,
+}
+
+impl TopicLookup for Visible<'_> {
+    fn topic_by_name(&self, name: &str) -> Option<(Uuid, i32)> {
+        self.meta.topic_by_name(name)
+    }
+    fn topic_name(&self, id: &Uuid) -> Option<String> {
+        TopicLookup::topic_name(self.meta, id)
+    }
+    fn topic_names(&self) -> Vec<String> {
+        let authorizer = &self.shard.security.authorizer;
+        let visible = |name: &String| {
+            self.requester.is_none_or(|r| {
+                authorizer.allows_requester(self.meta, r, acl::operation::DESCRIBE, acl::resource::TOPIC, name)
+            })
+        };
+        self.meta.topics.keys().filter(|n| visible(n)).cloned().collect()
+    }
+    fn version(&self) -> u64 {
+        self.meta.version
+    }
+}
+
+/// One ConsumerGroupHeartbeat; `requester` names the member's principal for the
+/// regexes (see [`Visible`]).
 pub async fn heartbeat(
     shard: Rc<Shard>,
     partition: i32,
     group_id: String,
     req: HeartbeatRequest,
+    requester: Option<(String, String)>,
 ) -> Result<HeartbeatResponse, Failure> {
     routing::check_coordinator(&shard, partition).map_err(|code| (code, String::new()))?;
     let now = now_ms();
@@ -56,7 +96,8 @@ pub async fn heartbeat(
         let Some(Group::Consumer(g)) = c.groups.get_mut(&group_id) else {
             unreachable!("a consumer group was just ensured")
         };
-        let outcome = g.heartbeat(req, &*meta, settings(&shard), now);
+        let topics = Visible { meta: &meta, shard: &shard, requester: requester.as_ref() };
+        let outcome = g.heartbeat(req, &topics, settings(&shard), now);
         let changes = g.take_changes();
         let epoch = g.epoch();
         for change in &changes {

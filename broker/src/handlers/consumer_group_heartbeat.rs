@@ -54,9 +54,12 @@ pub async fn handle(
         new_member_id: Uuid::new_v4().to_string(),
     };
     let gid = group_id.clone();
-    let result = routing::on_coordinator(shard, &group_id, move |s, p| consumer_ops::heartbeat(s, p, gid, hb))
-        .await
-        .unwrap_or_else(|code| Err((code, String::new())));
+    // As Kafka: a regex matches only the topics the member may DESCRIBE.
+    let requester = shard.security.authorizer.requester_of(ctx);
+    let result =
+        routing::on_coordinator(shard, &group_id, move |s, p| consumer_ops::heartbeat(s, p, gid, hb, requester))
+            .await
+            .unwrap_or_else(|code| Err((code, String::new())));
     match result {
         Err((code, message)) => {
             let mut resp = ConsumerGroupHeartbeatResponse::default().with_error_code(code);

@@ -70,6 +70,37 @@ impl Authorizer {
         )
     }
 
+    /// The request's principal and host, for checks made later or on another shard
+    /// ([`Authorizer::allows_requester`]); `None` when every check passes for it (no
+    /// authorizer, a trusted session, a superuser).
+    pub fn requester_of(&self, ctx: &RequestContext) -> Option<(String, String)> {
+        if !self.enabled || ctx.session.trusted {
+            return None;
+        }
+        let principal = ctx.principal().to_string();
+        if self.superusers.contains(&principal) {
+            return None;
+        }
+        Some((principal, host_of(&ctx.session.peer).to_string()))
+    }
+
+    /// As [`Authorizer::allows`], for a requester [`Authorizer::requester_of`] named.
+    pub fn allows_requester(
+        &self,
+        meta: &Metadata,
+        (principal, host): &(String, String),
+        operation: i8,
+        resource_type: i8,
+        name: &str,
+    ) -> bool {
+        acl::decide(
+            &meta.acls,
+            Requester { principal, host },
+            Action { operation, resource_type, resource_name: name },
+            self.allow_if_no_acl,
+        )
+    }
+
     /// Whether the principal may do `operation` on some resource of `resource_type`
     /// (Kafka's `authorizeByResourceType`): an ALLOW that no DENY covers.
     pub fn allows_some(&self, meta: &Metadata, ctx: &RequestContext, operation: i8, resource_type: i8) -> bool {

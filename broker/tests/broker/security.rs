@@ -757,21 +757,27 @@ fn acl_requests_are_refused_as_kafka_refuses_them() {
     assert_eq!(r[0].0, 54);
 }
 
+/// Creates `topic` with one partition; returns its id.
+fn create_one_partition_topic(c: &mut Conn, topic: &'static str) -> uuid::Uuid {
+    let topics = vec![kafka_protocol::messages::create_topics_request::CreatableTopic::default()
+        .with_name(kafka_protocol::messages::TopicName(StrBytes::from_static_str(topic)))
+        .with_num_partitions(1)
+        .with_replication_factor(1)];
+    let r: kafka_protocol::messages::CreateTopicsResponse = c.call(
+        ApiKey::CreateTopics,
+        7,
+        &kafka_protocol::messages::CreateTopicsRequest::default().with_topics(topics).with_timeout_ms(5000),
+    );
+    assert_eq!(r.topics[0].error_code, 0);
+    r.topics[0].topic_id
+}
+
 #[test]
 fn prefixed_acls_deny_and_superusers_decide_what_metadata_shows() {
     let (b, _, sasl) = start_with_authorizer();
     let mut admin = plain_login(sasl, "admin", "admin-secret");
     for topic in ["orders-eu", "orders-us", "payments"] {
-        let topics = vec![kafka_protocol::messages::create_topics_request::CreatableTopic::default()
-            .with_name(kafka_protocol::messages::TopicName(StrBytes::from_static_str(topic)))
-            .with_num_partitions(1)
-            .with_replication_factor(1)];
-        let r: kafka_protocol::messages::CreateTopicsResponse = admin.call(
-            ApiKey::CreateTopics,
-            7,
-            &kafka_protocol::messages::CreateTopicsRequest::default().with_topics(topics).with_timeout_ms(5000),
-        );
-        assert_eq!(r.topics[0].error_code, 0);
+        create_one_partition_topic(&mut admin, topic);
     }
     let mut alice = plain_login(sasl, "alice", "alice-secret");
     // No ACL: nothing is listed, a named topic is refused.
@@ -874,4 +880,53 @@ fn each_sasl_listener_offers_its_own_mechanisms_as_kafka() {
     assert_eq!(authenticate(&mut c, b"\0bob\0bob-secret").unwrap().error_code, 0);
     assert!(metadata(&mut c).is_some());
     let _ = std::fs::remove_dir_all(certs);
+}
+
+/// As Kafka, a KIP-848 regex matches only the topics the member's principal may
+/// DESCRIBE: alice's `orders-.*` is assigned orders-eu, not orders-us (DESCRIBE denied),
+/// whose id she must not learn from her assignment; the superuser's is assigned both.
+#[test]
+fn a_regex_subscription_is_assigned_only_topics_its_member_may_describe() {
+    use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, GroupId};
+    let (_b, _, sasl) = start_with_authorizer();
+    let mut admin = plain_login(sasl, "admin", "admin-secret");
+    let eu = create_one_partition_topic(&mut admin, "orders-eu");
+    let us = create_one_partition_topic(&mut admin, "orders-us");
+    create_acls(
+        &mut admin,
+        vec![
+            creation(TOPIC, "orders-", PREFIXED, "User:alice", READ, ALLOW),
+            creation(TOPIC, "orders-us", LITERAL, "User:alice", DESCRIBE, DENY),
+            creation(GROUP, "regex-", PREFIXED, "User:alice", READ, ALLOW),
+        ],
+    );
+    let mut alice = plain_login(sasl, "alice", "alice-secret");
+    let join = |c: &mut Conn, group: &'static str| -> Vec<uuid::Uuid> {
+        let req = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str(group)))
+            .with_member_id(StrBytes::from_string(uuid::Uuid::new_v4().to_string()))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(60_000)
+            .with_subscribed_topic_regex(Some(StrBytes::from_static_str("orders-.*")))
+            .with_topic_partitions(Some(Vec::new()));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let r: ConsumerGroupHeartbeatResponse = c.call(ApiKey::ConsumerGroupHeartbeat, 1, &req);
+            // The coordinator may still be loading.
+            if r.error_code == 14 || r.error_code == 15 {
+                assert!(Instant::now() < deadline, "no coordinator");
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+            let mut ids: Vec<uuid::Uuid> =
+                r.assignment.expect("an assignment").topic_partitions.iter().map(|t| t.topic_id).collect();
+            ids.sort();
+            return ids;
+        }
+    };
+    assert_eq!(join(&mut alice, "regex-alice"), vec![eu]);
+    let mut both = vec![eu, us];
+    both.sort();
+    assert_eq!(join(&mut admin, "regex-admin"), both);
 }
