@@ -309,6 +309,10 @@ impl ConsumerGroup {
     /// the subscriptions that changed: those of the members whose regex now matches
     /// other topics, and `member`'s (its names or regex changed). True if any did.
     fn match_regexes(&mut self, topics: &impl TopicLookup, member: Option<&str>) -> bool {
+        // A group without regexes (nearly every one) pays nothing here.
+        if self.regexes.is_empty() && member.is_none_or(|id| self.members[id].regex.is_none()) {
+            return false;
+        }
         let used: BTreeSet<String> = self.members.values().filter_map(|m| m.regex.clone()).collect();
         self.regexes.retain(|r, _| used.contains(r));
         let version = topics.version();
