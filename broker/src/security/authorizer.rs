@@ -54,34 +54,29 @@ impl Authorizer {
     /// counting or logging a denial: for filtering lists and for authorized-operations
     /// bitfields, as Kafka asks with `logIfDenied = false`.
     pub fn allows(&self, meta: &Metadata, ctx: &RequestContext, operation: i8, resource_type: i8, name: &str) -> bool {
+        let Some(principal) = self.principal_to_check(ctx) else { return true };
+        let who = Requester { principal: &principal, host: host_of(&ctx.session.peer) };
+        self.decide(meta, who, operation, resource_type, name)
+    }
+
+    /// The request's principal, when the ACLs decide its checks; `None` when every
+    /// check passes for it (no authorizer, a trusted session, a superuser).
+    fn principal_to_check(&self, ctx: &RequestContext) -> Option<String> {
         if !self.enabled || ctx.session.trusted {
-            return true;
+            return None;
         }
         let principal = ctx.principal().to_string();
-        if self.superusers.contains(&principal) {
-            return true;
-        }
-        let host = host_of(&ctx.session.peer);
-        acl::decide(
-            &meta.acls,
-            Requester { principal: &principal, host },
-            Action { operation, resource_type, resource_name: name },
-            self.allow_if_no_acl,
-        )
+        (!self.superusers.contains(&principal)).then_some(principal)
+    }
+
+    fn decide(&self, meta: &Metadata, who: Requester, operation: i8, resource_type: i8, name: &str) -> bool {
+        acl::decide(&meta.acls, who, Action { operation, resource_type, resource_name: name }, self.allow_if_no_acl)
     }
 
     /// The request's principal and host, for checks made later or on another shard
-    /// ([`Authorizer::allows_requester`]); `None` when every check passes for it (no
-    /// authorizer, a trusted session, a superuser).
+    /// ([`Authorizer::allows_requester`]); `None` when every check passes for it.
     pub fn requester_of(&self, ctx: &RequestContext) -> Option<(String, String)> {
-        if !self.enabled || ctx.session.trusted {
-            return None;
-        }
-        let principal = ctx.principal().to_string();
-        if self.superusers.contains(&principal) {
-            return None;
-        }
-        Some((principal, host_of(&ctx.session.peer).to_string()))
+        self.principal_to_check(ctx).map(|principal| (principal, host_of(&ctx.session.peer).to_string()))
     }
 
     /// As [`Authorizer::allows`], for a requester [`Authorizer::requester_of`] named.
@@ -93,24 +88,13 @@ impl Authorizer {
         resource_type: i8,
         name: &str,
     ) -> bool {
-        acl::decide(
-            &meta.acls,
-            Requester { principal, host },
-            Action { operation, resource_type, resource_name: name },
-            self.allow_if_no_acl,
-        )
+        self.decide(meta, Requester { principal, host }, operation, resource_type, name)
     }
 
     /// Whether the principal may do `operation` on some resource of `resource_type`
     /// (Kafka's `authorizeByResourceType`): an ALLOW that no DENY covers.
     pub fn allows_some(&self, meta: &Metadata, ctx: &RequestContext, operation: i8, resource_type: i8) -> bool {
-        if !self.enabled || ctx.session.trusted {
-            return true;
-        }
-        let principal = ctx.principal().to_string();
-        if self.superusers.contains(&principal) {
-            return true;
-        }
+        let Some(principal) = self.principal_to_check(ctx) else { return true };
         let who = Requester { principal: &principal, host: host_of(&ctx.session.peer) };
         acl::decide_some(&meta.acls, who, operation, resource_type)
     }

@@ -821,16 +821,7 @@ fn allow_everyone_if_no_acl_found_opens_only_resources_no_acl_names() {
     let yaml = "authorizer: standard\nallow_everyone_if_no_acl_found: true\nsuperusers: [\"User:admin\"]\n";
     let _b = Broker::start_on_port_with(plain, 1, &args, yaml);
     let mut admin = plain_login(sasl, "admin", "admin-secret");
-    let topics = vec![kafka_protocol::messages::create_topics_request::CreatableTopic::default()
-        .with_name(kafka_protocol::messages::TopicName(StrBytes::from_static_str("open")))
-        .with_num_partitions(1)
-        .with_replication_factor(1)];
-    let r: kafka_protocol::messages::CreateTopicsResponse = admin.call(
-        ApiKey::CreateTopics,
-        7,
-        &kafka_protocol::messages::CreateTopicsRequest::default().with_topics(topics).with_timeout_ms(5000),
-    );
-    assert_eq!(r.topics[0].error_code, 0);
+    create_one_partition_topic(&mut admin, "open");
     let mut alice = plain_login(sasl, "alice", "alice-secret");
     assert_eq!(metadata_of(&mut alice, Some(&["open"])).topics[0].error_code, 0);
     // An ACL on the topic for someone else: it is no longer "no ACL found".
