@@ -1,6 +1,7 @@
 //! ConsumerGroupHeartbeat: joining, leaving, epoch checks, subscription changes, the
 //! target assignment, and each member's reconciliation toward it.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
@@ -317,21 +318,21 @@ impl ConsumerGroup {
         self.regexes.retain(|r, _| used.contains(r));
         let version = topics.version();
         let mut moved = BTreeSet::new();
-        if used.iter().any(|r| self.regexes.get(r).is_none_or(|resolved| resolved.version != version)) {
+        if used.iter().any(|r| self.regexes.get(r).is_none_or(|resolved| resolved.version != Some(version))) {
             let names = topics.topic_names();
             for r in used {
-                let Some(resolved) = self.regexes.get_mut(&r) else {
-                    // Validated as the member sent it.
-                    let Ok(regex) = regex::Regex::new(&format!("^(?:{r})$")) else { continue };
-                    let matched = names.iter().filter(|n| regex.is_match(n)).cloned().collect();
-                    self.regexes.insert(r.clone(), Resolved { regex, version, topics: matched });
-                    moved.insert(r);
-                    continue;
+                let resolved = match self.regexes.entry(r.clone()) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => {
+                        // Validated as the member sent it.
+                        let Ok(regex) = regex::Regex::new(&format!("^(?:{r})$")) else { continue };
+                        e.insert(Resolved { regex, version: None, topics: BTreeSet::new() })
+                    }
                 };
-                if resolved.version != version {
+                if resolved.version != Some(version) {
                     let matched: BTreeSet<String> =
                         names.iter().filter(|n| resolved.regex.is_match(n)).cloned().collect();
-                    resolved.version = version;
+                    resolved.version = Some(version);
                     if matched != resolved.topics {
                         resolved.topics = matched;
                         moved.insert(r);

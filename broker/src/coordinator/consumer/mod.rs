@@ -58,10 +58,11 @@ impl TopicLookup for crate::cluster::metadata::Metadata {
     }
 }
 
-/// A subscribed regular expression and the topics it matched at a metadata version.
+/// A subscribed regular expression and the topics it matched at a metadata version
+/// (`None`: not matched yet).
 struct Resolved {
     regex: regex::Regex,
-    version: u64,
+    version: Option<u64>,
     topics: BTreeSet<String>,
 }
 

@@ -325,6 +325,29 @@ fn slow_members_never_share_a_partition_seeded() {
     }
 }
 
+/// A member joining with `regex` as its subscription.
+fn regex_join(regex: &str) -> HeartbeatRequest {
+    HeartbeatRequest {
+        member_id: "a".into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 60_000,
+        subscribed_topic_regex: Some(regex.into()),
+        owned: Some(Vec::new()),
+        ..Default::default()
+    }
+}
+
+/// Member "a"'s heartbeat at `epoch`, owning `owned` (topic ids as numbers).
+fn owning(epoch: i32, owned: &[(u128, &[i32])]) -> HeartbeatRequest {
+    HeartbeatRequest {
+        member_id: "a".into(),
+        member_epoch: epoch,
+        rebalance_timeout_ms: -1,
+        owned: Some(owned.iter().map(|(t, p)| (Uuid::from_u128(*t), p.to_vec())).collect()),
+        ..Default::default()
+    }
+}
+
 /// A member's regex is matched against whole topic names (as RE2J's `matches()`), the
 /// internal ones too; a topic created later that it matches is assigned at the next
 /// heartbeat, with a new group epoch; a topic that no longer exists leaves it.
@@ -338,15 +361,7 @@ fn a_regex_subscription_follows_the_topics_it_matches() {
         ("__consumer_offsets".to_string(), topic(4, 1)),
     ]));
     let mut g = ConsumerGroup::new("g", 0);
-    let req = HeartbeatRequest {
-        member_id: "a".into(),
-        member_epoch: 0,
-        rebalance_timeout_ms: 60_000,
-        subscribed_topic_regex: Some("orders.*|__consumer_offsets".into()),
-        owned: Some(Vec::new()),
-        ..Default::default()
-    };
-    let (resp, _) = g.heartbeat(req, &t, SETTINGS, 0).unwrap();
+    let (resp, _) = g.heartbeat(regex_join("orders.*|__consumer_offsets"), &t, SETTINGS, 0).unwrap();
     let assigned = |resp: &HeartbeatResponse| -> BTreeMap<u128, usize> {
         resp.assignment.as_ref().unwrap().iter().map(|(id, p)| (id.as_u128(), p.len())).collect()
     };
@@ -360,44 +375,19 @@ fn a_regex_subscription_follows_the_topics_it_matches() {
     // A new matching topic, and one gone.
     t.0.insert("orders-eu".to_string(), topic(5, 3));
     t.0.remove("orders-v2");
-    let req = HeartbeatRequest {
-        member_id: "a".into(),
-        member_epoch: resp.member_epoch,
-        rebalance_timeout_ms: -1,
-        owned: Some(vec![
-            (Uuid::from_u128(1), vec![0, 1]),
-            (Uuid::from_u128(2), vec![0]),
-            (Uuid::from_u128(4), vec![0]),
-        ]),
-        ..Default::default()
-    };
+    let req = owning(resp.member_epoch, &[(1, &[0, 1]), (2, &[0]), (4, &[0])]);
     let (resp, moved) = g.heartbeat(req, &t, SETTINGS, 1).unwrap();
     assert!(moved && g.epoch() > epoch, "the group epoch moves with the regex's matches");
     // The gone topic's partition is revoked first, then the new topic's are assigned.
     assert_eq!(assigned(&resp), BTreeMap::from([(1, 2), (4, 1)]));
-    let req = HeartbeatRequest {
-        member_id: "a".into(),
-        member_epoch: resp.member_epoch,
-        rebalance_timeout_ms: -1,
-        owned: Some(vec![(Uuid::from_u128(1), vec![0, 1]), (Uuid::from_u128(4), vec![0])]),
-        ..Default::default()
-    };
-    let (resp, _) = g.heartbeat(req, &t, SETTINGS, 1).unwrap();
+    let (resp, _) = g.heartbeat(owning(resp.member_epoch, &[(1, &[0, 1]), (4, &[0])]), &t, SETTINGS, 1).unwrap();
     assert_eq!(assigned(&resp), BTreeMap::from([(1, 2), (4, 1), (5, 3)]));
 
     // Back to names only: an empty regex clears it.
     let req = HeartbeatRequest {
-        member_id: "a".into(),
-        member_epoch: resp.member_epoch,
-        rebalance_timeout_ms: -1,
         subscribed_topic_names: Some(vec!["xorders".into()]),
         subscribed_topic_regex: Some(String::new()),
-        owned: Some(vec![
-            (Uuid::from_u128(1), vec![0, 1]),
-            (Uuid::from_u128(4), vec![0]),
-            (Uuid::from_u128(5), vec![0, 1, 2]),
-        ]),
-        ..Default::default()
+        ..owning(resp.member_epoch, &[(1, &[0, 1]), (4, &[0]), (5, &[0, 1, 2])])
     };
     let (resp, _) = g.heartbeat(req, &t, SETTINGS, 2).unwrap();
     assert_eq!(resp.assignment.as_ref().map(Vec::len), Some(0), "everything revoked first");
@@ -408,15 +398,7 @@ fn a_regex_subscription_follows_the_topics_it_matches() {
 fn an_invalid_regex_is_refused_with_kafkas_error() {
     let t = topics(1);
     let mut g = ConsumerGroup::new("g", 0);
-    let req = HeartbeatRequest {
-        member_id: "a".into(),
-        member_epoch: 0,
-        rebalance_timeout_ms: 60_000,
-        subscribed_topic_regex: Some("orders(".into()),
-        owned: Some(Vec::new()),
-        ..Default::default()
-    };
-    let (code, message) = g.heartbeat(req, &t, SETTINGS, 0).unwrap_err();
+    let (code, message) = g.heartbeat(regex_join("orders("), &t, SETTINGS, 0).unwrap_err();
     assert_eq!(code, errors::INVALID_REGULAR_EXPRESSION);
     assert!(message.starts_with("SubscribedTopicRegex `orders(` is not a valid regular expression"), "{message}");
     assert_eq!(g.member_count(), 0);
