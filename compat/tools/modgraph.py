@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Prints the module graph of a Rust crate's top-level modules and its import cycles.
+
+    compat/tools/modgraph.py broker/src [--dot] [--check [ALLOWED]]
+
+A module's edges are the `crate::X` paths its non-test code names (in `use` items and
+in expressions, `crate::{a, b}` groups included). Test code (files named tests.rs or
+*_tests.rs, and everything after a `#[cfg(test)]` line) is left out: tests may reach
+across layers. `--check N` exits 1 when the largest cycle (strongly connected
+component) has more than N modules (0 by default: no cycle at all).
+"""
+import re
+import sys
+from pathlib import Path
+
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def top_module(src: Path, path: Path) -> str:
+    rel = path.relative_to(src).parts
+    name = rel[0][:-3] if rel[0].endswith(".rs") else rel[0]
+    return "(root)" if name in ("lib", "main") else name
+
+
+def strip_tests_and_comments(text: str) -> str:
+    keep = []
+    for line in text.splitlines():
+        if line.strip().startswith("#[cfg(test)]"):
+            break
+        keep.append(line.split("//", 1)[0])
+    return "\n".join(keep)
+
+
+def crate_refs(code: str):
+    for m in re.finditer(r"\bcrate::", code):
+        rest = code[m.end():]
+        if rest.startswith("{"):
+            depth, group = 0, ""
+            for ch in rest:
+                depth += ch == "{"
+                depth -= ch == "}"
+                group += ch
+                if depth == 0:
+                    break
+            inner, depth, part = group[1:-1], 0, ""
+            for ch in inner + ",":
+                if ch == "," and depth == 0:
+                    ident = IDENT.match(part.strip())
+                    if ident:
+                        yield ident.group(0)
+                    part = ""
+                    continue
+                depth += ch == "{"
+                depth -= ch == "}"
+                part += ch
+        else:
+            ident = IDENT.match(rest)
+            if ident:
+                yield ident.group(0)
+
+
+def graph(src: Path):
+    modules = {top_module(src, p) for p in src.iterdir() if p.suffix == ".rs" or p.is_dir()}
+    edges = {m: set() for m in modules}
+    for path in src.rglob("*.rs"):
+        if path.name == "tests.rs" or path.name.endswith("_tests.rs"):
+            continue
+        here = top_module(src, path)
+        for target in crate_refs(strip_tests_and_comments(path.read_text())):
+            if target in modules and target != here and target != "(root)":
+                edges[here].add(target)
+    return edges
+
+
+def components(edges):
+    """Tarjan's strongly connected components."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        print(__doc__, file=sys.stderr)
+        return 2
+    src = Path(args[0])
+    edges = graph(src)
+    if "--dot" in args:
+        print("digraph modules {")
+        for m in sorted(edges):
+            for t in sorted(edges[m]):
+                print(f'  "{m}" -> "{t}";')
+        print("}")
+        return 0
+    comps = components(edges)
+    largest = max(comps, key=len)
+    both = sorted({tuple(sorted((a, b))) for a in edges for b in edges[a] if a in edges[b]})
+    n_edges = sum(len(t) for t in edges.values())
+    print(f"{src}: {len(edges)} modules, {n_edges} edges, {len(both)} pairs importing each other, "
+          f"largest cycle {len(largest) if len(largest) > 1 else 0}")
+    for comp in comps:
+        if len(comp) > 1:
+            print("  cycle: " + ", ".join(comp))
+    for a, b in both:
+        print(f"  both ways: {a} <-> {b}")
+    if "--layers" in args or "--check" not in args:
+        # Modules in dependency order: each line only imports lines above it.
+        order = [c for c in comps]  # Tarjan emits sinks first
+        for depth, comp in enumerate(order):
+            deps = sorted({t for m in comp for t in edges[m]} - set(comp))
+            print(f"  {' + '.join(comp)} -> {', '.join(deps) or '-'}")
+    if "--check" in args:
+        i = args.index("--check")
+        allowed = int(args[i + 1]) if i + 1 < len(args) and args[i + 1].isdigit() else 0
+        size = len(largest) if len(largest) > 1 else 0
+        if size > allowed:
+            print(f"modgraph: {src} has a cycle of {size} modules (allowed {allowed})", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
