@@ -3,6 +3,10 @@
 # with real Kafka clients (Java, franz-go, librdkafka, kafka-python, Kafka's own tools).
 # Installs what it needs itself (Maven artifacts, Go modules, pip packages).
 #
+#   ./test.sh --quick    the fast tier (at most 5 minutes once built): the module-graph
+#                        check, unit and property tests, a few seeds of each
+#                        simulation, and one round trip through librdkafka and
+#                        kafka-python against a fresh broker
 #   ./test.sh            the default run (about 20 minutes on a 2-core machine once built,
 #                        25 when the broker and its tests must be rebuilt;
 #                        a clean checkout first spends about 10 minutes compiling)
@@ -24,16 +28,17 @@
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$root"
-full=0 oracle=0
+full=0 oracle=0 quick=0
 for a in "$@"; do
   case "$a" in
+    --quick) quick=1 ;;
     --full) full=1 ;;
     --oracle) oracle=1 ;;
     --stress)
       export KEEL_GROUP_STRESS_ROUNDS=${KEEL_GROUP_STRESS_ROUNDS:-10}
       export PYTHON_SUITE_TIMEOUT=${PYTHON_SUITE_TIMEOUT:-1800}
       ;;
-    *) echo "usage: $0 [--full] [--oracle] [--stress]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--full] [--oracle] [--stress]" >&2; exit 2 ;;
   esac
 done
 port=${KEEL_TEST_PORT:-18092}
@@ -65,19 +70,6 @@ fault_stage() {
 # Counts a suite that produced no parsable summary as one failure.
 record_or_fail() { if [[ -n "$2" ]]; then record "$1" $2; else record "$1" 0 1 0; fi; }
 
-note "build"
-# One cargo run builds the binaries (keel, the differential tester in compat/diff, the
-# queue checker in compat/queue) and every Rust test: one feature set for all, and the
-# broker library and its unit-test build compile side by side, each keeping a core busy
-# while the other is in rustc's serial front end.
-crates=(-p keel-protocol -p keel-storage -p keel-raft -p keel-broker -p keel-tuning -p keel-queue-check -p keel-diff)
-if ! cargo build --release --bins --tests "${crates[@]}" 2>&1 | tail -n 3; then echo "build failed"; exit 1; fi
-
-note "Rust tests (unit, storage recovery, Raft simulation, bad input, multi-shard, kill -9)"
-cargo test --release --no-fail-fast "${crates[@]}" 2>&1 | tee "$logs/cargo-test.log" | grep -E "^test |test result|panicked" 
-counts=$(awk '/^test result:/ {for(i=1;i<=NF;i++){if($(i+1) ~ /^passed/)p+=$i; if($(i+1) ~ /^failed/)f+=$i; if($(i+1) ~ /^ignored/)s+=$i}} END {if (NR) print p+0, f+0, s+0}' "$logs/cargo-test.log")
-record_or_fail "rust (cargo test)" "$counts"
-
 surefire_counts() { # sums the Surefire totals line
   grep -E "^\[(INFO|ERROR|WARNING)\] Tests run: [0-9]+, Failures: [0-9]+, Errors: [0-9]+, Skipped: [0-9]+$" "$1" | tail -n 1 |
     sed -E 's/.*Tests run: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+), Skipped: ([0-9]+)/\1 \2 \3 \4/' |
@@ -87,6 +79,56 @@ pytest_counts() {
   tail -n 3 "$1" | grep -E "passed|failed" | tail -n 1 |
     awk '{p=f=s=0; for(i=1;i<=NF;i++){if($(i+1) ~ /^passed/)p=$i; if($(i+1) ~ /^(failed|error)/)f+=$i; if($(i+1) ~ /^skipped/)s=$i} print p, f, s}'
 }
+
+note "module graphs (compat/tools/modgraph.py: no import cycle among a crate's top-level modules)"
+# Each entry: a crate's source folder and the largest cycle it may still have.
+graphs_ok=1
+for entry in protocol/src:0 raft/src:0 tuning/src:0 storage/src:14 broker/src:10; do
+  python3 compat/tools/modgraph.py "${entry%%:*}" --check "${entry##*:}" | head -n 1 || graphs_ok=0
+done
+if ((graphs_ok)); then record "module graphs" 1 0 0; else record "module graphs" 0 1 0; fi
+
+note "build"
+# One cargo run builds the binaries (keel, the differential tester in compat/diff, the
+# queue checker in compat/queue) and every Rust test: one feature set for all, and the
+# broker library and its unit-test build compile side by side, each keeping a core busy
+# while the other is in rustc's serial front end.
+crates=(-p keel-protocol -p keel-storage -p keel-raft -p keel-broker -p keel-tuning -p keel-queue-check -p keel-diff)
+if ! cargo build --release --bins --tests "${crates[@]}" 2>&1 | tail -n 3; then echo "build failed"; exit 1; fi
+
+summarize() {
+  note "summary (logs in $logs)"
+  printf '%s\n' "${summary[@]}"
+  echo "test.sh: $passed passed, $failed failed, $skipped skipped"
+  ((failed == 0))
+}
+
+if ((quick)); then
+  note "quick: unit and property tests, a few seeds of each simulation"
+  # The long integration targets (real brokers, kill -9, clusters) are left to the full run.
+  KEEL_RAFT_SIM_SEEDS=20 KEEL_CLUSTER_SIM_SEEDS=8 KEEL_STORAGE_SIM_SEEDS=8 KEEL_MODEL_CASES=4 \
+    KEEL_DAMAGE_SEEDS=5 cargo test --release --no-fail-fast "${crates[@]}" --lib --bins \
+    --test decoders_never_panic --test hostile_messages --test simulation --test cluster_simulation \
+    2>&1 | tee "$logs/cargo-test.log" | grep -E "^test result|panicked|FAILED"
+  counts=$(awk '/^test result:/ {for(i=1;i<=NF;i++){if($(i+1) ~ /^passed/)p+=$i; if($(i+1) ~ /^failed/)f+=$i; if($(i+1) ~ /^ignored/)s+=$i}} END {if (NR) print p+0, f+0, s+0}' "$logs/cargo-test.log")
+  record_or_fail "rust (quick)" "$counts"
+  note "quick: librdkafka and kafka-python round trips against Keel on 127.0.0.1:$port"
+  if compat/keel.sh start "$run_dir/keel" "$port" --smp 2 --config "$root/compat/keel-test.yaml"; then
+    compat/python/run.sh "127.0.0.1:$port" test_a_confluent_roundtrip.py test_c_kafka_python.py >"$logs/quick-python.log" 2>&1
+    tail -n 1 "$logs/quick-python.log"
+    record_or_fail "quick python round trip" "$(pytest_counts "$logs/quick-python.log")"
+    compat/keel.sh stop "$run_dir/keel"
+  else
+    record "keel start" 0 1 0
+  fi
+  summarize
+  exit
+fi
+
+note "Rust tests (unit, storage recovery, Raft simulation, bad input, multi-shard, kill -9)"
+cargo test --release --no-fail-fast "${crates[@]}" 2>&1 | tee "$logs/cargo-test.log" | grep -E "^test |test result|panicked" 
+counts=$(awk '/^test result:/ {for(i=1;i<=NF;i++){if($(i+1) ~ /^passed/)p+=$i; if($(i+1) ~ /^failed/)f+=$i; if($(i+1) ~ /^ignored/)s+=$i}} END {if (NR) print p+0, f+0, s+0}' "$logs/cargo-test.log")
+record_or_fail "rust (cargo test)" "$counts"
 
 java_suite() { # label bootstrap
   note "$1: Java clients 4.x (producer, consumer, admin)"
@@ -328,7 +370,4 @@ if ((oracle)); then
     env LEDGER_BASE_PORT=$((port + 4400)) compat/ledger/run.sh --kafka --kills 3 -- -queue 3
 fi
 
-note "summary (logs in $logs)"
-printf '%s\n' "${summary[@]}"
-echo "test.sh: $passed passed, $failed failed, $skipped skipped"
-((failed == 0))
+summarize

@@ -11,7 +11,6 @@ pub mod admin;
 pub mod cli;
 pub mod cluster;
 pub mod config;
-pub mod config_sources;
 pub mod coordinator;
 pub mod errors;
 pub mod handlers;

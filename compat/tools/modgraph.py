@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Prints the module graph of a Rust crate's top-level modules and its import cycles.
 
-    compat/tools/modgraph.py broker/src [--dot] [--check [ALLOWED]]
+    compat/tools/modgraph.py broker/src [--dot] [--stats] [--check [ALLOWED]]
 
 A module's edges are the `crate::X` paths its non-test code names (in `use` items and
 in expressions, `crate::{a, b}` groups included). Test code (files named tests.rs or
 *_tests.rs, and everything after a `#[cfg(test)]` line) is left out: tests may reach
 across layers. `--check N` exits 1 when the largest cycle (strongly connected
-component) has more than N modules (0 by default: no cycle at all).
+component) has more than N modules (0 by default: no cycle at all). `--stats` adds
+lines per top-level module, the largest file and function, and how many function
+signatures take the whole `Shard`.
 """
 import re
 import sys
@@ -70,6 +72,40 @@ def graph(src: Path):
             if target in modules and target != here and target != "(root)":
                 edges[here].add(target)
     return edges
+
+
+FN = re.compile(r"^\s*(pub(\([^)]*\))?\s+)?(async\s+)?fn\s+(\w+)")
+WHOLE_SHARD = re.compile(r"\bShard\b")
+
+
+def stats(src: Path):
+    lines, files, functions, whole_shard = {}, [], [], 0
+    for path in sorted(src.rglob("*.rs")):
+        text = path.read_text().splitlines()
+        module = top_module(src, path)
+        lines[module] = lines.get(module, 0) + len(text)
+        files.append((len(text), str(path)))
+        i = 0
+        while i < len(text):
+            m = FN.match(text[i])
+            if not m:
+                i += 1
+                continue
+            # The signature runs to the line opening the body (or ending a declaration).
+            j = i
+            while j < len(text) and "{" not in text[j] and not text[j].rstrip().endswith(";"):
+                j += 1
+            signature = " ".join(text[i:j + 1]).split("{", 1)[0]
+            whole_shard += bool(WHOLE_SHARD.search(signature))
+            depth, k = 0, j
+            while k < len(text):
+                depth += text[k].count("{") - text[k].count("}")
+                if depth <= 0:
+                    break
+                k += 1
+            functions.append((k - i + 1, f"{path}:{i + 1} {m.group(4)}"))
+            i = j + 1
+    return lines, max(files), max(functions), whole_shard
 
 
 def components(edges):
@@ -135,6 +171,12 @@ def main():
         for depth, comp in enumerate(order):
             deps = sorted({t for m in comp for t in edges[m]} - set(comp))
             print(f"  {' + '.join(comp)} -> {', '.join(deps) or '-'}")
+    if "--stats" in args:
+        lines, largest_file, largest_fn, whole_shard = stats(src)
+        print("  lines per module: " + ", ".join(f"{m} {n}" for m, n in sorted(lines.items(), key=lambda x: -x[1])))
+        print(f"  largest file: {largest_file[1]} ({largest_file[0]} lines)")
+        print(f"  largest function: {largest_fn[1]} ({largest_fn[0]} lines)")
+        print(f"  signatures naming the whole Shard: {whole_shard}")
     if "--check" in args:
         i = args.index("--check")
         allowed = int(args[i + 1]) if i + 1 < len(args) and args[i + 1].isdigit() else 0

@@ -80,7 +80,7 @@ pub fn start(config: &BrokerConfig) -> Result<AdminLink, String> {
     let ready = Arc::new(AtomicBool::new(false));
     let effective = match serde_json::to_value(config) {
         Ok(Value::Object(map)) => {
-            Value::Object(map.iter().map(|(k, v)| (k.clone(), crate::config_sources::redacted(k, v))).collect())
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), crate::config::sources::redacted(k, v))).collect())
         }
         _ => Value::Null,
     };

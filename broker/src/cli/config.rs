@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::output::{print_error, print_json, Format, Table};
 use super::ServeArgs;
-use crate::config_sources::{self, env_name};
+use crate::config::sources::{self as config_sources, env_name};
 
 #[derive(Args, Debug)]
 pub struct ConfigArgs {

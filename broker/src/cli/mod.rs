@@ -16,8 +16,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::config::sources as config_sources;
 use crate::config::BrokerConfig;
-use crate::config_sources;
 
 #[derive(Parser, Debug)]
 #[command(name = "keel", version, about = "Keel: a Kafka-compatible streaming broker, thread-per-core on io_uring")]

@@ -211,7 +211,7 @@ pub fn unknown_topic_config(name: &str) -> String {
 
 /// "Unknown topic config name: X", with " (did you mean Y?)" when one of `known` is close.
 fn unknown_config_among<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> String {
-    let hint = crate::config_sources::did_you_mean(name, known)
+    let hint = crate::config::sources::did_you_mean(name, known)
         .map(|known| format!(" (did you mean {known}?)"))
         .unwrap_or_default();
     format!("Unknown topic config name: {name}{hint}")

@@ -70,9 +70,8 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DescribeLogDir
     replicas.sort_by(|a, b| (a.dir, &a.topic, a.partition, a.future).cmp(&(b.dir, &b.topic, b.partition, b.future)));
     // statvfs can block on a sick device: on glommio's blocking thread.
     let paths: Vec<std::path::PathBuf> = shard.dirs.all().iter().map(|d| d.canonical.clone()).collect();
-    let spaces = glommio::executor()
-        .spawn_blocking(move || paths.iter().map(|p| disk_space(p)).collect::<Vec<_>>())
-        .await;
+    let spaces =
+        glommio::executor().spawn_blocking(move || paths.iter().map(|p| disk_space(p)).collect::<Vec<_>>()).await;
     let results = shard
         .dirs
         .all()

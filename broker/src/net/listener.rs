@@ -13,11 +13,11 @@ use std::time::Duration;
 use glommio::net::{TcpListener, TcpStream};
 
 use super::conn;
+use crate::config::listeners::Listener;
+use crate::config::listeners::SecurityProtocol;
 use crate::quota::{self, Admission};
 use crate::security::context::Session;
-use crate::security::listeners::Listener;
 use crate::security::principal::{self, Principal};
-use crate::security::SecurityProtocol;
 use crate::shard::Shard;
 
 pub async fn serve(shard: Rc<Shard>) -> Result<(), String> {

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::protocol::StrBytes;
 
-use super::listeners::Listener;
 use super::principal::Principal;
-use super::SecurityProtocol;
+use crate::config::listeners::Listener;
+use crate::config::listeners::SecurityProtocol;
 
 /// One connection's identity.
 pub struct Session {

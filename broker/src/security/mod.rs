@@ -2,7 +2,7 @@
 //! their security protocols (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, as Kafka names
 //! them), TLS with server and client certificates, SASL (PLAIN, SCRAM-SHA-256/512,
 //! OAUTHBEARER, with KIP-368 re-authentication), with mechanisms and OAUTHBEARER
-//! settings per listener ([`listener_sasl`]) and a JWKS over HTTPS refreshed off the
+//! settings per listener (`config::listener_sasl`) and a JWKS over HTTPS refreshed off the
 //! shards ([`jwks_endpoint`]), and the [`context::RequestContext`] every handler receives.
 //!
 //! All of it runs on the connection's own shard: a TLS handshake or a SASL exchange is
@@ -15,8 +15,6 @@ pub mod acl;
 pub mod authorizer;
 pub mod context;
 pub mod jwks_endpoint;
-pub mod listener_sasl;
-pub mod listeners;
 pub mod oauth;
 pub mod principal;
 pub mod sasl;
@@ -26,43 +24,8 @@ pub mod tls;
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-/// Kafka's security protocols (`security.protocol`, listener prefixes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SecurityProtocol {
-    Plaintext,
-    Ssl,
-    SaslPlaintext,
-    SaslSsl,
-}
-
-impl SecurityProtocol {
-    pub fn parse(name: &str) -> Option<SecurityProtocol> {
-        Some(match name {
-            "PLAINTEXT" => SecurityProtocol::Plaintext,
-            "SSL" => SecurityProtocol::Ssl,
-            "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
-            "SASL_SSL" => SecurityProtocol::SaslSsl,
-            _ => return None,
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SecurityProtocol::Plaintext => "PLAINTEXT",
-            SecurityProtocol::Ssl => "SSL",
-            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
-            SecurityProtocol::SaslSsl => "SASL_SSL",
-        }
-    }
-
-    pub fn uses_tls(self) -> bool {
-        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
-    }
-
-    pub fn uses_sasl(self) -> bool {
-        matches!(self, SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl)
-    }
-}
+pub use crate::config::listeners::SecurityProtocol;
+use crate::config::{listener_sasl, listeners};
 
 /// Authentication failures are logged at most this often per shard; the ones in
 /// between are counted and reported with the next line.

@@ -16,7 +16,7 @@
 //!   crate bringing a second crypto stack.
 //!
 //! Each SASL listener has its own settings (`listener_sasl_oauthbearer`, see
-//! [`super::listener_sasl`]). The validator is pure: the time comes in as an argument,
+//! [`crate::config::listener_sasl`]). The validator is pure: the time comes in as an argument,
 //! so tests pin it, and a token naming a key id the JWKS lacks comes back as a
 //! [`Rejection`] with `unknown_kid`, for the caller to ask for a refresh.
 

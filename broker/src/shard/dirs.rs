@@ -55,9 +55,8 @@ impl DataDirs {
                 tracing::error!(dir = %path.display(), error = %e, "data directory failed at start");
             }
             let target = path.clone();
-            let canonical = glommio::executor()
-                .spawn_blocking(move || std::fs::canonicalize(&target).unwrap_or(target))
-                .await;
+            let canonical =
+                glommio::executor().spawn_blocking(move || std::fs::canonicalize(&target).unwrap_or(target)).await;
             dirs.push(DataDir { path: path.clone(), canonical, failure: RefCell::new(failure) });
         }
         DataDirs { dirs: Rc::new(dirs), home: 0 }

@@ -1,14 +1,17 @@
 //! Broker configuration: defaults, the YAML file, then command-line flags on top.
 //! Settings per listener (`listener_sasl_*`) are maps keyed by listener name, read by
-//! `security::listener_sasl`, which also takes their flag form (`LISTENER=...` specs).
+//! [`listener_sasl`], which also takes their flag form (`LISTENER=...` specs).
+
+pub mod listener_sasl;
+pub mod listeners;
+pub mod sources;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::security::listeners::{self, Listener};
-use crate::security::SecurityProtocol;
+use listeners::{Listener, SecurityProtocol};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -58,14 +61,14 @@ pub struct BrokerConfig {
     /// `sasl_enabled_mechanisms` (Kafka's `listener.name.<listener>.sasl.enabled.mechanisms`):
     /// `{SASL_SSL: [SCRAM-SHA-512, OAUTHBEARER]}`, or `SASL_SSL=SCRAM-SHA-512,OAUTHBEARER`
     /// specs (`--listener-sasl-mechanisms`).
-    #[serde(deserialize_with = "crate::security::listener_sasl::deserialize_mechanisms")]
+    #[serde(deserialize_with = "listener_sasl::deserialize_mechanisms")]
     pub listener_sasl_mechanisms: BTreeMap<String, Vec<String>>,
     /// OAUTHBEARER settings of one listener, by listener name, in place of the
     /// `sasl_oauthbearer_*` ones (Kafka's `listener.name.<listener>.oauthbearer.sasl.oauthbearer.*`):
     /// `{SASL_SSL: {expected_issuer: https://idp}}` (each key a `sasl_oauthbearer_*`
     /// setting without the prefix), or `SASL_SSL:expected_issuer=https://idp` specs
     /// (`--listener-sasl-oauthbearer`).
-    #[serde(deserialize_with = "crate::security::listener_sasl::deserialize_oauthbearer")]
+    #[serde(deserialize_with = "listener_sasl::deserialize_oauthbearer")]
     pub listener_sasl_oauthbearer: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
     /// SASL/PLAIN users, `NAME:PASSWORD` each.
     pub plain_users: Vec<String>,

@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::listeners::Listener;
-use crate::config::BrokerConfig;
+use super::BrokerConfig;
 
 /// The mechanisms Keel serves.
 pub const SUPPORTED: [&str; 4] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
@@ -233,7 +233,7 @@ fn typed(key: &str, value: &Value) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::security::listeners::resolve;
+    use crate::config::listeners::resolve;
 
     fn listeners() -> Vec<Listener> {
         resolve(
