@@ -3,8 +3,9 @@
 //! watermarks moves (woken by the flush loop) or `max_wait_ms` passes, then read again.
 //!
 //! Fetch sessions (KIP-227) are refused correctly: every response carries session id
-//! 0, so clients keep sending full fetches; an incremental fetch for a session is
-//! answered FETCH_SESSION_ID_NOT_FOUND.
+//! 0, so clients keep sending full fetches. As Kafka's `FetchManager`, epoch 0 (open a
+//! session) and -1 (sessionless) ask for a full fetch whatever the session id; any
+//! other epoch asks for a session Keel does not hold: FETCH_SESSION_ID_NOT_FOUND.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -84,7 +85,7 @@ impl Got {
 type TopicLayout = (TopicName, Uuid, Option<String>, Vec<(i32, Option<i16>)>);
 
 pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: FetchRequest) -> FetchResponse {
-    if req.session_epoch > 0 || req.session_id != 0 {
+    if !matches!(req.session_epoch, 0 | -1) {
         return FetchResponse::default().with_error_code(errors::FETCH_SESSION_ID_NOT_FOUND);
     }
     let meta = shard.meta();

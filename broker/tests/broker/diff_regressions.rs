@@ -7,7 +7,8 @@
 //! operations; in OffsetDelete, unknown topics and partitions; in ElectLeaders, a topic
 //! named twice; in DeleteGroups, a group named twice; in DescribeQuorum, a partition
 //! that is not the metadata log's; in ConsumerGroupDescribe, the regex and operations.
-//! One a client found: Metadata asked by topic id with empty names (the Java consumer).
+//! Two clients found: Metadata asked by topic id with empty names (the Java consumer),
+//! and a sessionless Fetch with session id -1.
 
 use crate::common::kafka::*;
 use crate::common::{Broker, Conn};
@@ -554,4 +555,35 @@ fn metadata_asked_by_topic_id_ignores_the_names() {
     let answers: Vec<(i16, Option<&str>, usize)> =
         m.topics.iter().map(|t| (t.error_code, t.name.as_ref().map(|n| n.0.as_str()), t.partitions.len())).collect();
     assert_eq!(answers, vec![(0, Some("by-id"), 2), (UNKNOWN_TOPIC_ID, None, 0)]);
+}
+
+/// Kafka's `FetchManager`: session epoch -1 is a sessionless full fetch and 0 opens a
+/// session, whatever the session id; any other epoch asks for a session, which an
+/// unknown id does not name (FETCH_SESSION_ID_NOT_FOUND, no topics). Some clients send
+/// session id -1 with epoch -1 for a plain fetch, which Keel took for a session.
+#[test]
+fn a_fetch_with_epoch_minus_one_is_sessionless_whatever_its_session_id() {
+    const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+    let b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "sessionless", 1);
+    let p = produce_at(&mut c, 9, "sessionless", batch(Compression::None, 2, None));
+    assert_eq!(p.error_code, 0);
+    for version in [7, 11, 12] {
+        for (session_id, session_epoch) in [(-1, -1), (0, -1), (12345, -1), (0, 0), (12345, 3), (0, 1), (-1, -2)] {
+            let req = fetch_request(&[("sessionless", 0, 0)], 100, 1)
+                .with_session_id(session_id)
+                .with_session_epoch(session_epoch);
+            let r: FetchResponse = c.call(ApiKey::Fetch, version, &req);
+            let asked = format!("v{version} session {session_id} epoch {session_epoch}");
+            if matches!(session_epoch, 0 | -1) {
+                assert_eq!(r.error_code, 0, "{asked}");
+                assert_eq!(r.responses.len(), 1, "{asked}");
+                let records = r.responses[0].partitions[0].records.clone().expect("records");
+                assert_eq!(records_of(&records).len(), 2, "{asked}");
+            } else {
+                assert_eq!((r.error_code, r.responses.len()), (FETCH_SESSION_ID_NOT_FOUND, 0), "{asked}");
+            }
+        }
+    }
 }

@@ -106,6 +106,13 @@ pub enum Request {
         partition_max_bytes: i32,
         isolation_level: i8,
     },
+    /// A Fetch of offset 0 carrying a fetch session id and epoch (v7+): epoch -1 with
+    /// any id is a sessionless full fetch, any other epoch asks for a session.
+    SessionFetch {
+        topic: Topic,
+        session_id: i32,
+        session_epoch: i32,
+    },
     ListOffsets {
         topic: Topic,
         partition: i32,
@@ -238,7 +245,7 @@ impl Request {
             Request::Metadata { .. } => ApiKey::Metadata,
             Request::CreateTopics { .. } => ApiKey::CreateTopics,
             Request::Produce { .. } => ApiKey::Produce,
-            Request::Fetch { .. } => ApiKey::Fetch,
+            Request::Fetch { .. } | Request::SessionFetch { .. } => ApiKey::Fetch,
             Request::ListOffsets { .. } => ApiKey::ListOffsets,
             Request::DeleteTopics { .. } => ApiKey::DeleteTopics,
             Request::DeleteRecords { .. } => ApiKey::DeleteRecords,
@@ -314,6 +321,9 @@ impl Request {
                 short(&names.topic(topic)),
                 isolation(*isolation_level)
             ),
+            Request::SessionFetch { topic, session_id, session_epoch } => {
+                format!("{}/0 offset=0 session_id={session_id} session_epoch={session_epoch}", short(&names.topic(topic)))
+            }
             Request::ListOffsets { topic, partition, timestamp, isolation_level } => {
                 format!(
                     "{}/{partition} timestamp={timestamp}{}",
@@ -454,6 +464,25 @@ impl Request {
                         .with_isolation_level(*isolation_level)
                         .with_session_id(0)
                         .with_session_epoch(-1)
+                        .with_topics(vec![fetch_topic]),
+                )
+            }
+            Request::SessionFetch { topic, session_id, session_epoch } => {
+                let fetch_topic = FetchTopic::default()
+                    .with_partitions(vec![FetchPartition::default().with_partition(0).with_partition_max_bytes(1 << 20)]);
+                let fetch_topic = if version >= 13 {
+                    fetch_topic.with_topic_id(names.topic_id(topic, context))
+                } else {
+                    fetch_topic.with_topic(topic_name(topic))
+                };
+                RequestKind::Fetch(
+                    FetchRequest::default()
+                        .with_replica_id(BrokerId(-1))
+                        .with_max_wait_ms(0)
+                        .with_min_bytes(0)
+                        .with_max_bytes(1 << 20)
+                        .with_session_id(*session_id)
+                        .with_session_epoch(*session_epoch)
                         .with_topics(vec![fetch_topic]),
                 )
             }
