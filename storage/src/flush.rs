@@ -18,11 +18,11 @@ use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_lite::future;
 use glommio::sync::StaticPermit;
 
 use crate::cache::ShardCache;
 use crate::disk;
+use crate::join::join_all;
 use crate::journal::{Journal, Mark, Position, Record};
 use crate::log::{self, PartitionLog};
 use crate::signal::Signal;
@@ -624,7 +624,7 @@ impl FlushQueue {
         }
         crate::stats::update(|s| s.checkpoint_file_syncs += one_by_one.len() as u64);
         for chunk in one_by_one.chunks(CHECKPOINT_CONCURRENCY) {
-            let syncs = chunk.iter().map(|(_, (file, path))| log::sync_or_fail(file, path)).collect();
+            let syncs = chunk.iter().map(|(_, (file, path))| crate::fsync::sync_or_fail(file, path)).collect();
             for ((i, _), synced) in chunk.iter().zip(join_all(syncs).await) {
                 if let Err(e) = synced {
                     self.report(Some(&taken[*i].log), &e);
@@ -684,31 +684,4 @@ async fn write_log(journal: &Journal, log: &Log, keep_from: u64) -> Result<Taken
         crate::stats::update(|s| s.checkpoint_tails_left += 1);
     }
     Ok(Taken { log: log.clone(), _permit: permit, key, mark, truncations, written })
-}
-
-/// Awaits all futures concurrently on the current task.
-pub async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut pinned: Vec<_> = futures.into_iter().map(|f| Some(Box::pin(f))).collect();
-    let mut results: Vec<Option<F::Output>> = (0..pinned.len()).map(|_| None).collect();
-    future::poll_fn(|cx| {
-        let mut pending = false;
-        for (slot, result) in pinned.iter_mut().zip(results.iter_mut()) {
-            if let Some(f) = slot {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => {
-                        *result = Some(v);
-                        *slot = None;
-                    }
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    results.into_iter().map(|r| r.expect("every future completed")).collect()
 }

@@ -21,6 +21,8 @@ pub mod compaction;
 pub mod disk;
 pub mod error;
 pub mod flush;
+pub mod fsync;
+pub mod join;
 pub mod journal;
 pub mod kv;
 pub mod log;

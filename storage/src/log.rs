@@ -40,8 +40,10 @@ use keel_protocol::batch::{self, BatchHeader};
 
 use crate::cache::BatchCache;
 use crate::error::StorageError;
+use crate::fsync::{sync_or_die, sync_or_fail};
 use crate::producer_tail::ProducerTail;
 use crate::segment::Segment;
+use crate::segment_io::{write_aligned, Ahead, PendingWrite};
 use crate::signal::Signal;
 use crate::PAGE;
 
@@ -76,34 +78,6 @@ impl Default for LogConfig {
             preallocate_step_bytes: 1 << 20,
         }
     }
-}
-
-/// One aligned write waiting for the flush loop.
-pub(crate) struct PendingWrite {
-    pub(crate) file: Rc<File>,
-    pub(crate) path: PathBuf,
-    /// Aligned file position of `data[0]`.
-    pub(crate) position: u64,
-    pub(crate) data: Vec<u8>,
-    /// Set for a segment that was rolled away from: its final logical size.
-    pub(crate) seal_size: Option<u64>,
-    /// What to prepare past the data alongside the write.
-    pub(crate) ahead: Option<Ahead>,
-}
-
-/// What a write to the active segment prepares past its data, so that the writes
-/// after it change little or no file-system metadata.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Ahead {
-    /// Zeros written over `from..to`: writes there are then pure overwrites, and the
-    /// fdatasync after them carries no metadata (a log without a journal).
-    Zeros(u64, u64),
-    /// Blocks allocated up to `to`, the file's size unchanged (a journaled log, whose
-    /// files are fsynced only at checkpoints). Without it each page written past the
-    /// end allocates a block: with thousands of partitions, each directory in its own
-    /// block group, the file system then journals a bitmap block per file per commit
-    /// (0.6 bytes of metadata per payload byte were measured at 4,000 partitions).
-    Allocate(u64),
 }
 
 pub struct PartitionLog {
@@ -619,39 +593,6 @@ pub(crate) fn trim_epochs_from_start(epochs: &mut Vec<(i32, i64)>, start: i64) {
     }
 }
 
-/// An fdatasync failure leaves the page cache and the disk in an unknown state; the
-/// only safe answer is to stop and let recovery re-read what is really on disk.
-pub(crate) async fn sync_or_die(file: &File, path: &Path) {
-    if let Err(e) = file.fdatasync().await {
-        eprintln!("keel: fatal: fdatasync {} failed: {e}; stopping to recover from disk", path.display());
-        std::process::exit(70);
-    }
-    crate::sync_log::synced_file(path);
-}
-
-thread_local! {
-    static SYNC_FAILURES_SURVIVABLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Says this thread's owner can take a failed directory's logs offline: from now on
-/// an fdatasync failure in the flush and journal paths of this thread is returned as
-/// an error (the caller must then never trust those files again) instead of
-/// stopping the process. A broker shard with several data directories calls it.
-pub fn survive_sync_failures() {
-    SYNC_FAILURES_SURVIVABLE.with(|s| s.set(true));
-}
-
-/// [`sync_or_die`], or an error when [`survive_sync_failures`] was called.
-pub(crate) async fn sync_or_fail(file: &File, path: &Path) -> Result<(), StorageError> {
-    if SYNC_FAILURES_SURVIVABLE.with(|s| s.get()) {
-        file.fdatasync().await.map_err(|e| StorageError::io("fdatasync", path, e))?;
-        crate::sync_log::synced_file(path);
-        return Ok(());
-    }
-    sync_or_die(file, path).await;
-    Ok(())
-}
-
 /// Rolls to a new segment when the next `incoming` bytes would overflow the active one.
 pub async fn roll_if_needed(log: &Rc<RefCell<PartitionLog>>, incoming: usize) -> Result<(), StorageError> {
     roll_if_needed_at(log, incoming, -1).await
@@ -777,7 +718,7 @@ pub(crate) async fn flush_locked_capturing<T>(
 ) -> Result<(Synced, T), StorageError> {
     let written = write_for_sync(log, None, capture).await?;
     let syncs = written.files.iter().map(|(file, path)| sync_or_fail(file, path)).collect();
-    for synced in crate::flush::join_all(syncs).await {
+    for synced in crate::join::join_all(syncs).await {
         synced?;
     }
     note_synced(log, &written);
@@ -937,57 +878,4 @@ fn zero_fill_range(active: &mut Segment, end: u64, step: u64, segment_max: u64) 
     let to = (end + headroom).div_ceil(GRAIN).saturating_mul(GRAIN).min(segment_max.max(end));
     active.preallocated = to;
     (to > from).then_some((from, to))
-}
-
-async fn write_aligned(w: &PendingWrite) -> Result<(), StorageError> {
-    assert_eq!(w.position % PAGE, 0, "O_DIRECT writes start on a page boundary");
-    // A failure to prepare ahead (a full disk) is not an error: the data write needs
-    // only its own pages and reports ENOSPC itself.
-    match w.ahead {
-        Some(Ahead::Zeros(from, to)) => {
-            let zeros = async {
-                if crate::segment_io::write_zeros(&w.file, from, to).await {
-                    crate::stats::update(|s| s.segment_bytes_written += to - from);
-                } else {
-                    tracing::debug!(path = %w.path.display(), "zero-filling ahead failed; writing without it");
-                }
-            };
-            futures_lite::future::zip(write_data(w), zeros).await.0
-        }
-        Some(Ahead::Allocate(to)) => {
-            // Before the data, which then lands in allocated blocks.
-            if let Err(e) = w.file.allocate(to).await {
-                tracing::debug!(path = %w.path.display(), error = %e, "allocating ahead failed; writing without it");
-            }
-            write_data(w).await
-        }
-        None => write_data(w).await,
-    }
-}
-
-/// Writes `w.data` at its aligned position, zero-padded to whole pages, then cuts the
-/// file to `w.seal_size` if set.
-pub(crate) async fn write_data(w: &PendingWrite) -> Result<(), StorageError> {
-    let len = (w.data.len() as u64).div_ceil(PAGE) * PAGE;
-    if len > 0 {
-        let mut buf = w.file.alloc_dma_buffer(len as usize);
-        let slice = buf.as_bytes_mut();
-        slice[..w.data.len()].copy_from_slice(&w.data);
-        slice[w.data.len()..].fill(0);
-        let written =
-            w.file.write_at(buf, w.position).await.map_err(|e| StorageError::io("write segment", &w.path, e))?;
-        if (written as u64) < len {
-            return Err(StorageError::io("short write", &w.path, std::io::Error::from_raw_os_error(libc_enospc())));
-        }
-        crate::stats::update(|s| s.segment_bytes_written += len);
-    }
-    if let Some(size) = w.seal_size {
-        w.file.truncate(size).await.map_err(|e| StorageError::io("seal segment", &w.path, e))?;
-    }
-    Ok(())
-}
-
-/// ENOSPC: the device is full.
-pub(crate) const fn libc_enospc() -> i32 {
-    28
 }

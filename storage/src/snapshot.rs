@@ -79,13 +79,13 @@ use std::rc::Rc;
 use bytes::{BufMut, Bytes};
 use keel_protocol::batch::BatchHeader;
 
+use crate::checkpoint::{
+    get_epochs_and_producers, get_i64, get_segment_state, get_u32, put_epochs_and_producers, put_segment_state,
+};
 use crate::error::StorageError;
 use crate::journal::Mark;
 use crate::kv::{ShardKv, StateKeys};
 use crate::log::PartitionLog;
-use crate::recovery::{
-    get_epochs_and_producers, get_i64, get_segment_state, get_u32, put_epochs_and_producers, put_segment_state,
-};
 use crate::segment::{self, IndexEntry, Segment, SegmentState};
 
 /// Key (under the partition's prefix) of the log's state as of its last checkpoint.

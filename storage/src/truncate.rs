@@ -16,8 +16,9 @@ use std::rc::Rc;
 use keel_protocol::batch::{BatchHeader, BATCH_HEADER_LEN};
 
 use crate::error::StorageError;
+use crate::fsync::sync_or_die;
 use crate::journal::Record;
-use crate::log::{self, sync_or_die, PartitionLog};
+use crate::log::{self, PartitionLog};
 use crate::segment::{self, Segment};
 
 /// Removes every batch whose last offset is at or after `offset`. Truncating at or past

@@ -21,8 +21,10 @@ use std::rc::Rc;
 use super::{LogRecovery, Mark, Record};
 use crate::disk::File;
 use crate::error::StorageError;
-use crate::log::{sync_or_fail, write_data, PartitionLog, PendingWrite};
+use crate::fsync::sync_or_fail;
+use crate::log::PartitionLog;
 use crate::segment;
+use crate::segment_io::{write_data, PendingWrite};
 use crate::PAGE;
 
 /// The end of a journaled log's active segment that a checkpoint leaves to the
