@@ -38,7 +38,7 @@ use bytes::BytesMut;
 use glommio::sync::Semaphore;
 use keel_protocol::batch::{self, BatchHeader};
 
-use crate::cache::BatchCache;
+use crate::cache::{BatchCache, CachedLog};
 use crate::error::StorageError;
 use crate::fsync::{sync_or_die, sync_or_fail};
 use crate::producer_tail::ProducerTail;
@@ -480,12 +480,6 @@ impl PartitionLog {
         self.cache.evict_to(self.config.cache_bytes_max, bound);
     }
 
-    /// Cached batches below this may be dropped: readable from the segment files and
-    /// already journaled.
-    pub(crate) fn evictable_below(&self) -> i64 {
-        self.high_watermark.min(self.written_offset).min(self.durable_offset)
-    }
-
     /// Brings every offset down to `end` after a truncation, and tells the journal.
     pub(crate) fn note_truncated(&mut self, end: i64) {
         self.durable_offset = self.durable_offset.min(end);
@@ -570,6 +564,19 @@ impl PartitionLog {
         self.log_start_offset = offset;
         trim_epochs_from_start(&mut self.epochs, offset);
         true
+    }
+}
+
+impl CachedLog for PartitionLog {
+    fn batch_cache(&self) -> &BatchCache {
+        &self.cache
+    }
+    fn batch_cache_mut(&mut self) -> &mut BatchCache {
+        &mut self.cache
+    }
+    /// Readable from the segment files and already journaled.
+    fn evictable_below(&self) -> i64 {
+        self.high_watermark.min(self.written_offset).min(self.durable_offset)
     }
 }
 
