@@ -2,7 +2,7 @@
 //! under the partition's key prefix: the log start offset and cleaner position
 //! (`state`), and the clean-shutdown checkpoint (`clean`, see [`crate::recovery`]).
 //! Journal checkpoints' snapshots (`snapshot`, `sealed/<base>`) are
-//! [`crate::snapshot`]'s; the encoding of a segment's state, the epoch cache and
+//! [`crate::log::snapshot`]'s; the encoding of a segment's state, the epoch cache and
 //! producers' batch headers here is shared by both.
 
 use bytes::{Buf, BufMut};

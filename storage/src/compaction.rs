@@ -43,8 +43,8 @@ use keel_protocol::batch::BatchHeader;
 
 use crate::batch_filter::{self, RawRecord};
 use crate::error::StorageError;
+use crate::log::persist_state;
 use crate::log::PartitionLog;
-use crate::retention::persist_state;
 use crate::segment;
 use crate::segment_io::{SegmentReader, SegmentWriter};
 
@@ -351,7 +351,7 @@ async fn rewrite_segment(
         return Ok(());
     }
     let mut rebuilt = writer.finish().await?;
-    let _change = crate::snapshot::begin_file_change(log, |b| b == base).await?;
+    let _change = crate::log::snapshot::begin_file_change(log, |b| b == base).await?;
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     let still_there =

@@ -8,7 +8,7 @@
 //! With a journal (a broker shard), a pass is one journal write and one fdatasync
 //! whatever the number of dirty logs; a second task then writes the logs' segment
 //! files in whole pages, and a third runs checkpoints ([`crate::journal`]), each
-//! followed by the snapshots of the logs that changed ([`crate::snapshot`]). Without
+//! followed by the snapshots of the logs that changed ([`crate::log::snapshot`]). Without
 //! one (tools and storage tests), a pass writes and fdatasyncs each dirty log's files
 //! concurrently.
 
@@ -24,9 +24,9 @@ use crate::cache::ShardCache;
 use crate::disk;
 use crate::join::join_all;
 use crate::journal::{Journal, Mark, Position, Record};
+use crate::log::snapshot::{self, Captured, Coords};
 use crate::log::{self, PartitionLog};
 use crate::signal::Signal;
-use crate::snapshot::{self, Captured, Coords};
 
 type Log = Rc<RefCell<PartitionLog>>;
 type SegmentFile = (Rc<crate::disk::File>, PathBuf);
@@ -500,7 +500,7 @@ impl FlushQueue {
 
     /// Fsyncs every journaled log's segment files and records where each stands, so
     /// the journal files before this checkpoint can go; then writes the snapshots of
-    /// the logs that changed since their last one ([`crate::snapshot`]).
+    /// the logs that changed since their last one ([`crate::log::snapshot`]).
     pub async fn checkpoint(&self) -> Result<(), crate::StorageError> {
         let captured = self.checkpoint_marks().await?;
         snapshot::write(captured).await

@@ -1,6 +1,6 @@
 //! The shard's key-value store for small broker state: each partition's log start
 //! offset and cleaner position, its clean-shutdown checkpoint and its checkpoint
-//! snapshots ([`crate::snapshot`]).
+//! snapshots ([`crate::log::snapshot`]).
 //!
 //! The store is itself a log: a put or a delete is one record batch (key, value or
 //! tombstone) appended to an internal [`PartitionLog`] in `<data dir>/.kv/shard-<id>`,
@@ -46,7 +46,7 @@ pub struct ShardKv {
     live_bytes: Cell<u64>,
     snapshotting: Cell<bool>,
     /// Orders partitions' checkpoint snapshot writes against the file changes that
-    /// invalidate them ([`crate::snapshot`]).
+    /// invalidate them ([`crate::log::snapshot`]).
     snapshot_lock: Rc<Semaphore>,
     /// Writes take effect in the order they were called. One awaiting a segment roll
     /// must not land after a later write of the same key: a Raft group's record

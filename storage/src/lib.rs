@@ -27,16 +27,13 @@ pub mod journal;
 pub mod kv;
 pub mod log;
 pub mod producer_tail;
-mod read;
 pub mod recovery;
 pub mod retention;
 pub mod segment;
 pub mod segment_io;
 pub mod signal;
-pub mod snapshot;
 pub mod stats;
 mod sync_log;
-mod truncate;
 
 pub use compaction::{CompactionOutcome, CompactionPolicy};
 pub use error::StorageError;

@@ -23,7 +23,7 @@
 //! **After a crash**, a journaled log ([`PartitionLog::open_journaled`]) first cuts its
 //! files back to the last journal checkpoint's mark (what was written after it was
 //! never fsynced). If the state store holds the log's checkpoint snapshot taken at that
-//! mark ([`crate::snapshot`]) and the files are exactly the segments it lists, with the
+//! mark ([`crate::log::snapshot`]) and the files are exactly the segments it lists, with the
 //! sizes it says, the log is restored from it without reading data (`OpenKind::Snapshot`,
 //! `opens_snapshot`); the producers' recent batch headers it holds go to `on_batch` as a
 //! scan would report them. Otherwise (no snapshot, one taken at another mark, a file of
@@ -51,9 +51,9 @@ use crate::error::StorageError;
 use crate::fsync::sync_or_die;
 use crate::journal::{Journal, LogJournal, LogRecovery, Mark, Record};
 use crate::kv::StateKeys;
+use crate::log::snapshot::{self, Snapshot, SNAPSHOT_KEY};
 use crate::log::{self, note_epoch, LogConfig, PartitionLog};
 use crate::segment::{self, Segment};
-use crate::snapshot::{self, Snapshot, SNAPSHOT_KEY};
 use crate::PAGE;
 
 /// How a log was opened, for logs and metrics.
@@ -272,7 +272,7 @@ impl PartitionLog {
         // (DeleteRecords after the truncation): the log start never goes back.
         let end = log.borrow().next_offset;
         if log.borrow_mut().advance_start(start.min(end)) {
-            crate::retention::persist_state(&log).await?;
+            crate::log::persist_state(&log).await?;
         }
         let mut l = Rc::try_unwrap(log).ok().expect("nothing else holds a log being opened").into_inner();
         l.mark_all_durable(found.mark.map(|m| m.high_watermark));
@@ -403,7 +403,7 @@ async fn replay(
                 }
             }
             Record::Truncate { offset, .. } => {
-                crate::truncate::truncate(log, offset).await?;
+                crate::log::truncate(log, offset).await?;
                 changed += 1;
             }
             Record::Create { .. } | Record::Checkpoint { .. } | Record::Pass { .. } => {}

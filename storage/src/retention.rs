@@ -14,7 +14,6 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::checkpoint::{PartitionState, STATE_KEY};
 use crate::error::StorageError;
 use crate::log::{self, PartitionLog};
 use crate::segment;
@@ -135,7 +134,7 @@ pub async fn enforce(
         log::flush(log).await?;
     }
     // Removed segments are found missing by the next snapshot capture.
-    let _change = crate::snapshot::begin_file_change(log, |_| false).await?;
+    let _change = crate::log::snapshot::begin_file_change(log, |_| false).await?;
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     let (released, outcome) = {
@@ -167,7 +166,7 @@ pub async fn enforce(
             glommio::yield_if_needed().await;
         }
         crate::disk::sync_dir(&dir).await?;
-        persist_state(log).await?;
+        log::persist_state(log).await?;
     }
     Ok(outcome)
 }
@@ -185,24 +184,10 @@ pub async fn delete_records(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Res
         l.advance_start(target)
     };
     if moved {
-        persist_state(log).await?;
+        log::persist_state(log).await?;
         log.borrow().changed.notify();
     }
     Ok(log.borrow().log_start_offset)
-}
-
-/// Writes the log start offset and cleaner position to the shard's state store.
-pub async fn persist_state(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
-    let (keys, state) = {
-        let l = log.borrow();
-        (l.state_keys.clone(), PartitionState { log_start_offset: l.log_start_offset, cleaned_upto: l.cleaned_upto })
-    };
-    let Some(k) = keys else { return Ok(()) };
-    // Boxed: the store's own log reaches here too (its snapshots delete segments),
-    // which makes the future types recursive, though it keeps no state itself.
-    let put: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
-        Box::pin(async move { k.kv.put(&k.key(STATE_KEY), state.encode().into()).await });
-    put.await
 }
 
 #[cfg(test)]

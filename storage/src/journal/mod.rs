@@ -37,7 +37,7 @@
 //! journal does not. A log with no mark and no `Create` record predates
 //! the journal and is recovered by its own scan. Between the cut and the replay, a log
 //! whose checkpoint snapshot was taken at its mark restores it instead of scanning its
-//! files ([`crate::snapshot`]); the snapshots are written to the state store after the
+//! files ([`crate::log::snapshot`]); the snapshots are written to the state store after the
 //! `Checkpoint` record is durable.
 //!
 //! Every pass, truncation record and checkpoint record goes through one writer

@@ -38,7 +38,7 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
             holding.unwrap_or(i64::MIN)
         }
     };
-    let _change = crate::snapshot::begin_file_change(log, |b| b >= cut_base).await?;
+    let _change = crate::log::snapshot::begin_file_change(log, |b| b >= cut_base).await?;
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     if offset >= log.borrow().next_offset {
@@ -113,7 +113,7 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
 /// released: the store's write waits for a journal pass, a pass at the journal's file
 /// limit waits for a checkpoint, and a checkpoint takes every log's io lock.
 async fn persist(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
-    crate::retention::persist_state(log).await?;
+    crate::log::persist_state(log).await?;
     log.borrow().changed.notify();
     Ok(())
 }
@@ -149,7 +149,7 @@ async fn cut_position(
 /// Empties the log and starts it again at `offset`, which may be past its end (a
 /// replica about to copy a leader's log from that leader's start).
 pub async fn reset(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), StorageError> {
-    let _change = crate::snapshot::begin_file_change(log, |_| true).await?;
+    let _change = crate::log::snapshot::begin_file_change(log, |_| true).await?;
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     log::flush_locked(log).await?;
