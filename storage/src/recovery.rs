@@ -50,10 +50,10 @@ use crate::checkpoint::{CleanState, PartitionState, CLEAN_KEY, STATE_KEY};
 use crate::error::StorageError;
 use crate::fsync::sync_or_die;
 use crate::journal::{Journal, LogJournal, LogRecovery, Mark, Record};
-use crate::kv::StateKeys;
 use crate::log::snapshot::{self, Snapshot, SNAPSHOT_KEY};
 use crate::log::{self, note_epoch, LogConfig, PartitionLog};
 use crate::segment::{self, Segment};
+use crate::state::StateKeys;
 use crate::PAGE;
 
 /// How a log was opened, for logs and metrics.

@@ -26,8 +26,8 @@
 //! the `Rc<File>` of the segment they read, which stays valid (and unlinked files
 //! readable) until they drop it.
 //!
-//! The log's own operations are its sub-modules: reads ([`read`]), the write path
-//! ([`write`]: rolls, flushes, checkpoint writes), truncation ([`truncate`]) and the
+//! The log's own operations are its sub-modules: reads (`read`), the write path
+//! (`write`: rolls, flushes, checkpoint writes), truncation (`truncate`) and the
 //! checkpoint snapshots ([`snapshot`]) that every change of its files must invalidate
 //! first. Opening (recovery), retention, compaction and the shard's flush loop are
 //! built on the log in modules above it ([`crate::recovery`], [`crate::retention`],
@@ -148,7 +148,7 @@ pub struct PartitionLog {
     /// Notified whenever the durable offset (high watermark) moves or a flush fails.
     pub changed: Rc<Signal>,
     /// Where the log start offset, cleaner position and clean-shutdown checkpoint go.
-    pub(crate) state_keys: Option<crate::kv::StateKeys>,
+    pub(crate) state_keys: Option<crate::state::StateKeys>,
     /// Segment data read ahead for a consumer reading from disk in order.
     pub(crate) read_ahead: Option<read::ReadAhead>,
     pub(crate) read_ahead_running: bool,
@@ -584,11 +584,7 @@ pub async fn persist_state(log: &Rc<RefCell<PartitionLog>>) -> Result<(), Storag
         (l.state_keys.clone(), PartitionState { log_start_offset: l.log_start_offset, cleaned_upto: l.cleaned_upto })
     };
     let Some(k) = keys else { return Ok(()) };
-    // Boxed: the store's own log reaches here too (its snapshots delete segments),
-    // which makes the future types recursive, though it keeps no state itself.
-    let put: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
-        Box::pin(async move { k.kv.put(&k.key(STATE_KEY), state.encode().into()).await });
-    put.await
+    k.kv.put(&k.key(STATE_KEY), state.encode().into()).await
 }
 
 impl CachedLog for PartitionLog {
