@@ -7,8 +7,8 @@
 //! 4,000 partitions (0.30 bytes per payload byte of 2.7). It may when no pass is
 //! journaling the log's batches at that moment and the tail's records are recent
 //! enough (see `tail_to_leave` in the log's write path, and `checkpoint_marks` in
-//! [`crate::flush`]); otherwise it writes the whole
-//! tail as before. Recovery writes those batches back from the journal's records, so
+//! [`crate::flush`]); otherwise it writes the whole tail as before. Recovery writes
+//! those batches back from the journal's records, so
 //! the segment ends exactly where the mark says and the mark's snapshot still applies
 //! (a restart reads no segment data). When the journal does not hold them all (a crash
 //! before the pass that would have journaled the last of them; a truncation in

@@ -2,7 +2,8 @@
 //! flush of a log without a journal ([`flush`]), the whole-page writes that follow a
 //! journal pass ([`write_whole_pages`]) and a checkpoint's writes and fsyncs
 //! ([`write_for_sync`], [`note_synced`]), which may leave the end of the active
-//! segment to the journal ([`LeftTail`]). Every one of them holds the log's io lock.
+//! segment to the journal ([`LeftTail`]). Flushes and writes hold the log's io lock;
+//! a roll is serialized by the log's `rolling` flag instead.
 
 use std::cell::RefCell;
 use std::path::PathBuf;
