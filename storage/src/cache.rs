@@ -19,8 +19,6 @@ use std::rc::{Rc, Weak};
 use bytes::Bytes;
 use keel_protocol::batch::BatchHeader;
 
-use crate::log::PartitionLog;
-
 /// One log's cached batches, in offset order, charged to its shard's budget.
 #[derive(Default)]
 pub struct BatchCache {
@@ -94,11 +92,19 @@ impl Drop for BatchCache {
     }
 }
 
+/// What a shard's budget needs of a log holding a [`BatchCache`] (the partition log).
+pub trait CachedLog {
+    fn batch_cache(&self) -> &BatchCache;
+    fn batch_cache_mut(&mut self) -> &mut BatchCache;
+    /// Cached batches below this may be dropped.
+    fn evictable_below(&self) -> i64;
+}
+
 /// The batch-cache budget of one shard, shared by its logs.
 pub struct ShardCache {
     limit: usize,
     used: Cell<usize>,
-    logs: RefCell<Vec<Weak<RefCell<PartitionLog>>>>,
+    logs: RefCell<Vec<Weak<RefCell<dyn CachedLog>>>>,
 }
 
 impl ShardCache {
@@ -116,12 +122,14 @@ impl ShardCache {
     }
 
     /// Puts `log`'s cache under this budget.
-    pub fn adopt(self: &Rc<Self>, log: &Rc<RefCell<PartitionLog>>) {
+    pub fn adopt<L: CachedLog + 'static>(self: &Rc<Self>, log: &Rc<RefCell<L>>) {
         let mut l = log.borrow_mut();
-        assert!(l.cache.shard.is_none(), "a log belongs to one shard");
-        self.used.set(self.used.get() + l.cache.bytes);
-        l.cache.shard = Some(self.clone());
-        self.logs.borrow_mut().push(Rc::downgrade(log));
+        let cache = l.batch_cache_mut();
+        assert!(cache.shard.is_none(), "a log belongs to one shard");
+        self.used.set(self.used.get() + cache.bytes);
+        cache.shard = Some(self.clone());
+        let log: Weak<RefCell<L>> = Rc::downgrade(log);
+        self.logs.borrow_mut().push(log);
     }
 
     /// When over budget, levels the logs' caches down until the shard uses at most
@@ -132,11 +140,11 @@ impl ShardCache {
         }
         let mut logs = self.logs.borrow_mut();
         logs.retain(|w| w.strong_count() > 0);
-        let mut sizes: Vec<(usize, Rc<RefCell<PartitionLog>>)> = logs
+        let mut sizes: Vec<(usize, Rc<RefCell<dyn CachedLog>>)> = logs
             .iter()
             .filter_map(Weak::upgrade)
             .filter_map(|l| {
-                let bytes = l.try_borrow().ok()?.cache.bytes;
+                let bytes = l.try_borrow().ok()?.batch_cache().bytes;
                 Some((bytes, l))
             })
             .collect();
@@ -149,7 +157,7 @@ impl ShardCache {
             }
             if let Ok(mut l) = log.try_borrow_mut() {
                 let bound = l.evictable_below();
-                l.cache.evict_to(level, bound);
+                l.batch_cache_mut().evict_to(level, bound);
             }
         }
     }

@@ -43,8 +43,8 @@ use keel_protocol::batch::BatchHeader;
 
 use crate::batch_filter::{self, RawRecord};
 use crate::error::StorageError;
+use crate::log::persist_state;
 use crate::log::PartitionLog;
-use crate::retention::persist_state;
 use crate::segment;
 use crate::segment_io::{SegmentReader, SegmentWriter};
 
@@ -129,44 +129,42 @@ struct Range {
     log_start: i64,
 }
 
-impl PartitionLog {
-    /// What may be compacted of the segments wholly below `bound`.
-    fn compactable(&self, bound: i64, now_ms: i64, policy: &CompactionPolicy, force: bool) -> Option<Range> {
-        let lag_limit = now_ms.saturating_sub(policy.min_compaction_lag_ms);
-        let mut count = 0;
-        for (i, seg) in self.segments.iter().enumerate() {
-            let Some(next) = self.segments.get(i + 1) else {
-                break;
-            };
-            if next.base_offset > bound || seg.max_timestamp > lag_limit {
-                break;
-            }
-            count = i + 1;
+/// What may be compacted of `log`'s segments wholly below `bound`.
+fn compactable(log: &PartitionLog, bound: i64, now_ms: i64, policy: &CompactionPolicy, force: bool) -> Option<Range> {
+    let lag_limit = now_ms.saturating_sub(policy.min_compaction_lag_ms);
+    let mut count = 0;
+    for (i, seg) in log.segments.iter().enumerate() {
+        let Some(next) = log.segments.get(i + 1) else {
+            break;
+        };
+        if next.base_offset > bound || seg.max_timestamp > lag_limit {
+            break;
         }
-        let end = self.segments.get(count).map(|s| s.base_offset)?;
-        let first_dirty = self.cleaned_upto.max(self.log_start_offset);
-        if count == 0 || first_dirty >= end {
-            return None;
-        }
-        let live = self.segments[..count]
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| self.segments[i + 1].base_offset > self.log_start_offset);
-        let (mut total, mut dirty) = (0u64, 0u64);
-        for (i, seg) in live {
-            total += seg.size;
-            if self.segments[i + 1].base_offset > first_dirty {
-                dirty += seg.size;
-            }
-        }
-        let ratio = if total == 0 { 0.0 } else { dirty as f64 / total as f64 };
-        (force || ratio >= policy.min_cleanable_dirty_ratio).then_some(Range {
-            segment_count: count,
-            end,
-            first_dirty,
-            log_start: self.log_start_offset,
-        })
+        count = i + 1;
     }
+    let end = log.segments.get(count).map(|s| s.base_offset)?;
+    let first_dirty = log.cleaned_upto.max(log.log_start_offset);
+    if count == 0 || first_dirty >= end {
+        return None;
+    }
+    let live = log.segments[..count]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| log.segments[i + 1].base_offset > log.log_start_offset);
+    let (mut total, mut dirty) = (0u64, 0u64);
+    for (i, seg) in live {
+        total += seg.size;
+        if log.segments[i + 1].base_offset > first_dirty {
+            dirty += seg.size;
+        }
+    }
+    let ratio = if total == 0 { 0.0 } else { dirty as f64 / total as f64 };
+    (force || ratio >= policy.min_cleanable_dirty_ratio).then_some(Range {
+        segment_count: count,
+        end,
+        first_dirty,
+        log_start: log.log_start_offset,
+    })
 }
 
 /// Runs one compaction pass if enough of the log is dirty (always when `force`).
@@ -179,14 +177,15 @@ pub async fn compact(
     txns: Transactions,
 ) -> Result<Option<CompactionOutcome>, StorageError> {
     let hw = log.borrow().cleanable_end().min(txns.stable_upto);
-    if log.borrow().compactable(hw, now_ms, policy, force).is_none() {
+    if compactable(&log.borrow(), hw, now_ms, policy, force).is_none() {
         return Ok(None);
     }
     // Only segments a crash leaves as they are get rewritten
     // (`PartitionLog::rewritable_offset`): fsynced, and on a journaled log below its
     // last checkpoint's mark, from where recovery replays the journal. If the work
     // reaches past that, fsync the log's files, or ask the journal for a checkpoint.
-    if log.borrow().compactable(log.borrow().rewritable_offset().min(txns.stable_upto), now_ms, policy, force).is_none()
+    if compactable(&log.borrow(), log.borrow().rewritable_offset().min(txns.stable_upto), now_ms, policy, force)
+        .is_none()
     {
         let journal = log.borrow().journal.as_ref().map(|j| j.journal.clone());
         match journal {
@@ -197,7 +196,7 @@ pub async fn compact(
         }
     }
     let settled = log.borrow().rewritable_offset().min(txns.stable_upto);
-    let Some(range) = log.borrow().compactable(settled, now_ms, policy, force) else {
+    let Some(range) = compactable(&log.borrow(), settled, now_ms, policy, force) else {
         return Ok(None);
     };
     let map = KeyMap::build(log, &range, policy.key_map_bytes_max, txns).await?;
@@ -351,7 +350,7 @@ async fn rewrite_segment(
         return Ok(());
     }
     let mut rebuilt = writer.finish().await?;
-    let _change = crate::snapshot::begin_file_change(log, |b| b == base).await?;
+    let _change = crate::log::snapshot::begin_file_change(log, |b| b == base).await?;
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     let still_there =

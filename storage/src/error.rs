@@ -21,6 +21,11 @@ impl StorageError {
     /// I/O errors reach us rebuilt with their kind but without the OS error number.
     pub fn is_disk_full(&self) -> bool {
         matches!(self, StorageError::Io { source, .. }
-            if source.raw_os_error() == Some(crate::log::libc_enospc()) || source.kind() == std::io::ErrorKind::StorageFull)
+            if source.raw_os_error() == Some(libc_enospc()) || source.kind() == std::io::ErrorKind::StorageFull)
     }
+}
+
+/// ENOSPC: the device is full.
+pub(crate) const fn libc_enospc() -> i32 {
+    28
 }

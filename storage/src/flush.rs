@@ -8,7 +8,7 @@
 //! With a journal (a broker shard), a pass is one journal write and one fdatasync
 //! whatever the number of dirty logs; a second task then writes the logs' segment
 //! files in whole pages, and a third runs checkpoints ([`crate::journal`]), each
-//! followed by the snapshots of the logs that changed ([`crate::snapshot`]). Without
+//! followed by the snapshots of the logs that changed ([`crate::log::snapshot`]). Without
 //! one (tools and storage tests), a pass writes and fdatasyncs each dirty log's files
 //! concurrently.
 
@@ -18,15 +18,15 @@ use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_lite::future;
 use glommio::sync::StaticPermit;
 
 use crate::cache::ShardCache;
 use crate::disk;
+use crate::join::join_all;
 use crate::journal::{Journal, Mark, Position, Record};
+use crate::log::snapshot::{self, Captured, Coords};
 use crate::log::{self, PartitionLog};
 use crate::signal::Signal;
-use crate::snapshot::{self, Captured, Coords};
 
 type Log = Rc<RefCell<PartitionLog>>;
 type SegmentFile = (Rc<crate::disk::File>, PathBuf);
@@ -500,7 +500,7 @@ impl FlushQueue {
 
     /// Fsyncs every journaled log's segment files and records where each stands, so
     /// the journal files before this checkpoint can go; then writes the snapshots of
-    /// the logs that changed since their last one ([`crate::snapshot`]).
+    /// the logs that changed since their last one ([`crate::log::snapshot`]).
     pub async fn checkpoint(&self) -> Result<(), crate::StorageError> {
         let captured = self.checkpoint_marks().await?;
         snapshot::write(captured).await
@@ -624,7 +624,7 @@ impl FlushQueue {
         }
         crate::stats::update(|s| s.checkpoint_file_syncs += one_by_one.len() as u64);
         for chunk in one_by_one.chunks(CHECKPOINT_CONCURRENCY) {
-            let syncs = chunk.iter().map(|(_, (file, path))| log::sync_or_fail(file, path)).collect();
+            let syncs = chunk.iter().map(|(_, (file, path))| crate::fsync::sync_or_fail(file, path)).collect();
             for ((i, _), synced) in chunk.iter().zip(join_all(syncs).await) {
                 if let Err(e) = synced {
                     self.report(Some(&taken[*i].log), &e);
@@ -684,31 +684,4 @@ async fn write_log(journal: &Journal, log: &Log, keep_from: u64) -> Result<Taken
         crate::stats::update(|s| s.checkpoint_tails_left += 1);
     }
     Ok(Taken { log: log.clone(), _permit: permit, key, mark, truncations, written })
-}
-
-/// Awaits all futures concurrently on the current task.
-pub async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut pinned: Vec<_> = futures.into_iter().map(|f| Some(Box::pin(f))).collect();
-    let mut results: Vec<Option<F::Output>> = (0..pinned.len()).map(|_| None).collect();
-    future::poll_fn(|cx| {
-        let mut pending = false;
-        for (slot, result) in pinned.iter_mut().zip(results.iter_mut()) {
-            if let Some(f) = slot {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => {
-                        *result = Some(v);
-                        *slot = None;
-                    }
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    results.into_iter().map(|r| r.expect("every future completed")).collect()
 }

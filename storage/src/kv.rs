@@ -1,6 +1,6 @@
 //! The shard's key-value store for small broker state: each partition's log start
 //! offset and cleaner position, its clean-shutdown checkpoint and its checkpoint
-//! snapshots ([`crate::snapshot`]).
+//! snapshots ([`crate::log::snapshot`]).
 //!
 //! The store is itself a log: a put or a delete is one record batch (key, value or
 //! tombstone) appended to an internal [`PartitionLog`] in `<data dir>/.kv/shard-<id>`,
@@ -13,6 +13,10 @@
 //! Replaying the whole history or any suffix that starts at a snapshot gives the same
 //! map (a snapshot re-puts every live key, and a key deleted before it stays deleted),
 //! so a crash anywhere in that sequence loses nothing.
+//!
+//! Being a log, the store sits above the log, its recovery, retention and the flush
+//! loop; the partitions' logs write their state to it through the
+//! [`StateStore`](crate::state::StateStore) trait it implements, never naming it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -29,6 +33,7 @@ use crate::flush::FlushQueue;
 use crate::log::{self, LogConfig, PartitionLog};
 use crate::retention::{self, RetentionPolicy};
 use crate::segment_io::SegmentReader;
+use crate::state::{StateKeys, StateStore, StoreWrite};
 
 /// The store's name in the shard journal's records (partitions' names are 20 bytes).
 const JOURNAL_KEY: &[u8] = b"state-store";
@@ -46,7 +51,7 @@ pub struct ShardKv {
     live_bytes: Cell<u64>,
     snapshotting: Cell<bool>,
     /// Orders partitions' checkpoint snapshot writes against the file changes that
-    /// invalidate them ([`crate::snapshot`]).
+    /// invalidate them ([`crate::log::snapshot`]).
     snapshot_lock: Rc<Semaphore>,
     /// Writes take effect in the order they were called. One awaiting a segment roll
     /// must not land after a later write of the same key: a Raft group's record
@@ -123,10 +128,6 @@ impl ShardKv {
     /// The keys of one partition's state.
     pub fn keys(self: &Rc<Self>, prefix: &str) -> StateKeys {
         StateKeys { kv: self.clone(), prefix: prefix.to_string() }
-    }
-
-    pub(crate) fn snapshot_lock(&self) -> Rc<Semaphore> {
-        self.snapshot_lock.clone()
     }
 
     pub fn get(&self, key: &str) -> Option<Bytes> {
@@ -275,25 +276,28 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-/// Where a partition keeps its state in the shard's store: keys under `prefix`.
-#[derive(Clone)]
-pub struct StateKeys {
-    pub kv: Rc<ShardKv>,
-    pub prefix: String,
-}
-
-impl StateKeys {
-    pub fn key(&self, name: &str) -> String {
-        format!("{}{name}", self.prefix)
+impl StateStore for ShardKv {
+    fn get(&self, key: &str) -> Option<Bytes> {
+        ShardKv::get(self, key)
     }
 
-    /// Removes every key of this partition (its topic was deleted).
-    pub async fn remove_all(&self) -> Result<(), StorageError> {
-        let keys = self.kv.keys_with_prefix(&self.prefix);
-        let changes: Vec<(&str, Option<Bytes>)> = keys.iter().map(|k| (k.as_str(), None)).collect();
-        if changes.is_empty() {
-            return Ok(());
-        }
-        self.kv.write(&changes).await
+    fn keys_with_prefix(&self, prefix: &str) -> Vec<String> {
+        ShardKv::keys_with_prefix(self, prefix)
+    }
+
+    fn put<'a>(&'a self, key: &'a str, value: Bytes) -> StoreWrite<'a> {
+        Box::pin(ShardKv::put(self, key, value))
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> StoreWrite<'a> {
+        Box::pin(ShardKv::delete(self, key))
+    }
+
+    fn write<'a>(&'a self, changes: &'a [(&'a str, Option<Bytes>)]) -> StoreWrite<'a> {
+        Box::pin(ShardKv::write(self, changes))
+    }
+
+    fn snapshot_lock(&self) -> Rc<Semaphore> {
+        self.snapshot_lock.clone()
     }
 }

@@ -13,6 +13,22 @@
 //! caller's low-share task queue, yields, and moves file deletion and truncation to
 //! glommio's blocking thread. The storage layer knows RecordBatch v2 framing, never
 //! Kafka requests or Raft.
+//!
+//! The modules form layers, each naming only those below it (checked by
+//! `compat/tools/modgraph.py storage/src --check`):
+//!
+//! 1. errors and plain types: [`error`], [`stats`], [`signal`], [`join`], `sync_log`
+//!    (the fsync record of fault tests), [`batch_filter`], [`producer_tail`], [`state`]
+//!    (what a log needs of the state store, as a trait);
+//! 2. files: [`disk`], [`fsync`], [`segment`], [`segment_io`], and [`checkpoint`]
+//!    (the encoding of segment states and the clean-shutdown checkpoint);
+//! 3. the shard-wide parts a log uses: [`cache`] (the cache budget, reaching logs
+//!    through a trait it defines) and [`journal`];
+//! 4. [`log`], with its own operations as sub-modules (reads, writes and rolls,
+//!    truncation, checkpoint snapshots);
+//! 5. what is built on logs: [`recovery`] (opening), [`retention`], [`compaction`],
+//!    [`flush`] (the shard's flush loop) and, on top, [`kv`] (the state store, itself
+//!    a log written by the flush loop).
 
 pub mod batch_filter;
 pub mod cache;
@@ -21,20 +37,20 @@ pub mod compaction;
 pub mod disk;
 pub mod error;
 pub mod flush;
+pub mod fsync;
+pub mod join;
 pub mod journal;
 pub mod kv;
 pub mod log;
 pub mod producer_tail;
-mod read;
 pub mod recovery;
 pub mod retention;
 pub mod segment;
 pub mod segment_io;
 pub mod signal;
-pub mod snapshot;
+pub mod state;
 pub mod stats;
 mod sync_log;
-mod truncate;
 
 pub use compaction::{CompactionOutcome, CompactionPolicy};
 pub use error::StorageError;

@@ -14,7 +14,6 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::checkpoint::{PartitionState, STATE_KEY};
 use crate::error::StorageError;
 use crate::log::{self, PartitionLog};
 use crate::segment;
@@ -91,18 +90,17 @@ pub fn plan(
     RetentionPlan { delete_count: count, roll_active: count > 0 && count == segments.len() }
 }
 
-impl PartitionLog {
-    pub fn segment_summaries(&self) -> Vec<SegmentSummary> {
-        self.segments
-            .iter()
-            .map(|s| SegmentSummary { base_offset: s.base_offset, size: s.size, max_timestamp: s.max_timestamp })
-            .collect()
-    }
+/// What [`plan`] needs to know of `log`'s segments, oldest first.
+pub fn segment_summaries(log: &PartitionLog) -> Vec<SegmentSummary> {
+    log.segments
+        .iter()
+        .map(|s| SegmentSummary { base_offset: s.base_offset, size: s.size, max_timestamp: s.max_timestamp })
+        .collect()
+}
 
-    /// What retention deletes of the segments wholly below `bound`.
-    fn retention_plan(&self, bound: i64, now_ms: i64, policy: &RetentionPolicy) -> RetentionPlan {
-        plan(&self.segment_summaries(), self.log_start_offset, bound, self.next_offset, now_ms, policy)
-    }
+/// What retention deletes of `log`'s segments wholly below `bound`.
+fn plan_for(log: &PartitionLog, bound: i64, now_ms: i64, policy: &RetentionPolicy) -> RetentionPlan {
+    plan(&segment_summaries(log), log.log_start_offset, bound, log.next_offset, now_ms, policy)
 }
 
 /// What one retention pass did.
@@ -121,7 +119,7 @@ pub async fn enforce(
     policy: &RetentionPolicy,
 ) -> Result<RetentionOutcome, StorageError> {
     let hw = log.borrow().cleanable_end();
-    let first = log.borrow().retention_plan(hw, now_ms, policy);
+    let first = plan_for(&log.borrow(), hw, now_ms, policy);
     if first.delete_count == 0 {
         return Ok(RetentionOutcome { log_start_offset: log.borrow().log_start_offset, ..Default::default() });
     }
@@ -131,16 +129,16 @@ pub async fn enforce(
     // Only segments whose files are fsynced go (a journal replay never rebuilds
     // them): fsync the log's files first when the plan reaches past that.
     let settled = log.borrow().settled_offset();
-    if first.roll_active || log.borrow().retention_plan(settled, now_ms, policy).delete_count < first.delete_count {
+    if first.roll_active || plan_for(&log.borrow(), settled, now_ms, policy).delete_count < first.delete_count {
         log::flush(log).await?;
     }
     // Removed segments are found missing by the next snapshot capture.
-    let _change = crate::snapshot::begin_file_change(log, |_| false).await?;
+    let _change = crate::log::snapshot::begin_file_change(log, |_| false).await?;
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     let (released, outcome) = {
         let mut l = log.borrow_mut();
-        let plan = l.retention_plan(l.settled_offset(), now_ms, policy);
+        let plan = plan_for(&l, l.settled_offset(), now_ms, policy);
         let count = plan.delete_count.min(l.segments.len() - 1);
         let released: Vec<segment::Segment> = l.segments.drain(..count).collect();
         l.queued.retain(|w| !released.iter().any(|s| Rc::ptr_eq(&s.file, &w.file)));
@@ -167,7 +165,7 @@ pub async fn enforce(
             glommio::yield_if_needed().await;
         }
         crate::disk::sync_dir(&dir).await?;
-        persist_state(log).await?;
+        log::persist_state(log).await?;
     }
     Ok(outcome)
 }
@@ -185,24 +183,10 @@ pub async fn delete_records(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Res
         l.advance_start(target)
     };
     if moved {
-        persist_state(log).await?;
+        log::persist_state(log).await?;
         log.borrow().changed.notify();
     }
     Ok(log.borrow().log_start_offset)
-}
-
-/// Writes the log start offset and cleaner position to the shard's state store.
-pub async fn persist_state(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
-    let (keys, state) = {
-        let l = log.borrow();
-        (l.state_keys.clone(), PartitionState { log_start_offset: l.log_start_offset, cleaned_upto: l.cleaned_upto })
-    };
-    let Some(k) = keys else { return Ok(()) };
-    // Boxed: the store's own log reaches here too (its snapshots delete segments),
-    // which makes the future types recursive, though it keeps no state itself.
-    let put: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
-        Box::pin(async move { k.kv.put(&k.key(STATE_KEY), state.encode().into()).await });
-    put.await
 }
 
 #[cfg(test)]

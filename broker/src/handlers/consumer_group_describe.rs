@@ -56,7 +56,7 @@ pub async fn handle(
                 .unwrap_or_else(|code| Err((code, String::new())));
         (group_id, found)
     });
-    let results = keel_storage::flush::join_all(calls.collect()).await;
+    let results = keel_storage::join::join_all(calls.collect()).await;
     let meta = shard.meta();
     let groups = results
         .into_iter()

@@ -31,6 +31,6 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteGroupsRe
             .unwrap_or_else(|code| code);
         DeletableGroupResult::default().with_group_id(group_id).with_error_code(code)
     });
-    let results = keel_storage::flush::join_all(calls.collect()).await;
+    let results = keel_storage::join::join_all(calls.collect()).await;
     DeleteGroupsResponse::default().with_results(results)
 }

@@ -40,7 +40,7 @@ pub async fn handle(
             (id, found)
         }
     });
-    let results = keel_storage::flush::join_all(calls.collect()).await;
+    let results = keel_storage::join::join_all(calls.collect()).await;
     let groups = results
         .into_iter()
         .map(|(id, found)| {

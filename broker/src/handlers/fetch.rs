@@ -317,7 +317,7 @@ async fn read_owned(shard: &Shard, wants: Vec<Want>, budget: usize) -> Vec<Got> 
                 read_one(shard, w, cap, first)
             })
             .collect();
-        for got in keel_storage::flush::join_all(reads).await {
+        for got in keel_storage::join::join_all(reads).await {
             left = left.saturating_sub(got.bytes);
             first &= got.bytes == 0;
             out.push(got);

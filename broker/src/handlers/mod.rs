@@ -418,7 +418,7 @@ where
         positions.push(pos);
         calls.push(shard.submit_to(owner, move |s| f(s, batch)));
     }
-    let results = keel_storage::flush::join_all(calls).await;
+    let results = keel_storage::join::join_all(calls).await;
     let mut out: Vec<Option<O>> = (0..n).map(|_| None).collect();
     for (pos, outputs) in positions.into_iter().zip(results) {
         assert_eq!(pos.len(), outputs.len(), "an owner shard answers every item it was sent");

@@ -157,7 +157,7 @@ pub async fn handle(
             (group_id, fetch_authorized(shard, ctx, fetch).await)
         }
     });
-    let results = keel_storage::flush::join_all(calls.collect()).await;
+    let results = keel_storage::join::join_all(calls.collect()).await;
     let groups = results
         .into_iter()
         .map(|(group_id, result)| {

@@ -155,7 +155,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
                     outcome
                 }
             });
-            keel_storage::flush::join_all(calls.collect()).await
+            keel_storage::join::join_all(calls.collect()).await
         }
     })
     .await;

@@ -29,7 +29,7 @@ pub async fn serve(shard: Rc<Shard>) -> Result<(), String> {
         tracing::info!(shard = shard.id, %addr, listener = %listener.name, "accepting Kafka connections");
         loops.push(accept_loop(shard.clone(), listener, socket));
     }
-    keel_storage::flush::join_all(loops).await;
+    keel_storage::join::join_all(loops).await;
     Ok(())
 }
 

@@ -146,7 +146,7 @@ impl Shard {
         Fut: Future<Output = T> + 'static,
     {
         let calls = (0..self.count).map(|s| self.submit_to(s, f.clone())).collect();
-        keel_storage::flush::join_all(calls).await
+        keel_storage::join::join_all(calls).await
     }
 
     pub fn meta(&self) -> Rc<Metadata> {
@@ -239,7 +239,7 @@ impl Shard {
         for chunk in to_open.chunks(OPEN_CONCURRENCY) {
             let opens =
                 chunk.iter().map(|((name, index), topic)| Partition::open(self, name, topic, *index, &meta)).collect();
-            for (((name, index), _), opened) in chunk.iter().zip(keel_storage::flush::join_all(opens).await) {
+            for (((name, index), _), opened) in chunk.iter().zip(keel_storage::join::join_all(opens).await) {
                 match opened {
                     Ok(p) => {
                         let p = Rc::new(p);
@@ -551,7 +551,7 @@ async fn shard_main(
     let dirs = dirs::DataDirs::probe(&config.data_dirs).await;
     // A failed fdatasync takes its directory's partitions offline instead of
     // stopping the process (see `dirs`).
-    keel_storage::log::survive_sync_failures();
+    keel_storage::fsync::survive_sync_failures();
     let (senders, receivers) = mesh.join().await.map_err(|_| "joining the shard mesh failed".to_string())?;
     let id = senders.peer_id();
     let count = senders.nr_consumers();

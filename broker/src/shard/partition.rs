@@ -46,7 +46,7 @@ pub struct Partition {
     /// Transactions on this partition: open ones, aborted ranges, the LSO.
     txns: Rc<RefCell<PartitionTxns>>,
     /// Where the transaction state is persisted (the partition's state-store keys).
-    txn_keys: keel_storage::kv::StateKeys,
+    txn_keys: keel_storage::state::StateKeys,
     /// Producers whose next transaction here the coordinator confirmed (producer id →
     /// epoch): a transactional batch may begin a transaction only with this entry,
     /// which the batch or the producer's next marker takes away (KIP-890's

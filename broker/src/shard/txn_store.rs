@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use keel_storage::kv::StateKeys;
+use keel_storage::state::StateKeys;
 
 use super::txn_log::{AbortedTxn, PartitionTxns, TxnChange};
 

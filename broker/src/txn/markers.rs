@@ -62,7 +62,7 @@ pub async fn write(shard: &Rc<Shard>, marker: Marker, partitions: &[TxnPartition
             (slots, answer)
         }
     });
-    for (slots, answer) in keel_storage::flush::join_all(calls.collect()).await {
+    for (slots, answer) in keel_storage::join::join_all(calls.collect()).await {
         for (i, code) in slots.into_iter().zip(answer) {
             codes[i] = code;
         }

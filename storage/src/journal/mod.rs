@@ -37,7 +37,7 @@
 //! journal does not. A log with no mark and no `Create` record predates
 //! the journal and is recovered by its own scan. Between the cut and the replay, a log
 //! whose checkpoint snapshot was taken at its mark restores it instead of scanning its
-//! files ([`crate::snapshot`]); the snapshots are written to the state store after the
+//! files ([`crate::log::snapshot`]); the snapshots are written to the state store after the
 //! `Checkpoint` record is durable.
 //!
 //! Every pass, truncation record and checkpoint record goes through one writer
@@ -60,7 +60,7 @@ use bytes::Bytes;
 use glommio::sync::Semaphore;
 
 use crate::error::StorageError;
-use crate::log::{sync_or_die, sync_or_fail};
+use crate::fsync::{sync_or_die, sync_or_fail};
 use crate::segment_io::write_zeros;
 use crate::PAGE;
 pub use record::{Mark, Position, Record, Tail as MarkTail};
@@ -165,7 +165,7 @@ pub struct Journal {
     /// Files created (zero-filled when there was room) rather than recycled.
     pub files_created: Cell<u64>,
     /// Set when an fdatasync of a journal file failed (only where the thread survives
-    /// sync failures, see [`crate::log::survive_sync_failures`]): every later write
+    /// sync failures, see [`crate::fsync::survive_sync_failures`]): every later write
     /// fails, since the journal can no longer prove anything durable.
     failed: RefCell<Option<String>>,
     /// Told how long each fdatasync of a pass took (metrics).

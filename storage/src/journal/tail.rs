@@ -6,8 +6,9 @@
 //! every log's partial page at every checkpoint cost a tenth of all bytes written at
 //! 4,000 partitions (0.30 bytes per payload byte of 2.7). It may when no pass is
 //! journaling the log's batches at that moment and the tail's records are recent
-//! enough (see `checkpoint_marks` in [`crate::flush`]); otherwise it writes the whole
-//! tail as before. Recovery writes those batches back from the journal's records, so
+//! enough (see `tail_to_leave` in the log's write path, and `checkpoint_marks` in
+//! [`crate::flush`]); otherwise it writes the whole tail as before. Recovery writes
+//! those batches back from the journal's records, so
 //! the segment ends exactly where the mark says and the mark's snapshot still applies
 //! (a restart reads no segment data). When the journal does not hold them all (a crash
 //! before the pass that would have journaled the last of them; a truncation in
@@ -21,8 +22,9 @@ use std::rc::Rc;
 use super::{LogRecovery, Mark, Record};
 use crate::disk::File;
 use crate::error::StorageError;
-use crate::log::{sync_or_fail, write_data, PartitionLog, PendingWrite};
+use crate::fsync::sync_or_fail;
 use crate::segment;
+use crate::segment_io::{write_data, PendingWrite};
 use crate::PAGE;
 
 /// The end of a journaled log's active segment that a checkpoint leaves to the
@@ -34,41 +36,6 @@ pub(crate) struct LeftTail {
     pub position: Option<crate::journal::Position>,
     pub size: u64,
     pub offset: i64,
-}
-
-impl PartitionLog {
-    /// Whether a checkpoint may write only this journaled log's whole pages: `None`
-    /// when it must write everything, `Some(None)` when the whole pages are
-    /// everything, else the tail it leaves (see [`crate::log::write_for_sync`]).
-    pub(crate) fn tail_to_leave(&self, keep_from: u64) -> Option<Option<LeftTail>> {
-        let j = self.journal.as_ref()?;
-        // A pass under way has batches in the journal that `records` does not list yet.
-        if j.in_pass {
-            return None;
-        }
-        let active = self.active();
-        let whole_end = self.tail_position + (self.tail.len() + self.pending.len()) as u64 / PAGE * PAGE;
-        // Batches of earlier segments are in the writes the checkpoint takes (a seal).
-        let Some(&(base, end, next)) =
-            self.unwritten.iter().find(|(base, end, _)| *base >= active.base_offset && *end > whole_end)
-        else {
-            return Some(None);
-        };
-        let i = self.cache.partition_point(|(h, _)| h.last_offset() < next - 1);
-        let (header, batch) =
-            self.cache.get(i).filter(|(h, _)| base == active.base_offset && h.last_offset() == next - 1)?;
-        let offset = header.base_offset;
-        let position = if offset >= j.journaled_offset {
-            None
-        } else {
-            let (_, position) = j.records.iter().rev().find(|(first, _)| *first <= offset)?;
-            if position.seq < keep_from {
-                return None;
-            }
-            Some(*position)
-        };
-        Some(Some(LeftTail { position, size: end - batch.len() as u64, offset }))
-    }
 }
 
 /// Makes the log's files stand as its mark says, or moves the mark down to its tail.

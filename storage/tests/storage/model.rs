@@ -339,7 +339,7 @@ impl Model {
 fn expected_retention(l: &Rc<RefCell<PartitionLog>>, m: &Model, policy: &RetentionPolicy) -> (i64, bool) {
     let lb = l.borrow();
     let bases = lb.segment_bases();
-    let summaries: Vec<SegmentSummary> = lb.segment_summaries();
+    let summaries: Vec<SegmentSummary> = retention::segment_summaries(&lb);
     for (i, s) in summaries.iter().enumerate() {
         let next = bases.get(i + 1).copied().unwrap_or(i64::MAX);
         let newest =

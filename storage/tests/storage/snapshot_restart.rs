@@ -16,8 +16,9 @@ use keel_protocol::batch::{build_batch, BatchHeader};
 use keel_storage::flush::FlushQueue;
 use keel_storage::journal::{Journal, JournalConfig};
 use keel_storage::kv::ShardKv;
+use keel_storage::log::snapshot;
 use keel_storage::log::{self, LogConfig, PartitionLog};
-use keel_storage::{compaction, retention, snapshot, stats, CompactionPolicy, OpenKind, RetentionPolicy};
+use keel_storage::{compaction, retention, stats, CompactionPolicy, OpenKind, RetentionPolicy};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

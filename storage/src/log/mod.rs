@@ -26,27 +26,39 @@
 //! the `Rc<File>` of the segment they read, which stays valid (and unlinked files
 //! readable) until they drop it.
 //!
-//! Opening (recovery) lives in `recovery.rs`, reads in `read.rs`, and truncation,
-//! retention and compaction in their own modules.
+//! The log's own operations are its sub-modules: reads (`read`), the write path
+//! (`write`: rolls, flushes, checkpoint writes), truncation (`truncate`) and the
+//! checkpoint snapshots ([`snapshot`]) that every change of its files must invalidate
+//! first. Opening (recovery), retention, compaction and the shard's flush loop are
+//! built on the log in modules above it ([`crate::recovery`], [`crate::retention`],
+//! [`crate::compaction`], [`crate::flush`]).
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use crate::disk::File;
 use bytes::BytesMut;
 use glommio::sync::Semaphore;
 use keel_protocol::batch::{self, BatchHeader};
 
-use crate::cache::BatchCache;
+use crate::cache::{BatchCache, CachedLog};
+use crate::checkpoint::{PartitionState, STATE_KEY};
 use crate::error::StorageError;
 use crate::producer_tail::ProducerTail;
 use crate::segment::Segment;
+use crate::segment_io::{Ahead, PendingWrite};
 use crate::signal::Signal;
 use crate::PAGE;
 
-pub use crate::read::{offset_for_timestamp, offset_of_max_timestamp, read, read_kept, verify, ReadResult};
-pub use crate::truncate::{reset, truncate};
+mod read;
+pub mod snapshot;
+mod truncate;
+mod write;
+
+pub use read::{offset_for_timestamp, offset_of_max_timestamp, read, read_kept, verify, ReadResult};
+pub use truncate::{reset, truncate};
+pub use write::{flush, release_files, roll, roll_if_needed, roll_if_needed_at, Synced};
+pub(crate) use write::{flush_locked, note_synced, write_for_sync, write_whole_pages, Written};
 
 #[derive(Debug, Clone)]
 pub struct LogConfig {
@@ -76,34 +88,6 @@ impl Default for LogConfig {
             preallocate_step_bytes: 1 << 20,
         }
     }
-}
-
-/// One aligned write waiting for the flush loop.
-pub(crate) struct PendingWrite {
-    pub(crate) file: Rc<File>,
-    pub(crate) path: PathBuf,
-    /// Aligned file position of `data[0]`.
-    pub(crate) position: u64,
-    pub(crate) data: Vec<u8>,
-    /// Set for a segment that was rolled away from: its final logical size.
-    pub(crate) seal_size: Option<u64>,
-    /// What to prepare past the data alongside the write.
-    pub(crate) ahead: Option<Ahead>,
-}
-
-/// What a write to the active segment prepares past its data, so that the writes
-/// after it change little or no file-system metadata.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Ahead {
-    /// Zeros written over `from..to`: writes there are then pure overwrites, and the
-    /// fdatasync after them carries no metadata (a log without a journal).
-    Zeros(u64, u64),
-    /// Blocks allocated up to `to`, the file's size unchanged (a journaled log, whose
-    /// files are fsynced only at checkpoints). Without it each page written past the
-    /// end allocates a block: with thousands of partitions, each directory in its own
-    /// block group, the file system then journals a bitmap block per file per commit
-    /// (0.6 bytes of metadata per payload byte were measured at 4,000 partitions).
-    Allocate(u64),
 }
 
 pub struct PartitionLog {
@@ -164,14 +148,14 @@ pub struct PartitionLog {
     /// Notified whenever the durable offset (high watermark) moves or a flush fails.
     pub changed: Rc<Signal>,
     /// Where the log start offset, cleaner position and clean-shutdown checkpoint go.
-    pub(crate) state_keys: Option<crate::kv::StateKeys>,
+    pub(crate) state_keys: Option<crate::state::StateKeys>,
     /// Segment data read ahead for a consumer reading from disk in order.
-    pub(crate) read_ahead: Option<crate::read::ReadAhead>,
+    pub(crate) read_ahead: Option<read::ReadAhead>,
     pub(crate) read_ahead_running: bool,
     /// Counts truncations, so a read-ahead that started before one is dropped.
     pub(crate) truncations: u64,
     /// This log's checkpoint snapshot in the state store.
-    pub(crate) snapshot: crate::snapshot::SnapshotTracking,
+    pub(crate) snapshot: snapshot::SnapshotTracking,
 }
 
 impl PartitionLog {
@@ -506,12 +490,6 @@ impl PartitionLog {
         self.cache.evict_to(self.config.cache_bytes_max, bound);
     }
 
-    /// Cached batches below this may be dropped: readable from the segment files and
-    /// already journaled.
-    pub(crate) fn evictable_below(&self) -> i64 {
-        self.high_watermark.min(self.written_offset).min(self.durable_offset)
-    }
-
     /// Brings every offset down to `end` after a truncation, and tells the journal.
     pub(crate) fn note_truncated(&mut self, end: i64) {
         self.durable_offset = self.durable_offset.min(end);
@@ -599,6 +577,29 @@ impl PartitionLog {
     }
 }
 
+/// Writes the log start offset and cleaner position to the shard's state store.
+pub async fn persist_state(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
+    let (keys, state) = {
+        let l = log.borrow();
+        (l.state_keys.clone(), PartitionState { log_start_offset: l.log_start_offset, cleaned_upto: l.cleaned_upto })
+    };
+    let Some(k) = keys else { return Ok(()) };
+    k.kv.put(&k.key(STATE_KEY), state.encode().into()).await
+}
+
+impl CachedLog for PartitionLog {
+    fn batch_cache(&self) -> &BatchCache {
+        &self.cache
+    }
+    fn batch_cache_mut(&mut self) -> &mut BatchCache {
+        &mut self.cache
+    }
+    /// Readable from the segment files and already journaled.
+    fn evictable_below(&self) -> i64 {
+        self.high_watermark.min(self.written_offset).min(self.durable_offset)
+    }
+}
+
 pub(crate) fn note_epoch(epochs: &mut Vec<(i32, i64)>, h: &BatchHeader) {
     if epochs.last().map(|(e, _)| h.partition_leader_epoch > *e).unwrap_or(true) {
         epochs.push((h.partition_leader_epoch, h.base_offset));
@@ -617,301 +618,6 @@ pub(crate) fn trim_epochs_from_start(epochs: &mut Vec<(i32, i64)>, start: i64) {
     if epochs.first().map(|(_, first)| *first > start).unwrap_or(true) {
         epochs.insert(0, (latest, start));
     }
-}
-
-/// An fdatasync failure leaves the page cache and the disk in an unknown state; the
-/// only safe answer is to stop and let recovery re-read what is really on disk.
-pub(crate) async fn sync_or_die(file: &File, path: &Path) {
-    if let Err(e) = file.fdatasync().await {
-        eprintln!("keel: fatal: fdatasync {} failed: {e}; stopping to recover from disk", path.display());
-        std::process::exit(70);
-    }
-    crate::sync_log::synced_file(path);
-}
-
-thread_local! {
-    static SYNC_FAILURES_SURVIVABLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Says this thread's owner can take a failed directory's logs offline: from now on
-/// an fdatasync failure in the flush and journal paths of this thread is returned as
-/// an error (the caller must then never trust those files again) instead of
-/// stopping the process. A broker shard with several data directories calls it.
-pub fn survive_sync_failures() {
-    SYNC_FAILURES_SURVIVABLE.with(|s| s.set(true));
-}
-
-/// [`sync_or_die`], or an error when [`survive_sync_failures`] was called.
-pub(crate) async fn sync_or_fail(file: &File, path: &Path) -> Result<(), StorageError> {
-    if SYNC_FAILURES_SURVIVABLE.with(|s| s.get()) {
-        file.fdatasync().await.map_err(|e| StorageError::io("fdatasync", path, e))?;
-        crate::sync_log::synced_file(path);
-        return Ok(());
-    }
-    sync_or_die(file, path).await;
-    Ok(())
-}
-
-/// Rolls to a new segment when the next `incoming` bytes would overflow the active one.
-pub async fn roll_if_needed(log: &Rc<RefCell<PartitionLog>>, incoming: usize) -> Result<(), StorageError> {
-    roll_if_needed_at(log, incoming, -1).await
-}
-
-/// Rolls when the next `incoming` bytes would overflow the active segment, or when
-/// `incoming_timestamp` is more than `segment_ms_max` past its first batch.
-pub async fn roll_if_needed_at(
-    log: &Rc<RefCell<PartitionLog>>,
-    incoming: usize,
-    incoming_timestamp: i64,
-) -> Result<(), StorageError> {
-    roll_while(log, |l| l.needs_roll(incoming, incoming_timestamp)).await
-}
-
-/// Seals the active segment (if it holds anything) and starts a new one.
-pub async fn roll(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
-    let mut first = true;
-    roll_while(log, move |l| std::mem::replace(&mut first, false) && l.active().size > 0).await
-}
-
-async fn roll_while(
-    log: &Rc<RefCell<PartitionLog>>,
-    mut should_roll: impl FnMut(&PartitionLog) -> bool,
-) -> Result<(), StorageError> {
-    loop {
-        let another_roll = {
-            let l = log.borrow();
-            l.rolling.then(|| l.changed.wait())
-        };
-        if let Some(done) = another_roll {
-            done.await;
-            continue;
-        }
-        let (dir, base) = {
-            let l = log.borrow();
-            if !should_roll(&l) {
-                return Ok(());
-            }
-            (l.dir.clone(), l.next_offset)
-        };
-        log.borrow_mut().rolling = true;
-        // The new file's directory entry is made durable before anything lands in it.
-        let created = match Segment::create(&dir, base).await {
-            Ok(seg) => crate::disk::sync_dir(&dir).await.map(|()| seg),
-            Err(e) => Err(e),
-        };
-        let mut l = log.borrow_mut();
-        l.rolling = false;
-        l.changed.notify();
-        let seg = created?;
-        // Appenders check `roll_if_needed` and append without awaiting in between, and
-        // wait while `rolling` is set, so nothing was appended during the create.
-        assert_eq!(l.next_offset, base, "an append raced a segment roll");
-        seal_active(&mut l);
-        l.segments.push(seg);
-    }
-}
-
-/// Frees the files of a log whose partition is being deleted, each as retention
-/// frees a segment ([`crate::segment::release_file`]): truncated and unlinked on glommio's
-/// blocking thread. Without it the last close of an unlinked file, on the shard's
-/// thread, frees its extents there (ext4 with `discard` waits for the device: 77 ms
-/// stalls per 200 MB file were measured). The log keeps its (now empty) files until
-/// it is dropped; nothing may be appended to it.
-pub async fn release_files(log: &Rc<RefCell<PartitionLog>>) {
-    let lock = log.borrow().io_lock();
-    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
-    let files: Vec<(Rc<File>, PathBuf)> =
-        log.borrow().segments.iter().map(|s| (s.file.clone(), s.path.clone())).collect();
-    for (file, path) in files {
-        crate::segment::release_file(file, Some(&path)).await;
-    }
-}
-
-/// Queues the final write of the active segment before a new one takes its place.
-fn seal_active(l: &mut PartitionLog) {
-    let mut data = std::mem::take(&mut l.tail);
-    data.append(&mut l.pending);
-    let old = l.active();
-    let write = PendingWrite {
-        file: old.file.clone(),
-        path: old.path.clone(),
-        position: l.tail_position,
-        data,
-        seal_size: Some(old.size),
-        ahead: None,
-    };
-    l.queued.push(write);
-    l.tail_position = 0;
-}
-
-/// What a flush left fsynced in the segment files: everything below `next_offset`,
-/// the active segment being `segment_base` with `segment_size` bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct Synced {
-    pub next_offset: i64,
-    pub segment_base: i64,
-    pub segment_size: u64,
-}
-
-/// Writes and fsyncs everything appended so far to the segment files. For a log
-/// without a journal this is what makes appends durable (it moves `flushed` and the
-/// high watermark); for a journaled log it is the checkpoint of its segment files (it
-/// moves `synced` only: the journal already made the appends durable). Serialized
-/// with every other file change of the log by its io lock.
-pub async fn flush(log: &Rc<RefCell<PartitionLog>>) -> Result<Synced, StorageError> {
-    let lock = log.borrow().io_lock();
-    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
-    flush_locked(log).await
-}
-
-/// `flush` for a caller already holding the io lock.
-pub(crate) async fn flush_locked(log: &Rc<RefCell<PartitionLog>>) -> Result<Synced, StorageError> {
-    Ok(flush_locked_capturing(log, |_, _| ()).await?.0)
-}
-
-/// `flush_locked` that also hands `capture` the log at the instant the flush takes its
-/// writes, the instant the returned [`Synced`] describes (a checkpoint's snapshot).
-pub(crate) async fn flush_locked_capturing<T>(
-    log: &Rc<RefCell<PartitionLog>>,
-    capture: impl FnOnce(&PartitionLog, Synced) -> T,
-) -> Result<(Synced, T), StorageError> {
-    let written = write_for_sync(log, None, capture).await?;
-    let syncs = written.files.iter().map(|(file, path)| sync_or_fail(file, path)).collect();
-    for synced in crate::flush::join_all(syncs).await {
-        synced?;
-    }
-    note_synced(log, &written);
-    Ok((written.synced, written.captured))
-}
-
-/// A log's writes, written by [`write_for_sync`] and waiting for their files' fsync.
-pub(crate) struct Written<T> {
-    /// The files to fsync, each once.
-    pub files: Vec<(Rc<File>, PathBuf)>,
-    /// What those files hold once fsynced, with `left`.
-    pub synced: Synced,
-    /// The end of the segment not written, left to the journal.
-    pub left: Option<crate::journal::tail::LeftTail>,
-    pub captured: T,
-}
-
-/// The first half of `flush_locked_capturing`: writes everything appended so far to
-/// the segment files and returns the files left to fsync (for a journaled log, every
-/// file written since its last checkpoint). The caller holds the io lock until it
-/// has fsynced them and called [`note_synced`], so that a checkpoint can fsync many
-/// logs' files at once.
-///
-/// With `leave_tail_from` (a checkpoint of a journaled log), only whole pages are
-/// written when the batches after them are in journal files from that sequence
-/// number on, or not journaled yet: a checkpoint then costs no partial last page per
-/// log (0.30 bytes per payload byte of 2.7 at 4,000 partitions).
-pub(crate) async fn write_for_sync<T>(
-    log: &Rc<RefCell<PartitionLog>>,
-    leave_tail_from: Option<u64>,
-    capture: impl FnOnce(&PartitionLog, Synced) -> T,
-) -> Result<Written<T>, StorageError> {
-    let journaled = log.borrow().journal.is_some();
-    let (writes, synced, left, captured) = {
-        let mut l = log.borrow_mut();
-        let left = leave_tail_from.and_then(|keep_from| l.tail_to_leave(keep_from));
-        let (writes, target, active) = l.take_writes(left.is_some());
-        let size = l.active().size;
-        let synced = Synced { next_offset: target, segment_base: active.0, segment_size: size };
-        let left = left.flatten();
-        (writes, synced, left, capture(&l, synced))
-    };
-    if journaled {
-        let bytes = writes.iter().map(|w| (w.data.len() as u64).div_ceil(PAGE) * PAGE).sum::<u64>();
-        crate::stats::update(|s| s.checkpoint_segment_bytes_written += bytes);
-    }
-    // Without a journal every file was fsynced as it was written, and none is left.
-    let mut files = write_all(log, writes, !journaled).await?;
-    if let Some(j) = log.borrow_mut().journal.as_mut() {
-        j.keep_unsynced(files);
-        files = std::mem::take(&mut j.unsynced);
-    }
-    Ok(Written { files, synced, left, captured })
-}
-
-/// The second half: the files [`write_for_sync`] returned are fsynced, so `synced`
-/// (and for a log without a journal `flushed`) moves to what they hold.
-pub(crate) fn note_synced<T>(log: &Rc<RefCell<PartitionLog>>, written: &Written<T>) {
-    let synced = written.synced;
-    let mut l = log.borrow_mut();
-    l.note_written(synced.segment_base, written.left.map_or(synced.segment_size, |t| t.size));
-    l.synced_offset = l.synced_offset.max(synced.next_offset);
-    if l.journal.is_none() {
-        l.mark_flushed(synced.next_offset);
-    }
-    l.evict_cache();
-    l.changed.notify();
-}
-
-/// Writes a journaled log's whole pages to its segment files, without an fsync: the
-/// journal holds the data durably, and the next checkpoint fsyncs these files.
-pub(crate) async fn write_whole_pages(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
-    let lock = log.borrow().io_lock();
-    let _permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
-    let (writes, _, (active_base, written_upto)) = log.borrow_mut().take_writes(true);
-    if writes.is_empty() {
-        return Ok(());
-    }
-    let files = write_all(log, writes, false).await?;
-    let mut l = log.borrow_mut();
-    if let Some(j) = l.journal.as_mut() {
-        j.keep_unsynced(files);
-    }
-    l.note_written(active_base, written_upto);
-    l.evict_cache();
-    Ok(())
-}
-
-/// Writes `writes` in order. With `sync_between`, each file is fsynced before the
-/// next one is written (writes come in segment order): valid data in a segment then
-/// proves every earlier one complete on disk, which the recovery of a log without a
-/// journal relies on to tell a torn write from damage; the last file is fsynced too.
-/// Without it, returns the files written, unsynced. A failed write and those after
-/// it go back to the queue, to be retried by the next flush.
-async fn write_all(
-    log: &Rc<RefCell<PartitionLog>>,
-    writes: Vec<PendingWrite>,
-    sync_between: bool,
-) -> Result<Vec<(Rc<File>, PathBuf)>, StorageError> {
-    let mut files: Vec<(Rc<File>, PathBuf)> = Vec::new();
-    for (i, w) in writes.iter().enumerate() {
-        if sync_between {
-            if let Some((file, path)) = files.pop_if(|(f, _)| !Rc::ptr_eq(f, &w.file)) {
-                sync_or_die(&file, &path).await;
-            }
-        }
-        if let Err(e) = write_aligned(w).await {
-            if sync_between {
-                if let Some((file, path)) = files.pop() {
-                    sync_or_die(&file, &path).await;
-                }
-            }
-            let mut l = log.borrow_mut();
-            let mut queued: Vec<PendingWrite> = writes.into_iter().skip(i).collect();
-            queued.append(&mut l.queued);
-            l.queued = queued;
-            if let Some(j) = l.journal.as_mut() {
-                j.unsynced.append(&mut files);
-            } else {
-                l.flush_error = Some(e.to_string());
-            }
-            l.changed.notify();
-            return Err(e);
-        }
-        if !files.last().is_some_and(|(f, _)| Rc::ptr_eq(f, &w.file)) {
-            files.push((w.file.clone(), w.path.clone()));
-        }
-    }
-    if sync_between {
-        if let Some((file, path)) = files.pop() {
-            sync_or_die(&file, &path).await;
-        }
-    }
-    Ok(files)
 }
 
 /// How far ahead of its data a journaled log's active segment has blocks allocated, at
@@ -937,57 +643,4 @@ fn zero_fill_range(active: &mut Segment, end: u64, step: u64, segment_max: u64) 
     let to = (end + headroom).div_ceil(GRAIN).saturating_mul(GRAIN).min(segment_max.max(end));
     active.preallocated = to;
     (to > from).then_some((from, to))
-}
-
-async fn write_aligned(w: &PendingWrite) -> Result<(), StorageError> {
-    assert_eq!(w.position % PAGE, 0, "O_DIRECT writes start on a page boundary");
-    // A failure to prepare ahead (a full disk) is not an error: the data write needs
-    // only its own pages and reports ENOSPC itself.
-    match w.ahead {
-        Some(Ahead::Zeros(from, to)) => {
-            let zeros = async {
-                if crate::segment_io::write_zeros(&w.file, from, to).await {
-                    crate::stats::update(|s| s.segment_bytes_written += to - from);
-                } else {
-                    tracing::debug!(path = %w.path.display(), "zero-filling ahead failed; writing without it");
-                }
-            };
-            futures_lite::future::zip(write_data(w), zeros).await.0
-        }
-        Some(Ahead::Allocate(to)) => {
-            // Before the data, which then lands in allocated blocks.
-            if let Err(e) = w.file.allocate(to).await {
-                tracing::debug!(path = %w.path.display(), error = %e, "allocating ahead failed; writing without it");
-            }
-            write_data(w).await
-        }
-        None => write_data(w).await,
-    }
-}
-
-/// Writes `w.data` at its aligned position, zero-padded to whole pages, then cuts the
-/// file to `w.seal_size` if set.
-pub(crate) async fn write_data(w: &PendingWrite) -> Result<(), StorageError> {
-    let len = (w.data.len() as u64).div_ceil(PAGE) * PAGE;
-    if len > 0 {
-        let mut buf = w.file.alloc_dma_buffer(len as usize);
-        let slice = buf.as_bytes_mut();
-        slice[..w.data.len()].copy_from_slice(&w.data);
-        slice[w.data.len()..].fill(0);
-        let written =
-            w.file.write_at(buf, w.position).await.map_err(|e| StorageError::io("write segment", &w.path, e))?;
-        if (written as u64) < len {
-            return Err(StorageError::io("short write", &w.path, std::io::Error::from_raw_os_error(libc_enospc())));
-        }
-        crate::stats::update(|s| s.segment_bytes_written += len);
-    }
-    if let Some(size) = w.seal_size {
-        w.file.truncate(size).await.map_err(|e| StorageError::io("seal segment", &w.path, e))?;
-    }
-    Ok(())
-}
-
-/// ENOSPC: the device is full.
-pub(crate) const fn libc_enospc() -> i32 {
-    28
 }

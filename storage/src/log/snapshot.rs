@@ -79,14 +79,14 @@ use std::rc::Rc;
 use bytes::{BufMut, Bytes};
 use keel_protocol::batch::BatchHeader;
 
-use crate::error::StorageError;
-use crate::journal::Mark;
-use crate::kv::{ShardKv, StateKeys};
-use crate::log::PartitionLog;
-use crate::recovery::{
+use crate::checkpoint::{
     get_epochs_and_producers, get_i64, get_segment_state, get_u32, put_epochs_and_producers, put_segment_state,
 };
+use crate::error::StorageError;
+use crate::journal::Mark;
+use crate::log::PartitionLog;
 use crate::segment::{self, IndexEntry, Segment, SegmentState};
+use crate::state::{StateKeys, StateStore};
 
 /// Key (under the partition's prefix) of the log's state as of its last checkpoint.
 pub const SNAPSHOT_KEY: &str = "snapshot";
@@ -332,7 +332,7 @@ impl Captured {
     }
 }
 
-async fn write_group(kv: &Rc<ShardKv>, group: Vec<(Log, Captured)>) -> Result<(), StorageError> {
+async fn write_group(kv: &Rc<dyn StateStore>, group: Vec<(Log, Captured)>) -> Result<(), StorageError> {
     let lock = kv.snapshot_lock();
     let _permit = lock.acquire_permit(1).await.expect("the snapshot lock is never closed");
     // From here to the store's append nothing awaits but the store's own roll, and a
@@ -426,11 +426,7 @@ pub(crate) async fn begin_file_change(log: &Log, stale: impl Fn(i64) -> bool) ->
         }
     }
     let change = FileChange { log: log.clone() };
-    // Boxed: the store's own log reaches retention too, which would make the future
-    // types recursive (that log has no state keys and never gets here).
-    let delete: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
-        Box::pin(async move { keys.kv.delete(&keys.key(SNAPSHOT_KEY)).await });
-    delete.await?;
+    keys.kv.delete(&keys.key(SNAPSHOT_KEY)).await?;
     Ok(change)
 }
 

@@ -16,8 +16,9 @@ use std::rc::Rc;
 use keel_protocol::batch::{BatchHeader, BATCH_HEADER_LEN};
 
 use crate::error::StorageError;
+use crate::fsync::sync_or_die;
 use crate::journal::Record;
-use crate::log::{self, sync_or_die, PartitionLog};
+use crate::log::{self, PartitionLog};
 use crate::segment::{self, Segment};
 
 /// Removes every batch whose last offset is at or after `offset`. Truncating at or past
@@ -37,7 +38,7 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
             holding.unwrap_or(i64::MIN)
         }
     };
-    let _change = crate::snapshot::begin_file_change(log, |b| b >= cut_base).await?;
+    let _change = crate::log::snapshot::begin_file_change(log, |b| b >= cut_base).await?;
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     if offset >= log.borrow().next_offset {
@@ -112,7 +113,7 @@ pub async fn truncate(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<()
 /// released: the store's write waits for a journal pass, a pass at the journal's file
 /// limit waits for a checkpoint, and a checkpoint takes every log's io lock.
 async fn persist(log: &Rc<RefCell<PartitionLog>>) -> Result<(), StorageError> {
-    crate::retention::persist_state(log).await?;
+    crate::log::persist_state(log).await?;
     log.borrow().changed.notify();
     Ok(())
 }
@@ -148,7 +149,7 @@ async fn cut_position(
 /// Empties the log and starts it again at `offset`, which may be past its end (a
 /// replica about to copy a leader's log from that leader's start).
 pub async fn reset(log: &Rc<RefCell<PartitionLog>>, offset: i64) -> Result<(), StorageError> {
-    let _change = crate::snapshot::begin_file_change(log, |_| true).await?;
+    let _change = crate::log::snapshot::begin_file_change(log, |_| true).await?;
     let lock = log.borrow().io_lock();
     let permit = lock.acquire_permit(1).await.expect("the io lock is never closed");
     log::flush_locked(log).await?;
