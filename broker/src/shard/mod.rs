@@ -3,6 +3,7 @@
 //! nothing; they reach each other only through [`mesh`] calls.
 
 pub mod dirs;
+pub mod dispatch;
 pub mod housekeeping;
 pub mod log_move;
 pub mod mesh;
@@ -101,6 +102,39 @@ pub struct Shard {
 }
 
 impl Shard {
+    /// Serves `request` on shard `target` and returns its reply. Local calls skip the
+    /// mesh. If the caller stops waiting, the request still runs to its end on `target`.
+    pub async fn call<R: dispatch::MeshRequest>(self: &Rc<Self>, target: usize, request: R) -> R::Reply {
+        self.call_on(target, request, false).await
+    }
+
+    /// As `call`, but if the caller stops waiting (drops this future), the request is
+    /// cancelled on `target` too. For work that may stop at any await: waits.
+    pub async fn call_cancellable<R: dispatch::MeshRequest>(self: &Rc<Self>, target: usize, request: R) -> R::Reply {
+        self.call_on(target, request, true).await
+    }
+
+    async fn call_on<R: dispatch::MeshRequest>(
+        self: &Rc<Self>,
+        target: usize,
+        request: R,
+        cancel_on_drop: bool,
+    ) -> R::Reply {
+        assert!(target < self.count, "shard {target} does not exist ({} shards)", self.count);
+        let reply = if target == self.id {
+            dispatch::serve(self.clone(), request.wrap()).await
+        } else {
+            self.mesh.call(target, request.wrap(), cancel_on_drop).await
+        };
+        R::unwrap(reply)
+    }
+
+    /// Serves `request` on every shard concurrently; replies in shard order.
+    pub async fn call_all<R: dispatch::MeshRequest + Clone>(self: &Rc<Self>, request: R) -> Vec<R::Reply> {
+        let calls = (0..self.count).map(|s| self.call(s, request.clone())).collect();
+        keel_storage::flush::join_all(calls).await
+    }
+
     /// Runs `f` on shard `target` and returns its result. Local calls skip the mesh.
     /// If the caller stops waiting, `f` still runs to its end on `target`.
     pub async fn submit_to<T, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> T
@@ -109,7 +143,7 @@ impl Shard {
         F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
         Fut: Future<Output = T> + 'static,
     {
-        self.call_on(target, f, false).await
+        self.closure_on(target, f, false).await
     }
 
     /// As `submit_to`, but if the caller stops waiting (drops this future), `f` is
@@ -120,21 +154,17 @@ impl Shard {
         F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
         Fut: Future<Output = T> + 'static,
     {
-        self.call_on(target, f, true).await
+        self.closure_on(target, f, true).await
     }
 
-    async fn call_on<T, F, Fut>(self: &Rc<Self>, target: usize, f: F, cancel_on_drop: bool) -> T
+    async fn closure_on<T, F, Fut>(self: &Rc<Self>, target: usize, f: F, cancel_on_drop: bool) -> T
     where
         T: Send + 'static,
         F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
         Fut: Future<Output = T> + 'static,
     {
-        assert!(target < self.count, "shard {target} does not exist ({} shards)", self.count);
-        if target == self.id {
-            return f(self.clone()).await;
-        }
         let job: mesh::Job = Box::new(move |shard| Box::pin(async move { Box::new(f(shard).await) as mesh::Reply }));
-        let reply = self.mesh.call(target, job, cancel_on_drop).await;
+        let reply = self.call_on(target, dispatch::Closure(job), cancel_on_drop).await;
         *reply.downcast::<T>().expect("mesh reply has the type its call asked for")
     }
 
