@@ -114,6 +114,8 @@ macro_rules! shard_services {
 }
 
 shard_services! {
+    /// Group operations, on a group's coordinator shard.
+    Group(crate::coordinator::requests::GroupRequest => crate::coordinator::requests::GroupReply),
     /// A closure over the target shard (being replaced by typed requests).
     Closure(ClosureRequest => ClosureReply),
 }
