@@ -116,6 +116,8 @@ macro_rules! shard_services {
 shard_services! {
     /// Group operations, on a group's coordinator shard.
     Group(crate::coordinator::requests::GroupRequest => crate::coordinator::requests::GroupReply),
+    /// Transactional id operations, on an id's coordinator shard.
+    Txn(crate::txn::requests::TxnRequest => crate::txn::requests::TxnReply),
     /// A closure over the target shard (being replaced by typed requests).
     Closure(ClosureRequest => ClosureReply),
 }
