@@ -16,7 +16,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::{offsets_partition, OFFSETS_TOPIC};
-use crate::cluster::controller::{self, TopicSpec};
+use crate::cluster::controller::TopicSpec;
+use crate::cluster::requests::CreateTopics;
 use crate::config::BrokerConfig;
 use crate::errors;
 use crate::replication::cluster::{self, ControlRequest};
@@ -73,8 +74,7 @@ async fn create_internal_topic(shard: &Rc<Shard>, topic: &'static str) -> Result
         };
     }
     let spec = internal_topic_spec(topic, &shard.config);
-    let created =
-        shard.submit_to(0, move |s| async move { controller::create_topics(s, vec![spec], false, None).await }).await;
+    let (created, _) = shard.call(0, CreateTopics { specs: vec![spec], validate_only: false, quota: None }).await;
     match created.into_iter().next() {
         Some(Ok(_)) => {
             tracing::info!("created {topic}");

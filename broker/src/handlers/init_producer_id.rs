@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
-use crate::cluster::controller;
+use crate::cluster::requests::AllocateProducerId;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
@@ -56,7 +56,7 @@ pub async fn handle(
 
 /// A fresh producer id from the controller.
 pub async fn allocate(shard: &Rc<Shard>) -> Result<i64, i16> {
-    shard.submit_to(0, |s| async move { controller::allocate_producer_id(s).await }).await.map_err(|(code, _)| code)
+    shard.call(0, AllocateProducerId).await.map_err(|(code, _)| code)
 }
 
 async fn transactional(shard: &Rc<Shard>, txn_id: String, req: &InitProducerIdRequest) -> Result<(i64, i16), i16> {

@@ -31,6 +31,7 @@ use super::balance::{self, LeaderMove};
 use super::shell::{Replication, METADATA_GROUP};
 use crate::cluster::controller;
 use crate::cluster::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
+use crate::cluster::requests::ApplyMetadata;
 use crate::coordinator::{routing, OFFSETS_TOPIC};
 use crate::shard::partition::{journal_key, state_prefix};
 use crate::shard::Shard;
@@ -402,7 +403,7 @@ async fn install_loop(shard: Rc<Shard>, installs: Rc<Installs>) {
             brokers = meta.brokers.len(),
             "installing metadata"
         );
-        shard.submit_to_all(move |s| async move { s.apply_metadata(meta).await }).await;
+        shard.call_all(ApplyMetadata(meta)).await;
     }
 }
 

@@ -118,6 +118,10 @@ shard_services! {
     Group(crate::coordinator::requests::GroupRequest => crate::coordinator::requests::GroupReply),
     /// Transactional id operations, on an id's coordinator shard.
     Txn(crate::txn::requests::TxnRequest => crate::txn::requests::TxnReply),
+    /// Metadata changes on the controller's shard, and their install on every shard.
+    Controller(crate::cluster::requests::ControllerRequest => crate::cluster::requests::ControllerReply),
+    /// Quota sensor changes, on the shard keeping the sensor.
+    Quota(crate::quota::requests::QuotaRequest => crate::quota::requests::QuotaReply),
     /// A closure over the target shard (being replaced by typed requests).
     Closure(ClosureRequest => ClosureReply),
 }
