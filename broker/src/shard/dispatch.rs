@@ -122,6 +122,8 @@ shard_services! {
     Controller(crate::cluster::requests::ControllerRequest => crate::cluster::requests::ControllerReply),
     /// Quota sensor changes, on the shard keeping the sensor.
     Quota(crate::quota::requests::QuotaRequest => crate::quota::requests::QuotaReply),
+    /// Cluster state: leaders, control messages, leadership hand-overs.
+    Cluster(crate::replication::requests::ClusterRequest => crate::replication::requests::ClusterReply),
     /// A closure over the target shard (being replaced by typed requests).
     Closure(ClosureRequest => ClosureReply),
 }
