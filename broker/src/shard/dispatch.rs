@@ -124,6 +124,10 @@ shard_services! {
     Quota(crate::quota::requests::QuotaRequest => crate::quota::requests::QuotaReply),
     /// Cluster state: leaders, control messages, leadership hand-overs.
     Cluster(crate::replication::requests::ClusterRequest => crate::replication::requests::ClusterReply),
+    /// Data directory failures, told to every shard.
+    Dirs(super::dirs::DirsRequest => super::dirs::DirsReply),
+    /// The steps of an orderly stop.
+    Shutdown(super::shutdown::ShutdownRequest => super::shutdown::ShutdownReply),
     /// A closure over the target shard (being replaced by typed requests).
     Closure(ClosureRequest => ClosureReply),
 }

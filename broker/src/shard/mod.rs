@@ -353,10 +353,7 @@ impl Shard {
             return;
         };
         glommio::spawn_local(async move {
-            me.submit_to_all(move |s| async move {
-                s.offline_partitions.borrow_mut().extend(offline);
-            })
-            .await;
+            me.call_all(dirs::TakeOffline { partitions: offline }).await;
         })
         .detach();
     }
