@@ -128,6 +128,8 @@ shard_services! {
     Dirs(super::dirs::DirsRequest => super::dirs::DirsReply),
     /// The steps of an orderly stop.
     Shutdown(super::shutdown::ShutdownRequest => super::shutdown::ShutdownReply),
+    /// Reads of a shard's state for the admin API.
+    Admin(crate::admin::requests::AdminRequest => crate::admin::requests::AdminReply),
     /// A closure over the target shard (being replaced by typed requests).
     Closure(ClosureRequest => ClosureReply),
 }
