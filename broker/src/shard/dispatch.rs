@@ -130,6 +130,8 @@ shard_services! {
     Shutdown(super::shutdown::ShutdownRequest => super::shutdown::ShutdownReply),
     /// Reads of a shard's state for the admin API.
     Admin(crate::admin::requests::AdminRequest => crate::admin::requests::AdminReply),
+    /// A Kafka request handler's work on partition owners, or on shard 0.
+    Handler(crate::handlers::on_shard::HandlerRequest => crate::handlers::on_shard::HandlerReply),
     /// A closure over the target shard (being replaced by typed requests).
     Closure(ClosureRequest => ClosureReply),
 }

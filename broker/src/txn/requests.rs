@@ -6,6 +6,7 @@
 use std::rc::Rc;
 use std::time::Instant;
 
+use super::markers::WriteMarkers;
 use super::shell::{check, transition, wait_completed, BUSY_WAIT};
 use super::state::{Step, Then, TxnMeta, TxnPartition, EPOCH_MAX};
 use crate::coordinator::OFFSETS_TOPIC;
@@ -24,6 +25,8 @@ mesh_service! {
         End(EndTxn) -> Result<(i64, i16), i16>,
         InitProducer(InitProducer) -> Result<(i64, i16), i16>,
         List(ListTransactions) -> Vec<(String, TxnMeta)>,
+        /// On a partition's owner shard, not the coordinator's.
+        WriteMarkers(WriteMarkers) -> Vec<i16>,
     }
 }
 
