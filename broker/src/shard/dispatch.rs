@@ -132,22 +132,4 @@ shard_services! {
     Admin(crate::admin::requests::AdminRequest => crate::admin::requests::AdminReply),
     /// A Kafka request handler's work on partition owners, or on shard 0.
     Handler(crate::handlers::on_shard::HandlerRequest => crate::handlers::on_shard::HandlerReply),
-    /// A closure over the target shard (being replaced by typed requests).
-    Closure(ClosureRequest => ClosureReply),
-}
-
-crate::shard::dispatch::mesh_service! {
-    /// The transitional request of a closure over the target shard.
-    Closure: ClosureRequest => ClosureReply {
-        Run(Closure) -> super::mesh::Reply,
-    }
-}
-
-/// A closure over the target shard.
-pub struct Closure(pub super::mesh::Job);
-
-impl Serve for Closure {
-    async fn serve(self, shard: Rc<Shard>) -> super::mesh::Reply {
-        (self.0)(shard).await
-    }
 }

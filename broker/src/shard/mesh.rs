@@ -1,4 +1,5 @@
-//! Cross-shard calls over glommio's channel mesh, Seastar's `submit_to` style.
+//! Cross-shard calls over glommio's channel mesh, Seastar's `submit_to` style, each a
+//! typed request of a service ([`dispatch`]).
 //!
 //! A call carries a typed request ([`ShardRequest`]) to the target shard, which serves
 //! it on its own executor against its own state ([`dispatch::serve`]) and sends the
@@ -12,7 +13,7 @@
 //! holding a thousand long polls open cannot make produce requests queue behind them.
 //! A slot is held until the reply comes or the caller stops waiting (its future is
 //! dropped).
-//! A call made cancellable (`Shard::submit_to_cancellable`) that its caller stops
+//! A call made cancellable (`Shard::call_cancellable`) that its caller stops
 //! waiting for is cancelled on the target too: a `Cancel` follows the call on the same
 //! channel and the target drops the call's task (dropping a glommio task cancels it).
 //! A long-poll fetch answered by one owner, or whose connection closed, so stops
@@ -20,11 +21,8 @@
 //! Other calls (controller changes, group operations) always run to their end: their
 //! work must not stop half-way because one client left.
 
-use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 
 use glommio::channels::channel_mesh::{Receivers, Senders};
@@ -34,9 +32,6 @@ use keel_storage::Signal;
 
 use super::dispatch::{self, ShardReply, ShardRequest};
 use super::Shard;
-
-pub type Reply = Box<dyn Any + Send>;
-pub type Job = Box<dyn FnOnce(Rc<Shard>) -> Pin<Box<dyn Future<Output = Reply>>> + Send>;
 
 /// A message between two shards. Requests and replies travel boxed: a channel holds
 /// its messages inline, and most are small.

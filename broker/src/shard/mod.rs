@@ -19,7 +19,6 @@ pub mod txn_store;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::future::Future;
 use std::rc::Rc;
 
 use glommio::channels::channel_mesh::MeshBuilder;
@@ -132,50 +131,6 @@ impl Shard {
     /// Serves `request` on every shard concurrently; replies in shard order.
     pub async fn call_all<R: dispatch::MeshRequest + Clone>(self: &Rc<Self>, request: R) -> Vec<R::Reply> {
         let calls = (0..self.count).map(|s| self.call(s, request.clone())).collect();
-        keel_storage::flush::join_all(calls).await
-    }
-
-    /// Runs `f` on shard `target` and returns its result. Local calls skip the mesh.
-    /// If the caller stops waiting, `f` still runs to its end on `target`.
-    pub async fn submit_to<T, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> T
-    where
-        T: Send + 'static,
-        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
-        Fut: Future<Output = T> + 'static,
-    {
-        self.closure_on(target, f, false).await
-    }
-
-    /// As `submit_to`, but if the caller stops waiting (drops this future), `f` is
-    /// cancelled on `target` too. For work that may stop at any await: waits.
-    pub async fn submit_to_cancellable<T, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> T
-    where
-        T: Send + 'static,
-        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
-        Fut: Future<Output = T> + 'static,
-    {
-        self.closure_on(target, f, true).await
-    }
-
-    async fn closure_on<T, F, Fut>(self: &Rc<Self>, target: usize, f: F, cancel_on_drop: bool) -> T
-    where
-        T: Send + 'static,
-        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
-        Fut: Future<Output = T> + 'static,
-    {
-        let job: mesh::Job = Box::new(move |shard| Box::pin(async move { Box::new(f(shard).await) as mesh::Reply }));
-        let reply = self.call_on(target, dispatch::Closure(job), cancel_on_drop).await;
-        *reply.downcast::<T>().expect("mesh reply has the type its call asked for")
-    }
-
-    /// Runs `f` on every shard concurrently; results in shard order.
-    pub async fn submit_to_all<T, F, Fut>(self: &Rc<Self>, f: F) -> Vec<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(Rc<Shard>) -> Fut + Send + Clone + 'static,
-        Fut: Future<Output = T> + 'static,
-    {
-        let calls = (0..self.count).map(|s| self.submit_to(s, f.clone())).collect();
         keel_storage::flush::join_all(calls).await
     }
 
