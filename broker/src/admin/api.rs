@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::requests::{GroupViews, PartitionLog};
 use super::stats::{self, ShardStats};
 use crate::replication::balance::{self, MoveError, Moved, Wanted};
 use crate::replication::cluster;
@@ -225,19 +226,63 @@ async fn topic(shard: &Rc<Shard>, name: &str) -> Answer {
             ),
             None => (shard.config.node_id, 0, vec![shard.config.node_id], vec![shard.config.node_id]),
         };
-        let topic = name.to_string();
-        let log = shard
-            .submit_to(owner, move |s| async move {
-                let p = s.partition(&topic, index)?;
-                let l = p.log.borrow();
-                Some(json!({"size_bytes": l.size_bytes(), "log_start_offset": l.log_start_offset,
-                    "log_end_offset": l.log_end_offset(), "high_watermark": l.high_watermark()}))
-            })
-            .await;
+        let log = shard.call(owner, PartitionLog { topic: name.to_string(), index }).await;
         partitions.push(json!({"partition": index, "shard": owner, "leader": leader, "leader_epoch": epoch,
             "replicas": replicas, "in_sync_replicas": in_sync, "log": log}));
     }
     Ok(json!({"name": name, "id": t.id.to_string(), "configs": t.configs, "partitions": partitions}))
+}
+
+/// The groups of shard `s`'s coordinator (all, or only group `only`): the shard,
+/// and per group its id, state, type, protocol type and members.
+pub(super) fn groups_of_shard(s: &Shard, only: Option<&str>) -> (usize, Vec<GroupSummary>) {
+    let c = s.coordinator.borrow();
+    let mut out = Vec::new();
+    let wanted = |g: &str| only.is_none_or(|o| o == g);
+    for (id, g) in c.groups.iter().filter(|(id, _)| wanted(id)) {
+        let members = match g {
+            crate::coordinator::Group::Classic(g) => g
+                .members()
+                .map(|m| {
+                    json!({"member_id": m.id, "instance_id": m.instance_id,
+                    "client_id": m.client_id, "client_host": m.client_host})
+                })
+                .collect(),
+            crate::coordinator::Group::Consumer(g) => g
+                .members()
+                .map(|m| {
+                    json!({"member_id": m.id, "instance_id": m.instance_id,
+                    "client_id": m.client_id, "client_host": m.client_host, "member_epoch": m.epoch})
+                })
+                .collect(),
+        };
+        out.push((
+            id.clone(),
+            g.state_name().to_string(),
+            g.type_name().to_string(),
+            g.protocol_type().to_string(),
+            members,
+        ));
+    }
+    // Groups known only by their committed offsets (e.g. consumers that
+    // assign partitions themselves) are listed as Empty, as Kafka does.
+    for id in c.offsets.group_ids().filter(|g| wanted(g)) {
+        if !c.groups.contains_key(id) {
+            out.push((id.clone(), "Empty".into(), "classic".into(), String::new(), Vec::new()));
+        }
+    }
+    (s.id, out)
+}
+
+/// A group's id, state, type, protocol type and members, as `groups_of_shard` tells.
+pub(super) type GroupSummary = (String, String, String, String, Vec<Value>);
+
+/// The log of partition `topic`-`index` on shard `s`, if `s` holds it.
+pub(super) fn partition_log(s: &Shard, topic: &str, index: i32) -> Option<Value> {
+    let p = s.partition(topic, index)?;
+    let l = p.log.borrow();
+    Some(json!({"size_bytes": l.size_bytes(), "log_start_offset": l.log_start_offset,
+        "log_end_offset": l.log_end_offset(), "high_watermark": l.high_watermark()}))
 }
 
 /// One group as its coordinator shard knows it.
@@ -251,46 +296,7 @@ struct GroupView {
 }
 
 async fn group_views(shard: &Rc<Shard>, only: Option<String>) -> Vec<GroupView> {
-    let per_shard = shard
-        .submit_to_all(move |s| async move {
-            let c = s.coordinator.borrow();
-            let mut out = Vec::new();
-            let wanted = |g: &str| only.as_deref().is_none_or(|o| o == g);
-            for (id, g) in c.groups.iter().filter(|(id, _)| wanted(id)) {
-                let members = match g {
-                    crate::coordinator::Group::Classic(g) => g
-                        .members()
-                        .map(|m| {
-                            json!({"member_id": m.id, "instance_id": m.instance_id,
-                            "client_id": m.client_id, "client_host": m.client_host})
-                        })
-                        .collect(),
-                    crate::coordinator::Group::Consumer(g) => g
-                        .members()
-                        .map(|m| {
-                            json!({"member_id": m.id, "instance_id": m.instance_id,
-                            "client_id": m.client_id, "client_host": m.client_host, "member_epoch": m.epoch})
-                        })
-                        .collect(),
-                };
-                out.push((
-                    id.clone(),
-                    g.state_name().to_string(),
-                    g.type_name().to_string(),
-                    g.protocol_type().to_string(),
-                    members,
-                ));
-            }
-            // Groups known only by their committed offsets (e.g. consumers that
-            // assign partitions themselves) are listed as Empty, as Kafka does.
-            for id in c.offsets.group_ids().filter(|g| wanted(g)) {
-                if !c.groups.contains_key(id) {
-                    out.push((id.clone(), "Empty".into(), "classic".into(), String::new(), Vec::new()));
-                }
-            }
-            (s.id, out)
-        })
-        .await;
+    let per_shard = shard.call_all(GroupViews { only }).await;
     let mut views: Vec<GroupView> = per_shard
         .into_iter()
         .flat_map(|(shard, groups)| {

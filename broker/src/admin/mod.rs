@@ -13,5 +13,6 @@ pub mod log_level;
 pub mod names;
 pub mod publish;
 pub mod recorder;
+pub mod requests;
 pub mod server;
 pub mod stats;

@@ -4,6 +4,7 @@
 
 use std::rc::Rc;
 
+use super::requests::GatherStats;
 use crate::shard::Shard;
 
 #[derive(Debug, Clone, Default)]
@@ -120,49 +121,49 @@ impl LimitStats {
 }
 
 pub async fn gather(shard: &Rc<Shard>) -> Vec<ShardStats> {
-    let admin_shard = shard.id;
-    shard
-        .submit_to_all(move |s| async move {
-            let (leaders, under_replicated) = led_partitions(&s);
-            let parts = s.partitions.borrow();
-            ShardStats {
-                shard: s.id,
-                partitions: parts.len(),
-                connections: s.connections.get(),
-                authentication_failures: s.security.stats.authentication_failures.get(),
-                tls_handshake_failures: s.security.stats.tls_handshake_failures.get(),
-                reauthentications: s.security.stats.reauthentications.get(),
-                expired_sessions_closed: s.security.stats.expired_sessions_closed.get(),
-                authorization_denials: s.security.authorizer.denials.get(),
-                quota_throttles: s.security.quotas.throttled.get(),
-                quota_throttle_ms: s.security.quotas.throttle_ms_total.get(),
-                connections_delayed: s.security.quotas.connections_delayed.get(),
-                connections_refused: s.security.quotas.connections_refused.get(),
-                flush_passes: s.flush.passes.get(),
-                log_flushes: s.flush.syncs.get(),
-                journal_bytes_written: s.flush.journal().map_or(0, |j| j.bytes_written.get()),
-                journal_checkpoints: s.flush.journal().map_or(0, |j| j.checkpoints.get()),
-                journal_files_created: s.flush.journal().map_or(0, |j| j.files_created.get()),
-                reactor_lag_max_us: s.reactor_lag_max_us.get(),
-                reactor_stall_max_us: s.reactor_stall_max_us.get(),
-                reactor_stalls_over_10ms: s.reactor_stalls_over_10ms.get(),
-                reactor_preemptions_over_10ms: s.reactor_preemptions_over_10ms.get(),
-                log_bytes: parts.values().map(|p| p.log.borrow().size_bytes()).sum(),
-                cache_bytes: s.cache.used() as u64,
-                pass_times: s.flush.pass_times.borrow().clone(),
-                storage: keel_storage::stats::snapshot(),
-                member_changes: s.coordinator.borrow().member_changes.clone(),
-                limits: LimitStats::of(&s, s.id != admin_shard),
-                raft: RaftStats::of(&s),
-                leaders: leaders.len(),
-                under_replicated,
-                cache_bytes_max: s.cache.limit() as u64,
-                distributions: s.metrics.distributions(),
-                high_watermarks: leaders,
-                committed: committed_offsets(&s),
-            }
-        })
-        .await
+    shard.call_all(GatherStats { admin_shard: shard.id }).await.into_iter().map(|s| *s).collect()
+}
+
+/// The statistics of shard `s`, for the admin API on shard `admin_shard`.
+pub(super) fn of_shard(s: &Shard, admin_shard: usize) -> ShardStats {
+    let (leaders, under_replicated) = led_partitions(s);
+    let parts = s.partitions.borrow();
+    ShardStats {
+        shard: s.id,
+        partitions: parts.len(),
+        connections: s.connections.get(),
+        authentication_failures: s.security.stats.authentication_failures.get(),
+        tls_handshake_failures: s.security.stats.tls_handshake_failures.get(),
+        reauthentications: s.security.stats.reauthentications.get(),
+        expired_sessions_closed: s.security.stats.expired_sessions_closed.get(),
+        authorization_denials: s.security.authorizer.denials.get(),
+        quota_throttles: s.security.quotas.throttled.get(),
+        quota_throttle_ms: s.security.quotas.throttle_ms_total.get(),
+        connections_delayed: s.security.quotas.connections_delayed.get(),
+        connections_refused: s.security.quotas.connections_refused.get(),
+        flush_passes: s.flush.passes.get(),
+        log_flushes: s.flush.syncs.get(),
+        journal_bytes_written: s.flush.journal().map_or(0, |j| j.bytes_written.get()),
+        journal_checkpoints: s.flush.journal().map_or(0, |j| j.checkpoints.get()),
+        journal_files_created: s.flush.journal().map_or(0, |j| j.files_created.get()),
+        reactor_lag_max_us: s.reactor_lag_max_us.get(),
+        reactor_stall_max_us: s.reactor_stall_max_us.get(),
+        reactor_stalls_over_10ms: s.reactor_stalls_over_10ms.get(),
+        reactor_preemptions_over_10ms: s.reactor_preemptions_over_10ms.get(),
+        log_bytes: parts.values().map(|p| p.log.borrow().size_bytes()).sum(),
+        cache_bytes: s.cache.used() as u64,
+        pass_times: s.flush.pass_times.borrow().clone(),
+        storage: keel_storage::stats::snapshot(),
+        member_changes: s.coordinator.borrow().member_changes.clone(),
+        limits: LimitStats::of(s, s.id != admin_shard),
+        raft: RaftStats::of(s),
+        leaders: leaders.len(),
+        under_replicated,
+        cache_bytes_max: s.cache.limit() as u64,
+        distributions: s.metrics.distributions(),
+        high_watermarks: leaders,
+        committed: committed_offsets(s),
+    }
 }
 
 /// The partitions of a shard this node leads, with their high watermarks, and how many

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use super::configs;
 use super::metadata::{BrokerMeta, Metadata, MetadataStore, Rebuild, TopicMeta};
+use super::requests::{ApplyMetadata, CreateTopics};
 use crate::errors;
 use crate::quota::MutationQuota;
 use crate::replication::cluster::{self, ControlRequest};
@@ -135,7 +136,7 @@ pub async fn auto_create_topics(shard: &Rc<Shard>, names: Vec<String>) -> Rc<Met
             .await;
         return shard.meta();
     }
-    shard.submit_to(0, move |s| async move { create_topics(s, specs, false, None).await.len() }).await;
+    shard.call(0, CreateTopics { specs, validate_only: false, quota: None }).await;
     shard.meta()
 }
 
@@ -626,7 +627,7 @@ async fn commit(shard: &Rc<Shard>, mut meta: Metadata) -> Result<(), Failure> {
     meta.reindex();
     c.store.save_async(&meta).await.map_err(|e| (errors::UNKNOWN_SERVER_ERROR, e))?;
     *shard.metadata.borrow_mut() = Rc::new(meta.clone());
-    shard.submit_to_all(move |s| async move { s.apply_metadata(meta).await }).await;
+    shard.call_all(ApplyMetadata(meta)).await;
     Ok(())
 }
 

@@ -5,3 +5,4 @@
 pub mod configs;
 pub mod controller;
 pub mod metadata;
+pub mod requests;

@@ -5,7 +5,8 @@
 //! topic, chosen as Kafka does (`abs(groupId.hashCode()) % partitions`, Java's string
 //! hash), and so to that partition's owner shard: its coordinator shard. Every group
 //! request, whichever shard accepted the connection, is forwarded there with
-//! `submit_to`, so a group's state lives on exactly one shard and needs no lock.
+//! a typed cross-shard request ([`requests`]), so a group's state lives on exactly one
+//! shard and needs no lock.
 //!
 //! **Pure cores, thin shell.** [`classic::ClassicGroup`] and [`consumer::ConsumerGroup`]
 //! are state machines: events with the time in, answers and actions out. The shell
@@ -32,6 +33,7 @@ pub mod leadership;
 pub mod membership;
 pub mod offsets;
 pub mod records;
+pub mod requests;
 pub mod routing;
 pub mod shell;
 

@@ -12,15 +12,16 @@
 //! `txn::shell`).
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
 use super::{offsets_partition, OFFSETS_TOPIC};
-use crate::cluster::controller::{self, TopicSpec};
+use crate::cluster::controller::TopicSpec;
+use crate::cluster::requests::CreateTopics;
 use crate::config::BrokerConfig;
 use crate::errors;
 use crate::replication::cluster::{self, ControlRequest};
+use crate::shard::dispatch::MeshRequest;
 use crate::shard::Shard;
 use crate::txn::TRANSACTION_TOPIC;
 
@@ -73,8 +74,7 @@ async fn create_internal_topic(shard: &Rc<Shard>, topic: &'static str) -> Result
         };
     }
     let spec = internal_topic_spec(topic, &shard.config);
-    let created =
-        shard.submit_to(0, move |s| async move { controller::create_topics(s, vec![spec], false, None).await }).await;
+    let (created, _) = shard.call(0, CreateTopics { specs: vec![spec], validate_only: false, quota: None }).await;
     match created.into_iter().next() {
         Some(Ok(_)) => {
             tracing::info!("created {topic}");
@@ -96,15 +96,15 @@ async fn create_internal_topic(shard: &Rc<Shard>, topic: &'static str) -> Result
     }
 }
 
-/// Runs `f` on the coordinator shard of `group` with its `__consumer_offsets` partition.
-pub async fn on_coordinator<T, F, Fut>(shard: &Rc<Shard>, group: &str, f: F) -> Result<T, i16>
-where
-    T: Send + 'static,
-    F: FnOnce(Rc<Shard>, i32) -> Fut + Send + 'static,
-    Fut: Future<Output = T> + 'static,
-{
+/// Serves the request `request` makes of `group`'s `__consumer_offsets` partition on
+/// that partition's shard, the group's coordinator shard.
+pub async fn on_coordinator<R: MeshRequest>(
+    shard: &Rc<Shard>,
+    group: &str,
+    request: impl FnOnce(i32) -> R,
+) -> Result<R::Reply, i16> {
     let (owner, partition) = coordinator_of(shard, group).await?;
-    Ok(shard.submit_to(owner, move |s| f(s, partition)).await)
+    Ok(shard.call(owner, request(partition)).await)
 }
 
 /// Checked on the coordinator shard before any group operation: the partition is

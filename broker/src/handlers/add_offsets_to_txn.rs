@@ -6,12 +6,12 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
-use crate::coordinator::{routing, OFFSETS_TOPIC};
+use crate::coordinator::routing;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
-use crate::shard::partition::now_ms;
 use crate::shard::Shard;
+use crate::txn::requests::AddOffsets;
 use crate::txn::shell as txn_shell;
 
 pub const VERSIONS: (i16, i16) = (0, 4);
@@ -48,14 +48,12 @@ pub async fn handle(
     };
     let txn_id = req.transactional_id.0.to_string();
     let (producer_id, epoch) = (req.producer_id.0, req.producer_epoch);
-    let added = txn_shell::on_coordinator(shard, &txn_id.clone(), move |s, partition| async move {
-        let now = now_ms();
-        let wanted = [(OFFSETS_TOPIC.to_string(), offsets_partition)];
-        let decide = |m: Option<&crate::txn::state::TxnMeta>| match m {
-            None => Err(errors::INVALID_PRODUCER_ID_MAPPING),
-            Some(m) => m.add_partitions(producer_id, epoch, &wanted, now),
-        };
-        txn_shell::transition(&s, partition, &txn_id, decide).await.map(|_| ())
+    let added = txn_shell::on_coordinator(shard, &txn_id.clone(), |partition| AddOffsets {
+        partition,
+        txn_id,
+        producer_id,
+        epoch,
+        offsets_partition,
     })
     .await;
     match added {

@@ -20,10 +20,10 @@ use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResp
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
-use crate::shard::partition::now_ms;
 use crate::shard::Shard;
+use crate::txn::requests::AddPartitions;
 use crate::txn::shell as txn_shell;
-use crate::txn::state::{TxnMeta, TxnPartition};
+use crate::txn::state::TxnPartition;
 
 pub const VERSIONS: (i16, i16) = (0, 5);
 /// The first version that may answer PRODUCER_FENCED ([`super::fenced_as_understood`]).
@@ -113,23 +113,13 @@ async fn one(
             .collect();
     }
     let count = wanted.len();
-    let answered = txn_shell::on_coordinator(shard, &txn_id.clone(), move |s, partition| async move {
-        if verify_only {
-            txn_shell::check(&s, partition)?;
-            let c = s.txn.borrow();
-            let m = c.txns.get(&txn_id).ok_or(errors::INVALID_PRODUCER_ID_MAPPING)?;
-            let included = m.verify_partitions(producer_id, epoch, &wanted)?;
-            return Ok(included
-                .into_iter()
-                .map(|i| if i { errors::NONE } else { errors::TRANSACTION_ABORTABLE })
-                .collect());
-        }
-        let now = now_ms();
-        let decide = |m: Option<&TxnMeta>| match m {
-            None => Err(errors::INVALID_PRODUCER_ID_MAPPING),
-            Some(m) => m.add_partitions(producer_id, epoch, &wanted, now),
-        };
-        txn_shell::transition(&s, partition, &txn_id, decide).await.map(|_| vec![errors::NONE; wanted.len()])
+    let answered = txn_shell::on_coordinator(shard, &txn_id.clone(), |partition| AddPartitions {
+        partition,
+        txn_id,
+        producer_id,
+        epoch,
+        wanted,
+        verify_only,
     })
     .await;
     match answered {

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasRespon
 
 use super::str_bytes;
 use crate::cluster::controller::{self, QuotaAlteration};
+use crate::cluster::requests::AlterClientQuotas;
 use crate::errors;
 use crate::quota::{self, Entity};
 use crate::security::acl;
@@ -48,7 +49,7 @@ pub async fn handle(
     let committed = if changes.is_empty() || req.validate_only {
         Ok(())
     } else {
-        shard.submit_to(0, move |s| async move { controller::alter_client_quotas(s, changes).await }).await
+        shard.call(0, AlterClientQuotas { alterations: changes }).await
     };
     let entries = checked
         .into_iter()

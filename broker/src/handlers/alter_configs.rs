@@ -7,7 +7,8 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::str_bytes;
-use crate::cluster::controller::{self, ConfigChange, Failure};
+use crate::cluster::controller::{ConfigChange, Failure};
+use crate::cluster::requests::AlterConfigs;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
@@ -55,10 +56,7 @@ pub async fn apply(
     validate_only: bool,
 ) -> Vec<Result<(), Failure>> {
     let valid: Vec<ConfigChange> = changes.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
-    let mut results = shard
-        .submit_to(0, move |s| async move { controller::alter_configs(s, valid, validate_only).await })
-        .await
-        .into_iter();
+    let mut results = shard.call(0, AlterConfigs { changes: valid, validate_only }).await.into_iter();
     changes.into_iter().map(|c| c.and_then(|_| results.next().expect("a result per change"))).collect()
 }
 

@@ -15,7 +15,8 @@ use kafka_protocol::messages::alter_partition_reassignments_response::{
 use kafka_protocol::messages::{AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse};
 
 use super::str_bytes;
-use crate::cluster::controller::{self, Reassignment};
+use crate::cluster::controller::Reassignment;
+use crate::cluster::requests::Reassign;
 use crate::errors;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
@@ -45,7 +46,7 @@ pub async fn handle(
         })
         .collect();
     let results = if req.allow_replication_factor_change {
-        shard.submit_to(0, move |s| async move { controller::reassign(s, wanted).await }).await
+        shard.call(0, Reassign { wanted }).await
     } else {
         // v1 clients may forbid a change of the replication factor.
         let meta = shard.meta();
@@ -57,7 +58,7 @@ pub async fn handle(
             }
         });
         let (slots, keep): (Vec<usize>, Vec<Reassignment>) = keep.into_iter().unzip();
-        let done = shard.submit_to(0, move |s| async move { controller::reassign(s, keep).await }).await;
+        let done = shard.call(0, Reassign { wanted: keep }).await;
         let mut results: Vec<Result<(), (i16, String)>> = Vec::new();
         results.resize_with(slots.len() + refused.len(), || Ok(()));
         for (slot, r) in slots.into_iter().zip(done) {

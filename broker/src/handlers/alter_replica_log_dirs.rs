@@ -17,6 +17,7 @@ use kafka_protocol::messages::{AlterReplicaLogDirsRequest, AlterReplicaLogDirsRe
 use super::{scatter, str_bytes};
 use crate::errors;
 use crate::security::context::RequestContext;
+use crate::shard::dispatch::Serve;
 use crate::shard::Shard;
 
 /// Kafka 4 removed version 0.
@@ -52,10 +53,7 @@ pub async fn handle(
             }
         }
     }
-    let started = scatter(shard, work, |s, items: Vec<(String, i32, usize)>| async move {
-        items.into_iter().map(|(topic, p, target)| start_move(&s, &topic, p, target)).collect::<Vec<i16>>()
-    })
-    .await;
+    let started = scatter(shard, work, |items| StartMoves { items }).await;
     let mut started = started.into_iter();
     let mut results: Vec<AlterReplicaLogDirTopicResult> = Vec::new();
     for (topic, p, answer) in slots {
@@ -71,6 +69,18 @@ pub async fn handle(
         }
     }
     AlterReplicaLogDirsResponse::default().with_results(results)
+}
+
+/// On an owner shard: starts moving each of its partitions (topic, partition, target
+/// directory) into its target directory.
+pub struct StartMoves {
+    items: Vec<(String, i32, usize)>,
+}
+
+impl Serve for StartMoves {
+    async fn serve(self, s: Rc<Shard>) -> Vec<i16> {
+        self.items.into_iter().map(|(topic, p, target)| start_move(&s, &topic, p, target)).collect()
+    }
 }
 
 /// On the owner shard: starts moving `topic`-`partition` into directory `target`.

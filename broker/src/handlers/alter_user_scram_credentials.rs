@@ -8,7 +8,8 @@ use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserSc
 use kafka_protocol::messages::{AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse};
 
 use super::str_bytes;
-use crate::cluster::controller::{self, Failure, ScramChange};
+use crate::cluster::controller::{Failure, ScramChange};
+use crate::cluster::requests::AlterScramCredentials;
 use crate::errors;
 use crate::security::context::RequestContext;
 use crate::security::scram::{Credential, Mechanism, ITERATIONS_MAX, ITERATIONS_MIN};
@@ -61,10 +62,7 @@ pub async fn handle(
         }
     }
     let valid: Vec<ScramChange> = changes.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
-    let mut applied = shard
-        .submit_to(0, move |s| async move { controller::alter_scram_credentials(s, valid).await })
-        .await
-        .into_iter();
+    let mut applied = shard.call(0, AlterScramCredentials { changes: valid }).await.into_iter();
     // One result per user, in request order; the first failure of a user wins.
     let mut results: Vec<AlterUserScramCredentialsResult> = Vec::new();
     for (user, change) in users.into_iter().zip(changes) {

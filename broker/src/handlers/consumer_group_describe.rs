@@ -11,7 +11,8 @@ use super::metadata::OPERATIONS_NOT_REQUESTED;
 use super::str_bytes;
 use crate::cluster::metadata::Metadata;
 use crate::coordinator::consumer::Assignment as Partitions;
-use crate::coordinator::{consumer_ops, routing};
+use crate::coordinator::requests::ConsumerDescribe;
+use crate::coordinator::routing;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
@@ -49,9 +50,8 @@ pub async fn handle(
         if !super::authorized(shard, ctx, acl::operation::DESCRIBE, acl::resource::GROUP, &id) {
             return (group_id, Err((crate::errors::GROUP_AUTHORIZATION_FAILED, String::new())));
         }
-        let lookup = id.clone();
         let found =
-            routing::on_coordinator(shard, &id, move |s, p| async move { consumer_ops::describe(&s, p, &lookup) })
+            routing::on_coordinator(shard, &id, |partition| ConsumerDescribe { partition, group_id: id.clone() })
                 .await
                 .unwrap_or_else(|code| Err((code, String::new())));
         (group_id, found)

@@ -9,7 +9,8 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::coordinator::consumer::HeartbeatRequest;
-use crate::coordinator::{consumer_ops, routing};
+use crate::coordinator::requests::ConsumerHeartbeat;
+use crate::coordinator::routing;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
@@ -56,10 +57,14 @@ pub async fn handle(
     let gid = group_id.clone();
     // As Kafka: a regex matches only the topics the member may DESCRIBE.
     let requester = shard.security.authorizer.requester_of(ctx);
-    let result =
-        routing::on_coordinator(shard, &group_id, move |s, p| consumer_ops::heartbeat(s, p, gid, hb, requester))
-            .await
-            .unwrap_or_else(|code| Err((code, String::new())));
+    let result = routing::on_coordinator(shard, &group_id, |partition| ConsumerHeartbeat {
+        partition,
+        group_id: gid,
+        heartbeat: hb,
+        requester,
+    })
+    .await
+    .unwrap_or_else(|code| Err((code, String::new())));
     match result {
         Err((code, message)) => {
             let mut resp = ConsumerGroupHeartbeatResponse::default().with_error_code(code);

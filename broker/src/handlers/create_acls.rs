@@ -7,7 +7,7 @@ use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 
 use super::str_bytes;
-use crate::cluster::controller;
+use crate::cluster::requests::CreateAcls;
 use crate::errors;
 use crate::security::acl::{self, AclBinding};
 use crate::security::context::RequestContext;
@@ -59,11 +59,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: CreateAclsRequ
     }
     let checked: Vec<Result<AclBinding, String>> = bindings.into_iter().map(|b| b.validate().map(|_| b)).collect();
     let valid: Vec<AclBinding> = checked.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
-    let committed = if valid.is_empty() {
-        Ok(())
-    } else {
-        shard.submit_to(0, move |s| async move { controller::create_acls(s, valid).await }).await
-    };
+    let committed = if valid.is_empty() { Ok(()) } else { shard.call(0, CreateAcls { acls: valid }).await };
     let results = checked
         .into_iter()
         .map(|c| {

@@ -7,7 +7,7 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::str_bytes;
-use crate::cluster::controller;
+use crate::cluster::requests::CreatePartitions;
 use crate::errors;
 use crate::quota;
 use crate::security::acl;
@@ -36,11 +36,10 @@ pub async fn handle(
         req.topics.iter().zip(&refused).filter(|(_, r)| !**r).map(|(t, _)| (t.name.0.to_string(), t.count)).collect();
     let validate_only = req.validate_only;
     let strict = version >= MUTATION_QUOTA_STRICT_VERSION_MIN;
-    let (results, throttle) =
-        quota::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, move |s, q| async move {
-            controller::create_partitions(s, changes, validate_only, q.as_ref()).await
-        })
-        .await;
+    let (results, throttle) = quota::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, |quota| {
+        CreatePartitions { changes, validate_only, quota }
+    })
+    .await;
     let mut results = results.into_iter();
     let results = req
         .topics

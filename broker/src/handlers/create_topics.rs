@@ -8,7 +8,8 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
 use super::describe_configs::{source_code, topic_config_entries};
 use super::str_bytes;
-use crate::cluster::controller::{self, TopicSpec};
+use crate::cluster::controller::TopicSpec;
+use crate::cluster::requests::CreateTopics;
 use crate::errors;
 use crate::quota;
 use crate::security::acl;
@@ -70,11 +71,10 @@ pub async fn handle(
         specs.iter().zip(&early).filter(|(_, e)| e.is_none()).map(|(s, _)| s.clone()).collect();
     let validate_only = req.validate_only;
     let strict = version >= MUTATION_QUOTA_STRICT_VERSION_MIN;
-    let (created, throttle) =
-        quota::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, move |s, q| async move {
-            controller::create_topics(s, to_create, validate_only, q.as_ref()).await
-        })
-        .await;
+    let (created, throttle) = quota::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, |quota| {
+        CreateTopics { specs: to_create, validate_only, quota }
+    })
+    .await;
     let mut created = created.into_iter();
     let meta = shard.meta();
     let topics = specs

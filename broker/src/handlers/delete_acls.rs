@@ -7,7 +7,7 @@ use kafka_protocol::messages::delete_acls_response::{DeleteAclsFilterResult, Del
 use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 
 use super::str_bytes;
-use crate::cluster::controller;
+use crate::cluster::requests::DeleteAcls;
 use crate::errors;
 use crate::security::acl::{self, AclFilter};
 use crate::security::context::RequestContext;
@@ -54,11 +54,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteAclsRequ
     let checks: Vec<Result<(), &str>> = filters.iter().map(AclFilter::validate).collect();
     let valid: Vec<AclFilter> =
         filters.iter().zip(&checks).filter(|(_, c)| c.is_ok()).map(|(f, _)| f.clone()).collect();
-    let deleted = if valid.is_empty() {
-        Ok(Vec::new())
-    } else {
-        shard.submit_to(0, move |s| async move { controller::delete_acls(s, valid).await }).await
-    };
+    let deleted = if valid.is_empty() { Ok(Vec::new()) } else { shard.call(0, DeleteAcls { filters: valid }).await };
     let mut matched = match &deleted {
         Ok(m) => m.clone().into_iter(),
         Err(_) => Vec::new().into_iter(),

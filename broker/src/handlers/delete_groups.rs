@@ -6,7 +6,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
-use crate::coordinator::{admin_ops, routing};
+use crate::coordinator::requests::DeleteGroup;
+use crate::coordinator::routing;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
@@ -26,7 +27,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteGroupsRe
                 .with_group_id(group_id)
                 .with_error_code(crate::errors::GROUP_AUTHORIZATION_FAILED);
         }
-        let code = routing::on_coordinator(shard, &id.clone(), move |s, p| admin_ops::delete_group(s, p, id))
+        let code = routing::on_coordinator(shard, &id.clone(), |partition| DeleteGroup { partition, group_id: id })
             .await
             .unwrap_or_else(|code| code);
         DeletableGroupResult::default().with_group_id(group_id).with_error_code(code)

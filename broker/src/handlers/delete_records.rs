@@ -23,11 +23,12 @@ use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionRe
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use keel_storage::retention;
 
-use super::answer_partitions;
+use super::{answer_each, answer_partitions};
 use crate::errors;
 use crate::replication::shell::Replication;
 use crate::security::acl;
 use crate::security::context::RequestContext;
+use crate::shard::dispatch::Serve;
 use crate::shard::partition::Partition;
 use crate::shard::Shard;
 use keel_raft::GroupId;
@@ -38,7 +39,22 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
 
 /// (error, low watermark)
-type Answer = (i16, i64);
+pub type Answer = (i16, i64);
+
+/// On an owner shard: deletes the records of each of its partitions before an offset
+/// (the offset, the request's timeout), one after another.
+pub struct DeleteBefore {
+    items: Vec<(String, i32, (i64, i32))>,
+}
+
+impl Serve for DeleteBefore {
+    async fn serve(self, shard: Rc<Shard>) -> Vec<Answer> {
+        answer_each(&shard, self.items, |s, topic, partition, (offset, timeout_ms)| async move {
+            delete_one(&s, &topic, partition, offset, timeout_ms).await
+        })
+        .await
+    }
+}
 
 pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let items = req
@@ -60,10 +76,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteRecordsR
         })
         .collect();
     let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1);
-    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, (offset, timeout_ms)| async move {
-        delete_one(&s, &topic, partition, offset, timeout_ms).await
-    })
-    .await;
+    let answers = answer_partitions(shard, items, unknown, |items| DeleteBefore { items }).await;
     let mut answers = answers.into_iter();
     let topics = req
         .topics

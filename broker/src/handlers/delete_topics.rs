@@ -8,7 +8,7 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicN
 use uuid::Uuid;
 
 use super::str_bytes;
-use crate::cluster::controller;
+use crate::cluster::requests::DeleteTopics;
 use crate::errors;
 use crate::quota;
 use crate::security::acl;
@@ -55,10 +55,8 @@ pub async fn handle(
         wanted.iter().zip(&refused).filter(|(_, r)| !**r).filter_map(|((n, _), _)| n.clone()).collect();
     let strict = version >= MUTATION_QUOTA_STRICT_VERSION_MIN;
     let (results, throttle) =
-        quota::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, move |s, q| async move {
-            controller::delete_topics(s, names, q.as_ref()).await
-        })
-        .await;
+        quota::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, |quota| DeleteTopics { names, quota })
+            .await;
     let mut results = results.into_iter();
     let responses = wanted
         .into_iter()

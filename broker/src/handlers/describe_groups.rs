@@ -8,7 +8,7 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 
 use super::str_bytes;
-use crate::coordinator::admin_ops;
+use crate::coordinator::requests::DescribeGroup;
 use crate::coordinator::routing;
 use crate::errors;
 use crate::security::acl;
@@ -32,11 +32,10 @@ pub async fn handle(
             if refused {
                 return (id, Err(errors::GROUP_AUTHORIZATION_FAILED));
             }
-            let lookup = id.clone();
-            let found =
-                routing::on_coordinator(shard, &id, move |s, p| async move { admin_ops::describe(&s, p, &lookup) })
-                    .await
-                    .and_then(|r| r);
+            let group_id = id.clone();
+            let found = routing::on_coordinator(shard, &id, |partition| DescribeGroup { partition, group_id })
+                .await
+                .and_then(|r| r);
             (id, found)
         }
     });

@@ -14,6 +14,7 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 use super::str_bytes;
 use crate::errors;
 use crate::security::context::RequestContext;
+use crate::shard::dispatch::Serve;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 4);
@@ -27,6 +28,36 @@ struct Replica {
     future: bool,
 }
 
+/// The directories of a shard that failed (by index), and each of its replicas: its
+/// directory, topic, partition, size, and whether it is a move's future replica.
+pub type Replicas = (Vec<bool>, Vec<(usize, String, i32, i64, bool)>);
+
+/// On every shard: its failed directories and its replicas (of the wanted partitions,
+/// or all).
+#[derive(Clone)]
+pub struct ShardReplicas {
+    wanted: Option<Vec<(String, i32)>>,
+}
+
+impl Serve for ShardReplicas {
+    async fn serve(self, s: Rc<Shard>) -> Replicas {
+        let wanted = self.wanted;
+        let failed: Vec<bool> = s.dirs.all().iter().map(|d| d.offline().is_some()).collect();
+        let mut replicas = Vec::new();
+        for ((topic, partition), p) in s.partitions.borrow().iter() {
+            if wanted.as_ref().is_some_and(|w| !w.iter().any(|(t, i)| t == topic && i == partition)) {
+                continue;
+            }
+            let size = p.log.borrow().size_bytes() as i64;
+            replicas.push((p.dir_index.get(), topic.clone(), *partition, size, false));
+            if let Some((target, copied)) = p.move_progress() {
+                replicas.push((target, topic.clone(), *partition, copied as i64, true));
+            }
+        }
+        (failed, replicas)
+    }
+}
+
 pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
     // As Kafka: DESCRIBE on the cluster.
     if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::DESCRIBE) {
@@ -36,23 +67,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DescribeLogDir
         .topics
         .as_ref()
         .map(|topics| topics.iter().flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p))).collect());
-    let per_shard = shard
-        .submit_to_all(move |s| async move {
-            let failed: Vec<bool> = s.dirs.all().iter().map(|d| d.offline().is_some()).collect();
-            let mut replicas = Vec::new();
-            for ((topic, partition), p) in s.partitions.borrow().iter() {
-                if wanted.as_ref().is_some_and(|w| !w.iter().any(|(t, i)| t == topic && i == partition)) {
-                    continue;
-                }
-                let size = p.log.borrow().size_bytes() as i64;
-                replicas.push((p.dir_index.get(), topic.clone(), *partition, size, false));
-                if let Some((target, copied)) = p.move_progress() {
-                    replicas.push((target, topic.clone(), *partition, copied as i64, true));
-                }
-            }
-            (failed, replicas)
-        })
-        .await;
+    let per_shard = shard.call_all(ShardReplicas { wanted }).await;
     let mut failed = vec![false; shard.dirs.all().len()];
     let mut replicas: Vec<Replica> = Vec::new();
     for (f, r) in per_shard {

@@ -7,15 +7,36 @@ use std::rc::Rc;
 use kafka_protocol::messages::describe_producers_response::{PartitionResponse, ProducerState, TopicResponse};
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 
-use super::answer_partitions;
+use super::{answer_each, answer_partitions};
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
+use crate::shard::dispatch::Serve;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-type Answer = (i16, Vec<(i64, i16, i32, i64, i64)>);
+pub type Answer = (i16, Vec<(i64, i16, i32, i64, i64)>);
+
+/// On an owner shard: the active producers of each of its partitions.
+pub struct ActiveProducers {
+    items: Vec<(String, i32, ())>,
+}
+
+impl Serve for ActiveProducers {
+    async fn serve(self, shard: Rc<Shard>) -> Vec<Answer> {
+        answer_each(&shard, self.items, |s, topic, partition, ()| async move {
+            let Some(p) = s.partition(&topic, partition) else {
+                return (errors::NOT_LEADER_OR_FOLLOWER, Vec::new());
+            };
+            match p.not_leader(&s) {
+                Some(code) => (code, Vec::new()),
+                None => (errors::NONE, p.active_producers()),
+            }
+        })
+        .await
+    }
+}
 
 pub async fn handle(
     shard: &Rc<Shard>,
@@ -35,16 +56,7 @@ pub async fn handle(
         })
         .collect();
     let unknown: Answer = (errors::UNKNOWN_TOPIC_OR_PARTITION, Vec::new());
-    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, ()| async move {
-        let Some(p) = s.partition(&topic, partition) else {
-            return (errors::NOT_LEADER_OR_FOLLOWER, Vec::new());
-        };
-        match p.not_leader(&s) {
-            Some(code) => (code, Vec::new()),
-            None => (errors::NONE, p.active_producers()),
-        }
-    })
-    .await;
+    let answers = answer_partitions(shard, items, unknown, |items| ActiveProducers { items }).await;
     let mut answers = answers.into_iter();
     let topics = req
         .topics

@@ -12,6 +12,7 @@ use super::str_bytes;
 use crate::errors;
 use crate::replication::shell::METADATA_GROUP;
 use crate::security::context::RequestContext;
+use crate::shard::dispatch::Serve;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 
@@ -38,7 +39,7 @@ pub async fn handle(
     let valid = matches!(req.topics.as_slice(), [t] if t.topic_name.0.as_str() == METADATA_TOPIC
         && matches!(t.partitions.as_slice(), [p] if p.partition_index == 0));
     let listener = ctx.listener_name().to_string();
-    let quorum = if valid { shard.submit_to(0, move |s| async move { quorum(&s, &listener) }).await } else { None };
+    let quorum = if valid { shard.call(0, DescribeQuorum { listener }).await } else { None };
     let topics = req
         .topics
         .into_iter()
@@ -66,10 +67,22 @@ pub async fn handle(
     response
 }
 
+/// The metadata partition's quorum and its voters' endpoints.
 #[derive(Clone)]
-struct Quorum {
+pub struct Quorum {
     partition: PartitionData,
     nodes: Vec<Node>,
+}
+
+/// On shard 0: the metadata quorum as clients of `listener` are told of it.
+pub struct DescribeQuorum {
+    listener: String,
+}
+
+impl Serve for DescribeQuorum {
+    async fn serve(self, shard: Rc<Shard>) -> Option<Quorum> {
+        quorum(&shard, &self.listener)
+    }
 }
 
 /// The quorum as shard 0 of this node knows it; `None` unless this node leads it.

@@ -24,6 +24,7 @@ use crate::quota;
 use crate::replication::cluster;
 use crate::security::acl;
 use crate::security::context::RequestContext;
+use crate::shard::dispatch::Serve;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (4, 17);
@@ -54,7 +55,7 @@ struct Want {
 }
 
 #[derive(Default)]
-struct Got {
+pub struct Got {
     error: i16,
     high_watermark: i64,
     last_stable_offset: i64,
@@ -283,8 +284,19 @@ fn trim_to_max_bytes(got: &mut [Got], max_bytes: usize) {
 /// cannot make a shard hold more than that.
 async fn read_all(shard: &Rc<Shard>, wants: &[(usize, Want)], response_bytes_max: usize) -> Vec<Got> {
     let items = wants.to_vec();
-    scatter(shard, items, move |s, wants: Vec<Want>| async move { read_owned(&s, wants, response_bytes_max).await })
-        .await
+    scatter(shard, items, |wants| Read { wants, budget: response_bytes_max }).await
+}
+
+/// On an owner shard: reads its partitions of a fetch (`read_owned`).
+pub struct Read {
+    wants: Vec<Want>,
+    budget: usize,
+}
+
+impl Serve for Read {
+    async fn serve(self, shard: Rc<Shard>) -> Vec<Got> {
+        read_owned(&shard, self.wants, self.budget).await
+    }
 }
 
 /// Partitions one owner reads at once for a fetch: one task awaiting a thousand DMA
@@ -404,14 +416,27 @@ async fn wait_any(shard: &Rc<Shard>, wants: &[(usize, Want)], got: &[Got], left:
         .filter(|(_, parts)| !parts.is_empty())
         .map(|(owner, parts)| {
             let shard = shard.clone();
-            Box::pin(async move {
-                shard.submit_to_cancellable(owner, move |s| async move { wait_local(&s, parts, left).await }).await
-            }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+            Box::pin(async move { shard.call_cancellable(owner, Wait { parts, left }).await })
+                as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
         })
         .collect();
     // Bounded here too: a wait may first queue for a mesh call slot.
     waits.push(Box::pin(glommio::timer::sleep(left)));
     crate::util::first_of(waits).await;
+}
+
+/// On an owner shard, cancelled when its caller stops waiting: waits until any of
+/// `parts` (topic, partition, next offset, read_committed) has data past the offset,
+/// or until `left` passes (`wait_local`).
+pub struct Wait {
+    parts: Vec<(String, i32, i64, bool)>,
+    left: Duration,
+}
+
+impl Serve for Wait {
+    async fn serve(self, shard: Rc<Shard>) {
+        wait_local(&shard, self.parts, self.left).await
+    }
 }
 
 async fn wait_local(shard: &Shard, parts: Vec<(String, i32, i64, bool)>, left: Duration) {

@@ -5,7 +5,8 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
-use crate::coordinator::{classic_ops, routing};
+use crate::coordinator::requests::Heartbeat;
+use crate::coordinator::routing;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
@@ -20,8 +21,12 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: HeartbeatReque
     let (member_id, generation) = (req.member_id.to_string(), req.generation_id);
     let instance_id = req.group_instance_id.as_deref().map(str::to_string);
     let gid = group_id.clone();
-    let code = routing::on_coordinator(shard, &group_id, move |s, p| {
-        classic_ops::heartbeat(s, p, gid, member_id, instance_id, generation)
+    let code = routing::on_coordinator(shard, &group_id, |partition| Heartbeat {
+        partition,
+        group_id: gid,
+        member_id,
+        instance_id,
+        generation,
     })
     .await
     .unwrap_or_else(|code| code);

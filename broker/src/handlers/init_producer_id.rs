@@ -8,14 +8,13 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
-use crate::cluster::controller;
+use crate::cluster::requests::AllocateProducerId;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
-use crate::shard::partition::now_ms;
 use crate::shard::Shard;
+use crate::txn::requests::InitProducer;
 use crate::txn::shell as txn_shell;
-use crate::txn::state::{Step, TxnMeta};
 
 pub const VERSIONS: (i16, i16) = (0, 5);
 /// The first version that may answer PRODUCER_FENCED ([`super::fenced_as_understood`]).
@@ -57,7 +56,7 @@ pub async fn handle(
 
 /// A fresh producer id from the controller.
 pub async fn allocate(shard: &Rc<Shard>) -> Result<i64, i16> {
-    shard.submit_to(0, |s| async move { controller::allocate_producer_id(s).await }).await.map_err(|(code, _)| code)
+    shard.call(0, AllocateProducerId).await.map_err(|(code, _)| code)
 }
 
 async fn transactional(shard: &Rc<Shard>, txn_id: String, req: &InitProducerIdRequest) -> Result<(i64, i16), i16> {
@@ -69,27 +68,6 @@ async fn transactional(shard: &Rc<Shard>, txn_id: String, req: &InitProducerIdRe
         return Err(errors::INVALID_TRANSACTION_TIMEOUT);
     }
     let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
-    txn_shell::on_coordinator(shard, &txn_id.clone(), move |s, partition| async move {
-        txn_shell::check(&s, partition)?;
-        // A new producer id is needed for a new transactional id, or when the epoch
-        // is exhausted; taken before the transition, which must not wait.
-        let needs_id =
-            s.txn.borrow().txns.get(&txn_id).is_none_or(|m| m.producer_epoch >= crate::txn::state::EPOCH_MAX);
-        let fresh = if needs_id { Some(allocate(&s).await?) } else { None };
-        let now = now_ms();
-        let decide = |current: Option<&TxnMeta>| match current {
-            None => Ok(Step {
-                persist: Some(TxnMeta::new(fresh.expect("taken above"), timeout, now)),
-                then: crate::txn::state::Then::Answer,
-            }),
-            Some(m) => m.init(timeout, expected, now, || fresh.expect("taken above")),
-        };
-        let (meta, completion) = txn_shell::transition(&s, partition, &txn_id, decide).await?;
-        if completion.is_some() {
-            // An earlier instance's transaction is being aborted: the client retries.
-            return Err(errors::CONCURRENT_TRANSACTIONS);
-        }
-        Ok((meta.producer_id, meta.producer_epoch))
-    })
-    .await?
+    txn_shell::on_coordinator(shard, &txn_id.clone(), |partition| InitProducer { partition, txn_id, timeout, expected })
+        .await?
 }

@@ -9,7 +9,8 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::coordinator::classic::{JoinRequest, JoinResult, Protocol};
-use crate::coordinator::{classic_ops, routing};
+use crate::coordinator::requests::JoinGroup;
+use crate::coordinator::routing;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
@@ -50,7 +51,7 @@ pub async fn handle(
     };
     let member_id = join.member_id.clone();
     let gid = group_id.clone();
-    let result = routing::on_coordinator(shard, &group_id, move |s, p| classic_ops::join(s, p, gid, join))
+    let result = routing::on_coordinator(shard, &group_id, |partition| JoinGroup { partition, group_id: gid, join })
         .await
         .unwrap_or_else(|code| JoinResult::error(code, &member_id));
     response(version, result)

@@ -6,7 +6,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
-use crate::coordinator::{classic_ops, routing};
+use crate::coordinator::requests::LeaveGroup;
+use crate::coordinator::routing;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
@@ -34,9 +35,10 @@ pub async fn handle(
     };
     let asked = members.clone();
     let gid = group_id.clone();
-    let result = routing::on_coordinator(shard, &group_id, move |s, p| classic_ops::leave(s, p, gid, members))
-        .await
-        .and_then(|r| r);
+    let result =
+        routing::on_coordinator(shard, &group_id, |partition| LeaveGroup { partition, group_id: gid, members })
+            .await
+            .and_then(|r| r);
     let mut resp = LeaveGroupResponse::default();
     match result {
         Err(code) => resp.error_code = code,

@@ -7,7 +7,7 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::str_bytes;
-use crate::coordinator::admin_ops;
+use crate::coordinator::requests::ListGroups;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
@@ -21,7 +21,7 @@ pub async fn handle(
     version: i16,
     req: ListGroupsRequest,
 ) -> ListGroupsResponse {
-    let per_shard = shard.submit_to_all(|s| async move { admin_ops::list(&s) }).await;
+    let per_shard = shard.call_all(ListGroups).await;
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
     let mut resp = ListGroupsResponse::default();

@@ -7,10 +7,11 @@ use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionRespon
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use keel_storage::log;
 
-use super::answer_partitions;
+use super::{answer_each, answer_partitions};
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
+use crate::shard::dispatch::Serve;
 use crate::shard::partition::{Partition, LEADER_EPOCH};
 use crate::shard::Shard;
 
@@ -23,7 +24,22 @@ pub const EARLIEST_LOCAL: i64 = -4;
 pub const LATEST_TIERED: i64 = -5;
 
 /// (error, timestamp, offset, leader epoch)
-type Answer = (i16, i64, i64, i32);
+pub type Answer = (i16, i64, i64, i32);
+
+/// On an owner shard: the offsets of its partitions by timestamp (timestamp, the
+/// client's leader epoch, read_committed), one after another.
+pub struct LookupOffsets {
+    items: Vec<(String, i32, (i64, i32, bool))>,
+}
+
+impl Serve for LookupOffsets {
+    async fn serve(self, shard: Rc<Shard>) -> Vec<Answer> {
+        answer_each(&shard, self.items, |s, topic, partition, (ts, current, committed)| async move {
+            lookup(&s, &topic, partition, ts, current, committed).await
+        })
+        .await
+    }
+}
 
 pub async fn handle(
     shard: &Rc<Shard>,
@@ -48,11 +64,7 @@ pub async fn handle(
         })
         .collect();
     let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1, LEADER_EPOCH);
-    let answers =
-        answer_partitions(shard, items, unknown, |s, topic, partition, (ts, current, committed)| async move {
-            lookup(&s, &topic, partition, ts, current, committed).await
-        })
-        .await;
+    let answers = answer_partitions(shard, items, unknown, |items| LookupOffsets { items }).await;
     let mut answers = answers.into_iter();
     let topics = req
         .topics

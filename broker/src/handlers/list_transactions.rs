@@ -12,6 +12,7 @@ use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
+use crate::txn::requests::ListTransactions;
 use crate::txn::state::{TxnMeta, TxnStatus, ALL};
 
 pub const VERSIONS: (i16, i16) = (0, 1);
@@ -22,12 +23,7 @@ pub async fn handle(
     version: i16,
     req: ListTransactionsRequest,
 ) -> ListTransactionsResponse {
-    let per_shard = shard
-        .submit_to_all(|s| async move {
-            let c = s.txn.borrow();
-            c.txns.iter().map(|(id, m)| (id.clone(), m.clone())).collect::<Vec<(String, TxnMeta)>>()
-        })
-        .await;
+    let per_shard = shard.call_all(ListTransactions).await;
     let wanted: Vec<String> = req.state_filters.iter().map(|s| s.to_string()).collect();
     let unknown: Vec<String> = wanted.iter().filter(|w| !ALL.iter().any(|s| s.name() == w.as_str())).cloned().collect();
     let running_longer = if version >= 1 { req.duration_filter } else { -1 };

@@ -48,6 +48,7 @@ pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
+pub mod on_shard;
 pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
@@ -63,6 +64,7 @@ use kafka_protocol::protocol::Encodable;
 use keel_protocol::frame::{self, FrameError};
 
 use crate::security::context::RequestContext;
+use crate::shard::dispatch::MeshRequest;
 use crate::shard::Shard;
 
 /// Every API Keel serves, with the versions it serves. ApiVersions advertises exactly
@@ -393,14 +395,12 @@ fn relayable(shard: &Shard, ctx: &RequestContext, body: &RequestKind) -> bool {
     }
 }
 
-/// Groups items by owner shard, runs `f` on each owner with its items, and returns
-/// the outputs in the items' original order.
-pub async fn scatter<I, O, F, Fut>(shard: &Rc<Shard>, items: Vec<(usize, I)>, f: F) -> Vec<O>
+/// Groups items by owner shard, sends each owner the request `request` makes of its
+/// items, and returns the outputs (an owner's reply holds one per item) in the items'
+/// original order.
+pub async fn scatter<I, O, R>(shard: &Rc<Shard>, items: Vec<(usize, I)>, request: impl Fn(Vec<I>) -> R) -> Vec<O>
 where
-    I: Send + 'static,
-    O: Send + 'static,
-    F: Fn(Rc<Shard>, Vec<I>) -> Fut + Send + Clone + 'static,
-    Fut: std::future::Future<Output = Vec<O>> + 'static,
+    R: MeshRequest<Reply = Vec<O>>,
 {
     let n = items.len();
     let mut per_shard: Vec<(Vec<usize>, Vec<I>)> = (0..shard.count).map(|_| (Vec::new(), Vec::new())).collect();
@@ -414,9 +414,8 @@ where
         if batch.is_empty() {
             continue;
         }
-        let f = f.clone();
         positions.push(pos);
-        calls.push(shard.submit_to(owner, move |s| f(s, batch)));
+        calls.push(shard.call(owner, request(batch)));
     }
     let results = keel_storage::join::join_all(calls).await;
     let mut out: Vec<Option<O>> = (0..n).map(|_| None).collect();
@@ -432,18 +431,17 @@ where
 /// Answers every partition a request names, in request order. `items` holds, per
 /// partition, either what its owner needs to answer it or an answer already known
 /// (a refusal decided up front). Partitions that exist are sent to their owner shards,
-/// one call per owner, and answered there by `answer`; the others get `unknown`.
-pub async fn answer_partitions<I, O, F, Fut>(
+/// one call per owner with the request `request` makes of its partitions (which
+/// answers them, usually with [`answer_each`]); the others get `unknown`.
+pub async fn answer_partitions<I, O, R>(
     shard: &Rc<Shard>,
     items: Vec<Result<(String, i32, I), O>>,
     unknown: O,
-    answer: F,
+    request: impl Fn(Vec<(String, i32, I)>) -> R,
 ) -> Vec<O>
 where
-    I: Send + 'static,
-    O: Send + Clone + 'static,
-    F: Fn(Rc<Shard>, String, i32, I) -> Fut + Send + Clone + 'static,
-    Fut: std::future::Future<Output = O> + 'static,
+    O: Clone,
+    R: MeshRequest<Reply = Vec<O>>,
 {
     let meta = shard.meta();
     let mut out: Vec<Option<O>> = Vec::with_capacity(items.len());
@@ -462,21 +460,28 @@ where
             },
         }
     }
-    let found = scatter(shard, work, move |s, items: Vec<(String, i32, I)>| {
-        let answer = answer.clone();
-        async move {
-            let mut answers = Vec::with_capacity(items.len());
-            for (topic, partition, input) in items {
-                answers.push(answer(s.clone(), topic, partition, input).await);
-            }
-            answers
-        }
-    })
-    .await;
+    let found = scatter(shard, work, request).await;
     for (slot, o) in slots.into_iter().zip(found) {
         out[slot] = Some(o);
     }
     out.into_iter().map(|o| o.expect("every partition answered")).collect()
+}
+
+/// On an owner shard: answers its partitions of an [`answer_partitions`] with `answer`,
+/// one after another.
+pub async fn answer_each<I, O, Fut>(
+    shard: &Rc<Shard>,
+    items: Vec<(String, i32, I)>,
+    answer: impl Fn(Rc<Shard>, String, i32, I) -> Fut,
+) -> Vec<O>
+where
+    Fut: std::future::Future<Output = O>,
+{
+    let mut answers = Vec::with_capacity(items.len());
+    for (topic, partition, input) in items {
+        answers.push(answer(shard.clone(), topic, partition, input).await);
+    }
+    answers
 }
 
 /// An error code as a client of `version` understands it: PRODUCER_FENCED came with

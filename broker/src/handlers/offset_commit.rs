@@ -6,7 +6,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
-use crate::coordinator::offset_ops::{self, CommitPartition, CommitRequest};
+use crate::coordinator::offset_ops::{CommitPartition, CommitRequest};
+use crate::coordinator::requests::CommitOffsets;
 use crate::coordinator::routing;
 use crate::security::acl;
 use crate::security::context::RequestContext;
@@ -101,7 +102,7 @@ where
         Vec::new()
     } else {
         let commit = request(partitions);
-        routing::on_coordinator(shard, group_id, move |s, p| offset_ops::commit(s, p, commit))
+        routing::on_coordinator(shard, group_id, |partition| CommitOffsets { partition, commit })
             .await
             .unwrap_or_else(|code| vec![code; count])
     };

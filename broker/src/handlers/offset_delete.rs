@@ -11,7 +11,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
-use crate::coordinator::{offset_ops, routing};
+use crate::coordinator::requests::DeleteOffsets;
+use crate::coordinator::routing;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
@@ -44,9 +45,10 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: OffsetDeleteRe
         .filter(|(topic, partition)| readable.contains(topic) && exists(topic, *partition))
         .collect();
     let gid = group_id.clone();
-    let result = routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::delete(s, p, gid, partitions))
-        .await
-        .and_then(|r| r);
+    let result =
+        routing::on_coordinator(shard, &group_id, |partition| DeleteOffsets { partition, group_id: gid, partitions })
+            .await
+            .and_then(|r| r);
     let codes = match result {
         Err(code) => return OffsetDeleteResponse::default().with_error_code(code),
         Ok(codes) => codes,

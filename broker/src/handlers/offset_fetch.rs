@@ -11,7 +11,8 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 
 use super::str_bytes;
-use crate::coordinator::offset_ops::{self, FetchRequest, FetchedOffset};
+use crate::coordinator::offset_ops::{FetchRequest, FetchedOffset};
+use crate::coordinator::requests::FetchOffsets;
 use crate::coordinator::routing;
 use crate::errors;
 use crate::security::acl;
@@ -22,7 +23,7 @@ pub const VERSIONS: (i16, i16) = (1, 9);
 
 async fn fetch_group(shard: &Rc<Shard>, req: FetchRequest) -> Result<Vec<FetchedOffset>, i16> {
     let group_id = req.group_id.clone();
-    routing::on_coordinator(shard, &group_id, move |s, p| offset_ops::fetch(s, p, req)).await.and_then(|r| r)
+    routing::on_coordinator(shard, &group_id, |partition| FetchOffsets { partition, fetch: req }).await.and_then(|r| r)
 }
 
 /// Requested partitions answered with a group-level error.

@@ -6,12 +6,47 @@ use std::rc::Rc;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
-use super::answer_partitions;
+use super::{answer_each, answer_partitions};
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
+use crate::shard::dispatch::Serve;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
+
+/// On an owner shard: the end offset of a leader epoch (the client's current leader
+/// epoch, the epoch asked) of each of its partitions, one after another.
+pub struct EpochEnds {
+    items: Vec<(String, i32, (i32, i32))>,
+}
+
+impl Serve for EpochEnds {
+    async fn serve(self, shard: Rc<Shard>) -> Vec<(i16, i32, i64)> {
+        answer_each(&shard, self.items, |s, topic, partition, (current, epoch)| async move {
+            match s.partition(&topic, partition) {
+                None => (errors::NOT_LEADER_OR_FOLLOWER, -1, -1),
+                Some(p) if p.unavailable(&s).is_some() => (errors::KAFKA_STORAGE_ERROR, -1, -1),
+                Some(p) => {
+                    if let Some(code) = p.not_leader(&s).or_else(|| p.check_leader_epoch(current)) {
+                        return (code, -1, -1);
+                    }
+                    // A leader's epoch starts at its log end when it is elected, as in
+                    // Kafka's leader-epoch cache, even before it appended anything (a new
+                    // partition's first leader too).
+                    let l = p.log.borrow();
+                    let mut epochs = l.epochs().to_vec();
+                    let leader_epoch = p.leader_epoch();
+                    if epochs.last().is_none_or(|(e, _)| *e < leader_epoch) && leader_epoch >= LEADER_EPOCH {
+                        epochs.push((leader_epoch, l.log_end_offset()));
+                    }
+                    let (e, end) = epoch_end(&epochs, epoch, l.log_end_offset());
+                    (errors::NONE, e, end)
+                }
+            }
+        })
+        .await
+    }
+}
 
 pub const VERSIONS: (i16, i16) = (2, 4);
 
@@ -46,29 +81,7 @@ pub async fn handle(
         })
         .collect();
     let unknown = (errors::UNKNOWN_TOPIC_OR_PARTITION, -1, -1);
-    let answers = answer_partitions(shard, items, unknown, |s, topic, partition, (current, epoch)| async move {
-        match s.partition(&topic, partition) {
-            None => (errors::NOT_LEADER_OR_FOLLOWER, -1, -1),
-            Some(p) if p.unavailable(&s).is_some() => (errors::KAFKA_STORAGE_ERROR, -1, -1),
-            Some(p) => {
-                if let Some(code) = p.not_leader(&s).or_else(|| p.check_leader_epoch(current)) {
-                    return (code, -1, -1);
-                }
-                // A leader's epoch starts at its log end when it is elected, as in
-                // Kafka's leader-epoch cache, even before it appended anything (a new
-                // partition's first leader too).
-                let l = p.log.borrow();
-                let mut epochs = l.epochs().to_vec();
-                let leader_epoch = p.leader_epoch();
-                if epochs.last().is_none_or(|(e, _)| *e < leader_epoch) && leader_epoch >= LEADER_EPOCH {
-                    epochs.push((leader_epoch, l.log_end_offset()));
-                }
-                let (e, end) = epoch_end(&epochs, epoch, l.log_end_offset());
-                (errors::NONE, e, end)
-            }
-        }
-    })
-    .await;
+    let answers = answer_partitions(shard, items, unknown, |items| EpochEnds { items }).await;
     let mut answers = answers.into_iter();
     let topics = req
         .topics

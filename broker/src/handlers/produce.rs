@@ -18,6 +18,7 @@ use crate::quota;
 use crate::replication::cluster;
 use crate::security::acl;
 use crate::security::context::RequestContext;
+use crate::shard::dispatch::Serve;
 use crate::shard::partition::{ProduceOutcome, TxnWrite};
 use crate::shard::Shard;
 
@@ -42,6 +43,39 @@ struct Part {
     topic: String,
     partition: i32,
     records: Option<Bytes>,
+}
+
+/// On an owner shard: appends each part's batches to its partition, all at once.
+pub struct Append {
+    parts: Vec<Part>,
+    acks: i16,
+    timeout: Duration,
+    txn: Option<TxnWrite>,
+}
+
+impl Serve for Append {
+    async fn serve(self, s: Rc<Shard>) -> Vec<ProduceOutcome> {
+        let Append { parts, acks, timeout, txn } = self;
+        let calls = parts.into_iter().map(|part| {
+            let s = s.clone();
+            let txn = txn.clone();
+            async move {
+                let Some(p) = s.partition(&part.topic, part.partition) else {
+                    return ProduceOutcome::refused(errors::NOT_LEADER_OR_FOLLOWER);
+                };
+                let Some(records) = part.records else {
+                    return ProduceOutcome::refused(errors::CORRUPT_MESSAGE);
+                };
+                let (bytes, counts) = (records.len(), s.metrics.enabled().then(|| batch_counts(&records)));
+                let outcome = p.produce(&s, records, acks, timeout, txn.as_ref()).await;
+                if let (Some((records, batches)), errors::NONE) = (counts, outcome.error) {
+                    s.metrics.produced(&part.topic, bytes, records, batches);
+                }
+                outcome
+            }
+        });
+        keel_storage::join::join_all(calls.collect()).await
+    }
 }
 
 /// What a Produce request gets back.
@@ -134,31 +168,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     // The client's quota counts the bytes it sent (Kafka counts the request's size).
     let sent: usize = work.iter().map(|(_, p)| p.records.as_ref().map_or(0, Bytes::len)).sum();
     let txn = req.transactional_id.map(|t| TxnWrite { id: t.0.to_string(), add: version >= 12 });
-    let outcomes = scatter(shard, work, move |s, parts: Vec<Part>| {
-        let txn = txn.clone();
-        async move {
-            let calls = parts.into_iter().map(|part| {
-                let s = s.clone();
-                let txn = txn.clone();
-                async move {
-                    let Some(p) = s.partition(&part.topic, part.partition) else {
-                        return ProduceOutcome::refused(errors::NOT_LEADER_OR_FOLLOWER);
-                    };
-                    let Some(records) = part.records else {
-                        return ProduceOutcome::refused(errors::CORRUPT_MESSAGE);
-                    };
-                    let (bytes, counts) = (records.len(), s.metrics.enabled().then(|| batch_counts(&records)));
-                    let outcome = p.produce(&s, records, acks, timeout, txn.as_ref()).await;
-                    if let (Some((records, batches)), errors::NONE) = (counts, outcome.error) {
-                        s.metrics.produced(&part.topic, bytes, records, batches);
-                    }
-                    outcome
-                }
-            });
-            keel_storage::join::join_all(calls.collect()).await
-        }
-    })
-    .await;
+    let outcomes = scatter(shard, work, |parts| Append { parts, acks, timeout, txn: txn.clone() }).await;
     for (slot, outcome) in work_slots.into_iter().zip(outcomes) {
         slots[slot].3 = Some(outcome);
     }

@@ -7,7 +7,8 @@ use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
 use super::str_bytes;
 use crate::coordinator::classic::{SyncRequest, SyncResult};
-use crate::coordinator::{classic_ops, routing};
+use crate::coordinator::requests::SyncGroup;
+use crate::coordinator::routing;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
@@ -28,7 +29,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
         assignments: req.assignments.into_iter().map(|a| (a.member_id.to_string(), a.assignment)).collect(),
     };
     let gid = group_id.clone();
-    let r = routing::on_coordinator(shard, &group_id, move |s, p| classic_ops::sync(s, p, gid, sync))
+    let r = routing::on_coordinator(shard, &group_id, |partition| SyncGroup { partition, group_id: gid, sync })
         .await
         .unwrap_or_else(SyncResult::error);
     let mut resp = SyncGroupResponse::default().with_error_code(r.error).with_assignment(r.assignment);

@@ -16,6 +16,7 @@
 //! ([`admit_connection`], KIP-612), and `request_percentage` ([`RequestQuota`]).
 
 pub mod rate;
+pub mod requests;
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -28,7 +29,9 @@ use serde::{Deserialize, Serialize};
 pub use rate::Kind;
 
 use crate::security::context::RequestContext;
+use crate::shard::dispatch::MeshRequest;
 use crate::shard::Shard;
+use requests::{Record, Unrecord};
 
 pub const USER: &str = "user";
 pub const CLIENT_ID: &str = "client-id";
@@ -319,14 +322,14 @@ fn owner(shard: &Shard, kind: Kind, identity: &(String, String)) -> usize {
     (h.finish() % shard.count as u64) as usize
 }
 
-/// Runs `f` on the sensors of `identity`'s owner shard.
-async fn on_owner<T, F>(shard: &Rc<Shard>, kind: Kind, identity: (String, String), f: F) -> T
-where
-    T: Send + 'static,
-    F: FnOnce(&rate::Sensors, (String, String), Instant) -> T + Send + 'static,
-{
-    let target = owner(shard, kind, &identity);
-    shard.submit_to(target, move |s| async move { f(&s.security.quotas, identity, Instant::now()) }).await
+/// Records a value on the shard that keeps its sensor: the throttle.
+async fn record(shard: &Rc<Shard>, request: Record) -> Duration {
+    shard.call(owner(shard, request.kind, &request.identity), request).await
+}
+
+/// Takes a value back on the shard that keeps its sensor.
+async fn unrecord(shard: &Rc<Shard>, request: Unrecord) {
+    shard.call(owner(shard, request.kind, &request.identity), request).await
 }
 
 /// Records `bytes` of a request's traffic against its client's quota, if one applies
@@ -345,10 +348,9 @@ pub async fn charge(
     refused_if_throttled: bool,
 ) -> Option<Duration> {
     let (bound, identity) = quota_of(shard, ctx, kind)?;
-    let throttle = on_owner(shard, kind, identity, move |sensors, identity, now| {
-        sensors.record(kind, identity, bound, bytes as f64, refused_if_throttled, now)
-    })
-    .await;
+    let value = bytes as f64;
+    let throttle =
+        record(shard, Record { kind, identity, bound, value, take_back_if_throttled: refused_if_throttled }).await;
     if throttles_itself && !throttle.is_zero() {
         ctx.session.throttle(throttle);
     }
@@ -399,9 +401,9 @@ impl RequestQuota {
         let (bound, kind) = (self.bound, Kind::Request);
         // Kafka's unit: percent of one thread, per second.
         let percent = busy.as_secs_f64() * 100.0;
+        let identity = self.identity;
         let throttle =
-            on_owner(shard, kind, self.identity, move |s, id, now| s.record(kind, id, bound, percent, false, now))
-                .await;
+            record(shard, Record { kind, identity, bound, value: percent, take_back_if_throttled: false }).await;
         if !throttle.is_zero() {
             ctx.session.throttle(throttle);
         }
@@ -471,31 +473,34 @@ impl MutationQuota {
     }
 }
 
+/// The outcomes of a CreateTopics, CreatePartitions or DeleteTopics decision and the
+/// throttle of the client's controller mutation quota for them.
+pub type Mutated<T> = (Vec<Result<T, (i16, String)>>, Duration);
+
+/// On the controller's shard, once a decision took `outcomes` from `quota` (if one
+/// applies): the outcomes with the client's throttle.
+pub fn mutated<T>(shard: &Shard, quota: Option<MutationQuota>, outcomes: Vec<Result<T, (i16, String)>>) -> Mutated<T> {
+    let throttle = quota.map_or(Duration::ZERO, |q| q.throttle(shard, outcomes.iter().any(refused)));
+    (outcomes, throttle)
+}
+
 /// Runs a CreateTopics, CreatePartitions or DeleteTopics decision on the controller's
-/// shard (`decide`, given the client's controller mutation quota if one applies), then
-/// throttles the client for what it took: mutes its connection or, for a version before
-/// KIP-219 (`throttles_itself` false), delays its response. Returns the outcomes and
-/// the throttle for the response.
-pub async fn mutate<T, F, Fut>(
+/// shard (the request `decide` makes, given the client's controller mutation quota if
+/// one applies; its reply is [`mutated`]), then throttles the client for what it took:
+/// mutes its connection or, for a version before KIP-219 (`throttles_itself` false),
+/// delays its response. Returns the outcomes and the throttle for the response.
+pub async fn mutate<T, R>(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
     strict: bool,
     throttles_itself: bool,
-    decide: F,
-) -> (Vec<Result<T, (i16, String)>>, Duration)
+    decide: impl FnOnce(Option<MutationQuota>) -> R,
+) -> Mutated<T>
 where
-    T: Send + 'static,
-    F: FnOnce(Rc<Shard>, Option<MutationQuota>) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Vec<Result<T, (i16, String)>>> + 'static,
+    R: MeshRequest<Reply = Mutated<T>>,
 {
     let quota = mutation_quota(shard, ctx, strict);
-    let (outcomes, throttle) = shard
-        .submit_to(0, move |s| async move {
-            let outcomes = decide(s.clone(), quota.clone()).await;
-            let throttle = quota.map_or(Duration::ZERO, |q| q.throttle(&s, outcomes.iter().any(refused)));
-            (outcomes, throttle)
-        })
-        .await;
+    let (outcomes, throttle) = shard.call(0, decide(quota)).await;
     if !throttle.is_zero() {
         if throttles_itself {
             ctx.session.throttle(throttle);
@@ -534,20 +539,21 @@ pub async fn admit_connection(shard: &Rc<Shard>, ip: IpAddr) -> Admission {
     let mut wait = Duration::ZERO;
     if let Some(bound) = broker_rate.map(f64::from) {
         let kind = Kind::BrokerConnections;
-        wait = on_owner(shard, kind, broker(), move |s, id, now| s.record(kind, id, bound, 1.0, false, now)).await;
+        wait =
+            record(shard, Record { kind, identity: broker(), bound, value: 1.0, take_back_if_throttled: false }).await;
     }
     let Some(bound) = ip_quota(&shard.meta().client_quotas, ip) else {
         return Admission::Serve(wait);
     };
     let kind = Kind::IpConnections;
     let id = (ip.to_string(), String::new());
-    let refused = on_owner(shard, kind, id, move |s, id, now| s.record(kind, id, bound, 1.0, true, now)).await;
+    let refused = record(shard, Record { kind, identity: id, bound, value: 1.0, take_back_if_throttled: true }).await;
     if refused.is_zero() {
         return Admission::Serve(wait);
     }
     if broker_rate.is_some() {
         let kind = Kind::BrokerConnections;
-        on_owner(shard, kind, broker(), move |s, id, now| s.unrecord(kind, id, 1.0, now)).await;
+        unrecord(shard, Unrecord { kind, identity: broker(), value: 1.0 }).await;
     }
     Admission::Close(refused)
 }

@@ -51,6 +51,7 @@ use thiserror::Error;
 use uuid::Uuid;
 
 use super::cluster::{partition_view, ControlRequest};
+use super::requests::HandLeadership;
 use crate::shard::partition::group_id;
 use crate::shard::Shard;
 
@@ -337,7 +338,7 @@ pub async fn serve_moves(shard: &Rc<Shard>, moves: Vec<LeaderMove>) {
         let (Ok(partition), Ok(to)) = (i32::try_from(m.partition), NodeId::try_from(m.to)) else { continue };
         let Some(owner) = meta.owner(name, partition) else { continue };
         let group = GroupId { topic: m.topic, partition: m.partition };
-        let handed = shard.submit_to(owner, move |s| async move { hand_to(&s, group, to) }).await;
+        let handed = shard.call(owner, HandLeadership { group, to }).await;
         if let Err(refusal) = handed {
             tracing::debug!(%group, to, %refusal, "an asked-for leadership move is refused");
         }

@@ -28,9 +28,11 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::balance::{self, LeaderMove};
+use super::requests::{LearnLeaders, RefreshLeaders, SendControl, ServeControl};
 use super::shell::{Replication, METADATA_GROUP};
 use crate::cluster::controller;
 use crate::cluster::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
+use crate::cluster::requests::ApplyMetadata;
 use crate::coordinator::{routing, OFFSETS_TOPIC};
 use crate::shard::partition::{journal_key, state_prefix};
 use crate::shard::Shard;
@@ -197,7 +199,7 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
             Ok(ControlRequest::Leaders { entries, hello }) => {
                 glommio::spawn_local(async move {
                     if hello {
-                        shard.submit_to_all(|s| async move { s.leaders_refresh_due.set(true) }).await;
+                        shard.call_all(RefreshLeaders).await;
                     }
                     learn_leaders(&shard, Some(from), entries).await
                 })
@@ -320,33 +322,34 @@ fn tell_peers(shard: &Shard, entries: Vec<LeaderView>, hello: bool) {
 /// known (until the new leader of a later epoch tells its own, the last ones stay).
 /// What a leader says every voter has reaches the shard hosting that group here.
 async fn learn_leaders(shard: &Rc<Shard>, from: Option<NodeId>, entries: Vec<LeaderView>) {
-    shard
-        .submit_to_all(move |s| async move {
-            let mut leaders = s.leaders.borrow_mut();
-            for v in entries {
-                let group = v.group();
-                if let (Some(from), Some(replication)) = (from, &s.replication) {
-                    if v.leader >= 0 && v.leader as u64 == from && v.everyone_has > 0 {
-                        replication.everyone_has(group, v.everyone_has);
-                    }
-                }
-                let known = leaders.entry(group).or_insert(Leadership {
-                    leader: -1,
-                    epoch: v.epoch,
-                    in_sync: None,
-                    offline: Vec::new(),
-                });
-                if v.epoch > known.epoch || (v.epoch == known.epoch && known.leader < 0) {
-                    known.leader = v.leader;
-                    known.epoch = v.epoch;
-                }
-                if v.epoch == known.epoch && v.in_sync.is_some() {
-                    known.in_sync = v.in_sync;
-                    known.offline = v.offline;
-                }
+    shard.call_all(LearnLeaders { from, entries }).await;
+}
+
+/// `learn_leaders` on one shard.
+pub(super) fn merge_leaders(s: &Shard, from: Option<NodeId>, entries: Vec<LeaderView>) {
+    let mut leaders = s.leaders.borrow_mut();
+    for v in entries {
+        let group = v.group();
+        if let (Some(from), Some(replication)) = (from, &s.replication) {
+            if v.leader >= 0 && v.leader as u64 == from && v.everyone_has > 0 {
+                replication.everyone_has(group, v.everyone_has);
             }
-        })
-        .await;
+        }
+        let known = leaders.entry(group).or_insert(Leadership {
+            leader: -1,
+            epoch: v.epoch,
+            in_sync: None,
+            offline: Vec::new(),
+        });
+        if v.epoch > known.epoch || (v.epoch == known.epoch && known.leader < 0) {
+            known.leader = v.leader;
+            known.epoch = v.epoch;
+        }
+        if v.epoch == known.epoch && v.in_sync.is_some() {
+            known.in_sync = v.in_sync;
+            known.offline = v.offline;
+        }
+    }
 }
 
 async fn open_metadata_log(shard: &Rc<Shard>) -> Result<Rc<RefCell<PartitionLog>>, String> {
@@ -402,7 +405,7 @@ async fn install_loop(shard: Rc<Shard>, installs: Rc<Installs>) {
             brokers = meta.brokers.len(),
             "installing metadata"
         );
-        shard.submit_to_all(move |s| async move { s.apply_metadata(meta).await }).await;
+        shard.call_all(ApplyMetadata(meta)).await;
     }
 }
 
@@ -646,34 +649,20 @@ pub fn controller_node(shard: &Shard) -> Option<i32> {
 pub async fn ask_controller(shard: &Rc<Shard>, request: ControlRequest) {
     let Some(controller) = controller_node(shard) else {
         let payload = Bytes::from(serde_json::to_vec(&request).expect("a control request serializes"));
-        shard
-            .submit_to(0, move |s| async move {
-                if let Some(r) = &s.replication {
-                    for peer in r.transport().peers() {
-                        r.transport().send_control(peer, 0, payload.clone());
-                    }
-                }
-            })
-            .await;
+        shard.call(0, SendControl { to: None, payload }).await;
         return;
     };
     if controller == shard.config.node_id {
-        shard.submit_to(0, move |s| async move { serve_control(s, request).await }).await;
+        shard.call(0, ServeControl(request)).await;
         return;
     }
     let payload = Bytes::from(serde_json::to_vec(&request).expect("a control request serializes"));
-    shard
-        .submit_to(0, move |s| async move {
-            if let Some(r) = &s.replication {
-                r.transport().send_control(controller as u64, 0, payload);
-            }
-        })
-        .await;
+    shard.call(0, SendControl { to: Some(controller as u64), payload }).await;
 }
 
 /// Carries out a request on the controller (shard 0); ignored elsewhere, where the
 /// asking node's repeat reaches the right one.
-async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
+pub(super) async fn serve_control(shard: Rc<Shard>, request: ControlRequest) {
     let leads = shard.replication.as_ref().is_some_and(|r| r.leads(METADATA_GROUP));
     if !leads {
         return;

@@ -23,5 +23,6 @@ mod raft_log;
 mod read_index;
 pub mod reassign;
 pub mod rebuild;
+pub mod requests;
 pub mod shell;
 pub mod transport;

@@ -20,6 +20,9 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use super::dispatch::{mesh_service, Serve};
+use super::Shard;
+
 /// One data directory and whether this shard saw it fail.
 pub struct DataDir {
     pub path: PathBuf,
@@ -114,5 +117,25 @@ impl DataDirs {
         self.dirs[index]
             .offline()
             .or_else(|| self.home().offline().map(|e| format!("shard journal directory failed: {e}")))
+    }
+}
+
+mesh_service! {
+    /// A data directory's failure, told to every shard.
+    Dirs: DirsRequest => DirsReply {
+        TakeOffline(TakeOffline) -> (),
+    }
+}
+
+/// Partitions (of any shard) a failed data directory took offline, for the target
+/// shard's Metadata answers.
+#[derive(Clone)]
+pub struct TakeOffline {
+    pub partitions: Vec<super::TopicPartition>,
+}
+
+impl Serve for TakeOffline {
+    async fn serve(self, shard: Rc<Shard>) {
+        shard.offline_partitions.borrow_mut().extend(self.partitions);
     }
 }

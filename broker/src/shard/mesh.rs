@@ -1,7 +1,9 @@
-//! Cross-shard calls over glommio's channel mesh, Seastar's `submit_to` style.
+//! Cross-shard calls over glommio's channel mesh, Seastar's `submit_to` style, each a
+//! typed request of a service ([`dispatch`]).
 //!
-//! A call carries a `Send` closure to the target shard, which runs it on its own
-//! executor against its own state and sends the `Send` result back. Every channel is
+//! A call carries a typed request ([`ShardRequest`]) to the target shard, which serves
+//! it on its own executor against its own state ([`dispatch::serve`]) and sends the
+//! typed reply back. Every channel is
 //! bounded; each shard drains its inbound channels in dedicated tasks that never block
 //! on outbound sends, so two shards calling each other cannot deadlock.
 //!
@@ -11,7 +13,7 @@
 //! holding a thousand long polls open cannot make produce requests queue behind them.
 //! A slot is held until the reply comes or the caller stops waiting (its future is
 //! dropped).
-//! A call made cancellable (`Shard::submit_to_cancellable`) that its caller stops
+//! A call made cancellable (`Shard::call_cancellable`) that its caller stops
 //! waiting for is cancelled on the target too: a `Cancel` follows the call on the same
 //! channel and the target drops the call's task (dropping a glommio task cancels it).
 //! A long-poll fetch answered by one owner, or whose connection closed, so stops
@@ -19,11 +21,8 @@
 //! Other calls (controller changes, group operations) always run to their end: their
 //! work must not stop half-way because one client left.
 
-use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 
 use glommio::channels::channel_mesh::{Receivers, Senders};
@@ -31,15 +30,15 @@ use glommio::channels::local_channel::{self, LocalSender};
 use glommio::sync::Semaphore;
 use keel_storage::Signal;
 
+use super::dispatch::{self, ShardReply, ShardRequest};
 use super::Shard;
 
-pub type Reply = Box<dyn Any + Send>;
-pub type Job = Box<dyn FnOnce(Rc<Shard>) -> Pin<Box<dyn Future<Output = Reply>>> + Send>;
-
+/// A message between two shards. Requests and replies travel boxed: a channel holds
+/// its messages inline, and most are small.
 pub enum MeshMsg {
     Call {
         id: u64,
-        job: Job,
+        request: Box<ShardRequest>,
     },
     /// The caller stopped waiting for call `id`: drop its task if it still runs.
     Cancel {
@@ -47,7 +46,7 @@ pub enum MeshMsg {
     },
     Reply {
         id: u64,
-        value: Reply,
+        value: Box<ShardReply>,
     },
 }
 
@@ -58,7 +57,7 @@ pub const MESH_CHANNEL_CAPACITY: usize = 1024;
 
 pub struct Mesh {
     senders: Rc<Senders<MeshMsg>>,
-    pending: RefCell<HashMap<u64, LocalSender<Reply>>>,
+    pending: RefCell<HashMap<u64, LocalSender<Box<ShardReply>>>>,
     next_id: Cell<u64>,
     /// Per target shard, the calls this shard may have waiting on it: uncancellable
     /// work, and cancellable waits.
@@ -155,10 +154,10 @@ impl Mesh {
         }
     }
 
-    /// Runs `job` on `target` and waits for its reply. If the returned future is
-    /// dropped first, the call's slot is freed and, with `cancel_on_drop`, the job's
-    /// task on `target` is cancelled.
-    pub async fn call(&self, target: usize, job: Job, cancel_on_drop: bool) -> Reply {
+    /// Serves `request` on `target` and waits for its reply. If the returned future is
+    /// dropped first, the call's slot is freed and, with `cancel_on_drop`, the
+    /// request's task on `target` is cancelled.
+    pub async fn call(&self, target: usize, request: ShardRequest, cancel_on_drop: bool) -> ShardReply {
         assert_ne!(target, self.peer_id(), "a shard calls itself directly, not over the mesh");
         let slots = if cancel_on_drop { &self.wait_slots[target] } else { &self.slots[target] };
         let _slot = slots.acquire_permit(1).await.expect("mesh call slots are never closed");
@@ -167,22 +166,23 @@ impl Mesh {
         let (tx, rx) = local_channel::new_bounded(1);
         self.pending.borrow_mut().insert(id, tx);
         let mut guard = CallGuard { mesh: self, target, id, cancel_on_drop, answered: false };
-        if self.senders.send_to(target, MeshMsg::Call { id, job }).await.is_err() {
+        let request = Box::new(request);
+        if self.senders.send_to(target, MeshMsg::Call { id, request }).await.is_err() {
             panic!("shard {target} is gone: the mesh only closes at shutdown");
         }
         let reply = rx.recv().await.expect("a mesh reply for every call still waited for");
         guard.answered = true;
-        reply
+        *reply
     }
 
-    fn complete(&self, id: u64, value: Reply) {
+    fn complete(&self, id: u64, value: Box<ShardReply>) {
         // No entry: the caller stopped waiting (a dropped or cancelled call).
         if let Some(tx) = self.pending.borrow_mut().remove(&id) {
             let _ = tx.try_send(value);
         }
     }
 
-    async fn reply(&self, to: usize, id: u64, value: Reply) {
+    async fn reply(&self, to: usize, id: u64, value: Box<ShardReply>) {
         if self.senders.send_to(to, MeshMsg::Reply { id, value }).await.is_err() {
             tracing::warn!(to, "mesh peer closed before a reply");
         }
@@ -197,14 +197,14 @@ impl Mesh {
 
     /// Runs a call from `peer` in a task of its own and replies, unless cancelled
     /// first. The call is registered before its task starts: glommio may run a new
-    /// task at once, and a job that ends on its first poll must find its entry.
-    fn run_call(shard: &Rc<Shard>, peer: usize, id: u64, job: Job) {
+    /// task at once, and a request served on its first poll must find its entry.
+    fn run_call(shard: &Rc<Shard>, peer: usize, id: u64, request: ShardRequest) {
         let cancel = Signal::new();
         let cancelled = cancel.wait();
         shard.mesh.running.borrow_mut().insert((peer, id), cancel);
         let s = shard.clone();
         glommio::spawn_local(async move {
-            let run = async { Some(job(s.clone()).await) };
+            let run = async { Some(Box::new(dispatch::serve(s.clone(), request).await)) };
             let value = futures_lite::future::or(run, async {
                 cancelled.await;
                 None
@@ -226,7 +226,7 @@ pub fn serve(shard: &Rc<Shard>, mut receivers: Receivers<MeshMsg>) {
         glommio::spawn_local(async move {
             while let Some(msg) = stream.recv().await {
                 match msg {
-                    MeshMsg::Call { id, job } => Mesh::run_call(&shard, peer, id, job),
+                    MeshMsg::Call { id, request } => Mesh::run_call(&shard, peer, id, *request),
                     MeshMsg::Cancel { id } => shard.mesh.cancel(peer, id),
                     MeshMsg::Reply { id, value } => shard.mesh.complete(id, value),
                 }

@@ -3,6 +3,7 @@
 //! nothing; they reach each other only through [`mesh`] calls.
 
 pub mod dirs;
+pub mod dispatch;
 pub mod housekeeping;
 pub mod log_move;
 pub mod mesh;
@@ -18,7 +19,6 @@ pub mod txn_store;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::future::Future;
 use std::rc::Rc;
 
 use glommio::channels::channel_mesh::MeshBuilder;
@@ -101,51 +101,36 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// Runs `f` on shard `target` and returns its result. Local calls skip the mesh.
-    /// If the caller stops waiting, `f` still runs to its end on `target`.
-    pub async fn submit_to<T, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> T
-    where
-        T: Send + 'static,
-        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
-        Fut: Future<Output = T> + 'static,
-    {
-        self.call_on(target, f, false).await
+    /// Serves `request` on shard `target` and returns its reply. Local calls skip the
+    /// mesh. If the caller stops waiting, the request still runs to its end on `target`.
+    pub async fn call<R: dispatch::MeshRequest>(self: &Rc<Self>, target: usize, request: R) -> R::Reply {
+        self.call_on(target, request, false).await
     }
 
-    /// As `submit_to`, but if the caller stops waiting (drops this future), `f` is
+    /// As `call`, but if the caller stops waiting (drops this future), the request is
     /// cancelled on `target` too. For work that may stop at any await: waits.
-    pub async fn submit_to_cancellable<T, F, Fut>(self: &Rc<Self>, target: usize, f: F) -> T
-    where
-        T: Send + 'static,
-        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
-        Fut: Future<Output = T> + 'static,
-    {
-        self.call_on(target, f, true).await
+    pub async fn call_cancellable<R: dispatch::MeshRequest>(self: &Rc<Self>, target: usize, request: R) -> R::Reply {
+        self.call_on(target, request, true).await
     }
 
-    async fn call_on<T, F, Fut>(self: &Rc<Self>, target: usize, f: F, cancel_on_drop: bool) -> T
-    where
-        T: Send + 'static,
-        F: FnOnce(Rc<Shard>) -> Fut + Send + 'static,
-        Fut: Future<Output = T> + 'static,
-    {
+    async fn call_on<R: dispatch::MeshRequest>(
+        self: &Rc<Self>,
+        target: usize,
+        request: R,
+        cancel_on_drop: bool,
+    ) -> R::Reply {
         assert!(target < self.count, "shard {target} does not exist ({} shards)", self.count);
-        if target == self.id {
-            return f(self.clone()).await;
-        }
-        let job: mesh::Job = Box::new(move |shard| Box::pin(async move { Box::new(f(shard).await) as mesh::Reply }));
-        let reply = self.mesh.call(target, job, cancel_on_drop).await;
-        *reply.downcast::<T>().expect("mesh reply has the type its call asked for")
+        let reply = if target == self.id {
+            dispatch::serve(self.clone(), request.wrap()).await
+        } else {
+            self.mesh.call(target, request.wrap(), cancel_on_drop).await
+        };
+        R::unwrap(reply)
     }
 
-    /// Runs `f` on every shard concurrently; results in shard order.
-    pub async fn submit_to_all<T, F, Fut>(self: &Rc<Self>, f: F) -> Vec<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(Rc<Shard>) -> Fut + Send + Clone + 'static,
-        Fut: Future<Output = T> + 'static,
-    {
-        let calls = (0..self.count).map(|s| self.submit_to(s, f.clone())).collect();
+    /// Serves `request` on every shard concurrently; replies in shard order.
+    pub async fn call_all<R: dispatch::MeshRequest + Clone>(self: &Rc<Self>, request: R) -> Vec<R::Reply> {
+        let calls = (0..self.count).map(|s| self.call(s, request.clone())).collect();
         keel_storage::join::join_all(calls).await
     }
 
@@ -323,10 +308,7 @@ impl Shard {
             return;
         };
         glommio::spawn_local(async move {
-            me.submit_to_all(move |s| async move {
-                s.offline_partitions.borrow_mut().extend(offline);
-            })
-            .await;
+            me.call_all(dirs::TakeOffline { partitions: offline }).await;
         })
         .detach();
     }

@@ -12,6 +12,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use super::dispatch::{mesh_service, Serve};
 use super::Shard;
 
 static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
@@ -62,15 +63,8 @@ pub async fn watch(shard: Rc<Shard>) {
         async {
             // In a cluster, leaderships move to other nodes first, then replication
             // stops writing, then the logs close.
-            shard
-                .submit_to_all(|s| async move {
-                    if let Some(r) = &s.replication {
-                        r.hand_over(HAND_OVER_WAIT_MAX).await;
-                        r.stop();
-                    }
-                })
-                .await;
-            shard.submit_to_all(|s| async move { flush_all(&s).await }).await;
+            shard.call_all(HandOver).await;
+            shard.call_all(Flush).await;
             true
         },
         async {
@@ -98,5 +92,37 @@ async fn flush_all(shard: &Shard) {
         if let Err(e) = p.close().await {
             tracing::error!(topic = %p.topic, partition = p.index, error = %e, "closing a partition failed; it will be recovered by a scan");
         }
+    }
+}
+
+mesh_service! {
+    /// The steps of an orderly stop, on every shard.
+    Shutdown: ShutdownRequest => ShutdownReply {
+        HandOver(HandOver) -> (),
+        Flush(Flush) -> (),
+    }
+}
+
+/// In a cluster: moves the target shard's leaderships to other voters, then stops
+/// its replication writing.
+#[derive(Clone)]
+pub struct HandOver;
+
+impl Serve for HandOver {
+    async fn serve(self, shard: Rc<Shard>) {
+        if let Some(r) = &shard.replication {
+            r.hand_over(HAND_OVER_WAIT_MAX).await;
+            r.stop();
+        }
+    }
+}
+
+/// Flushes and closes every partition of the target shard.
+#[derive(Clone)]
+pub struct Flush;
+
+impl Serve for Flush {
+    async fn serve(self, shard: Rc<Shard>) {
+        flush_all(&shard).await
     }
 }

@@ -13,8 +13,9 @@ use kafka_protocol::messages::{ApiKey, ProducerId, TopicName, WriteTxnMarkersReq
 use super::state::TxnPartition;
 use crate::coordinator::OFFSETS_TOPIC;
 use crate::errors;
-use crate::handlers::{answer_partitions, str_bytes};
+use crate::handlers::{answer_each, answer_partitions, str_bytes};
 use crate::replication::cluster;
+use crate::shard::dispatch::Serve;
 use crate::shard::Shard;
 
 /// How long one marker may wait to become durable (committed).
@@ -73,18 +74,31 @@ pub async fn write(shard: &Rc<Shard>, marker: Marker, partitions: &[TxnPartition
 /// Writes `marker` to partitions this node holds, on their owner shards.
 pub async fn write_local(shard: &Rc<Shard>, marker: Marker, partitions: Vec<TxnPartition>) -> Vec<i16> {
     let items = partitions.into_iter().map(|(t, p)| Ok((t, p, ()))).collect();
-    answer_partitions(shard, items, errors::UNKNOWN_TOPIC_OR_PARTITION, move |s, topic, partition, ()| async move {
-        let Some(p) = s.partition(&topic, partition) else {
-            return errors::NOT_LEADER_OR_FOLLOWER;
-        };
-        let Marker { producer_id, producer_epoch, commit, coordinator_epoch } = marker;
-        let code = p.write_marker(&s, producer_id, producer_epoch, commit, coordinator_epoch, MARKER_TIMEOUT).await;
-        if code == errors::NONE && topic == OFFSETS_TOPIC {
-            s.coordinator.borrow_mut().complete_txn_offsets(producer_id, commit);
-        }
-        code
-    })
-    .await
+    answer_partitions(shard, items, errors::UNKNOWN_TOPIC_OR_PARTITION, |items| WriteMarkers { marker, items }).await
+}
+
+/// On an owner shard: writes `marker` to each of its partitions, one after another.
+pub struct WriteMarkers {
+    marker: Marker,
+    items: Vec<(String, i32, ())>,
+}
+
+impl Serve for WriteMarkers {
+    async fn serve(self, shard: Rc<Shard>) -> Vec<i16> {
+        let marker = self.marker;
+        answer_each(&shard, self.items, move |s, topic, partition, ()| async move {
+            let Some(p) = s.partition(&topic, partition) else {
+                return errors::NOT_LEADER_OR_FOLLOWER;
+            };
+            let Marker { producer_id, producer_epoch, commit, coordinator_epoch } = marker;
+            let code = p.write_marker(&s, producer_id, producer_epoch, commit, coordinator_epoch, MARKER_TIMEOUT).await;
+            if code == errors::NONE && topic == OFFSETS_TOPIC {
+                s.coordinator.borrow_mut().complete_txn_offsets(producer_id, commit);
+            }
+            code
+        })
+        .await
+    }
 }
 
 /// WriteTxnMarkers to node `leader`; every partition fails retriably if the call does.

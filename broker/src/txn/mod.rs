@@ -29,6 +29,7 @@
 
 pub mod markers;
 pub mod records;
+pub mod requests;
 pub mod shell;
 pub mod state;
 

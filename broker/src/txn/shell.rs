@@ -5,7 +5,6 @@
 //! state at start-up (single node) or when this node becomes their leader (cluster).
 
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -13,10 +12,12 @@ use keel_protocol::batch::Producer;
 
 use super::markers::{self, Marker};
 use super::records;
+use super::requests::{AddWrittenPartition, DescribeTxn};
 use super::state::{Step, Then, TxnMeta, TxnPartition, EPOCH_MAX};
 use super::{TxnCoordinator, TRANSACTION_TOPIC};
 use crate::coordinator::{routing, shell as group_shell};
 use crate::errors;
+use crate::shard::dispatch::MeshRequest;
 use crate::shard::partition::{now_ms, wait_below_high_watermark, Partition};
 use crate::shard::Shard;
 
@@ -35,27 +36,21 @@ pub const BUSY_WAIT: Duration = Duration::from_secs(5);
 const RETRY_MIN: Duration = Duration::from_millis(20);
 const RETRY_MAX: Duration = Duration::from_secs(1);
 
-/// Runs `f` on the coordinator shard of `txn_id` with its `__transaction_state`
-/// partition, creating the topic if needed.
-pub async fn on_coordinator<T, F, Fut>(shard: &Rc<Shard>, txn_id: &str, f: F) -> Result<T, i16>
-where
-    T: Send + 'static,
-    F: FnOnce(Rc<Shard>, i32) -> Fut + Send + 'static,
-    Fut: Future<Output = T> + 'static,
-{
+/// Serves the request `request` makes of `txn_id`'s `__transaction_state` partition
+/// on that partition's shard, the id's coordinator shard, creating the topic if needed.
+pub async fn on_coordinator<R: MeshRequest>(
+    shard: &Rc<Shard>,
+    txn_id: &str,
+    request: impl FnOnce(i32) -> R,
+) -> Result<R::Reply, i16> {
     let (owner, partition) = routing::internal_owner(shard, TRANSACTION_TOPIC, txn_id).await?;
-    Ok(shard.submit_to(owner, move |s| f(s, partition)).await)
+    Ok(shard.call(owner, request(partition)).await)
 }
 
 /// `txn_id`'s state as this node, its coordinator, holds it (None: unknown).
 pub async fn describe(shard: &Rc<Shard>, txn_id: &str) -> Result<Option<TxnMeta>, i16> {
-    let id = txn_id.to_string();
-    on_coordinator(shard, txn_id, move |s, partition| async move {
-        check(&s, partition)?;
-        Ok(s.txn.borrow().txns.get(&id).cloned())
-    })
-    .await
-    .and_then(|r| r)
+    let txn_id = txn_id.to_string();
+    on_coordinator(shard, &txn_id.clone(), |partition| DescribeTxn { partition, txn_id }).await.and_then(|r| r)
 }
 
 /// Checked on the coordinator shard before any operation: the partition is ours (in
@@ -440,27 +435,13 @@ pub async fn verify(
     if add {
         let added = match local {
             true => {
-                let id = txn_id.to_string();
-                on_coordinator(shard, txn_id, move |s, partition| async move {
-                    // The previous transaction's markers may still be being written
-                    // (EndTxn answered once they were, before its completion was
-                    // recorded): wait for it rather than fail the write.
-                    let deadline = Instant::now() + BUSY_WAIT;
-                    loop {
-                        let settled = s.txn.borrow().settled.clone();
-                        let waiting = settled.wait();
-                        let decide = |m: Option<&TxnMeta>| match m {
-                            None => Err(errors::INVALID_PRODUCER_ID_MAPPING),
-                            Some(m) => m.add_partitions(producer_id, epoch, std::slice::from_ref(&tp), now_ms()),
-                        };
-                        match transition(&s, partition, &id, decide).await {
-                            Err(errors::CONCURRENT_TRANSACTIONS) if Instant::now() < deadline => {
-                                let left = deadline.saturating_duration_since(Instant::now());
-                                futures_lite::future::or(waiting, glommio::timer::sleep(left)).await;
-                            }
-                            answer => return answer.map(|_| ()),
-                        }
-                    }
+                let txn_id = txn_id.to_string();
+                on_coordinator(shard, &txn_id.clone(), |partition| AddWrittenPartition {
+                    partition,
+                    txn_id,
+                    producer_id,
+                    epoch,
+                    tp,
                 })
                 .await
                 .and_then(|r| r)
