@@ -519,3 +519,6 @@ pub fn operations(shard: &Shard, ctx: &RequestContext, resource_type: i8, name: 
 pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
     kafka_protocol::protocol::StrBytes::from_string(s.to_string())
 }
+
+#[cfg(test)]
+mod tests;
