@@ -25,6 +25,7 @@ type Checked = (Vec<EntityData>, Result<QuotaAlteration, controller::Failure>);
 pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: AlterClientQuotasRequest,
 ) -> AlterClientQuotasResponse {
     let authorized = super::cluster_authorized(shard, ctx, acl::operation::ALTER_CONFIGS);

@@ -62,7 +62,12 @@ pub async fn apply(
     changes.into_iter().map(|c| c.and_then(|_| results.next().expect("a result per change"))).collect()
 }
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
     let changes = req
         .resources
         .iter()

@@ -25,6 +25,7 @@ pub const VERSIONS: (i16, i16) = (0, 1);
 pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
     // As Kafka: ALTER on the cluster.

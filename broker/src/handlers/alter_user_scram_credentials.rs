@@ -19,6 +19,7 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
     let mut users: Vec<String> = Vec::new();

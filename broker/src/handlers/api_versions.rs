@@ -4,7 +4,8 @@
 //! transaction protocol (partitions added by the first write, an epoch bump at every
 //! commit or abort); at 1 they add partitions with AddPartitionsToTxn.
 
-use crate::security::context::RequestContext;
+use std::rc::Rc;
+
 use bytes::Bytes;
 use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
@@ -12,6 +13,8 @@ use kafka_protocol::protocol::StrBytes;
 use keel_protocol::frame::{self, FrameError};
 
 use crate::errors;
+use crate::security::context::RequestContext;
+use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 4);
 
@@ -27,12 +30,13 @@ fn table() -> Vec<ApiVersion> {
 /// The highest `transaction.version` Keel supports.
 pub const TRANSACTION_VERSION_MAX: i16 = 2;
 
-pub fn handle(
+pub async fn handle(
+    shard: &Rc<Shard>,
     _ctx: &RequestContext,
     _version: i16,
     _req: ApiVersionsRequest,
-    transaction_version: i16,
 ) -> ApiVersionsResponse {
+    let transaction_version = shard.config.transaction_version;
     let name = StrBytes::from_static_str("transaction.version");
     ApiVersionsResponse::default()
         .with_error_code(errors::NONE)

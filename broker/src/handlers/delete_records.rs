@@ -40,7 +40,12 @@ const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
 /// (error, low watermark)
 type Answer = (i16, i64);
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
     let items = req
         .topics
         .iter()

@@ -27,7 +27,12 @@ struct Replica {
     future: bool,
 }
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: DescribeLogDirsRequest,
+) -> DescribeLogDirsResponse {
     // As Kafka: DESCRIBE on the cluster.
     if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::DESCRIBE) {
         return DescribeLogDirsResponse::default().with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED);
@@ -70,9 +75,8 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DescribeLogDir
     replicas.sort_by(|a, b| (a.dir, &a.topic, a.partition, a.future).cmp(&(b.dir, &b.topic, b.partition, b.future)));
     // statvfs can block on a sick device: on glommio's blocking thread.
     let paths: Vec<std::path::PathBuf> = shard.dirs.all().iter().map(|d| d.canonical.clone()).collect();
-    let spaces = glommio::executor()
-        .spawn_blocking(move || paths.iter().map(|p| disk_space(p)).collect::<Vec<_>>())
-        .await;
+    let spaces =
+        glommio::executor().spawn_blocking(move || paths.iter().map(|p| disk_space(p)).collect::<Vec<_>>()).await;
     let results = shard
         .dirs
         .all()

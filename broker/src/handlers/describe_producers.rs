@@ -20,6 +20,7 @@ type Answer = (i16, Vec<(i64, i16, i32, i64, i64)>);
 pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     // As Kafka: READ on each topic.

@@ -23,6 +23,7 @@ const OP_SUBTRACT: i8 = 3;
 pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let meta = shard.meta();

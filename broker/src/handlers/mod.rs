@@ -237,6 +237,38 @@ pub fn with_throttle(response: Bytes, key: ApiKey, version: i16, throttle: std::
     out.freeze()
 }
 
+/// What a handler answers when it does not always answer with a response.
+pub enum Answer<R> {
+    Respond(R),
+    /// Nothing is sent (Produce with acks=0, every batch appended).
+    Silent,
+    /// The connection is closed (Produce with acks=0 and a batch refused; an ACL
+    /// request carrying the UNKNOWN code, which Kafka cannot parse).
+    Close,
+}
+
+/// What a handler returns: a response, or an [`Answer`].
+pub trait Reply {
+    /// The frame sent back: `None` for none, [`CLOSE_CONNECTION`] to close.
+    fn into_frame(self, key: ApiKey, version: i16, correlation_id: i32) -> Option<Bytes>;
+}
+
+impl<R: Encodable> Reply for R {
+    fn into_frame(self, key: ApiKey, version: i16, correlation_id: i32) -> Option<Bytes> {
+        encode(key, version, correlation_id, &self)
+    }
+}
+
+impl<R: Encodable> Reply for Answer<R> {
+    fn into_frame(self, key: ApiKey, version: i16, correlation_id: i32) -> Option<Bytes> {
+        match self {
+            Answer::Respond(response) => encode(key, version, correlation_id, &response),
+            Answer::Silent => None,
+            Answer::Close => Some(CLOSE_CONNECTION),
+        }
+    }
+}
+
 /// What `run` returns for a request whose connection must be closed instead of
 /// answered (an empty frame is never a response: every response has a header).
 pub const CLOSE_CONNECTION: Bytes = Bytes::new();
@@ -253,96 +285,87 @@ pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Optio
         }
     }
     match req.body {
-        RequestKind::Produce(r) => match produce::handle(shard, ctx, v, r).await {
-            produce::Answer::Respond(resp) => encode(key, v, corr, &resp),
-            produce::Answer::Silent => None,
-            produce::Answer::Close => Some(CLOSE_CONNECTION),
-        },
-        RequestKind::Fetch(r) => encode(key, v, corr, &fetch::handle(shard, ctx, v, r).await),
-        RequestKind::ListOffsets(r) => encode(key, v, corr, &list_offsets::handle(shard, ctx, v, r).await),
-        RequestKind::Metadata(r) => encode(key, v, corr, &metadata::handle(shard, ctx, v, r).await),
-        RequestKind::ApiVersions(r) => {
-            encode(key, v, corr, &api_versions::handle(ctx, v, r, shard.config.transaction_version))
-        }
-        RequestKind::CreateTopics(r) => encode(key, v, corr, &create_topics::handle(shard, ctx, v, r).await),
-        RequestKind::DeleteTopics(r) => encode(key, v, corr, &delete_topics::handle(shard, ctx, v, r).await),
-        RequestKind::InitProducerId(r) => encode(key, v, corr, &init_producer_id::handle(shard, ctx, v, r).await),
+        RequestKind::Produce(r) => produce::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::Fetch(r) => fetch::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::ListOffsets(r) => list_offsets::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::Metadata(r) => metadata::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::ApiVersions(r) => api_versions::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::CreateTopics(r) => create_topics::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::DeleteTopics(r) => delete_topics::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::InitProducerId(r) => init_producer_id::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
         RequestKind::OffsetForLeaderEpoch(r) => {
-            encode(key, v, corr, &offset_for_leader_epoch::handle(shard, ctx, r).await)
+            offset_for_leader_epoch::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
         }
-        RequestKind::DescribeConfigs(r) => encode(key, v, corr, &describe_configs::handle(shard, ctx, v, r)),
-        RequestKind::AlterConfigs(r) => encode(key, v, corr, &alter_configs::handle(shard, ctx, r).await),
-        RequestKind::DescribeLogDirs(r) => encode(key, v, corr, &describe_log_dirs::handle(shard, ctx, r).await),
+        RequestKind::DescribeConfigs(r) => describe_configs::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::AlterConfigs(r) => alter_configs::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::DescribeLogDirs(r) => describe_log_dirs::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
         RequestKind::AlterReplicaLogDirs(r) => {
-            encode(key, v, corr, &alter_replica_log_dirs::handle(shard, ctx, r).await)
+            alter_replica_log_dirs::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
         }
-        RequestKind::CreatePartitions(r) => encode(key, v, corr, &create_partitions::handle(shard, ctx, v, r).await),
+        RequestKind::CreatePartitions(r) => create_partitions::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
         RequestKind::IncrementalAlterConfigs(r) => {
-            encode(key, v, corr, &incremental_alter_configs::handle(shard, ctx, r).await)
+            incremental_alter_configs::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
         }
-        RequestKind::DescribeCluster(r) => encode(key, v, corr, &describe_cluster::handle(shard, ctx, v, r)),
+        RequestKind::DescribeCluster(r) => describe_cluster::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
         RequestKind::DescribeTopicPartitions(r) => {
-            encode(key, v, corr, &describe_topic_partitions::handle(shard, ctx, r))
+            describe_topic_partitions::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
         }
-        RequestKind::DescribeAcls(r) => match describe_acls::handle(shard, ctx, r) {
-            Some(resp) => encode(key, v, corr, &resp),
-            None => Some(CLOSE_CONNECTION),
-        },
-        RequestKind::CreateAcls(r) => match create_acls::handle(shard, ctx, r).await {
-            Some(resp) => encode(key, v, corr, &resp),
-            None => Some(CLOSE_CONNECTION),
-        },
-        RequestKind::DeleteAcls(r) => match delete_acls::handle(shard, ctx, r).await {
-            Some(resp) => encode(key, v, corr, &resp),
-            None => Some(CLOSE_CONNECTION),
-        },
-        RequestKind::DescribeClientQuotas(r) => encode(key, v, corr, &describe_client_quotas::handle(shard, ctx, r)),
-        RequestKind::AlterClientQuotas(r) => encode(key, v, corr, &alter_client_quotas::handle(shard, ctx, r).await),
-        RequestKind::DescribeQuorum(r) => encode(key, v, corr, &describe_quorum::handle(shard, ctx, v, r).await),
-        RequestKind::DeleteRecords(r) => encode(key, v, corr, &delete_records::handle(shard, ctx, r).await),
-        RequestKind::ElectLeaders(r) => encode(key, v, corr, &elect_leaders::handle(shard, ctx, v, r).await),
+        RequestKind::DescribeAcls(r) => describe_acls::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::CreateAcls(r) => create_acls::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::DeleteAcls(r) => delete_acls::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::DescribeClientQuotas(r) => {
+            describe_client_quotas::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
+        }
+        RequestKind::AlterClientQuotas(r) => {
+            alter_client_quotas::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
+        }
+        RequestKind::DescribeQuorum(r) => describe_quorum::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::DeleteRecords(r) => delete_records::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::ElectLeaders(r) => elect_leaders::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
         RequestKind::AlterPartitionReassignments(r) => {
-            encode(key, v, corr, &alter_partition_reassignments::handle(shard, ctx, r).await)
+            alter_partition_reassignments::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
         }
         RequestKind::ListPartitionReassignments(r) => {
-            encode(key, v, corr, &list_partition_reassignments::handle(shard, ctx, r))
+            list_partition_reassignments::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
         }
-        RequestKind::FindCoordinator(r) => encode(key, v, corr, &find_coordinator::handle(shard, ctx, v, r).await),
-        RequestKind::JoinGroup(r) => encode(key, v, corr, &join_group::handle(shard, ctx, v, &req.header, r).await),
-        RequestKind::SyncGroup(r) => encode(key, v, corr, &sync_group::handle(shard, ctx, v, r).await),
-        RequestKind::Heartbeat(r) => encode(key, v, corr, &heartbeat::handle(shard, ctx, r).await),
-        RequestKind::LeaveGroup(r) => encode(key, v, corr, &leave_group::handle(shard, ctx, v, r).await),
-        RequestKind::OffsetCommit(r) => encode(key, v, corr, &offset_commit::handle(shard, ctx, v, r).await),
-        RequestKind::OffsetFetch(r) => encode(key, v, corr, &offset_fetch::handle(shard, ctx, v, r).await),
-        RequestKind::OffsetDelete(r) => encode(key, v, corr, &offset_delete::handle(shard, ctx, r).await),
-        RequestKind::ListGroups(r) => encode(key, v, corr, &list_groups::handle(shard, ctx, v, r).await),
-        RequestKind::DescribeGroups(r) => encode(key, v, corr, &describe_groups::handle(shard, ctx, v, r).await),
-        RequestKind::DeleteGroups(r) => encode(key, v, corr, &delete_groups::handle(shard, ctx, r).await),
-        RequestKind::ConsumerGroupHeartbeat(r) => {
-            encode(key, v, corr, &consumer_group_heartbeat::handle(shard, ctx, v, &req.header, r).await)
-        }
-        RequestKind::ConsumerGroupDescribe(r) => {
-            encode(key, v, corr, &consumer_group_describe::handle(shard, ctx, v, r).await)
-        }
-        RequestKind::AddPartitionsToTxn(r) => {
-            encode(key, v, corr, &add_partitions_to_txn::handle(shard, ctx, v, r).await)
-        }
-        RequestKind::AddOffsetsToTxn(r) => encode(key, v, corr, &add_offsets_to_txn::handle(shard, ctx, v, r).await),
-        RequestKind::EndTxn(r) => encode(key, v, corr, &end_txn::handle(shard, ctx, v, r).await),
-        RequestKind::TxnOffsetCommit(r) => encode(key, v, corr, &txn_offset_commit::handle(shard, ctx, v, r).await),
-        RequestKind::WriteTxnMarkers(r) => encode(key, v, corr, &write_txn_markers::handle(shard, ctx, r).await),
-        RequestKind::DescribeTransactions(r) => {
-            encode(key, v, corr, &describe_transactions::handle(shard, ctx, r).await)
-        }
-        RequestKind::DescribeProducers(r) => encode(key, v, corr, &describe_producers::handle(shard, ctx, r).await),
-        RequestKind::ListTransactions(r) => encode(key, v, corr, &list_transactions::handle(shard, ctx, v, r).await),
-        RequestKind::SaslHandshake(r) => encode(key, v, corr, &sasl_handshake::handle(ctx, r)),
-        RequestKind::SaslAuthenticate(r) => encode(key, v, corr, &sasl_authenticate::handle(ctx, r)),
+        RequestKind::SaslHandshake(r) => sasl_handshake::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::SaslAuthenticate(r) => sasl_authenticate::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
         RequestKind::DescribeUserScramCredentials(r) => {
-            encode(key, v, corr, &describe_user_scram_credentials::handle(shard, ctx, r))
+            describe_user_scram_credentials::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
         }
         RequestKind::AlterUserScramCredentials(r) => {
-            encode(key, v, corr, &alter_user_scram_credentials::handle(shard, ctx, r).await)
+            alter_user_scram_credentials::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
+        }
+        RequestKind::OffsetCommit(r) => offset_commit::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::OffsetFetch(r) => offset_fetch::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::FindCoordinator(r) => find_coordinator::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::JoinGroup(r) => join_group::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::Heartbeat(r) => heartbeat::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::LeaveGroup(r) => leave_group::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::SyncGroup(r) => sync_group::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::DescribeGroups(r) => describe_groups::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::ListGroups(r) => list_groups::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::DeleteGroups(r) => delete_groups::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::OffsetDelete(r) => offset_delete::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            consumer_group_heartbeat::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
+        }
+        RequestKind::ConsumerGroupDescribe(r) => {
+            consumer_group_describe::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
+        }
+        RequestKind::AddPartitionsToTxn(r) => {
+            add_partitions_to_txn::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
+        }
+        RequestKind::AddOffsetsToTxn(r) => add_offsets_to_txn::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::EndTxn(r) => end_txn::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::TxnOffsetCommit(r) => txn_offset_commit::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::WriteTxnMarkers(r) => write_txn_markers::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::DescribeTransactions(r) => {
+            describe_transactions::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
+        }
+        RequestKind::ListTransactions(r) => list_transactions::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
+        RequestKind::DescribeProducers(r) => {
+            describe_producers::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
         }
         other => {
             // `prepare` only lets through what SUPPORTED lists, and each has an arm.
