@@ -15,6 +15,12 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 3);
 
+/// Relayed to the controller (see `handlers::run`) when the principal may do all it
+/// asks: ALTER on the cluster.
+pub fn relayed(shard: &Shard, ctx: &RequestContext, _req: &DeleteAclsRequest) -> bool {
+    super::cluster_allowed(shard, ctx, crate::security::acl::operation::ALTER)
+}
+
 /// `Answer::Close`: a filter carries the UNKNOWN code (0); the connection is closed, as Kafka
 /// closes it.
 pub async fn handle(

@@ -379,39 +379,21 @@ pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Optio
 /// envelope is not built). Otherwise it runs here, where its handler decides the
 /// refusals (and the parts allowed are answered NOT_CONTROLLER).
 fn relayable(shard: &Shard, ctx: &RequestContext, body: &RequestKind) -> bool {
-    use crate::security::acl::{self, operation as op, resource as res};
     if !shard.security.authorizer.enabled() {
         return true;
     }
-    let topic = |operation: i8, name: &str| allowed(shard, ctx, operation, res::TOPIC, name);
-    let cluster = |operation: i8| allowed(shard, ctx, operation, res::CLUSTER, acl::CLUSTER_NAME);
-    let config = |resource_type: i8, name: &str, operation: i8| match resource_type {
-        describe_configs::RESOURCE_TOPIC => topic(operation, name),
-        _ => cluster(operation),
-    };
-    let meta = shard.meta();
     match body {
-        RequestKind::CreateTopics(r) => cluster(op::CREATE) || r.topics.iter().all(|t| topic(op::CREATE, &t.name.0)),
-        RequestKind::DeleteTopics(r) => {
-            r.topic_names.iter().all(|n| topic(op::DELETE, n))
-                && r.topics.iter().all(|t| {
-                    let name = t.name.as_ref().map(|n| n.0.as_str()).or_else(|| meta.topic_name(&t.topic_id));
-                    name.is_some_and(|n| topic(op::DELETE, n))
-                })
-        }
-        RequestKind::CreatePartitions(r) => r.topics.iter().all(|t| topic(op::ALTER, &t.name.0)),
-        RequestKind::AlterConfigs(r) => {
-            r.resources.iter().all(|c| config(c.resource_type, &c.resource_name, op::ALTER_CONFIGS))
-        }
-        RequestKind::IncrementalAlterConfigs(r) => {
-            r.resources.iter().all(|c| config(c.resource_type, &c.resource_name, op::ALTER_CONFIGS))
-        }
-        RequestKind::DescribeQuorum(_) => cluster(op::DESCRIBE),
-        RequestKind::AlterClientQuotas(_) => cluster(op::ALTER_CONFIGS),
-        RequestKind::AlterPartitionReassignments(_)
-        | RequestKind::AlterUserScramCredentials(_)
-        | RequestKind::CreateAcls(_)
-        | RequestKind::DeleteAcls(_) => cluster(op::ALTER),
+        RequestKind::CreateTopics(r) => create_topics::relayed(shard, ctx, r),
+        RequestKind::DeleteTopics(r) => delete_topics::relayed(shard, ctx, r),
+        RequestKind::CreatePartitions(r) => create_partitions::relayed(shard, ctx, r),
+        RequestKind::AlterConfigs(r) => alter_configs::relayed(shard, ctx, r),
+        RequestKind::IncrementalAlterConfigs(r) => incremental_alter_configs::relayed(shard, ctx, r),
+        RequestKind::DescribeQuorum(r) => describe_quorum::relayed(shard, ctx, r),
+        RequestKind::AlterClientQuotas(r) => alter_client_quotas::relayed(shard, ctx, r),
+        RequestKind::AlterPartitionReassignments(r) => alter_partition_reassignments::relayed(shard, ctx, r),
+        RequestKind::AlterUserScramCredentials(r) => alter_user_scram_credentials::relayed(shard, ctx, r),
+        RequestKind::CreateAcls(r) => create_acls::relayed(shard, ctx, r),
+        RequestKind::DeleteAcls(r) => delete_acls::relayed(shard, ctx, r),
         _ => true,
     }
 }
@@ -525,6 +507,26 @@ pub fn authorized(shard: &Shard, ctx: &RequestContext, operation: i8, resource_t
 pub fn allowed(shard: &Shard, ctx: &RequestContext, operation: i8, resource_type: i8, name: &str) -> bool {
     let authorizer = &shard.security.authorizer;
     !authorizer.enabled() || authorizer.allows(&shard.meta(), ctx, operation, resource_type, name)
+}
+
+/// As [`allowed`], on the cluster.
+pub fn cluster_allowed(shard: &Shard, ctx: &RequestContext, operation: i8) -> bool {
+    use crate::security::acl;
+    allowed(shard, ctx, operation, acl::resource::CLUSTER, acl::CLUSTER_NAME)
+}
+
+/// As [`allowed`], on a topic.
+pub fn topic_allowed(shard: &Shard, ctx: &RequestContext, operation: i8, name: &str) -> bool {
+    allowed(shard, ctx, operation, crate::security::acl::resource::TOPIC, name)
+}
+
+/// As [`allowed`], on what a config resource names: a topic's configs are the topic's,
+/// the others (a broker's, a logger's) the cluster's.
+pub fn config_allowed(shard: &Shard, ctx: &RequestContext, resource_type: i8, name: &str, operation: i8) -> bool {
+    match resource_type {
+        describe_configs::RESOURCE_TOPIC => topic_allowed(shard, ctx, operation, name),
+        _ => cluster_allowed(shard, ctx, operation),
+    }
 }
 
 /// Whether the principal may do `operation` on the cluster.
