@@ -1,4 +1,4 @@
-//! ApiVersions: advertises exactly the APIs and versions in `handlers::SUPPORTED`,
+//! ApiVersions: advertises exactly the APIs and versions in `handlers::APIS`,
 //! and the one feature clients change behaviour on: `transaction.version`, finalized
 //! at the configured level (1 by default). At 2 Kafka 4 clients use KIP-890's
 //! transaction protocol (partitions added by the first write, an epoch bump at every
@@ -19,10 +19,13 @@ use crate::shard::Shard;
 pub const VERSIONS: (i16, i16) = (0, 4);
 
 fn table() -> Vec<ApiVersion> {
-    super::SUPPORTED
+    super::APIS
         .iter()
-        .map(|(k, min, max)| {
-            ApiVersion::default().with_api_key(*k as i16).with_min_version(*min).with_max_version(*max)
+        .map(|a| {
+            ApiVersion::default()
+                .with_api_key(a.key as i16)
+                .with_min_version(a.versions.0)
+                .with_max_version(a.versions.1)
         })
         .collect()
 }

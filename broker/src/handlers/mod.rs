@@ -65,84 +65,136 @@ use keel_protocol::frame::{self, FrameError};
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
-/// Every API Keel serves, with the versions it serves. ApiVersions advertises exactly
-/// this table.
-pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, produce::VERSIONS.0, produce::VERSIONS.1),
-    (ApiKey::Fetch, fetch::VERSIONS.0, fetch::VERSIONS.1),
-    (ApiKey::ListOffsets, list_offsets::VERSIONS.0, list_offsets::VERSIONS.1),
-    (ApiKey::Metadata, metadata::VERSIONS.0, metadata::VERSIONS.1),
-    (ApiKey::ApiVersions, api_versions::VERSIONS.0, api_versions::VERSIONS.1),
-    (ApiKey::CreateTopics, create_topics::VERSIONS.0, create_topics::VERSIONS.1),
-    (ApiKey::DeleteTopics, delete_topics::VERSIONS.0, delete_topics::VERSIONS.1),
-    (ApiKey::InitProducerId, init_producer_id::VERSIONS.0, init_producer_id::VERSIONS.1),
-    (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS.0, offset_for_leader_epoch::VERSIONS.1),
-    (ApiKey::DescribeConfigs, describe_configs::VERSIONS.0, describe_configs::VERSIONS.1),
-    (ApiKey::AlterConfigs, alter_configs::VERSIONS.0, alter_configs::VERSIONS.1),
-    (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS.0, describe_log_dirs::VERSIONS.1),
-    (ApiKey::AlterReplicaLogDirs, alter_replica_log_dirs::VERSIONS.0, alter_replica_log_dirs::VERSIONS.1),
-    (ApiKey::CreatePartitions, create_partitions::VERSIONS.0, create_partitions::VERSIONS.1),
-    (ApiKey::IncrementalAlterConfigs, incremental_alter_configs::VERSIONS.0, incremental_alter_configs::VERSIONS.1),
-    (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
-    (ApiKey::DescribeTopicPartitions, describe_topic_partitions::VERSIONS.0, describe_topic_partitions::VERSIONS.1),
-    (ApiKey::DescribeAcls, describe_acls::VERSIONS.0, describe_acls::VERSIONS.1),
-    (ApiKey::CreateAcls, create_acls::VERSIONS.0, create_acls::VERSIONS.1),
-    (ApiKey::DeleteAcls, delete_acls::VERSIONS.0, delete_acls::VERSIONS.1),
-    (ApiKey::DescribeClientQuotas, describe_client_quotas::VERSIONS.0, describe_client_quotas::VERSIONS.1),
-    (ApiKey::AlterClientQuotas, alter_client_quotas::VERSIONS.0, alter_client_quotas::VERSIONS.1),
-    (ApiKey::DescribeQuorum, describe_quorum::VERSIONS.0, describe_quorum::VERSIONS.1),
-    (ApiKey::DeleteRecords, delete_records::VERSIONS.0, delete_records::VERSIONS.1),
-    (ApiKey::ElectLeaders, elect_leaders::VERSIONS.0, elect_leaders::VERSIONS.1),
-    (
-        ApiKey::AlterPartitionReassignments,
-        alter_partition_reassignments::VERSIONS.0,
-        alter_partition_reassignments::VERSIONS.1,
-    ),
-    (
-        ApiKey::ListPartitionReassignments,
-        list_partition_reassignments::VERSIONS.0,
-        list_partition_reassignments::VERSIONS.1,
-    ),
+/// The registry entry of a Kafka API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Api {
+    pub key: ApiKey,
+    /// The versions served (the handler's `VERSIONS`), which ApiVersions advertises;
+    /// `prepare` refuses the others.
+    pub versions: (i16, i16),
+    /// Only the controller carries it out: in a cluster another node relays it there
+    /// (see [`relay`]).
+    pub relay: bool,
+    /// The handler's module.
+    pub module: &'static str,
+}
+
+/// Builds the registry from one line per API: `Key => module;`, or
+/// `Key => module, relayed;` for an API only the controller carries out. The module
+/// (a file of this directory) has `VERSIONS: (i16, i16)` and
+/// `async fn handle(shard, ctx, version, request)` returning a response or an
+/// [`Answer`]; a relayed one also `fn relayed(shard, ctx, &request) -> bool`. Out of
+/// the lines come [`APIS`], `dispatch` (the request's handler) and `relayed` (its
+/// relay check).
+macro_rules! registry {
+    ($($key:ident => $module:ident $(, $relayed:ident)?;)*) => {
+        /// Every API Keel serves, in the order ApiVersions lists them.
+        pub const APIS: &[Api] = &[$(Api {
+            key: ApiKey::$key,
+            versions: $module::VERSIONS,
+            relay: registry!(@relay $($relayed)?),
+            module: stringify!($module),
+        }),*];
+
+        /// Runs a request's handler and encodes its answer.
+        async fn dispatch(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Option<Bytes> {
+            let (key, v, corr) = (req.api_key, req.version, req.header.correlation_id);
+            match req.body {
+                $(RequestKind::$key(r) => $module::handle(shard, ctx, v, r).await.into_frame(key, v, corr),)*
+                other => {
+                    // `prepare` only lets through what APIS lists, and each has an arm.
+                    unreachable!("no handler for a request prepare() accepted: {:?}", std::mem::discriminant(&other))
+                }
+            }
+        }
+
+        /// A relayed API's check of the principal (see [`relay`]); false for the others.
+        fn relayed(shard: &Shard, ctx: &RequestContext, body: &RequestKind) -> bool {
+            match body {
+                $($(RequestKind::$key(r) => $module::$relayed(shard, ctx, r),)?)*
+                _ => false,
+            }
+        }
+
+        /// A request of each API in APIS, with every field at its default.
+        #[cfg(test)]
+        fn sample(key: ApiKey) -> Option<RequestKind> {
+            match key {
+                $(ApiKey::$key => Some(RequestKind::$key(Default::default())),)*
+                _ => None,
+            }
+        }
+    };
+    (@relay) => { false };
+    (@relay relayed) => { true };
+}
+
+// Adding an API: its handler file, its `mod` line above and its line here.
+registry! {
+    Produce => produce;
+    Fetch => fetch;
+    ListOffsets => list_offsets;
+    Metadata => metadata;
+    ApiVersions => api_versions;
+    CreateTopics => create_topics, relayed;
+    DeleteTopics => delete_topics, relayed;
+    InitProducerId => init_producer_id;
+    OffsetForLeaderEpoch => offset_for_leader_epoch;
+    DescribeConfigs => describe_configs;
+    AlterConfigs => alter_configs, relayed;
+    DescribeLogDirs => describe_log_dirs;
+    AlterReplicaLogDirs => alter_replica_log_dirs;
+    CreatePartitions => create_partitions, relayed;
+    IncrementalAlterConfigs => incremental_alter_configs, relayed;
+    DescribeCluster => describe_cluster;
+    DescribeTopicPartitions => describe_topic_partitions;
+    DescribeAcls => describe_acls;
+    CreateAcls => create_acls, relayed;
+    DeleteAcls => delete_acls, relayed;
+    DescribeClientQuotas => describe_client_quotas;
+    AlterClientQuotas => alter_client_quotas, relayed;
+    DescribeQuorum => describe_quorum, relayed;
+    DeleteRecords => delete_records;
+    ElectLeaders => elect_leaders;
+    AlterPartitionReassignments => alter_partition_reassignments, relayed;
+    ListPartitionReassignments => list_partition_reassignments;
     // Authentication (the exchange runs on the connection: security::sasl) and SCRAM users.
-    (ApiKey::SaslHandshake, sasl_handshake::VERSIONS.0, sasl_handshake::VERSIONS.1),
-    (ApiKey::SaslAuthenticate, sasl_authenticate::VERSIONS.0, sasl_authenticate::VERSIONS.1),
-    (
-        ApiKey::DescribeUserScramCredentials,
-        describe_user_scram_credentials::VERSIONS.0,
-        describe_user_scram_credentials::VERSIONS.1,
-    ),
-    (
-        ApiKey::AlterUserScramCredentials,
-        alter_user_scram_credentials::VERSIONS.0,
-        alter_user_scram_credentials::VERSIONS.1,
-    ),
+    SaslHandshake => sasl_handshake;
+    SaslAuthenticate => sasl_authenticate;
+    DescribeUserScramCredentials => describe_user_scram_credentials;
+    AlterUserScramCredentials => alter_user_scram_credentials, relayed;
     // Consumer groups and offsets (group coordinator).
-    (ApiKey::OffsetCommit, offset_commit::VERSIONS.0, offset_commit::VERSIONS.1),
-    (ApiKey::OffsetFetch, offset_fetch::VERSIONS.0, offset_fetch::VERSIONS.1),
-    (ApiKey::FindCoordinator, find_coordinator::VERSIONS.0, find_coordinator::VERSIONS.1),
-    (ApiKey::JoinGroup, join_group::VERSIONS.0, join_group::VERSIONS.1),
-    (ApiKey::Heartbeat, heartbeat::VERSIONS.0, heartbeat::VERSIONS.1),
-    (ApiKey::LeaveGroup, leave_group::VERSIONS.0, leave_group::VERSIONS.1),
-    (ApiKey::SyncGroup, sync_group::VERSIONS.0, sync_group::VERSIONS.1),
-    (ApiKey::DescribeGroups, describe_groups::VERSIONS.0, describe_groups::VERSIONS.1),
-    (ApiKey::ListGroups, list_groups::VERSIONS.0, list_groups::VERSIONS.1),
-    (ApiKey::DeleteGroups, delete_groups::VERSIONS.0, delete_groups::VERSIONS.1),
-    (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
-    (ApiKey::ConsumerGroupHeartbeat, consumer_group_heartbeat::VERSIONS.0, consumer_group_heartbeat::VERSIONS.1),
-    (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS.0, consumer_group_describe::VERSIONS.1),
+    OffsetCommit => offset_commit;
+    OffsetFetch => offset_fetch;
+    FindCoordinator => find_coordinator;
+    JoinGroup => join_group;
+    Heartbeat => heartbeat;
+    LeaveGroup => leave_group;
+    SyncGroup => sync_group;
+    DescribeGroups => describe_groups;
+    ListGroups => list_groups;
+    DeleteGroups => delete_groups;
+    OffsetDelete => offset_delete;
+    ConsumerGroupHeartbeat => consumer_group_heartbeat;
+    ConsumerGroupDescribe => consumer_group_describe;
     // Transactions (transaction coordinator and markers).
-    (ApiKey::AddPartitionsToTxn, add_partitions_to_txn::VERSIONS.0, add_partitions_to_txn::VERSIONS.1),
-    (ApiKey::AddOffsetsToTxn, add_offsets_to_txn::VERSIONS.0, add_offsets_to_txn::VERSIONS.1),
-    (ApiKey::EndTxn, end_txn::VERSIONS.0, end_txn::VERSIONS.1),
-    (ApiKey::TxnOffsetCommit, txn_offset_commit::VERSIONS.0, txn_offset_commit::VERSIONS.1),
-    (ApiKey::WriteTxnMarkers, write_txn_markers::VERSIONS.0, write_txn_markers::VERSIONS.1),
-    (ApiKey::DescribeTransactions, describe_transactions::VERSIONS.0, describe_transactions::VERSIONS.1),
-    (ApiKey::ListTransactions, list_transactions::VERSIONS.0, list_transactions::VERSIONS.1),
-    (ApiKey::DescribeProducers, describe_producers::VERSIONS.0, describe_producers::VERSIONS.1),
-];
+    AddPartitionsToTxn => add_partitions_to_txn;
+    AddOffsetsToTxn => add_offsets_to_txn;
+    EndTxn => end_txn;
+    TxnOffsetCommit => txn_offset_commit;
+    WriteTxnMarkers => write_txn_markers;
+    DescribeTransactions => describe_transactions;
+    ListTransactions => list_transactions;
+    DescribeProducers => describe_producers;
+}
+
+/// The registry entry of `key`, if Keel serves it.
+pub fn api(key: ApiKey) -> Option<&'static Api> {
+    APIS.iter().find(|a| a.key == key)
+}
 
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
-    SUPPORTED.iter().find(|(k, _, _)| *k == key).map(|(_, min, max)| (*min, *max))
+    api(key).map(|a| a.versions)
 }
 
 pub struct Request {
@@ -276,126 +328,23 @@ pub const CLOSE_CONNECTION: Bytes = Bytes::new();
 /// Runs a decoded request; `None` means no response is sent, [`CLOSE_CONNECTION`] that
 /// the connection is closed after the responses before it.
 pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Option<Bytes> {
-    let (key, v, corr) = (req.api_key, req.version, req.header.correlation_id);
     // In a cluster, metadata changes are the controller's: a node that is not it
     // relays the request there and its answer back, as Kafka's brokers do.
-    if crate::replication::cluster::CONTROLLER_APIS.contains(&key) && relayable(shard, ctx, &req.body) {
+    if relay(shard, ctx, &req) {
         if let Some(answer) = crate::replication::cluster::forward_to_controller(shard, &req.frame).await {
             return Some(answer);
         }
     }
-    match req.body {
-        RequestKind::Produce(r) => produce::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::Fetch(r) => fetch::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::ListOffsets(r) => list_offsets::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::Metadata(r) => metadata::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::ApiVersions(r) => api_versions::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::CreateTopics(r) => create_topics::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::DeleteTopics(r) => delete_topics::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::InitProducerId(r) => init_producer_id::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::OffsetForLeaderEpoch(r) => {
-            offset_for_leader_epoch::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::DescribeConfigs(r) => describe_configs::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::AlterConfigs(r) => alter_configs::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::DescribeLogDirs(r) => describe_log_dirs::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::AlterReplicaLogDirs(r) => {
-            alter_replica_log_dirs::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::CreatePartitions(r) => create_partitions::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::IncrementalAlterConfigs(r) => {
-            incremental_alter_configs::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::DescribeCluster(r) => describe_cluster::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::DescribeTopicPartitions(r) => {
-            describe_topic_partitions::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::DescribeAcls(r) => describe_acls::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::CreateAcls(r) => create_acls::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::DeleteAcls(r) => delete_acls::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::DescribeClientQuotas(r) => {
-            describe_client_quotas::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::AlterClientQuotas(r) => {
-            alter_client_quotas::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::DescribeQuorum(r) => describe_quorum::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::DeleteRecords(r) => delete_records::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::ElectLeaders(r) => elect_leaders::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::AlterPartitionReassignments(r) => {
-            alter_partition_reassignments::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::ListPartitionReassignments(r) => {
-            list_partition_reassignments::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::SaslHandshake(r) => sasl_handshake::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::SaslAuthenticate(r) => sasl_authenticate::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::DescribeUserScramCredentials(r) => {
-            describe_user_scram_credentials::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::AlterUserScramCredentials(r) => {
-            alter_user_scram_credentials::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::OffsetCommit(r) => offset_commit::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::OffsetFetch(r) => offset_fetch::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::FindCoordinator(r) => find_coordinator::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::JoinGroup(r) => join_group::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::Heartbeat(r) => heartbeat::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::LeaveGroup(r) => leave_group::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::SyncGroup(r) => sync_group::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::DescribeGroups(r) => describe_groups::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::ListGroups(r) => list_groups::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::DeleteGroups(r) => delete_groups::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::OffsetDelete(r) => offset_delete::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::ConsumerGroupHeartbeat(r) => {
-            consumer_group_heartbeat::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::ConsumerGroupDescribe(r) => {
-            consumer_group_describe::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::AddPartitionsToTxn(r) => {
-            add_partitions_to_txn::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::AddOffsetsToTxn(r) => add_offsets_to_txn::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::EndTxn(r) => end_txn::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::TxnOffsetCommit(r) => txn_offset_commit::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::WriteTxnMarkers(r) => write_txn_markers::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::DescribeTransactions(r) => {
-            describe_transactions::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        RequestKind::ListTransactions(r) => list_transactions::handle(shard, ctx, v, r).await.into_frame(key, v, corr),
-        RequestKind::DescribeProducers(r) => {
-            describe_producers::handle(shard, ctx, v, r).await.into_frame(key, v, corr)
-        }
-        other => {
-            // `prepare` only lets through what SUPPORTED lists, and each has an arm.
-            unreachable!("no handler for a request prepare() accepted: {:?}", std::mem::discriminant(&other))
-        }
-    }
+    dispatch(shard, ctx, req).await
 }
 
-/// Whether the principal may do everything a controller request asks: only then is it
-/// relayed to the controller, which sees the relaying node's principal (KIP-590's
-/// envelope is not built). Otherwise it runs here, where its handler decides the
-/// refusals (and the parts allowed are answered NOT_CONTROLLER).
-fn relayable(shard: &Shard, ctx: &RequestContext, body: &RequestKind) -> bool {
-    if !shard.security.authorizer.enabled() {
-        return true;
-    }
-    match body {
-        RequestKind::CreateTopics(r) => create_topics::relayed(shard, ctx, r),
-        RequestKind::DeleteTopics(r) => delete_topics::relayed(shard, ctx, r),
-        RequestKind::CreatePartitions(r) => create_partitions::relayed(shard, ctx, r),
-        RequestKind::AlterConfigs(r) => alter_configs::relayed(shard, ctx, r),
-        RequestKind::IncrementalAlterConfigs(r) => incremental_alter_configs::relayed(shard, ctx, r),
-        RequestKind::DescribeQuorum(r) => describe_quorum::relayed(shard, ctx, r),
-        RequestKind::AlterClientQuotas(r) => alter_client_quotas::relayed(shard, ctx, r),
-        RequestKind::AlterPartitionReassignments(r) => alter_partition_reassignments::relayed(shard, ctx, r),
-        RequestKind::AlterUserScramCredentials(r) => alter_user_scram_credentials::relayed(shard, ctx, r),
-        RequestKind::CreateAcls(r) => create_acls::relayed(shard, ctx, r),
-        RequestKind::DeleteAcls(r) => delete_acls::relayed(shard, ctx, r),
-        _ => true,
-    }
+/// Whether a request goes to the controller: when its API is relayed and the principal
+/// may do everything it asks. The controller sees the relaying node's principal
+/// (KIP-590's envelope is not built); a request not relayed runs here, where its
+/// handler decides the refusals (and the parts allowed are answered NOT_CONTROLLER).
+fn relay(shard: &Shard, ctx: &RequestContext, req: &Request) -> bool {
+    api(req.api_key).is_some_and(|a| a.relay)
+        && (!shard.security.authorizer.enabled() || relayed(shard, ctx, &req.body))
 }
 
 /// Groups items by owner shard, runs `f` on each owner with its items, and returns
