@@ -19,6 +19,12 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 
+/// Relayed to the controller (see `handlers::run`) when the principal may do all it
+/// asks: ALTER_CONFIGS on the cluster.
+pub fn relayed(shard: &Shard, ctx: &RequestContext, _req: &AlterClientQuotasRequest) -> bool {
+    super::cluster_allowed(shard, ctx, crate::security::acl::operation::ALTER_CONFIGS)
+}
+
 /// One entry of the request: its entity as asked (echoed back), and the change or the
 /// refusal (code, message).
 type Checked = (Vec<EntityData>, Result<QuotaAlteration, controller::Failure>);
@@ -26,6 +32,7 @@ type Checked = (Vec<EntityData>, Result<QuotaAlteration, controller::Failure>);
 pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: AlterClientQuotasRequest,
 ) -> AlterClientQuotasResponse {
     let authorized = super::cluster_authorized(shard, ctx, acl::operation::ALTER_CONFIGS);

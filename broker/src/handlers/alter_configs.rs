@@ -16,6 +16,20 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
+/// Relayed to the controller (see `handlers::run`) when the principal may do all it
+/// asks: ALTER_CONFIGS on every resource it names.
+pub fn relayed(shard: &Shard, ctx: &RequestContext, req: &AlterConfigsRequest) -> bool {
+    req.resources.iter().all(|c| {
+        super::config_allowed(
+            shard,
+            ctx,
+            c.resource_type,
+            &c.resource_name,
+            crate::security::acl::operation::ALTER_CONFIGS,
+        )
+    })
+}
+
 /// The change a resource names, or why it cannot be changed. As Kafka: ALTER_CONFIGS
 /// on the topic, or on the cluster for the broker.
 pub fn resource_target(
@@ -60,7 +74,12 @@ pub async fn apply(
     changes.into_iter().map(|c| c.and_then(|_| results.next().expect("a result per change"))).collect()
 }
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
     let changes = req
         .resources
         .iter()

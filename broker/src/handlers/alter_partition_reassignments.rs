@@ -23,9 +23,16 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 
+/// Relayed to the controller (see `handlers::run`) when the principal may do all it
+/// asks: ALTER on the cluster.
+pub fn relayed(shard: &Shard, ctx: &RequestContext, _req: &AlterPartitionReassignmentsRequest) -> bool {
+    super::cluster_allowed(shard, ctx, crate::security::acl::operation::ALTER)
+}
+
 pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
     // As Kafka: ALTER on the cluster.

@@ -26,6 +26,7 @@ pub const VERSIONS: (i16, i16) = (1, 2);
 pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: AlterReplicaLogDirsRequest,
 ) -> AlterReplicaLogDirsResponse {
     let meta = shard.meta();

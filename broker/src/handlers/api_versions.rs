@@ -1,10 +1,11 @@
-//! ApiVersions: advertises exactly the APIs and versions in `handlers::SUPPORTED`,
+//! ApiVersions: advertises exactly the APIs and versions in `handlers::APIS`,
 //! and the one feature clients change behaviour on: `transaction.version`, finalized
 //! at the configured level (1 by default). At 2 Kafka 4 clients use KIP-890's
 //! transaction protocol (partitions added by the first write, an epoch bump at every
 //! commit or abort); at 1 they add partitions with AddPartitionsToTxn.
 
-use crate::security::context::RequestContext;
+use std::rc::Rc;
+
 use bytes::Bytes;
 use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
@@ -12,14 +13,19 @@ use kafka_protocol::protocol::StrBytes;
 use keel_protocol::frame::{self, FrameError};
 
 use crate::errors;
+use crate::security::context::RequestContext;
+use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 4);
 
 fn table() -> Vec<ApiVersion> {
-    super::SUPPORTED
+    super::APIS
         .iter()
-        .map(|(k, min, max)| {
-            ApiVersion::default().with_api_key(*k as i16).with_min_version(*min).with_max_version(*max)
+        .map(|a| {
+            ApiVersion::default()
+                .with_api_key(a.key as i16)
+                .with_min_version(a.versions.0)
+                .with_max_version(a.versions.1)
         })
         .collect()
 }
@@ -27,12 +33,13 @@ fn table() -> Vec<ApiVersion> {
 /// The highest `transaction.version` Keel supports.
 pub const TRANSACTION_VERSION_MAX: i16 = 2;
 
-pub fn handle(
+pub async fn handle(
+    shard: &Rc<Shard>,
     _ctx: &RequestContext,
     _version: i16,
     _req: ApiVersionsRequest,
-    transaction_version: i16,
 ) -> ApiVersionsResponse {
+    let transaction_version = shard.config.transaction_version;
     let name = StrBytes::from_static_str("transaction.version");
     ApiVersionsResponse::default()
         .with_error_code(errors::NONE)

@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
-use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, RequestHeader};
+use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use uuid::Uuid;
 
 use super::str_bytes;
@@ -26,7 +26,6 @@ pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
     version: i16,
-    header: &RequestHeader,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
     let group_id = req.group_id.0.to_string();
@@ -50,7 +49,7 @@ pub async fn handle(
         subscribed_topic_regex: req.subscribed_topic_regex.as_deref().map(str::to_string),
         server_assignor: req.server_assignor.as_deref().map(str::to_string),
         owned: req.topic_partitions.map(|tps| tps.into_iter().map(|tp| (tp.topic_id, tp.partitions)).collect()),
-        client_id: header.client_id.as_deref().unwrap_or("").to_string(),
+        client_id: ctx.client_id.as_deref().unwrap_or("").to_string(),
         client_host: String::new(),
         new_member_id: Uuid::new_v4().to_string(),
     };

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 
-use super::str_bytes;
+use super::{str_bytes, Answer};
 use crate::cluster::requests::CreateAcls;
 use crate::errors;
 use crate::security::acl::{self, AclBinding};
@@ -15,9 +15,20 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 3);
 
-/// `None`: a creation carries the UNKNOWN code (0), which Kafka cannot parse, and the
+/// Relayed to the controller (see `handlers::run`) when the principal may do all it
+/// asks: ALTER on the cluster.
+pub fn relayed(shard: &Shard, ctx: &RequestContext, _req: &CreateAclsRequest) -> bool {
+    super::cluster_allowed(shard, ctx, crate::security::acl::operation::ALTER)
+}
+
+/// `Answer::Close`: a creation carries the UNKNOWN code (0), which Kafka cannot parse, and the
 /// connection is closed as Kafka closes it.
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: CreateAclsRequest) -> Option<CreateAclsResponse> {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: CreateAclsRequest,
+) -> Answer<CreateAclsResponse> {
     let bindings: Vec<AclBinding> = req
         .creations
         .iter()
@@ -32,14 +43,14 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: CreateAclsRequ
         })
         .collect();
     if bindings.iter().any(AclBinding::has_unknown) {
-        return None;
+        return Answer::Close;
     }
     let refuse = |code: i16, message: &str| {
         let results = bindings
             .iter()
             .map(|_| AclCreationResult::default().with_error_code(code).with_error_message(Some(str_bytes(message))))
             .collect();
-        Some(CreateAclsResponse::default().with_results(results))
+        Answer::Respond(CreateAclsResponse::default().with_results(results))
     };
     let authorizer = &shard.security.authorizer;
     if !authorizer.authorize(&shard.meta(), ctx, acl::operation::ALTER, acl::resource::CLUSTER, acl::CLUSTER_NAME) {
@@ -55,7 +66,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: CreateAclsRequ
                 AclCreationResult::default().with_error_code(errors::UNKNOWN_SERVER_ERROR).with_error_message(None)
             })
             .collect();
-        return Some(CreateAclsResponse::default().with_results(results));
+        return Answer::Respond(CreateAclsResponse::default().with_results(results));
     }
     let checked: Vec<Result<AclBinding, String>> = bindings.into_iter().map(|b| b.validate().map(|_| b)).collect();
     let valid: Vec<AclBinding> = checked.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
@@ -75,5 +86,5 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: CreateAclsRequ
             }
         })
         .collect();
-    Some(CreateAclsResponse::default().with_results(results))
+    Answer::Respond(CreateAclsResponse::default().with_results(results))
 }

@@ -15,6 +15,13 @@ use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 3);
+
+/// Relayed to the controller (see `handlers::run`) when the principal may do all it
+/// asks: ALTER on every topic it names.
+pub fn relayed(shard: &Shard, ctx: &RequestContext, req: &CreatePartitionsRequest) -> bool {
+    req.topics.iter().all(|t| super::topic_allowed(shard, ctx, crate::security::acl::operation::ALTER, &t.name.0))
+}
+
 /// From this version a controller mutation quota refuses topics once spent (KIP-599).
 const MUTATION_QUOTA_STRICT_VERSION_MIN: i16 = 3;
 /// From this version the client waits out a throttle itself (KIP-219).

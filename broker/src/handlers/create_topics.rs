@@ -17,6 +17,15 @@ use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (2, 7);
+
+/// Relayed to the controller (see `handlers::run`) when the principal may do all it
+/// asks: CREATE on the cluster or on every topic it names.
+pub fn relayed(shard: &Shard, ctx: &RequestContext, req: &CreateTopicsRequest) -> bool {
+    use crate::security::acl::operation::CREATE;
+    super::cluster_allowed(shard, ctx, CREATE)
+        || req.topics.iter().all(|t| super::topic_allowed(shard, ctx, CREATE, &t.name.0))
+}
+
 /// From this version a controller mutation quota refuses topics once spent (KIP-599).
 const MUTATION_QUOTA_STRICT_VERSION_MIN: i16 = 6;
 /// From this version the client waits out a throttle itself (KIP-219).

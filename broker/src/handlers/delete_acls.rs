@@ -6,7 +6,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::delete_acls_response::{DeleteAclsFilterResult, DeleteAclsMatchingAcl};
 use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 
-use super::str_bytes;
+use super::{str_bytes, Answer};
 use crate::cluster::requests::DeleteAcls;
 use crate::errors;
 use crate::security::acl::{self, AclFilter};
@@ -15,9 +15,20 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 3);
 
-/// `None`: a filter carries the UNKNOWN code (0); the connection is closed, as Kafka
+/// Relayed to the controller (see `handlers::run`) when the principal may do all it
+/// asks: ALTER on the cluster.
+pub fn relayed(shard: &Shard, ctx: &RequestContext, _req: &DeleteAclsRequest) -> bool {
+    super::cluster_allowed(shard, ctx, crate::security::acl::operation::ALTER)
+}
+
+/// `Answer::Close`: a filter carries the UNKNOWN code (0); the connection is closed, as Kafka
 /// closes it.
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteAclsRequest) -> Option<DeleteAclsResponse> {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: DeleteAclsRequest,
+) -> Answer<DeleteAclsResponse> {
     let filters: Vec<AclFilter> = req
         .filters
         .iter()
@@ -32,7 +43,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteAclsRequ
         })
         .collect();
     if filters.iter().any(AclFilter::has_unknown) {
-        return None;
+        return Answer::Close;
     }
     let refuse = |code: i16, message: &str| {
         let results = filters
@@ -41,7 +52,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteAclsRequ
                 DeleteAclsFilterResult::default().with_error_code(code).with_error_message(Some(str_bytes(message)))
             })
             .collect();
-        Some(DeleteAclsResponse::default().with_filter_results(results))
+        Answer::Respond(DeleteAclsResponse::default().with_filter_results(results))
     };
     let authorizer = &shard.security.authorizer;
     if !authorizer.authorize(&shard.meta(), ctx, acl::operation::ALTER, acl::resource::CLUSTER, acl::CLUSTER_NAME) {
@@ -87,5 +98,5 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteAclsRequ
             ),
         })
         .collect();
-    Some(DeleteAclsResponse::default().with_filter_results(results))
+    Answer::Respond(DeleteAclsResponse::default().with_filter_results(results))
 }

@@ -15,7 +15,12 @@ use crate::shard::Shard;
 pub const VERSIONS: (i16, i16) = (0, 2);
 
 /// A group named twice is answered once, as Kafka's keyed result collection does.
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
     let mut groups = req.groups_names;
     let mut seen = std::collections::HashSet::new();
     groups.retain(|g| seen.insert(g.clone()));

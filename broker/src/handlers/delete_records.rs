@@ -56,7 +56,12 @@ impl Serve for DeleteBefore {
     }
 }
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
     let items = req
         .topics
         .iter()

@@ -16,6 +16,19 @@ use crate::security::context::RequestContext;
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 6);
+
+/// Relayed to the controller (see `handlers::run`) when the principal may do all it
+/// asks: DELETE on every topic it names, by name or by a known id.
+pub fn relayed(shard: &Shard, ctx: &RequestContext, req: &DeleteTopicsRequest) -> bool {
+    use crate::security::acl::operation::DELETE;
+    let meta = shard.meta();
+    req.topic_names.iter().all(|n| super::topic_allowed(shard, ctx, DELETE, n))
+        && req.topics.iter().all(|t| {
+            let name = t.name.as_ref().map(|n| n.0.as_str()).or_else(|| meta.topic_name(&t.topic_id));
+            name.is_some_and(|n| super::topic_allowed(shard, ctx, DELETE, n))
+        })
+}
+
 /// From this version a controller mutation quota refuses topics once spent (KIP-599).
 const MUTATION_QUOTA_STRICT_VERSION_MIN: i16 = 5;
 /// From this version the client waits out a throttle itself (KIP-219).

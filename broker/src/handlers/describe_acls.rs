@@ -8,7 +8,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
 use kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
 
-use super::str_bytes;
+use super::{str_bytes, Answer};
 use crate::errors;
 use crate::security::acl::{self, AclFilter};
 use crate::security::context::RequestContext;
@@ -16,9 +16,14 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (1, 3);
 
-/// `None`: the filter carries the UNKNOWN code (0); the connection is closed, as Kafka
+/// `Answer::Close`: the filter carries the UNKNOWN code (0); the connection is closed, as Kafka
 /// closes it. Other codes Kafka does not know match nothing.
-pub fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DescribeAclsRequest) -> Option<DescribeAclsResponse> {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: DescribeAclsRequest,
+) -> Answer<DescribeAclsResponse> {
     let filter = AclFilter {
         resource_type: req.resource_type_filter,
         resource_name: req.resource_name_filter.as_ref().map(|s| s.to_string()),
@@ -29,19 +34,19 @@ pub fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DescribeAclsRequest)
         permission: req.permission_type,
     };
     if filter.has_unknown() {
-        return None;
+        return Answer::Close;
     }
     let meta = shard.meta();
     let authorizer = &shard.security.authorizer;
     if !authorizer.authorize(&meta, ctx, acl::operation::DESCRIBE, acl::resource::CLUSTER, acl::CLUSTER_NAME) {
-        return Some(
+        return Answer::Respond(
             DescribeAclsResponse::default()
                 .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED)
                 .with_error_message(Some(str_bytes("Cluster authorization failed."))),
         );
     }
     if !authorizer.enabled() {
-        return Some(
+        return Answer::Respond(
             DescribeAclsResponse::default()
                 .with_error_code(errors::SECURITY_DISABLED)
                 .with_error_message(Some(str_bytes("No Authorizer is configured on the broker"))),
@@ -67,5 +72,5 @@ pub fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DescribeAclsRequest)
                 .with_acls(acls)
         })
         .collect();
-    Some(DescribeAclsResponse::default().with_resources(resources))
+    Answer::Respond(DescribeAclsResponse::default().with_resources(resources))
 }

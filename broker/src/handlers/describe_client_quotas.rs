@@ -16,9 +16,10 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 
-pub fn handle(
+pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: DescribeClientQuotasRequest,
 ) -> DescribeClientQuotasResponse {
     let refuse = |code: i16, message: &str| {

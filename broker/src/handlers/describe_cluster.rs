@@ -23,7 +23,7 @@ pub fn cluster_operations(shard: &Shard, ctx: &RequestContext) -> i32 {
     }
 }
 
-pub fn handle(
+pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
     version: i16,

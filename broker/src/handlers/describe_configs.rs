@@ -61,7 +61,7 @@ pub fn topic_config_entries(
         .collect()
 }
 
-pub fn handle(
+pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
     version: i16,

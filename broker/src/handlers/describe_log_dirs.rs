@@ -58,7 +58,12 @@ impl Serve for ShardReplicas {
     }
 }
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: DescribeLogDirsRequest,
+) -> DescribeLogDirsResponse {
     // As Kafka: DESCRIBE on the cluster.
     if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::DESCRIBE) {
         return DescribeLogDirsResponse::default().with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED);

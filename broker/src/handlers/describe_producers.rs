@@ -41,6 +41,7 @@ impl Serve for ActiveProducers {
 pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     // As Kafka: READ on each topic.

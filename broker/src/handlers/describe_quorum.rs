@@ -18,6 +18,12 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
+/// Relayed to the controller (see `handlers::run`) when the principal may do all it
+/// asks: DESCRIBE on the cluster.
+pub fn relayed(shard: &Shard, ctx: &RequestContext, _req: &DescribeQuorumRequest) -> bool {
+    super::cluster_allowed(shard, ctx, crate::security::acl::operation::DESCRIBE)
+}
+
 /// KRaft's metadata topic, the only one DescribeQuorum describes.
 const METADATA_TOPIC: &str = "__cluster_metadata";
 

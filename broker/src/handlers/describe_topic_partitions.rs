@@ -32,9 +32,10 @@ pub const RESPONSE_PARTITIONS_MAX: i32 = 2_000;
 /// known or not, is where the cursor points (partition 0). Unknown topics answer
 /// UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an illegal name) and, as
 /// every topic, the operations a broker without an authorizer allows.
-pub fn handle(
+pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
     let meta = shard.meta();

@@ -21,6 +21,7 @@ pub const VERSIONS: (i16, i16) = (0, 0);
 pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
     let mut states = Vec::with_capacity(req.transactional_ids.len());

@@ -13,7 +13,12 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 4);
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: HeartbeatRequest) -> HeartbeatResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: HeartbeatRequest,
+) -> HeartbeatResponse {
     let group_id = req.group_id.0.to_string();
     if !super::authorized(shard, ctx, acl::operation::READ, acl::resource::GROUP, &group_id) {
         return HeartbeatResponse::default().with_error_code(crate::errors::GROUP_AUTHORIZATION_FAILED);

@@ -15,6 +15,20 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 
+/// Relayed to the controller (see `handlers::run`) when the principal may do all it
+/// asks: ALTER_CONFIGS on every resource it names.
+pub fn relayed(shard: &Shard, ctx: &RequestContext, req: &IncrementalAlterConfigsRequest) -> bool {
+    req.resources.iter().all(|c| {
+        super::config_allowed(
+            shard,
+            ctx,
+            c.resource_type,
+            &c.resource_name,
+            crate::security::acl::operation::ALTER_CONFIGS,
+        )
+    })
+}
+
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
@@ -23,6 +37,7 @@ const OP_SUBTRACT: i8 = 3;
 pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let meta = shard.meta();

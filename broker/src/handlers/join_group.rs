@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
-use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, RequestHeader};
+use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use uuid::Uuid;
 
 use super::str_bytes;
@@ -17,18 +17,12 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 9);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    ctx: &RequestContext,
-    version: i16,
-    header: &RequestHeader,
-    req: JoinGroupRequest,
-) -> JoinGroupResponse {
+pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: JoinGroupRequest) -> JoinGroupResponse {
     let group_id = req.group_id.0.to_string();
     if !super::authorized(shard, ctx, acl::operation::READ, acl::resource::GROUP, &group_id) {
         return response(version, JoinResult::error(crate::errors::GROUP_AUTHORIZATION_FAILED, &req.member_id));
     }
-    let client_id = header.client_id.as_deref().unwrap_or("").to_string();
+    let client_id = ctx.client_id.as_deref().unwrap_or("").to_string();
     let instance_id = req.group_instance_id.as_deref().map(str::to_string);
     // Kafka's member ids: "<client id or instance id>-<uuid>".
     let prefix = instance_id.clone().unwrap_or_else(|| client_id.clone());

@@ -18,9 +18,10 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-pub fn handle(
+pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
     // As Kafka: DESCRIBE on the cluster.

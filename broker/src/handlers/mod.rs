@@ -67,84 +67,136 @@ use crate::security::context::RequestContext;
 use crate::shard::dispatch::MeshRequest;
 use crate::shard::Shard;
 
-/// Every API Keel serves, with the versions it serves. ApiVersions advertises exactly
-/// this table.
-pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, produce::VERSIONS.0, produce::VERSIONS.1),
-    (ApiKey::Fetch, fetch::VERSIONS.0, fetch::VERSIONS.1),
-    (ApiKey::ListOffsets, list_offsets::VERSIONS.0, list_offsets::VERSIONS.1),
-    (ApiKey::Metadata, metadata::VERSIONS.0, metadata::VERSIONS.1),
-    (ApiKey::ApiVersions, api_versions::VERSIONS.0, api_versions::VERSIONS.1),
-    (ApiKey::CreateTopics, create_topics::VERSIONS.0, create_topics::VERSIONS.1),
-    (ApiKey::DeleteTopics, delete_topics::VERSIONS.0, delete_topics::VERSIONS.1),
-    (ApiKey::InitProducerId, init_producer_id::VERSIONS.0, init_producer_id::VERSIONS.1),
-    (ApiKey::OffsetForLeaderEpoch, offset_for_leader_epoch::VERSIONS.0, offset_for_leader_epoch::VERSIONS.1),
-    (ApiKey::DescribeConfigs, describe_configs::VERSIONS.0, describe_configs::VERSIONS.1),
-    (ApiKey::AlterConfigs, alter_configs::VERSIONS.0, alter_configs::VERSIONS.1),
-    (ApiKey::DescribeLogDirs, describe_log_dirs::VERSIONS.0, describe_log_dirs::VERSIONS.1),
-    (ApiKey::AlterReplicaLogDirs, alter_replica_log_dirs::VERSIONS.0, alter_replica_log_dirs::VERSIONS.1),
-    (ApiKey::CreatePartitions, create_partitions::VERSIONS.0, create_partitions::VERSIONS.1),
-    (ApiKey::IncrementalAlterConfigs, incremental_alter_configs::VERSIONS.0, incremental_alter_configs::VERSIONS.1),
-    (ApiKey::DescribeCluster, describe_cluster::VERSIONS.0, describe_cluster::VERSIONS.1),
-    (ApiKey::DescribeTopicPartitions, describe_topic_partitions::VERSIONS.0, describe_topic_partitions::VERSIONS.1),
-    (ApiKey::DescribeAcls, describe_acls::VERSIONS.0, describe_acls::VERSIONS.1),
-    (ApiKey::CreateAcls, create_acls::VERSIONS.0, create_acls::VERSIONS.1),
-    (ApiKey::DeleteAcls, delete_acls::VERSIONS.0, delete_acls::VERSIONS.1),
-    (ApiKey::DescribeClientQuotas, describe_client_quotas::VERSIONS.0, describe_client_quotas::VERSIONS.1),
-    (ApiKey::AlterClientQuotas, alter_client_quotas::VERSIONS.0, alter_client_quotas::VERSIONS.1),
-    (ApiKey::DescribeQuorum, describe_quorum::VERSIONS.0, describe_quorum::VERSIONS.1),
-    (ApiKey::DeleteRecords, delete_records::VERSIONS.0, delete_records::VERSIONS.1),
-    (ApiKey::ElectLeaders, elect_leaders::VERSIONS.0, elect_leaders::VERSIONS.1),
-    (
-        ApiKey::AlterPartitionReassignments,
-        alter_partition_reassignments::VERSIONS.0,
-        alter_partition_reassignments::VERSIONS.1,
-    ),
-    (
-        ApiKey::ListPartitionReassignments,
-        list_partition_reassignments::VERSIONS.0,
-        list_partition_reassignments::VERSIONS.1,
-    ),
+/// The registry entry of a Kafka API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Api {
+    pub key: ApiKey,
+    /// The versions served (the handler's `VERSIONS`), which ApiVersions advertises;
+    /// `prepare` refuses the others.
+    pub versions: (i16, i16),
+    /// Only the controller carries it out: in a cluster another node relays it there
+    /// (see [`relay`]).
+    pub relay: bool,
+    /// The handler's module.
+    pub module: &'static str,
+}
+
+/// Builds the registry from one line per API: `Key => module;`, or
+/// `Key => module, relayed;` for an API only the controller carries out. The module
+/// (a file of this directory) has `VERSIONS: (i16, i16)` and
+/// `async fn handle(shard, ctx, version, request)` returning a response or an
+/// [`Answer`]; a relayed one also `fn relayed(shard, ctx, &request) -> bool`. Out of
+/// the lines come [`APIS`], `dispatch` (the request's handler) and `relayed` (its
+/// relay check).
+macro_rules! registry {
+    ($($key:ident => $module:ident $(, $relayed:ident)?;)*) => {
+        /// Every API Keel serves, in the order ApiVersions lists them.
+        pub const APIS: &[Api] = &[$(Api {
+            key: ApiKey::$key,
+            versions: $module::VERSIONS,
+            relay: registry!(@relay $($relayed)?),
+            module: stringify!($module),
+        }),*];
+
+        /// Runs a request's handler and encodes its answer.
+        async fn dispatch(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Option<Bytes> {
+            let (key, v, corr) = (req.api_key, req.version, req.header.correlation_id);
+            match req.body {
+                $(RequestKind::$key(r) => $module::handle(shard, ctx, v, r).await.into_frame(key, v, corr),)*
+                other => {
+                    // `prepare` only lets through what APIS lists, and each has an arm.
+                    unreachable!("no handler for a request prepare() accepted: {:?}", std::mem::discriminant(&other))
+                }
+            }
+        }
+
+        /// A relayed API's check of the principal (see [`relay`]); false for the others.
+        fn relayed(shard: &Shard, ctx: &RequestContext, body: &RequestKind) -> bool {
+            match body {
+                $($(RequestKind::$key(r) => $module::$relayed(shard, ctx, r),)?)*
+                _ => false,
+            }
+        }
+
+        /// A request of each API in APIS, with every field at its default.
+        #[cfg(test)]
+        fn sample(key: ApiKey) -> Option<RequestKind> {
+            match key {
+                $(ApiKey::$key => Some(RequestKind::$key(Default::default())),)*
+                _ => None,
+            }
+        }
+    };
+    (@relay) => { false };
+    (@relay relayed) => { true };
+}
+
+// Adding an API: its handler file, its `mod` line above and its line here.
+registry! {
+    Produce => produce;
+    Fetch => fetch;
+    ListOffsets => list_offsets;
+    Metadata => metadata;
+    ApiVersions => api_versions;
+    CreateTopics => create_topics, relayed;
+    DeleteTopics => delete_topics, relayed;
+    InitProducerId => init_producer_id;
+    OffsetForLeaderEpoch => offset_for_leader_epoch;
+    DescribeConfigs => describe_configs;
+    AlterConfigs => alter_configs, relayed;
+    DescribeLogDirs => describe_log_dirs;
+    AlterReplicaLogDirs => alter_replica_log_dirs;
+    CreatePartitions => create_partitions, relayed;
+    IncrementalAlterConfigs => incremental_alter_configs, relayed;
+    DescribeCluster => describe_cluster;
+    DescribeTopicPartitions => describe_topic_partitions;
+    DescribeAcls => describe_acls;
+    CreateAcls => create_acls, relayed;
+    DeleteAcls => delete_acls, relayed;
+    DescribeClientQuotas => describe_client_quotas;
+    AlterClientQuotas => alter_client_quotas, relayed;
+    DescribeQuorum => describe_quorum, relayed;
+    DeleteRecords => delete_records;
+    ElectLeaders => elect_leaders;
+    AlterPartitionReassignments => alter_partition_reassignments, relayed;
+    ListPartitionReassignments => list_partition_reassignments;
     // Authentication (the exchange runs on the connection: security::sasl) and SCRAM users.
-    (ApiKey::SaslHandshake, sasl_handshake::VERSIONS.0, sasl_handshake::VERSIONS.1),
-    (ApiKey::SaslAuthenticate, sasl_authenticate::VERSIONS.0, sasl_authenticate::VERSIONS.1),
-    (
-        ApiKey::DescribeUserScramCredentials,
-        describe_user_scram_credentials::VERSIONS.0,
-        describe_user_scram_credentials::VERSIONS.1,
-    ),
-    (
-        ApiKey::AlterUserScramCredentials,
-        alter_user_scram_credentials::VERSIONS.0,
-        alter_user_scram_credentials::VERSIONS.1,
-    ),
+    SaslHandshake => sasl_handshake;
+    SaslAuthenticate => sasl_authenticate;
+    DescribeUserScramCredentials => describe_user_scram_credentials;
+    AlterUserScramCredentials => alter_user_scram_credentials, relayed;
     // Consumer groups and offsets (group coordinator).
-    (ApiKey::OffsetCommit, offset_commit::VERSIONS.0, offset_commit::VERSIONS.1),
-    (ApiKey::OffsetFetch, offset_fetch::VERSIONS.0, offset_fetch::VERSIONS.1),
-    (ApiKey::FindCoordinator, find_coordinator::VERSIONS.0, find_coordinator::VERSIONS.1),
-    (ApiKey::JoinGroup, join_group::VERSIONS.0, join_group::VERSIONS.1),
-    (ApiKey::Heartbeat, heartbeat::VERSIONS.0, heartbeat::VERSIONS.1),
-    (ApiKey::LeaveGroup, leave_group::VERSIONS.0, leave_group::VERSIONS.1),
-    (ApiKey::SyncGroup, sync_group::VERSIONS.0, sync_group::VERSIONS.1),
-    (ApiKey::DescribeGroups, describe_groups::VERSIONS.0, describe_groups::VERSIONS.1),
-    (ApiKey::ListGroups, list_groups::VERSIONS.0, list_groups::VERSIONS.1),
-    (ApiKey::DeleteGroups, delete_groups::VERSIONS.0, delete_groups::VERSIONS.1),
-    (ApiKey::OffsetDelete, offset_delete::VERSIONS.0, offset_delete::VERSIONS.1),
-    (ApiKey::ConsumerGroupHeartbeat, consumer_group_heartbeat::VERSIONS.0, consumer_group_heartbeat::VERSIONS.1),
-    (ApiKey::ConsumerGroupDescribe, consumer_group_describe::VERSIONS.0, consumer_group_describe::VERSIONS.1),
+    OffsetCommit => offset_commit;
+    OffsetFetch => offset_fetch;
+    FindCoordinator => find_coordinator;
+    JoinGroup => join_group;
+    Heartbeat => heartbeat;
+    LeaveGroup => leave_group;
+    SyncGroup => sync_group;
+    DescribeGroups => describe_groups;
+    ListGroups => list_groups;
+    DeleteGroups => delete_groups;
+    OffsetDelete => offset_delete;
+    ConsumerGroupHeartbeat => consumer_group_heartbeat;
+    ConsumerGroupDescribe => consumer_group_describe;
     // Transactions (transaction coordinator and markers).
-    (ApiKey::AddPartitionsToTxn, add_partitions_to_txn::VERSIONS.0, add_partitions_to_txn::VERSIONS.1),
-    (ApiKey::AddOffsetsToTxn, add_offsets_to_txn::VERSIONS.0, add_offsets_to_txn::VERSIONS.1),
-    (ApiKey::EndTxn, end_txn::VERSIONS.0, end_txn::VERSIONS.1),
-    (ApiKey::TxnOffsetCommit, txn_offset_commit::VERSIONS.0, txn_offset_commit::VERSIONS.1),
-    (ApiKey::WriteTxnMarkers, write_txn_markers::VERSIONS.0, write_txn_markers::VERSIONS.1),
-    (ApiKey::DescribeTransactions, describe_transactions::VERSIONS.0, describe_transactions::VERSIONS.1),
-    (ApiKey::ListTransactions, list_transactions::VERSIONS.0, list_transactions::VERSIONS.1),
-    (ApiKey::DescribeProducers, describe_producers::VERSIONS.0, describe_producers::VERSIONS.1),
-];
+    AddPartitionsToTxn => add_partitions_to_txn;
+    AddOffsetsToTxn => add_offsets_to_txn;
+    EndTxn => end_txn;
+    TxnOffsetCommit => txn_offset_commit;
+    WriteTxnMarkers => write_txn_markers;
+    DescribeTransactions => describe_transactions;
+    ListTransactions => list_transactions;
+    DescribeProducers => describe_producers;
+}
+
+/// The registry entry of `key`, if Keel serves it.
+pub fn api(key: ApiKey) -> Option<&'static Api> {
+    APIS.iter().find(|a| a.key == key)
+}
 
 pub fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
-    SUPPORTED.iter().find(|(k, _, _)| *k == key).map(|(_, min, max)| (*min, *max))
+    api(key).map(|a| a.versions)
 }
 
 pub struct Request {
@@ -239,6 +291,38 @@ pub fn with_throttle(response: Bytes, key: ApiKey, version: i16, throttle: std::
     out.freeze()
 }
 
+/// What a handler answers when it does not always answer with a response.
+pub enum Answer<R> {
+    Respond(R),
+    /// Nothing is sent (Produce with acks=0, every batch appended).
+    Silent,
+    /// The connection is closed (Produce with acks=0 and a batch refused; an ACL
+    /// request carrying the UNKNOWN code, which Kafka cannot parse).
+    Close,
+}
+
+/// What a handler returns: a response, or an [`Answer`].
+pub trait Reply {
+    /// The frame sent back: `None` for none, [`CLOSE_CONNECTION`] to close.
+    fn into_frame(self, key: ApiKey, version: i16, correlation_id: i32) -> Option<Bytes>;
+}
+
+impl<R: Encodable> Reply for R {
+    fn into_frame(self, key: ApiKey, version: i16, correlation_id: i32) -> Option<Bytes> {
+        encode(key, version, correlation_id, &self)
+    }
+}
+
+impl<R: Encodable> Reply for Answer<R> {
+    fn into_frame(self, key: ApiKey, version: i16, correlation_id: i32) -> Option<Bytes> {
+        match self {
+            Answer::Respond(response) => encode(key, version, correlation_id, &response),
+            Answer::Silent => None,
+            Answer::Close => Some(CLOSE_CONNECTION),
+        }
+    }
+}
+
 /// What `run` returns for a request whose connection must be closed instead of
 /// answered (an empty frame is never a response: every response has a header).
 pub const CLOSE_CONNECTION: Bytes = Bytes::new();
@@ -246,153 +330,23 @@ pub const CLOSE_CONNECTION: Bytes = Bytes::new();
 /// Runs a decoded request; `None` means no response is sent, [`CLOSE_CONNECTION`] that
 /// the connection is closed after the responses before it.
 pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Option<Bytes> {
-    let (key, v, corr) = (req.api_key, req.version, req.header.correlation_id);
     // In a cluster, metadata changes are the controller's: a node that is not it
     // relays the request there and its answer back, as Kafka's brokers do.
-    if crate::replication::cluster::CONTROLLER_APIS.contains(&key) && relayable(shard, ctx, &req.body) {
+    if relay(shard, ctx, &req) {
         if let Some(answer) = crate::replication::cluster::forward_to_controller(shard, &req.frame).await {
             return Some(answer);
         }
     }
-    match req.body {
-        RequestKind::Produce(r) => match produce::handle(shard, ctx, v, r).await {
-            produce::Answer::Respond(resp) => encode(key, v, corr, &resp),
-            produce::Answer::Silent => None,
-            produce::Answer::Close => Some(CLOSE_CONNECTION),
-        },
-        RequestKind::Fetch(r) => encode(key, v, corr, &fetch::handle(shard, ctx, v, r).await),
-        RequestKind::ListOffsets(r) => encode(key, v, corr, &list_offsets::handle(shard, ctx, v, r).await),
-        RequestKind::Metadata(r) => encode(key, v, corr, &metadata::handle(shard, ctx, v, r).await),
-        RequestKind::ApiVersions(r) => {
-            encode(key, v, corr, &api_versions::handle(ctx, v, r, shard.config.transaction_version))
-        }
-        RequestKind::CreateTopics(r) => encode(key, v, corr, &create_topics::handle(shard, ctx, v, r).await),
-        RequestKind::DeleteTopics(r) => encode(key, v, corr, &delete_topics::handle(shard, ctx, v, r).await),
-        RequestKind::InitProducerId(r) => encode(key, v, corr, &init_producer_id::handle(shard, ctx, v, r).await),
-        RequestKind::OffsetForLeaderEpoch(r) => {
-            encode(key, v, corr, &offset_for_leader_epoch::handle(shard, ctx, r).await)
-        }
-        RequestKind::DescribeConfigs(r) => encode(key, v, corr, &describe_configs::handle(shard, ctx, v, r)),
-        RequestKind::AlterConfigs(r) => encode(key, v, corr, &alter_configs::handle(shard, ctx, r).await),
-        RequestKind::DescribeLogDirs(r) => encode(key, v, corr, &describe_log_dirs::handle(shard, ctx, r).await),
-        RequestKind::AlterReplicaLogDirs(r) => {
-            encode(key, v, corr, &alter_replica_log_dirs::handle(shard, ctx, r).await)
-        }
-        RequestKind::CreatePartitions(r) => encode(key, v, corr, &create_partitions::handle(shard, ctx, v, r).await),
-        RequestKind::IncrementalAlterConfigs(r) => {
-            encode(key, v, corr, &incremental_alter_configs::handle(shard, ctx, r).await)
-        }
-        RequestKind::DescribeCluster(r) => encode(key, v, corr, &describe_cluster::handle(shard, ctx, v, r)),
-        RequestKind::DescribeTopicPartitions(r) => {
-            encode(key, v, corr, &describe_topic_partitions::handle(shard, ctx, r))
-        }
-        RequestKind::DescribeAcls(r) => match describe_acls::handle(shard, ctx, r) {
-            Some(resp) => encode(key, v, corr, &resp),
-            None => Some(CLOSE_CONNECTION),
-        },
-        RequestKind::CreateAcls(r) => match create_acls::handle(shard, ctx, r).await {
-            Some(resp) => encode(key, v, corr, &resp),
-            None => Some(CLOSE_CONNECTION),
-        },
-        RequestKind::DeleteAcls(r) => match delete_acls::handle(shard, ctx, r).await {
-            Some(resp) => encode(key, v, corr, &resp),
-            None => Some(CLOSE_CONNECTION),
-        },
-        RequestKind::DescribeClientQuotas(r) => encode(key, v, corr, &describe_client_quotas::handle(shard, ctx, r)),
-        RequestKind::AlterClientQuotas(r) => encode(key, v, corr, &alter_client_quotas::handle(shard, ctx, r).await),
-        RequestKind::DescribeQuorum(r) => encode(key, v, corr, &describe_quorum::handle(shard, ctx, v, r).await),
-        RequestKind::DeleteRecords(r) => encode(key, v, corr, &delete_records::handle(shard, ctx, r).await),
-        RequestKind::ElectLeaders(r) => encode(key, v, corr, &elect_leaders::handle(shard, ctx, v, r).await),
-        RequestKind::AlterPartitionReassignments(r) => {
-            encode(key, v, corr, &alter_partition_reassignments::handle(shard, ctx, r).await)
-        }
-        RequestKind::ListPartitionReassignments(r) => {
-            encode(key, v, corr, &list_partition_reassignments::handle(shard, ctx, r))
-        }
-        RequestKind::FindCoordinator(r) => encode(key, v, corr, &find_coordinator::handle(shard, ctx, v, r).await),
-        RequestKind::JoinGroup(r) => encode(key, v, corr, &join_group::handle(shard, ctx, v, &req.header, r).await),
-        RequestKind::SyncGroup(r) => encode(key, v, corr, &sync_group::handle(shard, ctx, v, r).await),
-        RequestKind::Heartbeat(r) => encode(key, v, corr, &heartbeat::handle(shard, ctx, r).await),
-        RequestKind::LeaveGroup(r) => encode(key, v, corr, &leave_group::handle(shard, ctx, v, r).await),
-        RequestKind::OffsetCommit(r) => encode(key, v, corr, &offset_commit::handle(shard, ctx, v, r).await),
-        RequestKind::OffsetFetch(r) => encode(key, v, corr, &offset_fetch::handle(shard, ctx, v, r).await),
-        RequestKind::OffsetDelete(r) => encode(key, v, corr, &offset_delete::handle(shard, ctx, r).await),
-        RequestKind::ListGroups(r) => encode(key, v, corr, &list_groups::handle(shard, ctx, v, r).await),
-        RequestKind::DescribeGroups(r) => encode(key, v, corr, &describe_groups::handle(shard, ctx, v, r).await),
-        RequestKind::DeleteGroups(r) => encode(key, v, corr, &delete_groups::handle(shard, ctx, r).await),
-        RequestKind::ConsumerGroupHeartbeat(r) => {
-            encode(key, v, corr, &consumer_group_heartbeat::handle(shard, ctx, v, &req.header, r).await)
-        }
-        RequestKind::ConsumerGroupDescribe(r) => {
-            encode(key, v, corr, &consumer_group_describe::handle(shard, ctx, v, r).await)
-        }
-        RequestKind::AddPartitionsToTxn(r) => {
-            encode(key, v, corr, &add_partitions_to_txn::handle(shard, ctx, v, r).await)
-        }
-        RequestKind::AddOffsetsToTxn(r) => encode(key, v, corr, &add_offsets_to_txn::handle(shard, ctx, v, r).await),
-        RequestKind::EndTxn(r) => encode(key, v, corr, &end_txn::handle(shard, ctx, v, r).await),
-        RequestKind::TxnOffsetCommit(r) => encode(key, v, corr, &txn_offset_commit::handle(shard, ctx, v, r).await),
-        RequestKind::WriteTxnMarkers(r) => encode(key, v, corr, &write_txn_markers::handle(shard, ctx, r).await),
-        RequestKind::DescribeTransactions(r) => {
-            encode(key, v, corr, &describe_transactions::handle(shard, ctx, r).await)
-        }
-        RequestKind::DescribeProducers(r) => encode(key, v, corr, &describe_producers::handle(shard, ctx, r).await),
-        RequestKind::ListTransactions(r) => encode(key, v, corr, &list_transactions::handle(shard, ctx, v, r).await),
-        RequestKind::SaslHandshake(r) => encode(key, v, corr, &sasl_handshake::handle(ctx, r)),
-        RequestKind::SaslAuthenticate(r) => encode(key, v, corr, &sasl_authenticate::handle(ctx, r)),
-        RequestKind::DescribeUserScramCredentials(r) => {
-            encode(key, v, corr, &describe_user_scram_credentials::handle(shard, ctx, r))
-        }
-        RequestKind::AlterUserScramCredentials(r) => {
-            encode(key, v, corr, &alter_user_scram_credentials::handle(shard, ctx, r).await)
-        }
-        other => {
-            // `prepare` only lets through what SUPPORTED lists, and each has an arm.
-            unreachable!("no handler for a request prepare() accepted: {:?}", std::mem::discriminant(&other))
-        }
-    }
+    dispatch(shard, ctx, req).await
 }
 
-/// Whether the principal may do everything a controller request asks: only then is it
-/// relayed to the controller, which sees the relaying node's principal (KIP-590's
-/// envelope is not built). Otherwise it runs here, where its handler decides the
-/// refusals (and the parts allowed are answered NOT_CONTROLLER).
-fn relayable(shard: &Shard, ctx: &RequestContext, body: &RequestKind) -> bool {
-    use crate::security::acl::{self, operation as op, resource as res};
-    if !shard.security.authorizer.enabled() {
-        return true;
-    }
-    let topic = |operation: i8, name: &str| allowed(shard, ctx, operation, res::TOPIC, name);
-    let cluster = |operation: i8| allowed(shard, ctx, operation, res::CLUSTER, acl::CLUSTER_NAME);
-    let config = |resource_type: i8, name: &str, operation: i8| match resource_type {
-        describe_configs::RESOURCE_TOPIC => topic(operation, name),
-        _ => cluster(operation),
-    };
-    let meta = shard.meta();
-    match body {
-        RequestKind::CreateTopics(r) => cluster(op::CREATE) || r.topics.iter().all(|t| topic(op::CREATE, &t.name.0)),
-        RequestKind::DeleteTopics(r) => {
-            r.topic_names.iter().all(|n| topic(op::DELETE, n))
-                && r.topics.iter().all(|t| {
-                    let name = t.name.as_ref().map(|n| n.0.as_str()).or_else(|| meta.topic_name(&t.topic_id));
-                    name.is_some_and(|n| topic(op::DELETE, n))
-                })
-        }
-        RequestKind::CreatePartitions(r) => r.topics.iter().all(|t| topic(op::ALTER, &t.name.0)),
-        RequestKind::AlterConfigs(r) => {
-            r.resources.iter().all(|c| config(c.resource_type, &c.resource_name, op::ALTER_CONFIGS))
-        }
-        RequestKind::IncrementalAlterConfigs(r) => {
-            r.resources.iter().all(|c| config(c.resource_type, &c.resource_name, op::ALTER_CONFIGS))
-        }
-        RequestKind::DescribeQuorum(_) => cluster(op::DESCRIBE),
-        RequestKind::AlterClientQuotas(_) => cluster(op::ALTER_CONFIGS),
-        RequestKind::AlterPartitionReassignments(_)
-        | RequestKind::AlterUserScramCredentials(_)
-        | RequestKind::CreateAcls(_)
-        | RequestKind::DeleteAcls(_) => cluster(op::ALTER),
-        _ => true,
-    }
+/// Whether a request goes to the controller: when its API is relayed and the principal
+/// may do everything it asks. The controller sees the relaying node's principal
+/// (KIP-590's envelope is not built); a request not relayed runs here, where its
+/// handler decides the refusals (and the parts allowed are answered NOT_CONTROLLER).
+fn relay(shard: &Shard, ctx: &RequestContext, req: &Request) -> bool {
+    api(req.api_key).is_some_and(|a| a.relay)
+        && (!shard.security.authorizer.enabled() || relayed(shard, ctx, &req.body))
 }
 
 /// Groups items by owner shard, sends each owner the request `request` makes of its
@@ -509,6 +463,26 @@ pub fn allowed(shard: &Shard, ctx: &RequestContext, operation: i8, resource_type
     !authorizer.enabled() || authorizer.allows(&shard.meta(), ctx, operation, resource_type, name)
 }
 
+/// As [`allowed`], on the cluster.
+pub fn cluster_allowed(shard: &Shard, ctx: &RequestContext, operation: i8) -> bool {
+    use crate::security::acl;
+    allowed(shard, ctx, operation, acl::resource::CLUSTER, acl::CLUSTER_NAME)
+}
+
+/// As [`allowed`], on a topic.
+pub fn topic_allowed(shard: &Shard, ctx: &RequestContext, operation: i8, name: &str) -> bool {
+    allowed(shard, ctx, operation, crate::security::acl::resource::TOPIC, name)
+}
+
+/// As [`allowed`], on what a config resource names: a topic's configs are the topic's,
+/// the others (a broker's, a logger's) the cluster's.
+pub fn config_allowed(shard: &Shard, ctx: &RequestContext, resource_type: i8, name: &str, operation: i8) -> bool {
+    match resource_type {
+        describe_configs::RESOURCE_TOPIC => topic_allowed(shard, ctx, operation, name),
+        _ => cluster_allowed(shard, ctx, operation),
+    }
+}
+
 /// Whether the principal may do `operation` on the cluster.
 pub fn cluster_authorized(shard: &Shard, ctx: &RequestContext, operation: i8) -> bool {
     use crate::security::acl;
@@ -524,3 +498,6 @@ pub fn operations(shard: &Shard, ctx: &RequestContext, resource_type: i8, name: 
 pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
     kafka_protocol::protocol::StrBytes::from_string(s.to_string())
 }
+
+#[cfg(test)]
+mod tests;

@@ -20,7 +20,12 @@ use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
     let group_id = req.group_id.0.to_string();
     // As Kafka: DELETE on the group, then READ on each topic.
     if !super::authorized(shard, ctx, acl::operation::DELETE, acl::resource::GROUP, &group_id) {

@@ -53,6 +53,7 @@ pub const VERSIONS: (i16, i16) = (2, 4);
 pub async fn handle(
     shard: &Rc<Shard>,
     ctx: &RequestContext,
+    _version: i16,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     // As Kafka: a replica needs CLUSTER_ACTION on the cluster, a client DESCRIBE on

@@ -12,7 +12,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, TopicName};
 use uuid::Uuid;
 
-use super::{scatter, str_bytes};
+use super::{scatter, str_bytes, Answer};
 use crate::errors;
 use crate::quota;
 use crate::replication::cluster;
@@ -78,15 +78,6 @@ impl Serve for Append {
     }
 }
 
-/// What a Produce request gets back.
-pub enum Answer {
-    Respond(ProduceResponse),
-    /// acks=0 and every batch appended: nothing is sent.
-    Silent,
-    /// acks=0 and a batch refused: the connection is closed.
-    Close,
-}
-
 /// Records and batches in a partition's record set (v2 batch headers; a set that
 /// does not parse counts what parsed before it).
 fn batch_counts(records: &Bytes) -> (u64, u64) {
@@ -102,7 +93,12 @@ fn batch_counts(records: &Bytes) -> (u64, u64) {
     counts
 }
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: ProduceRequest) -> Answer {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    version: i16,
+    req: ProduceRequest,
+) -> Answer<ProduceResponse> {
     let acks = req.acks;
     let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
     // A missing topic is UNKNOWN_TOPIC_OR_PARTITION: as in Kafka, only Metadata

@@ -3,15 +3,23 @@
 //! re-authentication runs on the connection, `security::sasl`).
 //! The exchange itself runs on the connection, before any handler (`security::sasl`).
 
+use std::rc::Rc;
+
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 
 use super::str_bytes;
 use crate::errors;
 use crate::security::context::RequestContext;
+use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
-pub fn handle(ctx: &RequestContext, _req: SaslAuthenticateRequest) -> SaslAuthenticateResponse {
+pub async fn handle(
+    _shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    _req: SaslAuthenticateRequest,
+) -> SaslAuthenticateResponse {
     let message = if ctx.session.protocol().uses_sasl() {
         "SaslAuthenticate request received after successful authentication"
     } else {

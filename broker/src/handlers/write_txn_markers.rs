@@ -15,7 +15,12 @@ use crate::txn::markers::{self, Marker};
 
 pub const VERSIONS: (i16, i16) = (1, 1);
 
-pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    ctx: &RequestContext,
+    _version: i16,
+    req: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
     // As Kafka: CLUSTER_ACTION on the cluster (only brokers write markers), else every
     // partition is refused.
     let refused = !super::cluster_authorized(shard, ctx, crate::security::acl::operation::CLUSTER_ACTION);

@@ -471,21 +471,6 @@ pub fn controller_id(shard: &Shard) -> i32 {
     }
 }
 
-/// Requests only the controller carries out; other nodes forward them.
-pub const CONTROLLER_APIS: &[kafka_protocol::messages::ApiKey] = &[
-    kafka_protocol::messages::ApiKey::CreateTopics,
-    kafka_protocol::messages::ApiKey::DeleteTopics,
-    kafka_protocol::messages::ApiKey::CreatePartitions,
-    kafka_protocol::messages::ApiKey::AlterConfigs,
-    kafka_protocol::messages::ApiKey::IncrementalAlterConfigs,
-    kafka_protocol::messages::ApiKey::DescribeQuorum,
-    kafka_protocol::messages::ApiKey::AlterPartitionReassignments,
-    kafka_protocol::messages::ApiKey::AlterUserScramCredentials,
-    kafka_protocol::messages::ApiKey::CreateAcls,
-    kafka_protocol::messages::ApiKey::DeleteAcls,
-    kafka_protocol::messages::ApiKey::AlterClientQuotas,
-];
-
 /// Largest response relayed from the controller.
 const FORWARDED_RESPONSE_BYTES_MAX: usize = 16 << 20;
 /// How long a relayed request may take.

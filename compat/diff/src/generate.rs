@@ -307,9 +307,8 @@ fn produce_fetch(s: &mut Sequence) {
     // (which would open a session on Kafka) must be refused as Kafka refuses an unknown
     // session, and -1 answered in full whatever the id.
     if let Some(version) = s.version_at_least(ApiKey::Fetch, 7) {
-        let (session_id, session_epoch) = *[(-1, -1), (0, -1), (12345, -1), (0, 1), (12345, 3), (-1, -2)]
-            .choose(s.rng)
-            .expect("non-empty");
+        let (session_id, session_epoch) =
+            *[(-1, -1), (0, -1), (12345, -1), (0, 1), (12345, 3), (-1, -2)].choose(s.rng).expect("non-empty");
         s.push_at(version, Request::SessionFetch { topic: Topic::Slot("t0"), session_id, session_epoch });
     }
     if let Some(version) = s.version(ApiKey::Fetch) {

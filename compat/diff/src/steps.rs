@@ -322,7 +322,10 @@ impl Request {
                 isolation(*isolation_level)
             ),
             Request::SessionFetch { topic, session_id, session_epoch } => {
-                format!("{}/0 offset=0 session_id={session_id} session_epoch={session_epoch}", short(&names.topic(topic)))
+                format!(
+                    "{}/0 offset=0 session_id={session_id} session_epoch={session_epoch}",
+                    short(&names.topic(topic))
+                )
             }
             Request::ListOffsets { topic, partition, timestamp, isolation_level } => {
                 format!(
@@ -468,8 +471,9 @@ impl Request {
                 )
             }
             Request::SessionFetch { topic, session_id, session_epoch } => {
-                let fetch_topic = FetchTopic::default()
-                    .with_partitions(vec![FetchPartition::default().with_partition(0).with_partition_max_bytes(1 << 20)]);
+                let fetch_topic = FetchTopic::default().with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_partition_max_bytes(1 << 20)]);
                 let fetch_topic = if version >= 13 {
                     fetch_topic.with_topic_id(names.topic_id(topic, context))
                 } else {
