@@ -19,15 +19,7 @@ pub const VERSIONS: (i16, i16) = (0, 2);
 /// Relayed to the controller (see `handlers::run`) when the principal may do all it
 /// asks: ALTER_CONFIGS on every resource it names.
 pub fn relayed(shard: &Shard, ctx: &RequestContext, req: &AlterConfigsRequest) -> bool {
-    req.resources.iter().all(|c| {
-        super::config_allowed(
-            shard,
-            ctx,
-            c.resource_type,
-            &c.resource_name,
-            crate::security::acl::operation::ALTER_CONFIGS,
-        )
-    })
+    super::configs_alterable(shard, ctx, req.resources.iter().map(|c| (c.resource_type, c.resource_name.as_str())))
 }
 
 /// The change a resource names, or why it cannot be changed. As Kafka: ALTER_CONFIGS

@@ -483,6 +483,17 @@ pub fn config_allowed(shard: &Shard, ctx: &RequestContext, resource_type: i8, na
     }
 }
 
+/// Whether the principal may ALTER_CONFIGS every (resource type, name) given: what
+/// AlterConfigs and IncrementalAlterConfigs check before they are relayed.
+pub fn configs_alterable<'a>(
+    shard: &Shard,
+    ctx: &RequestContext,
+    mut resources: impl Iterator<Item = (i8, &'a str)>,
+) -> bool {
+    let alter = crate::security::acl::operation::ALTER_CONFIGS;
+    resources.all(|(resource_type, name)| config_allowed(shard, ctx, resource_type, name, alter))
+}
+
 /// Whether the principal may do `operation` on the cluster.
 pub fn cluster_authorized(shard: &Shard, ctx: &RequestContext, operation: i8) -> bool {
     use crate::security::acl;
