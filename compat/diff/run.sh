@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the differential tester against a fresh Apache Kafka and a fresh Keel.
-#   compat/diff/run.sh [--long] [--seed N] [--sequences N] [--only N]
+#   compat/diff/run.sh [--long] [--seed N] [--sequences N] [--only N] [--scenario NAME]
 # Builds keel-diff and Keel (target/release/keel), starts Kafka (compat/kafka/kafka.sh)
 # on port 39092 and Keel (compat/keel.sh) on port 39192, runs the short profile (about 100
 # sequences) or the long one (--long, 2,000), stops both and exits with the tester's
@@ -23,6 +23,7 @@ while (($#)); do
     --seed) seed=$2; shift 2 ;;
     --sequences) extra+=(--sequences "$2"); shift 2 ;;
     --only) extra+=(--only "$2"); shift 2 ;;
+    --scenario) extra+=(--scenario "$2"); shift 2 ;;
     -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -31,9 +32,10 @@ kafka_port=${DIFF_KAFKA_PORT:-39092}
 keel_port=${DIFF_KEEL_PORT:-39192}
 echo "run.sh: seed $seed, profile $profile"
 
-# With the broker, as ./test.sh builds them: built alone, keel-diff's dependencies
-# would be compiled again for its own feature set.
-(cd "$root" && cargo build --release -p keel-broker -p keel-diff)
+# With the crates ./test.sh builds: built with another list, the shared dependencies
+# would be compiled again for another feature set.
+(cd "$root" && cargo build --release -p keel-protocol -p keel-storage -p keel-raft -p keel-broker -p keel-tuning \
+  -p keel-queue-check -p keel-diff)
 target="${CARGO_TARGET_DIR:-$root/target}"
 
 work=$(mktemp -d /tmp/keel-diff.XXXXXX)

@@ -1,6 +1,6 @@
 //! The steps of the admin and cluster APIs: leader epochs, paged topic descriptions,
 //! the cluster and its quorum, leader elections, reassignments, log directories, ACLs,
-//! group and offset deletion, and the inter-broker WriteTxnMarkers.
+//! client quotas, group and offset deletion, and the inter-broker WriteTxnMarkers.
 //!
 //! What differs between brokers by construction is named, not given as numbers: a
 //! partition's leader epoch is "the one this broker's Metadata showed" (Kafka starts at
@@ -9,8 +9,12 @@
 //! The numbers are looked up in what that broker answered (`BrokerContext`) when the
 //! step is sent, as producer and topic ids are.
 
+use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::alter_partition_reassignments_request::{ReassignablePartition, ReassignableTopic};
 use kafka_protocol::messages::alter_replica_log_dirs_request::{AlterReplicaLogDir, AlterReplicaLogDirTopic};
+use kafka_protocol::messages::create_acls_request::AclCreation;
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
@@ -55,6 +59,25 @@ pub enum LogDir {
     Unknown,
 }
 
+/// The one ACL the tester creates and deletes, on a topic of its sequence: `User:keel-diff`
+/// may READ it from any host. Resource type TOPIC (2), pattern LITERAL (3), operation
+/// READ (3), permission ALLOW (3).
+struct Acl;
+
+impl Acl {
+    const RESOURCE_TYPE: i8 = 2;
+    const PATTERN_TYPE: i8 = 3;
+    const PRINCIPAL: &'static str = "User:keel-diff";
+    const HOST: &'static str = "*";
+    const OPERATION: i8 = 3;
+    const PERMISSION_TYPE: i8 = 3;
+}
+
+/// The quota entity type of a client id.
+const CLIENT_ID_ENTITY: &str = "client-id";
+/// DescribeClientQuotas' match type for one exact entity name.
+const MATCH_EXACT: i8 = 0;
+
 /// A path no broker of the run has as a log directory.
 const LOG_DIR_NEVER_GIVEN: &str = "/nonexistent/keel-diff-log-dir";
 /// A node id a cluster of one node does not have.
@@ -98,10 +121,30 @@ pub enum AdminRequest {
         dir: LogDir,
         topics: TopicPartitionList,
     },
+    /// Any operation and permission, for any principal and host.
     DescribeAcls {
         resource_type: i8,
-        resource_name: Option<&'static str>,
+        resource_name: Option<Topic>,
         pattern_type: i8,
+    },
+    /// The ACL `Acl` describes, on a topic.
+    CreateAcls {
+        topic: Topic,
+    },
+    /// Deletes what matches the ACL `Acl` describes, on a topic.
+    DeleteAcls {
+        topic: Topic,
+    },
+    /// Sets (`Some`) or removes (`None`) each quota of a client id slot.
+    AlterClientQuotas {
+        client: &'static str,
+        quotas: Vec<(&'static str, Option<f64>)>,
+    },
+    /// The quotas of exactly this client id slot; `strict` leaves out entities that
+    /// name more than a client id.
+    DescribeClientQuotas {
+        client: &'static str,
+        strict: bool,
     },
     DeleteGroups {
         groups: Vec<&'static str>,
@@ -153,6 +196,10 @@ impl AdminRequest {
             AdminRequest::DescribeLogDirs { .. } => ApiKey::DescribeLogDirs,
             AdminRequest::AlterReplicaLogDirs { .. } => ApiKey::AlterReplicaLogDirs,
             AdminRequest::DescribeAcls { .. } => ApiKey::DescribeAcls,
+            AdminRequest::CreateAcls { .. } => ApiKey::CreateAcls,
+            AdminRequest::DeleteAcls { .. } => ApiKey::DeleteAcls,
+            AdminRequest::AlterClientQuotas { .. } => ApiKey::AlterClientQuotas,
+            AdminRequest::DescribeClientQuotas { .. } => ApiKey::DescribeClientQuotas,
             AdminRequest::DeleteGroups { .. } => ApiKey::DeleteGroups,
             AdminRequest::OffsetDelete { .. } => ApiKey::OffsetDelete,
             AdminRequest::DescribeQuorum { .. } => ApiKey::DescribeQuorum,
@@ -200,7 +247,24 @@ impl AdminRequest {
             AdminRequest::DescribeLogDirs { topics } => list(topics),
             AdminRequest::AlterReplicaLogDirs { dir, topics } => format!("dir={dir:?} {}", partitions(names, topics)),
             AdminRequest::DescribeAcls { resource_type, resource_name, pattern_type } => {
-                format!("resource_type={resource_type} name={resource_name:?} pattern_type={pattern_type}")
+                let name = resource_name.as_ref().map(|t| short(&names.topic(t)));
+                format!("resource_type={resource_type} name={name:?} pattern_type={pattern_type}")
+            }
+            AdminRequest::CreateAcls { topic } | AdminRequest::DeleteAcls { topic } => {
+                format!("{} may READ topic {} (literal) from {}", Acl::PRINCIPAL, short(&names.topic(topic)), Acl::HOST)
+            }
+            AdminRequest::AlterClientQuotas { client, quotas } => {
+                let quotas: Vec<String> = quotas
+                    .iter()
+                    .map(|(key, value)| match value {
+                        Some(value) => format!("{key}={value}"),
+                        None => format!("remove {key}"),
+                    })
+                    .collect();
+                format!("client-id={} [{}]", names.client_id(client), quotas.join(", "))
+            }
+            AdminRequest::DescribeClientQuotas { client, strict } => {
+                format!("client-id={} strict={strict}", names.client_id(client))
             }
             AdminRequest::DeleteGroups { groups } => {
                 let groups: Vec<String> = groups.iter().map(|g| names.group(g)).collect();
@@ -337,13 +401,61 @@ impl AdminRequest {
                 RequestKind::DescribeAcls(
                     DescribeAclsRequest::default()
                         .with_resource_type_filter(*resource_type)
-                        .with_resource_name_filter(resource_name.map(StrBytes::from_static_str))
+                        .with_resource_name_filter(
+                            resource_name.as_ref().map(|t| StrBytes::from_string(names.topic(t))),
+                        )
                         .with_pattern_type_filter(*pattern_type)
                         // ANY operation (1), ANY permission (1).
                         .with_operation(1)
                         .with_permission_type(1),
                 )
             }
+            AdminRequest::CreateAcls { topic } => {
+                RequestKind::CreateAcls(CreateAclsRequest::default().with_creations(vec![AclCreation::default()
+                    .with_resource_type(Acl::RESOURCE_TYPE)
+                    .with_resource_name(StrBytes::from_string(names.topic(topic)))
+                    .with_resource_pattern_type(Acl::PATTERN_TYPE)
+                    .with_principal(StrBytes::from_static_str(Acl::PRINCIPAL))
+                    .with_host(StrBytes::from_static_str(Acl::HOST))
+                    .with_operation(Acl::OPERATION)
+                    .with_permission_type(Acl::PERMISSION_TYPE)]))
+            }
+            AdminRequest::DeleteAcls { topic } => {
+                RequestKind::DeleteAcls(DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()
+                    .with_resource_type_filter(Acl::RESOURCE_TYPE)
+                    .with_resource_name_filter(Some(StrBytes::from_string(names.topic(topic))))
+                    .with_pattern_type_filter(Acl::PATTERN_TYPE)
+                    .with_principal_filter(Some(StrBytes::from_static_str(Acl::PRINCIPAL)))
+                    .with_host_filter(Some(StrBytes::from_static_str(Acl::HOST)))
+                    .with_operation(Acl::OPERATION)
+                    .with_permission_type(Acl::PERMISSION_TYPE)]))
+            }
+            AdminRequest::AlterClientQuotas { client, quotas } => {
+                let ops = quotas
+                    .iter()
+                    .map(|(key, value)| {
+                        OpData::default()
+                            .with_key(StrBytes::from_static_str(key))
+                            .with_value(value.unwrap_or(0.0))
+                            .with_remove(value.is_none())
+                    })
+                    .collect();
+                RequestKind::AlterClientQuotas(AlterClientQuotasRequest::default().with_entries(vec![
+                    EntryData::default()
+                        .with_entity(vec![EntityData::default()
+                            .with_entity_type(StrBytes::from_static_str(CLIENT_ID_ENTITY))
+                            .with_entity_name(Some(StrBytes::from_string(names.client_id(client))))])
+                        .with_ops(ops),
+                ]))
+            }
+            AdminRequest::DescribeClientQuotas { client, strict } => RequestKind::DescribeClientQuotas(
+                DescribeClientQuotasRequest::default().with_strict(*strict).with_components(vec![
+                    ComponentData::default()
+                        .with_entity_type(StrBytes::from_static_str(CLIENT_ID_ENTITY))
+                        .with_match_type(MATCH_EXACT)
+                        .with_match(Some(StrBytes::from_string(names.client_id(client)))),
+                ]),
+            ),
             AdminRequest::DeleteGroups { groups } => RequestKind::DeleteGroups(
                 DeleteGroupsRequest::default()
                     .with_groups_names(groups.iter().map(|g| GroupId(StrBytes::from_string(names.group(g)))).collect()),

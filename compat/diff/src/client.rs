@@ -1,9 +1,12 @@
-//! A blocking Kafka client that sends one request and waits for its answer.
+//! A blocking Kafka client that sends one request and waits for its answer, or writes
+//! several back to back on its connection and then reads their answers in order.
 //!
 //! Blocking std TCP on purpose: the tester sends one request at a time to each broker and
 //! must see exactly what the broker answered (or that it closed the connection), so an
 //! async client or a real Kafka client library, with retries and metadata refreshes of
-//! its own, would hide the very behaviour being compared.
+//! its own, would hide the very behaviour being compared. The one exception is
+//! `pipeline`, whose point is the overlap: every request is on the wire before the
+//! first answer is read, as a client with several requests in flight sends them.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -36,6 +39,14 @@ impl Answer {
             _ => None,
         }
     }
+}
+
+/// One request of a pipeline: its API, version, body and whether it is answered.
+pub struct Pipelined<'a> {
+    pub api_key: ApiKey,
+    pub version: i16,
+    pub request: &'a RequestKind,
+    pub expect_response: bool,
 }
 
 pub struct Client {
@@ -93,7 +104,7 @@ impl Client {
 
     /// Reads the answer to the request `send_only` sent last.
     pub fn receive(&mut self, api_key: ApiKey, version: i16) -> Answer {
-        match self.read(api_key, version) {
+        match self.read(api_key, version, self.correlation_id) {
             Ok(answer) => answer,
             Err(error) => {
                 self.stream = None;
@@ -113,6 +124,46 @@ impl Client {
         open
     }
 
+    /// Writes `requests` back to back in one write, before reading any answer, then reads
+    /// the answers in the order the requests went out; one answer per request, in that
+    /// order (`NoResponse` for a produce with acks=0). After a transport failure the
+    /// connection is dropped and that request and every later one get the failure.
+    pub fn pipeline(&mut self, requests: &[Pipelined]) -> Vec<Answer> {
+        let first_correlation_id = self.correlation_id + 1;
+        self.correlation_id += requests.len() as i32;
+        let written = encode_pipeline(requests, first_correlation_id).and_then(|frames| {
+            if self.stream.is_none() {
+                self.reconnect()?;
+            }
+            let stream = self.stream.as_mut().expect("connected above");
+            stream.write_all(&frames).map_err(|e| format!("write: {e}"))
+        });
+        if let Err(error) = written {
+            self.stream = None;
+            return requests.iter().map(|_| Answer::Transport(error.clone())).collect();
+        }
+        let mut failed: Option<String> = None;
+        let mut answers = Vec::with_capacity(requests.len());
+        for (correlation_id, request) in (first_correlation_id..).zip(requests) {
+            let answer = if let Some(error) = &failed {
+                Answer::Transport(error.clone())
+            } else if !request.expect_response {
+                Answer::NoResponse
+            } else {
+                match self.read(request.api_key, request.version, correlation_id) {
+                    Ok(answer) => answer,
+                    Err(error) => {
+                        self.stream = None;
+                        failed = Some(error.clone());
+                        Answer::Transport(error)
+                    }
+                }
+            };
+            answers.push(answer);
+        }
+        answers
+    }
+
     fn exchange(
         &mut self,
         api_key: ApiKey,
@@ -124,7 +175,7 @@ impl Client {
         if !expect_response {
             return Ok(Answer::NoResponse);
         }
-        self.read(api_key, version)
+        self.read(api_key, version, self.correlation_id)
     }
 
     fn write(&mut self, api_key: ApiKey, version: i16, request: &RequestKind) -> Result<(), String> {
@@ -137,18 +188,32 @@ impl Client {
         stream.write_all(&frame).map_err(|e| format!("write: {e}"))
     }
 
-    fn read(&mut self, api_key: ApiKey, version: i16) -> Result<Answer, String> {
+    /// Reads the next answer on the connection, which must be the one to the request
+    /// sent with `correlation_id`.
+    fn read(&mut self, api_key: ApiKey, version: i16, correlation_id: i32) -> Result<Answer, String> {
         let stream = self.stream.as_mut().ok_or("not connected")?;
-        let mut body = read_frame(stream)?;
-        let header = ResponseHeader::decode(&mut body, api_key.response_header_version(version))
-            .map_err(|e| format!("decode response header: {e}"))?;
-        if header.correlation_id != self.correlation_id {
-            return Err(format!("correlation id {} answered {}", self.correlation_id, header.correlation_id));
-        }
-        let response =
-            ResponseKind::decode(api_key, &mut body, version).map_err(|e| format!("decode response: {e}"))?;
-        Ok(Answer::Response(Box::new(response)))
+        read_answer(stream, api_key, version, correlation_id)
     }
+}
+
+/// The frames of `requests`, one after another, numbered from `first_correlation_id`.
+fn encode_pipeline(requests: &[Pipelined], first_correlation_id: i32) -> Result<BytesMut, String> {
+    let mut frames = BytesMut::new();
+    for (correlation_id, r) in (first_correlation_id..).zip(requests) {
+        frames.extend_from_slice(&encode_frame(r.api_key, r.version, correlation_id, r.request)?);
+    }
+    Ok(frames)
+}
+
+fn read_answer(stream: &mut impl Read, api_key: ApiKey, version: i16, correlation_id: i32) -> Result<Answer, String> {
+    let mut body = read_frame(stream)?;
+    let header = ResponseHeader::decode(&mut body, api_key.response_header_version(version))
+        .map_err(|e| format!("decode response header: {e}"))?;
+    if header.correlation_id != correlation_id {
+        return Err(format!("correlation id {correlation_id} answered {}", header.correlation_id));
+    }
+    let response = ResponseKind::decode(api_key, &mut body, version).map_err(|e| format!("decode response: {e}"))?;
+    Ok(Answer::Response(Box::new(response)))
 }
 
 fn encode_frame(api_key: ApiKey, version: i16, correlation_id: i32, request: &RequestKind) -> Result<BytesMut, String> {
@@ -166,7 +231,7 @@ fn encode_frame(api_key: ApiKey, version: i16, correlation_id: i32, request: &Re
     Ok(frame)
 }
 
-fn read_frame(stream: &mut TcpStream) -> Result<Bytes, String> {
+fn read_frame(stream: &mut impl Read) -> Result<Bytes, String> {
     let mut length = [0u8; 4];
     stream.read_exact(&mut length).map_err(|e| format!("read: {e}"))?;
     let length = (&length[..]).get_i32();
@@ -176,4 +241,80 @@ fn read_frame(stream: &mut TcpStream) -> Result<Bytes, String> {
     let mut body = vec![0u8; length as usize];
     stream.read_exact(&mut body).map_err(|e| format!("read: {e}"))?;
     Ok(Bytes::from(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use kafka_protocol::messages::{FetchRequest, MetadataRequest, MetadataResponse, ProduceRequest, RequestHeader};
+
+    use super::*;
+
+    /// Splits a buffer of length-prefixed frames into the frames' bodies.
+    fn frames(mut bytes: Bytes) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        while bytes.has_remaining() {
+            let length = bytes.get_i32() as usize;
+            out.push(bytes.split_to(length));
+        }
+        out
+    }
+
+    #[test]
+    fn a_pipeline_is_its_requests_framed_back_to_back_with_consecutive_correlation_ids() {
+        let metadata = RequestKind::Metadata(MetadataRequest::default());
+        let produce = RequestKind::Produce(ProduceRequest::default().with_acks(0));
+        let fetch = RequestKind::Fetch(FetchRequest::default());
+        let requests = [
+            Pipelined { api_key: ApiKey::Metadata, version: 12, request: &metadata, expect_response: true },
+            Pipelined { api_key: ApiKey::Produce, version: 9, request: &produce, expect_response: false },
+            Pipelined { api_key: ApiKey::Fetch, version: 4, request: &fetch, expect_response: true },
+        ];
+        let bytes = encode_pipeline(&requests, 41).expect("encodes").freeze();
+        let bodies = frames(bytes);
+        assert_eq!(bodies.len(), 3);
+        for ((mut body, request), correlation_id) in bodies.into_iter().zip(&requests).zip(41..) {
+            let header = RequestHeader::decode(&mut body, request.api_key.request_header_version(request.version))
+                .expect("header decodes");
+            assert_eq!(header.request_api_key, request.api_key as i16);
+            assert_eq!(header.request_api_version, request.version);
+            assert_eq!(header.correlation_id, correlation_id);
+            let decoded = RequestKind::decode(request.api_key, &mut body, request.version).expect("body decodes");
+            assert_eq!(&decoded, request.request);
+            assert!(!body.has_remaining(), "one request per frame");
+        }
+    }
+
+    /// A response frame as a broker writes it.
+    fn response_frame(version: i16, correlation_id: i32, response: &ResponseKind) -> BytesMut {
+        let mut body = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(correlation_id)
+            .encode(&mut body, ApiKey::Metadata.response_header_version(version))
+            .expect("header encodes");
+        response.encode(&mut body, version).expect("body encodes");
+        let mut frame = BytesMut::new();
+        frame.put_i32(body.len() as i32);
+        frame.put_slice(&body);
+        frame
+    }
+
+    #[test]
+    fn answers_read_back_to_back_must_come_in_request_order() {
+        let first = ResponseKind::Metadata(MetadataResponse::default().with_throttle_time_ms(1));
+        let second = ResponseKind::Metadata(MetadataResponse::default().with_throttle_time_ms(2));
+        let mut wire = response_frame(12, 7, &first);
+        wire.extend_from_slice(&response_frame(12, 8, &second));
+        let mut stream = Cursor::new(wire.to_vec());
+        for (correlation_id, expected) in [(7, &first), (8, &second)] {
+            match read_answer(&mut stream, ApiKey::Metadata, 12, correlation_id) {
+                Ok(Answer::Response(response)) => assert_eq!(&*response, expected),
+                other => panic!("answer {correlation_id}: {other:?}"),
+            }
+        }
+        let mut swapped = Cursor::new(wire.to_vec());
+        let error = read_answer(&mut swapped, ApiKey::Metadata, 12, 8).expect_err("answer 7 is not answer 8");
+        assert_eq!(error, "correlation id 8 answered 7");
+    }
 }

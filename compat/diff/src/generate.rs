@@ -6,6 +6,9 @@
 //! behaviour worth comparing only shows after a setup (a topic that exists, records at
 //! known offsets), and a scenario keeps the minimal diverging sequence short to read.
 //!
+//! One scenario, `pipelined`, writes pairs of requests back to back on one connection
+//! (`pipelined.rs`).
+//!
 //! The sequence depends only on the seed and on the version ranges both brokers
 //! advertise, never on answers, so a seed replays the same requests.
 
@@ -26,6 +29,7 @@ use crate::versions::Versions;
 
 mod admin_scenarios;
 mod member_scenarios;
+mod pipelined;
 
 /// Longest legal topic name is 249 characters; one more must be refused.
 const TOPIC_NAME_LENGTH_ILLEGAL: usize = 250;
@@ -35,9 +39,43 @@ const UNKNOWN: Topic = Topic::Slot("t9");
 /// Versions drawn for one request before giving up on it.
 const VERSION_ATTEMPTS_MAX: usize = 16;
 
+type Scenario = fn(&mut Sequence);
+
+/// The scenarios a sequence is drawn from, by name (`--scenario`), each listed as many
+/// times as it is to be drawn.
+const SCENARIOS: [(&str, Scenario); 22] = [
+    ("metadata_names", metadata_names),
+    ("create_topics", create_topics),
+    ("produce_fetch", produce_fetch),
+    ("produce_fetch", produce_fetch),
+    ("delete_recreate", delete_recreate),
+    ("delete_records", delete_records),
+    ("offsets", offsets),
+    ("configs", configs),
+    ("partitions_and_groups", partitions_and_groups),
+    ("transactions", transactions),
+    ("transactions", transactions),
+    ("idempotent_produce", idempotent_produce),
+    ("group_membership", group_membership),
+    ("leader_epochs", admin_scenarios::leader_epochs),
+    ("describe_topic_partitions", admin_scenarios::describe_topic_partitions),
+    ("cluster", admin_scenarios::cluster),
+    ("elections_and_reassignments", admin_scenarios::elections_and_reassignments),
+    ("delete_groups", admin_scenarios::delete_groups),
+    ("txn_markers", admin_scenarios::txn_markers),
+    ("group_rebalance", member_scenarios::group_rebalance),
+    ("consumer_group", member_scenarios::consumer_group),
+    ("pipelined", pipelined::pipelined),
+];
+
 pub struct Generator<'a> {
     rng: StdRng,
     versions: &'a Versions,
+    /// The one scenario to draw from instead of all of them.
+    only: Option<Scenario>,
+    /// The kinds of pipelined pair still to come in the current round, kept from one
+    /// sequence to the next so that every kind comes once per round.
+    pairs: pipelined::Rotation,
 }
 
 /// One sequence under construction.
@@ -45,39 +83,34 @@ struct Sequence<'a, 'r> {
     rng: &'r mut StdRng,
     versions: &'a Versions,
     steps: Vec<Step>,
+    /// The pipelined pairs still to come in the current round (`pipelined.rs`).
+    pairs: &'r mut pipelined::Rotation,
 }
 
 impl<'a> Generator<'a> {
-    pub fn new(rng: StdRng, versions: &'a Versions) -> Generator<'a> {
-        Generator { rng, versions }
+    /// A generator of every scenario, or of the one named `scenario`.
+    pub fn new(rng: StdRng, versions: &'a Versions, scenario: Option<&str>) -> Result<Generator<'a>, String> {
+        let only = match scenario {
+            None => None,
+            Some(name) => match SCENARIOS.iter().find(|(known, _)| *known == name) {
+                Some((_, scenario)) => Some(*scenario),
+                None => {
+                    let mut names: Vec<&str> = SCENARIOS.iter().map(|(name, _)| *name).collect();
+                    names.dedup();
+                    return Err(format!("no scenario {name}; the scenarios: {}", names.join(", ")));
+                }
+            },
+        };
+        Ok(Generator { rng, versions, only, pairs: pipelined::Rotation::default() })
     }
 
     pub fn next_sequence(&mut self) -> Vec<Step> {
-        let scenarios: [fn(&mut Sequence); 21] = [
-            metadata_names,
-            create_topics,
-            produce_fetch,
-            produce_fetch,
-            delete_recreate,
-            delete_records,
-            offsets,
-            configs,
-            partitions_and_groups,
-            transactions,
-            transactions,
-            idempotent_produce,
-            group_membership,
-            admin_scenarios::leader_epochs,
-            admin_scenarios::describe_topic_partitions,
-            admin_scenarios::cluster,
-            admin_scenarios::elections_and_reassignments,
-            admin_scenarios::delete_groups,
-            admin_scenarios::txn_markers,
-            member_scenarios::group_rebalance,
-            member_scenarios::consumer_group,
-        ];
-        let scenario = *scenarios.choose(&mut self.rng).expect("non-empty");
-        let mut sequence = Sequence { rng: &mut self.rng, versions: self.versions, steps: Vec::new() };
+        let scenario = match self.only {
+            Some(scenario) => scenario,
+            None => SCENARIOS.choose(&mut self.rng).expect("non-empty").1,
+        };
+        let mut sequence =
+            Sequence { rng: &mut self.rng, versions: self.versions, steps: Vec::new(), pairs: &mut self.pairs };
         scenario(&mut sequence);
         sequence.steps
     }
@@ -115,15 +148,28 @@ impl Sequence<'_, '_> {
         for _ in 0..VERSION_ATTEMPTS_MAX {
             let version = self.rng.gen_range(min..=max);
             if encodable(&request, version) {
-                self.steps.push(Step { version, request });
+                self.steps.push(Step { version, request, pipelined: false });
                 return;
             }
         }
     }
 
+    /// Adds `requests` as one pipelined step: each at a version drawn as by `push`, all
+    /// but the first marked to go out right behind the one before. A request no common
+    /// version can carry is left out, as by `push`.
+    fn pipeline(&mut self, requests: Vec<Request>) {
+        let first = self.steps.len();
+        for request in requests {
+            self.push(request);
+        }
+        for step in self.steps.iter_mut().skip(first + 1) {
+            step.pipelined = true;
+        }
+    }
+
     fn push_at(&mut self, version: i16, request: Request) {
         if encodable(&request, version) {
-            self.steps.push(Step { version, request });
+            self.steps.push(Step { version, request, pipelined: false });
         }
     }
 

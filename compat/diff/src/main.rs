@@ -71,6 +71,10 @@ struct Args {
     /// divergence from a report. Use fresh brokers or a seed not run against them.
     #[arg(long)]
     only: Option<usize>,
+    /// Draws every sequence from this one scenario (for example `pipelined`), to run
+    /// its sequences alone.
+    #[arg(long)]
+    scenario: Option<String>,
     /// The accepted divergences.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/accepted.txt"))]
     accepted: PathBuf,
@@ -106,7 +110,7 @@ fn run(args: &Args) -> Result<usize, String> {
     });
     println!("diff: seed={} sequences={sequences} kafka={} keel={}", args.seed, args.kafka, args.keel);
     let started = Instant::now();
-    let mut generator = Generator::new(StdRng::seed_from_u64(args.seed), &versions);
+    let mut generator = Generator::new(StdRng::seed_from_u64(args.seed), &versions, args.scenario.as_deref())?;
     let mut report = Report::new(args.seed, &accepted);
     for number in 1..=sequences {
         let steps = generator.next_sequence();

@@ -233,6 +233,93 @@ pub fn project_admin(response: &ResponseKind, prefix: &str) -> Option<Value> {
                 .collect();
             json!({ "throttle_time_ms": r.throttle_time_ms, "error_code": r.error_code, "resources": resources })
         }
+        ResponseKind::CreateAcls(r) => {
+            let results: Vec<Value> = r
+                .results
+                .iter()
+                .map(|a| json!({ "error_code": a.error_code, "error_message": a.error_message.as_ref().map(|m| m.as_str()) }))
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "results": results })
+        }
+        ResponseKind::DeleteAcls(r) => {
+            let filter_results: Vec<Value> = r
+                .filter_results
+                .iter()
+                .map(|f| {
+                    let mut matching: Vec<Value> = f
+                        .matching_acls
+                        .iter()
+                        .map(|a| {
+                            json!({
+                                "error_code": a.error_code,
+                                "resource_type": a.resource_type,
+                                "resource_name": a.resource_name.as_str(),
+                                "pattern_type": a.pattern_type,
+                                "principal": a.principal.as_str(),
+                                "host": a.host.as_str(),
+                                "operation": a.operation,
+                                "permission_type": a.permission_type,
+                            })
+                        })
+                        .collect();
+                    sort_by(&mut matching, "resource_name");
+                    json!({
+                        "error_code": f.error_code,
+                        "error_message": f.error_message.as_ref().map(|m| m.as_str()),
+                        "matching_acls": matching,
+                    })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "filter_results": filter_results })
+        }
+        ResponseKind::AlterClientQuotas(r) => {
+            let entries: Vec<Value> = r
+                .entries
+                .iter()
+                .map(|e| {
+                    let entity: Vec<Value> = e
+                        .entity
+                        .iter()
+                        .map(|d| json!({ "entity_type": d.entity_type.as_str(), "entity_name": d.entity_name.as_ref().map(|n| n.as_str()) }))
+                        .collect();
+                    json!({
+                        "error_code": e.error_code,
+                        "error_message": e.error_message.as_ref().map(|m| m.as_str()),
+                        "entity": entity,
+                    })
+                })
+                .collect();
+            json!({ "throttle_time_ms": r.throttle_time_ms, "entries": entries })
+        }
+        ResponseKind::DescribeClientQuotas(r) => {
+            // Entities and their values come in each broker's order (Kafka's are a hash
+            // map's); sorted, only what is there is compared.
+            let entries = r.entries.as_ref().map(|entries| {
+                let mut entries: Vec<Value> = entries
+                    .iter()
+                    .map(|e| {
+                        let mut entity: Vec<Value> = e
+                            .entity
+                            .iter()
+                            .map(|d| json!({ "entity_type": d.entity_type.as_str(), "entity_name": d.entity_name.as_ref().map(|n| n.as_str()) }))
+                            .collect();
+                        sort_by(&mut entity, "entity_type");
+                        let mut values: Vec<Value> =
+                            e.values.iter().map(|v| json!({ "key": v.key.as_str(), "value": v.value })).collect();
+                        sort_by(&mut values, "key");
+                        json!({ "entity": entity, "values": values })
+                    })
+                    .collect();
+                sort_by(&mut entries, "entity");
+                entries
+            });
+            json!({
+                "throttle_time_ms": r.throttle_time_ms,
+                "error_code": r.error_code,
+                "error_message": r.error_message.as_ref().map(|m| m.as_str()),
+                "entries": entries,
+            })
+        }
         ResponseKind::DeleteGroups(r) => {
             let mut results: Vec<Value> = r
                 .results

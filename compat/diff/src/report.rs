@@ -76,7 +76,13 @@ impl<'a> Report<'a> {
                 None => "OPEN".to_string(),
             };
             let signature = signature(&api, &outcome.diffs);
-            let where_ = format!("seed={} sequence={number} step={} api={api} v{}", self.seed, index + 1, step.version);
+            let where_ = format!(
+                "seed={} sequence={number} step={} api={api} v{}{}",
+                self.seed,
+                index + 1,
+                step.version,
+                pipelined_mark(step)
+            );
             if let Some(first) = self.seen.get(&signature) {
                 println!("DIVERGENCE #{first} again: {where_} [{status}]");
                 continue;
@@ -197,7 +203,8 @@ fn clone_outcome(outcome: &StepOutcome) -> StepOutcome {
 fn print_divergence(steps: &[Step], outcome: &StepOutcome, names: &Names) {
     println!("  minimal sequence (names under prefix {}):", names.prefix);
     for (i, step) in steps.iter().enumerate() {
-        println!("    {}. {:?} v{}: {}", i + 1, step.request.api_key(), step.version, step.request.summary(names));
+        let (api, version, mark) = (step.request.api_key(), step.version, pipelined_mark(step));
+        println!("    {}. {api:?} v{version}{mark}: {}", i + 1, step.request.summary(names));
     }
     println!("  differing fields (kafka | keel):");
     for field in outcome.diffs.iter().take(FIELDS_SHOWN_MAX) {
@@ -207,6 +214,16 @@ fn print_divergence(steps: &[Step], outcome: &StepOutcome, names: &Names) {
         println!("    ... and {} more", outcome.diffs.len() - FIELDS_SHOWN_MAX);
     }
     side_by_side(&outcome.kafka, &outcome.keel);
+}
+
+/// How a report marks a step written right behind the one before it, before that one's
+/// answer was read.
+fn pipelined_mark(step: &Step) -> &'static str {
+    if step.pipelined {
+        " (pipelined)"
+    } else {
+        ""
+    }
 }
 
 fn side_by_side(kafka: &Value, keel: &Value) {

@@ -8,11 +8,18 @@
 //! after EndTxn (and InitProducerId, which may abort an open transaction) it waits
 //! until DescribeTransactions shows the markers written: Kafka answers EndTxn once the
 //! outcome is decided and writes the markers afterwards; after a topic config change it
-//! pauses, as Kafka applies the change to what DescribeConfigs reads after answering.
+//! pauses, as Kafka applies the change to what DescribeConfigs reads after answering;
+//! after a client quota change it waits until DescribeClientQuotas shows it.
 //! These waits are not compared and not counted as requests.
+//!
+//! A pipelined step is several requests written back to back on one connection before
+//! any answer is read; their answers are read in order and compared one by one, and
+//! the waits come after the last answer (see `run_sequence` for how Kafka gets one
+//! whose changes it applies after answering).
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::ops::Range;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -25,7 +32,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use serde_json::Value;
 
-use crate::client::{Answer, Client};
+use crate::admin_steps::AdminRequest;
+use crate::client::{Answer, Client, Pipelined};
 use crate::diff::{diff, FieldDiff};
 use crate::member_steps::{self, MemberRequest};
 use crate::normalize::Normalizer;
@@ -47,6 +55,7 @@ pub struct Broker {
     metadata_version: i16,
     list_offsets_version: i16,
     describe_transactions_version: Option<i16>,
+    describe_client_quotas_version: Option<i16>,
 }
 
 /// The outcome of one step: both answers, normalised, and where they differ.
@@ -68,7 +77,15 @@ impl Broker {
         };
         let list_offsets_version = versions.common(ApiKey::ListOffsets).ok_or("no common ListOffsets version")?.1;
         let describe_transactions_version = versions.common(ApiKey::DescribeTransactions).map(|(_, max)| max);
-        Ok(Broker { client, node_id, metadata_version, list_offsets_version, describe_transactions_version })
+        let describe_client_quotas_version = versions.common(ApiKey::DescribeClientQuotas).map(|(_, max)| max);
+        Ok(Broker {
+            client,
+            node_id,
+            metadata_version,
+            list_offsets_version,
+            describe_transactions_version,
+            describe_client_quotas_version,
+        })
     }
 
     /// Waits until the broker can coordinate groups and transactions. A fresh Kafka
@@ -140,19 +157,56 @@ impl Broker {
     }
 }
 
-/// Runs `steps` under `names` on both brokers and returns one outcome per step.
+/// Runs `steps` under `names` on both brokers and returns one outcome per step. A
+/// pipelined step (a step and the pipelined steps after it) goes to Kafka whole, then
+/// to Keel, and each of its answers is compared on its own.
+///
+/// Kafka gets a pipelined step one request at a time instead, with the usual waits
+/// between them, when one of its requests takes effect on Kafka only after Kafka has
+/// answered (`Request::applied_after_answer`): pipelined, the next request would see
+/// the change or not depending on timing, so Kafka's answer would be no oracle. One
+/// at a time, Kafka answers what a broker that applies each change before answering
+/// must answer to the pipeline, and that is what Keel's answers are compared with.
 pub fn run_sequence(kafka: &mut Broker, keel: &mut Broker, steps: &[Step], names: &Names) -> Vec<StepOutcome> {
     let mut sides = [Side::new(kafka.node_id), Side::new(keel.node_id)];
     let mut outcomes = Vec::with_capacity(steps.len());
-    for step in steps {
-        let kafka_answer = sides[0].send(kafka, step, names);
-        let keel_answer = sides[1].send(keel, step, names);
-        let kafka_value = sides[0].normalizer.normalize(kafka_answer);
-        let keel_value = sides[1].normalizer.normalize(keel_answer);
-        let diffs = diff(&kafka_value, &keel_value);
-        outcomes.push(StepOutcome { kafka: kafka_value, keel: keel_value, diffs });
+    for group in pipelines(steps) {
+        let group = &steps[group];
+        let (kafka_answers, keel_answers) = match group {
+            [step] => (vec![sides[0].send(kafka, step, names)], vec![sides[1].send(keel, step, names)]),
+            _ if group.iter().any(|step| step.request.applied_after_answer()) => (
+                group.iter().map(|step| sides[0].send(kafka, step, names)).collect(),
+                sides[1].send_pipelined(keel, group, names),
+            ),
+            _ => (sides[0].send_pipelined(kafka, group, names), sides[1].send_pipelined(keel, group, names)),
+        };
+        for (kafka_answer, keel_answer) in kafka_answers.into_iter().zip(keel_answers) {
+            let kafka_value = sides[0].normalizer.normalize(kafka_answer);
+            let keel_value = sides[1].normalizer.normalize(keel_answer);
+            let diffs = diff(&kafka_value, &keel_value);
+            outcomes.push(StepOutcome { kafka: kafka_value, keel: keel_value, diffs });
+        }
     }
     outcomes
+}
+
+/// Splits `steps` into the runs sent as one: a step with the pipelined steps right after
+/// it. A member's step goes on the member's own connection, so it neither joins a run
+/// nor takes the step after it into one; the first step starts a run whatever its mark
+/// (a shrunk sequence may have dropped the step it followed).
+fn pipelines(steps: &[Step]) -> Vec<Range<usize>> {
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    for (index, step) in steps.iter().enumerate() {
+        let joins = step.pipelined
+            && !matches!(step.request, Request::Member(_))
+            && index > 0
+            && !matches!(steps[index - 1].request, Request::Member(_));
+        match runs.last_mut() {
+            Some(run) if joins => run.end = index + 1,
+            _ => runs.push(index..index + 1),
+        }
+    }
+    runs
 }
 
 /// Per-broker state for one sequence: topic ids learned and topic id symbols, and the
@@ -240,9 +294,57 @@ impl Side {
             Request::Member(member) => self.send_as_member(broker, member, step.version, &request, names),
             _ => broker.client.send(api, step.version, &request, expect_response),
         };
-        if std::env::var_os("KEEL_DIFF_TRACE").is_some() {
-            eprintln!("trace: {api:?} v{} {} ms {answer:?}", step.version, started.elapsed().as_millis());
-        }
+        trace(step, started, &answer);
+        self.conclude(broker, step, answer, None, names)
+    }
+
+    /// Sends the steps of one pipelined step back to back on the broker's connection,
+    /// reads their answers in order and returns their raw projections. Every request is
+    /// built before any answer is read, from what the broker told earlier steps; the
+    /// waits that follow a step (see `conclude`) come after the last answer.
+    fn send_pipelined(&mut self, broker: &mut Broker, steps: &[Step], names: &Names) -> Vec<Value> {
+        let built: Vec<RequestKind> =
+            steps.iter().map(|step| step.request.build(step.version, names, &self.context)).collect();
+        let requests: Vec<Pipelined> = steps
+            .iter()
+            .zip(&built)
+            .map(|(step, request)| Pipelined {
+                api_key: step.request.api_key(),
+                version: step.version,
+                request,
+                expect_response: step.request.expects_response(),
+            })
+            .collect();
+        let started = Instant::now();
+        let answers = broker.client.pipeline(&requests);
+        // Whether the connection outlived each request: the next request's answer
+        // arrived. The last one is asked as after a step of its own.
+        let survived: Vec<Option<bool>> = (0..answers.len())
+            .map(|index| answers.get(index + 1).map(|next| !matches!(next, Answer::Transport(_))))
+            .collect();
+        steps
+            .iter()
+            .zip(answers)
+            .zip(survived)
+            .map(|((step, answer), survived)| {
+                trace(step, started, &answer);
+                self.conclude(broker, step, answer, survived, names)
+            })
+            .collect()
+    }
+
+    /// Projects one answer and waits for what it changed to settle before the next step.
+    /// `survived` says whether the connection outlived an unanswered request, when a
+    /// later request of its pipeline tells; otherwise the connection is checked here.
+    fn conclude(
+        &mut self,
+        broker: &mut Broker,
+        step: &Step,
+        answer: Answer,
+        survived: Option<bool>,
+        names: &Names,
+    ) -> Value {
+        let expect_response = step.request.expects_response();
         let mut projected = project(&answer, &names.prefix);
         if let Request::Produce { acks: 0 | 1, .. } | Request::Txn(TxnRequest::Produce { acks: 0 | 1, .. }) =
             step.request
@@ -263,7 +365,8 @@ impl Side {
         }
         if !expect_response {
             // An unanswered request can only be judged by whether the connection survived.
-            projected["connection_open"] = Value::Bool(broker.client.is_open());
+            let open = survived.unwrap_or_else(|| broker.client.is_open());
+            projected["connection_open"] = Value::Bool(open);
         }
         if let Answer::Response(response) = &answer {
             self.learn(response);
@@ -276,6 +379,7 @@ impl Side {
                     settle_transaction(broker, &names.transactional_id(txn));
                 }
             }
+            settle_quotas(broker, &step.request, response, names);
             let started = Instant::now();
             for polled in settle(broker, &step.request, response, names) {
                 self.learn(&polled);
@@ -357,6 +461,15 @@ impl Side {
     }
 }
 
+/// With `KEEL_DIFF_TRACE` set, prints the answer decoded but not projected.
+fn trace(step: &Step, started: Instant, answer: &Answer) {
+    if std::env::var_os("KEEL_DIFF_TRACE").is_some() {
+        let pipelined = if step.pipelined { " pipelined" } else { "" };
+        let api = step.request.api_key();
+        eprintln!("trace: {api:?} v{}{pipelined} {} ms {answer:?}", step.version, started.elapsed().as_millis());
+    }
+}
+
 /// Waits (at most `SETTLE_WAIT_MS_MAX`) until the transaction of `transactional_id` is
 /// not between its decision and its markers, so the next step sees the markers written.
 fn settle_transaction(broker: &mut Broker, transactional_id: &str) {
@@ -375,6 +488,40 @@ fn settle_transaction(broker: &mut Broker, transactional_id: &str) {
         };
         if settled {
             return;
+        }
+        thread::sleep(Duration::from_millis(SETTLE_POLL_MS));
+    }
+}
+
+/// Waits (at most `SETTLE_WAIT_MS_MAX`) until DescribeClientQuotas shows the quotas an
+/// accepted AlterClientQuotas set and removed: Kafka applies them after answering.
+fn settle_quotas(broker: &mut Broker, request: &Request, response: &ResponseKind, names: &Names) {
+    let (Request::Admin(AdminRequest::AlterClientQuotas { client, quotas }), ResponseKind::AlterClientQuotas(r)) =
+        (request, response)
+    else {
+        return;
+    };
+    let Some(version) = broker.describe_client_quotas_version else { return };
+    if r.entries.iter().any(|e| e.error_code != 0) {
+        return;
+    }
+    let describe = AdminRequest::DescribeClientQuotas { client, strict: false };
+    let describe = describe.build(version, names, &BrokerContext::default());
+    let deadline = Instant::now() + Duration::from_millis(SETTLE_WAIT_MS_MAX);
+    while Instant::now() < deadline {
+        if let Some(ResponseKind::DescribeClientQuotas(r)) =
+            broker.client.send(ApiKey::DescribeClientQuotas, version, &describe, true).into_response()
+        {
+            let shown: HashMap<String, f64> = r
+                .entries
+                .unwrap_or_default()
+                .into_iter()
+                .flat_map(|e| e.values)
+                .map(|v| (v.key.to_string(), v.value))
+                .collect();
+            if quotas.iter().all(|(key, value)| shown.get(*key).copied() == *value) {
+                return;
+            }
         }
         thread::sleep(Duration::from_millis(SETTLE_POLL_MS));
     }
@@ -498,5 +645,33 @@ fn leads(broker: &mut Broker, name: &str, partitions: i32) -> bool {
     match broker.client.send(ApiKey::ListOffsets, broker.list_offsets_version, &request, true).into_response() {
         Some(ResponseKind::ListOffsets(r)) => r.topics.iter().flat_map(|t| &t.partitions).all(|p| p.error_code == 0),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::member_steps::MemberRequest;
+
+    fn step(request: Request, pipelined: bool) -> Step {
+        Step { version: 0, request, pipelined }
+    }
+
+    #[test]
+    fn a_pipelined_step_joins_the_run_of_the_step_before_it() {
+        let member = || Request::Member(MemberRequest::Collect { slot: "m1", api: ApiKey::JoinGroup });
+        let steps = [
+            step(Request::ApiVersions, true),
+            step(Request::ListGroups, false),
+            step(Request::ApiVersions, true),
+            step(Request::ListGroups, true),
+            step(Request::ApiVersions, false),
+            step(member(), false),
+            step(Request::ApiVersions, true),
+            step(member(), true),
+        ];
+        // The first step has nothing to follow; a member's step and a step after one
+        // each stand alone.
+        assert_eq!(pipelines(&steps), vec![0..1, 1..4, 4..5, 5..6, 6..7, 7..8]);
     }
 }

@@ -181,6 +181,13 @@ pub enum Request {
 pub struct Step {
     pub version: i16,
     pub request: Request,
+    /// Written on the connection right after the step before it, before that step's
+    /// answer is read. A step and the pipelined steps that follow it form one pipelined
+    /// step: their requests go out back to back on one connection, then their answers
+    /// are read in order, and each answer is compared on its own. Kafka handles a
+    /// connection's requests one at a time, in order, so each sees the effects of those
+    /// before it.
+    pub pipelined: bool,
 }
 
 /// What the tester learned from one broker and needs to address it: topic ids and
@@ -226,6 +233,11 @@ impl Names {
         format!("{}{slot}", self.prefix)
     }
 
+    /// A client id named in a client quota entity.
+    pub fn client_id(&self, slot: &str) -> String {
+        format!("{}{slot}", self.prefix)
+    }
+
     pub fn transactional_id(&self, slot: &str) -> String {
         format!("{}{slot}", self.prefix)
     }
@@ -262,6 +274,23 @@ impl Request {
             Request::Group(request) => request.api_key(),
             Request::Admin(request) => request.api_key(),
             Request::Member(request) => request.api_key(),
+        }
+    }
+
+    /// Whether Kafka makes the request's effect visible only after it has answered:
+    /// its controller commits topic, partition, config and client quota changes, and
+    /// the broker applies them to the metadata its requests read a moment later, so a
+    /// request right behind one of these may or may not see the change. ACL changes
+    /// would be the same with an authorizer; without one (the tester's Kafka) they are
+    /// refused at once.
+    pub fn applied_after_answer(&self) -> bool {
+        match self {
+            Request::CreateTopics { validate_only, .. }
+            | Request::CreatePartitions { validate_only, .. }
+            | Request::AlterConfigs { validate_only, .. }
+            | Request::IncrementalAlterConfigs { validate_only, .. } => !validate_only,
+            Request::DeleteTopics { .. } | Request::Admin(AdminRequest::AlterClientQuotas { .. }) => true,
+            _ => false,
         }
     }
 

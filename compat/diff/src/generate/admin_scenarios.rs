@@ -90,6 +90,7 @@ pub(super) fn cluster(s: &mut Sequence) {
     // resource type ANY (1) or TOPIC (2); pattern ANY (1), LITERAL (3), MATCH (4), PREFIXED (5).
     let (resource_type, resource_name, pattern_type) =
         *[(1, None, 1), (2, Some("t"), 3), (2, None, 4), (2, Some("t"), 5)].choose(s.rng).expect("non-empty");
+    let resource_name = resource_name.map(|name| Topic::Literal(name.into()));
     admin(s, AdminRequest::DescribeAcls { resource_type, resource_name, pattern_type });
     let topics = match s.rng.gen_range(0..3) {
         0 => None,
