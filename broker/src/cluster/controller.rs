@@ -664,11 +664,10 @@ async fn commit_replicated(shard: &Rc<Shard>, replication: &Replication, mut met
             (code, "the metadata change was not committed".to_string())
         }
     })?;
-    while shard.meta().version < version {
-        if std::time::Instant::now() >= deadline {
-            return Err((errors::REQUEST_TIMED_OUT, "the metadata change was not installed in time".into()));
-        }
-        glommio::timer::sleep(Duration::from_millis(2)).await;
+    // Installed on every shard of this node before it is answered, as on a single node.
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    if !cluster::await_installed(shard, version, left).await {
+        return Err((errors::REQUEST_TIMED_OUT, "the metadata change was not installed in time".into()));
     }
     Ok(())
 }

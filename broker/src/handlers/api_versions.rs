@@ -48,7 +48,9 @@ pub async fn handle(
             .with_name(name.clone())
             .with_min_version(0)
             .with_max_version(TRANSACTION_VERSION_MAX)])
-        .with_finalized_features_epoch(1)
+        // As KRaft's brokers: the epoch is the version of the metadata the answer was
+        // made from (a relaying node learns the controller's from it).
+        .with_finalized_features_epoch(shard.meta().version as i64)
         .with_finalized_features(vec![FinalizedFeatureKey::default()
             .with_name(name)
             .with_min_version_level(transaction_version)

@@ -63,6 +63,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::Encodable;
 use keel_protocol::frame::{self, FrameError};
 
+use crate::net::order::Order;
 use crate::security::context::RequestContext;
 use crate::shard::dispatch::MeshRequest;
 use crate::shard::Shard;
@@ -77,24 +78,29 @@ pub struct Api {
     /// Only the controller carries it out: in a cluster another node relays it there
     /// (see [`relay`]).
     pub relay: bool,
+    /// Which requests before it on its connection it may overlap.
+    pub order: Order,
     /// The handler's module.
     pub module: &'static str,
 }
 
-/// Builds the registry from one line per API: `Key => module;`, or
-/// `Key => module, relayed;` for an API only the controller carries out. The module
+/// Builds the registry from one line per API: `Key (Order) => module;`, or
+/// `Key (Order) => module, relayed;` for an API only the controller carries out. The
+/// order says which requests before it on its connection it may overlap (reads,
+/// produces, or none: see [`crate::net::order`]). The module
 /// (a file of this directory) has `VERSIONS: (i16, i16)` and
 /// `async fn handle(shard, ctx, version, request)` returning a response or an
 /// [`Answer`]; a relayed one also `fn relayed(shard, ctx, &request) -> bool`. Out of
 /// the lines come [`APIS`], `dispatch` (the request's handler) and `relayed` (its
 /// relay check).
 macro_rules! registry {
-    ($($key:ident => $module:ident $(, $relayed:ident)?;)*) => {
+    ($($key:ident ($order:ident) => $module:ident $(, $relayed:ident)?;)*) => {
         /// Every API Keel serves, in the order ApiVersions lists them.
         pub const APIS: &[Api] = &[$(Api {
             key: ApiKey::$key,
             versions: $module::VERSIONS,
             relay: registry!(@relay $($relayed)?),
+            order: Order::$order,
             module: stringify!($module),
         }),*];
 
@@ -133,61 +139,61 @@ macro_rules! registry {
 
 // Adding an API: its handler file, its `mod` line above and its line here.
 registry! {
-    Produce => produce;
-    Fetch => fetch;
-    ListOffsets => list_offsets;
-    Metadata => metadata;
-    ApiVersions => api_versions;
-    CreateTopics => create_topics, relayed;
-    DeleteTopics => delete_topics, relayed;
-    InitProducerId => init_producer_id;
-    OffsetForLeaderEpoch => offset_for_leader_epoch;
-    DescribeConfigs => describe_configs;
-    AlterConfigs => alter_configs, relayed;
-    DescribeLogDirs => describe_log_dirs;
-    AlterReplicaLogDirs => alter_replica_log_dirs;
-    CreatePartitions => create_partitions, relayed;
-    IncrementalAlterConfigs => incremental_alter_configs, relayed;
-    DescribeCluster => describe_cluster;
-    DescribeTopicPartitions => describe_topic_partitions;
-    DescribeAcls => describe_acls;
-    CreateAcls => create_acls, relayed;
-    DeleteAcls => delete_acls, relayed;
-    DescribeClientQuotas => describe_client_quotas;
-    AlterClientQuotas => alter_client_quotas, relayed;
-    DescribeQuorum => describe_quorum, relayed;
-    DeleteRecords => delete_records;
-    ElectLeaders => elect_leaders;
-    AlterPartitionReassignments => alter_partition_reassignments, relayed;
-    ListPartitionReassignments => list_partition_reassignments;
+    Produce (Append) => produce;
+    Fetch (Read) => fetch;
+    ListOffsets (Read) => list_offsets;
+    Metadata (Read) => metadata;
+    ApiVersions (Read) => api_versions;
+    CreateTopics (Write) => create_topics, relayed;
+    DeleteTopics (Write) => delete_topics, relayed;
+    InitProducerId (Write) => init_producer_id;
+    OffsetForLeaderEpoch (Read) => offset_for_leader_epoch;
+    DescribeConfigs (Read) => describe_configs;
+    AlterConfigs (Write) => alter_configs, relayed;
+    DescribeLogDirs (Read) => describe_log_dirs;
+    AlterReplicaLogDirs (Write) => alter_replica_log_dirs;
+    CreatePartitions (Write) => create_partitions, relayed;
+    IncrementalAlterConfigs (Write) => incremental_alter_configs, relayed;
+    DescribeCluster (Read) => describe_cluster;
+    DescribeTopicPartitions (Read) => describe_topic_partitions;
+    DescribeAcls (Read) => describe_acls;
+    CreateAcls (Write) => create_acls, relayed;
+    DeleteAcls (Write) => delete_acls, relayed;
+    DescribeClientQuotas (Read) => describe_client_quotas;
+    AlterClientQuotas (Write) => alter_client_quotas, relayed;
+    DescribeQuorum (Read) => describe_quorum, relayed;
+    DeleteRecords (Write) => delete_records;
+    ElectLeaders (Write) => elect_leaders;
+    AlterPartitionReassignments (Write) => alter_partition_reassignments, relayed;
+    ListPartitionReassignments (Read) => list_partition_reassignments;
     // Authentication (the exchange runs on the connection: security::sasl) and SCRAM users.
-    SaslHandshake => sasl_handshake;
-    SaslAuthenticate => sasl_authenticate;
-    DescribeUserScramCredentials => describe_user_scram_credentials;
-    AlterUserScramCredentials => alter_user_scram_credentials, relayed;
+    SaslHandshake (Write) => sasl_handshake;
+    SaslAuthenticate (Write) => sasl_authenticate;
+    DescribeUserScramCredentials (Read) => describe_user_scram_credentials;
+    AlterUserScramCredentials (Write) => alter_user_scram_credentials, relayed;
     // Consumer groups and offsets (group coordinator).
-    OffsetCommit => offset_commit;
-    OffsetFetch => offset_fetch;
-    FindCoordinator => find_coordinator;
-    JoinGroup => join_group;
-    Heartbeat => heartbeat;
-    LeaveGroup => leave_group;
-    SyncGroup => sync_group;
-    DescribeGroups => describe_groups;
-    ListGroups => list_groups;
-    DeleteGroups => delete_groups;
-    OffsetDelete => offset_delete;
-    ConsumerGroupHeartbeat => consumer_group_heartbeat;
-    ConsumerGroupDescribe => consumer_group_describe;
+    OffsetCommit (Write) => offset_commit;
+    OffsetFetch (Read) => offset_fetch;
+    FindCoordinator (Read) => find_coordinator;
+    JoinGroup (Write) => join_group;
+    Heartbeat (Write) => heartbeat;
+    LeaveGroup (Write) => leave_group;
+    SyncGroup (Write) => sync_group;
+    DescribeGroups (Read) => describe_groups;
+    ListGroups (Read) => list_groups;
+    DeleteGroups (Write) => delete_groups;
+    OffsetDelete (Write) => offset_delete;
+    ConsumerGroupHeartbeat (Write) => consumer_group_heartbeat;
+    ConsumerGroupDescribe (Read) => consumer_group_describe;
     // Transactions (transaction coordinator and markers).
-    AddPartitionsToTxn => add_partitions_to_txn;
-    AddOffsetsToTxn => add_offsets_to_txn;
-    EndTxn => end_txn;
-    TxnOffsetCommit => txn_offset_commit;
-    WriteTxnMarkers => write_txn_markers;
-    DescribeTransactions => describe_transactions;
-    ListTransactions => list_transactions;
-    DescribeProducers => describe_producers;
+    AddPartitionsToTxn (Write) => add_partitions_to_txn;
+    AddOffsetsToTxn (Write) => add_offsets_to_txn;
+    EndTxn (Write) => end_txn;
+    TxnOffsetCommit (Write) => txn_offset_commit;
+    WriteTxnMarkers (Write) => write_txn_markers;
+    DescribeTransactions (Read) => describe_transactions;
+    ListTransactions (Read) => list_transactions;
+    DescribeProducers (Read) => describe_producers;
 }
 
 /// The registry entry of `key`, if Keel serves it.

@@ -21,39 +21,57 @@ pub async fn call<Req: Encodable, Resp: Decodable>(
     timeout: Duration,
 ) -> Result<Resp, String> {
     let exchange = async {
-        let header = RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(1)
-            .with_client_id(Some(StrBytes::from_static_str("keel-broker")));
-        let mut body = BytesMut::new();
-        header.encode(&mut body, key.request_header_version(version)).map_err(|e| e.to_string())?;
-        request.encode(&mut body, version).map_err(|e| e.to_string())?;
+        let frame = request_frame(key, version, request)?;
         let mut stream = glommio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        let mut frame = Vec::with_capacity(4 + body.len());
-        frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        frame.extend_from_slice(&body);
         stream.write_all(&frame).await.map_err(|e| e.to_string())?;
-        let mut prefix = [0u8; 4];
-        stream.read_exact(&mut prefix).await.map_err(|e| e.to_string())?;
-        let length = u32::from_be_bytes(prefix) as usize;
-        if length > response_bytes_max {
-            return Err(format!("a {length}-byte {key:?} response"));
-        }
-        let mut response = vec![0u8; length];
-        stream.read_exact(&mut response).await.map_err(|e| e.to_string())?;
-        let mut response = Bytes::from(response);
-        // Correlation id, then a flexible header's tagged fields (none).
-        let header_len = if key.response_header_version(version) >= 1 { 5 } else { 4 };
-        if response.len() < header_len {
-            return Err(format!("a truncated {key:?} response"));
-        }
-        response.advance(header_len);
-        Resp::decode(&mut response, version).map_err(|e| e.to_string())
+        let response = read_frame(&mut stream, response_bytes_max).await.map_err(|e| format!("{key:?}: {e}"))?;
+        decode_response(key, version, response)
     };
     futures_lite::future::or(exchange, async {
         glommio::timer::sleep(timeout).await;
         Err(format!("the {key:?} request timed out"))
     })
     .await
+}
+
+/// A request's frame as sent: size, header and body.
+pub fn request_frame<Req: Encodable>(key: ApiKey, version: i16, request: &Req) -> Result<Vec<u8>, String> {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(1)
+        .with_client_id(Some(StrBytes::from_static_str("keel-broker")));
+    let mut body = BytesMut::new();
+    header.encode(&mut body, key.request_header_version(version)).map_err(|e| e.to_string())?;
+    request.encode(&mut body, version).map_err(|e| e.to_string())?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// Reads one response frame, its size first; a frame larger than `bytes_max` is
+/// refused.
+pub async fn read_frame<S: futures_lite::AsyncRead + Unpin>(stream: &mut S, bytes_max: usize) -> std::io::Result<Bytes> {
+    let mut prefix = [0u8; 4];
+    stream.read_exact(&mut prefix).await?;
+    let length = u32::from_be_bytes(prefix) as usize;
+    if length > bytes_max {
+        return Err(std::io::Error::other(format!("a {length}-byte response")));
+    }
+    let mut response = vec![0u8; 4 + length];
+    response[..4].copy_from_slice(&prefix);
+    stream.read_exact(&mut response[4..]).await?;
+    Ok(Bytes::from(response))
+}
+
+/// Decodes the body of a response frame read by [`read_frame`].
+pub fn decode_response<Resp: Decodable>(key: ApiKey, version: i16, mut response: Bytes) -> Result<Resp, String> {
+    // Size, correlation id, then a flexible header's tagged fields (none).
+    let header_len = if key.response_header_version(version) >= 1 { 9 } else { 8 };
+    if response.len() < header_len {
+        return Err(format!("a truncated {key:?} response"));
+    }
+    response.advance(header_len);
+    Resp::decode(&mut response, version).map_err(|e| e.to_string())
 }

@@ -1,6 +1,8 @@
 //! One Kafka connection: a reader that decodes frames and starts their handlers in
 //! order, and a writer that sends responses in the same order (Kafka clients pipeline
-//! up to `max.in.flight.requests.per.connection` requests).
+//! up to `max.in.flight.requests.per.connection` requests). A handler starts only when
+//! the requests before it allow ([`super::order`]): each request sees the effects of
+//! those sent before it.
 //!
 //! Two bounds make the reader stop reading the socket (backpressure, not an unbounded
 //! queue or an out-of-memory kill):
@@ -35,6 +37,7 @@ use kafka_protocol::messages::ApiKey;
 use keel_protocol::frame;
 use keel_storage::Signal;
 
+use super::order::{InOrder, Order, Turn};
 use super::split;
 use crate::handlers;
 use crate::security::context::{RequestContext, Session};
@@ -75,6 +78,7 @@ where
     let mut reader = BufReader::with_capacity(CONNECTION_READ_BUFFER_BYTES, read_half);
     let (tx, rx) = local_channel::new_bounded::<Queued>(shard.config.in_flight_requests_max);
     let closed = Signal::new();
+    let in_order = InOrder::new();
     let gone = Rc::new(Cell::new(false));
     let (writer_closed, writer_gone) = (closed.clone(), gone.clone());
     let writer = glommio::spawn_local(async move {
@@ -162,7 +166,11 @@ where
                     None => Gate::Run,
                 };
                 match gate {
-                    Gate::Run => (Slot::Pending(spawn_handler(shard, &session, *request, &closed)), false),
+                    Gate::Run => {
+                        let order = handlers::api(request.api_key).map_or(Order::Write, |a| a.order);
+                        let turn = in_order.start(order).await;
+                        (Slot::Pending(spawn_handler(shard, &session, *request, &closed, turn)), false)
+                    }
                     Gate::Respond(bytes) => (Slot::Ready(bytes), false),
                     Gate::RespondAndClose(bytes) => (Slot::Ready(bytes), true),
                     Gate::Close(reason) => {
@@ -205,8 +213,9 @@ async fn read_body<R: futures_lite::AsyncRead + Unpin>(reader: &mut R, len: usiz
     Ok(body.freeze())
 }
 
-/// Starts a request's handler. A fetch stops (and stops waiting on other shards) when
-/// the connection closes: nobody is left to read its answer.
+/// Starts a request's handler, which holds its `turn` until it finishes. A fetch stops
+/// (and stops waiting on other shards) when the connection closes: nobody is left to
+/// read its answer.
 /// The request's count, bytes and latency go to the shard's metrics when it is
 /// answered (a fetch cut short by its client leaving is not counted).
 fn spawn_handler(
@@ -214,6 +223,7 @@ fn spawn_handler(
     session: &Rc<Session>,
     request: handlers::Request,
     closed: &Rc<Signal>,
+    turn: Turn,
 ) -> JoinHandle<Option<Bytes>> {
     let shard = shard.clone();
     let ctx = RequestContext { session: session.clone(), client_id: request.header.client_id.clone() };
@@ -241,6 +251,7 @@ fn spawn_handler(
                 }
             }
         };
+        drop(turn);
         let response_bytes = response.as_ref().map_or(0, Bytes::len);
         shard.metrics.request(api, request_bytes, response_bytes, started.elapsed());
         response

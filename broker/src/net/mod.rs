@@ -5,4 +5,5 @@ pub mod budget;
 pub mod call;
 pub mod conn;
 pub mod listener;
+pub mod order;
 pub mod split;

@@ -28,16 +28,17 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::balance::{self, LeaderMove};
-use super::requests::{LearnLeaders, RefreshLeaders, SendControl, ServeControl};
+use super::requests::{AwaitInstalled, LearnLeaders, RefreshLeaders, SendControl, ServeControl};
 use super::shell::{Replication, METADATA_GROUP};
 use crate::cluster::controller;
 use crate::cluster::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
 use crate::cluster::requests::ApplyMetadata;
 use crate::coordinator::{routing, OFFSETS_TOPIC};
+use crate::net;
 use crate::shard::partition::{journal_key, state_prefix};
 use crate::shard::Shard;
 use crate::txn::TRANSACTION_TOPIC;
-use kafka_protocol::messages::BrokerId;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId};
 
 /// Directory of the metadata group's log in the first data directory.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
@@ -166,8 +167,13 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
         return Ok(());
     }
     let log = open_metadata_log(shard).await?;
-    let installs =
-        Rc::new(Installs { queue: RefCell::new(VecDeque::new()), signal: Signal::new(), busy: Default::default() });
+    let installs = Rc::new(Installs {
+        queue: RefCell::new(VecDeque::new()),
+        signal: Signal::new(),
+        busy: Default::default(),
+        installed: std::cell::Cell::new(shard.meta().version),
+        installed_signal: Signal::new(),
+    });
     if let Some(c) = &shard.controller {
         *c.installs.borrow_mut() = Some(installs.clone());
     }
@@ -371,6 +377,27 @@ pub struct Installs {
     queue: RefCell<VecDeque<Metadata>>,
     signal: Rc<Signal>,
     busy: std::cell::Cell<bool>,
+    /// The version every shard of this node has installed.
+    installed: std::cell::Cell<u64>,
+    /// Notified after each install.
+    installed_signal: Rc<Signal>,
+}
+
+/// Waits until every shard of this node has installed metadata `version` or a later
+/// one, for at most `timeout`; false when it has not by then. On shard 0 (which
+/// installs) of a cluster node; elsewhere, and on a single node (whose changes are
+/// installed before they are answered), there is nothing to wait for.
+pub async fn await_installed(shard: &Shard, version: u64, timeout: Duration) -> bool {
+    let Some(installs) = shard.controller.as_ref().and_then(|c| c.installs.borrow().clone()) else { return true };
+    let deadline = std::time::Instant::now() + timeout;
+    while installs.installed.get() < version {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        futures_lite::future::or(installs.installed_signal.wait(), glommio::timer::sleep(left)).await;
+    }
+    true
 }
 
 /// True when this node installed everything committed to the metadata log it holds:
@@ -405,7 +432,10 @@ async fn install_loop(shard: Rc<Shard>, installs: Rc<Installs>) {
             brokers = meta.brokers.len(),
             "installing metadata"
         );
+        let version = meta.version;
         shard.call_all(ApplyMetadata(meta)).await;
+        installs.installed.set(version);
+        installs.installed_signal.notify();
     }
 }
 
@@ -476,11 +506,21 @@ const FORWARDED_RESPONSE_BYTES_MAX: usize = 16 << 20;
 /// How long a relayed request may take.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The ApiVersions version a relay asks the controller's metadata version with (the
+/// first with the finalized features' epoch).
+const API_VERSIONS_VERSION: i16 = 3;
+
 /// Sends a client's request `frame` (without its size prefix) to the controller's
 /// Kafka listener and returns its whole response frame, which carries the client's own
 /// correlation id. `None` when this node is the controller, there is none, or it did
 /// not answer: the request is then answered here (NOT_CONTROLLER, which clients retry).
-pub async fn forward_to_controller(shard: &Shard, frame: &Bytes) -> Option<Bytes> {
+///
+/// The answer is returned once this node has installed the metadata the controller
+/// had when it answered, so the change is visible here to the client's next request:
+/// behind the request, on the same connection, goes an ApiVersions, which the
+/// controller answers after it (the connection's order) with its metadata version as
+/// the finalized features' epoch.
+pub async fn forward_to_controller(shard: &Rc<Shard>, frame: &Bytes) -> Option<Bytes> {
     shard.replication.as_ref()?;
     let controller = controller_node(shard).filter(|c| *c != shard.config.node_id)?;
     let broker = shard.meta().brokers.get(&controller)?.clone();
@@ -492,30 +532,34 @@ pub async fn forward_to_controller(shard: &Shard, frame: &Bytes) -> Option<Bytes
         }
         answer.ok()
     };
-    futures_lite::future::or(call, async {
+    let (answer, version) = futures_lite::future::or(call, async {
         glommio::timer::sleep(FORWARD_TIMEOUT).await;
         None
     })
-    .await
+    .await?;
+    if !shard.call(0, AwaitInstalled { version, timeout: FORWARD_TIMEOUT }).await {
+        tracing::warn!(controller, version, "the metadata of a relayed change was not installed here in time");
+    }
+    Some(answer)
 }
 
-async fn relay(addr: &str, frame: &Bytes) -> std::io::Result<Bytes> {
-    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+/// Sends `frame` and an ApiVersions behind it; returns the answer to `frame` and the
+/// metadata version the ApiVersions answer carries.
+async fn relay(addr: &str, frame: &Bytes) -> std::io::Result<(Bytes, u64)> {
+    use futures_lite::AsyncWriteExt;
+    let version_ask = net::call::request_frame(ApiKey::ApiVersions, API_VERSIONS_VERSION, &ApiVersionsRequest::default())
+        .map_err(std::io::Error::other)?;
     let mut stream = glommio::net::TcpStream::connect(addr).await?;
-    let mut request = Vec::with_capacity(4 + frame.len());
+    let mut request = Vec::with_capacity(4 + frame.len() + version_ask.len());
     request.extend_from_slice(&(frame.len() as u32).to_be_bytes());
     request.extend_from_slice(frame);
+    request.extend_from_slice(&version_ask);
     stream.write_all(&request).await?;
-    let mut prefix = [0u8; 4];
-    stream.read_exact(&mut prefix).await?;
-    let length = u32::from_be_bytes(prefix) as usize;
-    if length > FORWARDED_RESPONSE_BYTES_MAX {
-        return Err(std::io::Error::other(format!("a {length}-byte response from the controller")));
-    }
-    let mut response = vec![0u8; 4 + length];
-    response[..4].copy_from_slice(&prefix);
-    stream.read_exact(&mut response[4..]).await?;
-    Ok(Bytes::from(response))
+    let answer = net::call::read_frame(&mut stream, FORWARDED_RESPONSE_BYTES_MAX).await?;
+    let versions = net::call::read_frame(&mut stream, FORWARDED_RESPONSE_BYTES_MAX).await?;
+    let versions: ApiVersionsResponse =
+        net::call::decode_response(ApiKey::ApiVersions, API_VERSIONS_VERSION, versions).map_err(std::io::Error::other)?;
+    Ok((answer, u64::try_from(versions.finalized_features_epoch).unwrap_or(0)))
 }
 
 /// A replicated partition as clients are told it.

@@ -21,6 +21,7 @@ mesh_service! {
         SendControl(SendControl) -> (),
         ServeControl(ServeControl) -> (),
         HandLeadership(HandLeadership) -> Result<(), Refusal>,
+        AwaitInstalled(AwaitInstalled) -> bool,
     }
 }
 
@@ -86,5 +87,18 @@ pub struct HandLeadership {
 impl Serve for HandLeadership {
     async fn serve(self, shard: Rc<Shard>) -> Result<(), Refusal> {
         balance::hand_to(&shard, self.group, self.to)
+    }
+}
+
+/// On shard 0: waits until every shard of this node has installed metadata `version`
+/// (`cluster::await_installed`).
+pub struct AwaitInstalled {
+    pub version: u64,
+    pub timeout: std::time::Duration,
+}
+
+impl Serve for AwaitInstalled {
+    async fn serve(self, shard: Rc<Shard>) -> bool {
+        cluster::await_installed(&shard, self.version, self.timeout).await
     }
 }

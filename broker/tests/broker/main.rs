@@ -23,6 +23,7 @@ mod leaders;
 mod metrics;
 mod multi_shard;
 mod oauth;
+mod ordering;
 mod offsets_restart;
 mod quotas;
 mod reassign;

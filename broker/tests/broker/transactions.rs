@@ -15,12 +15,12 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use keel_protocol::batch::{build_batch_as, Producer, ATTR_TRANSACTIONAL};
 
-fn txn_id(s: &str) -> TransactionalId {
+pub(crate) fn txn_id(s: &str) -> TransactionalId {
     TransactionalId(StrBytes::from_string(s.to_string()))
 }
 
 /// InitProducerId for `id`, retried while the coordinator loads or a fence finishes.
-fn init(c: &mut Conn, id: &str, timeout_ms: i32) -> (i64, i16) {
+pub(crate) fn init(c: &mut Conn, id: &str, timeout_ms: i32) -> (i64, i16) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let req = InitProducerIdRequest::default()
@@ -38,7 +38,7 @@ fn init(c: &mut Conn, id: &str, timeout_ms: i32) -> (i64, i16) {
     }
 }
 
-fn add_partitions(c: &mut Conn, id: &str, (pid, epoch): (i64, i16), topic: &str, partitions: &[i32]) -> i16 {
+pub(crate) fn add_partitions(c: &mut Conn, id: &str, (pid, epoch): (i64, i16), topic: &str, partitions: &[i32]) -> i16 {
     use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
     let req = AddPartitionsToTxnRequest::default()
         .with_v3_and_below_transactional_id(txn_id(id))
@@ -62,13 +62,13 @@ fn end(c: &mut Conn, id: &str, (pid, epoch): (i64, i16), commit: bool) -> i16 {
 }
 
 /// A transactional batch of `values` from sequence `seq`.
-fn txn_batch((pid, epoch): (i64, i16), seq: i32, values: &[&str]) -> Bytes {
+pub(crate) fn txn_batch((pid, epoch): (i64, i16), seq: i32, values: &[&str]) -> Bytes {
     let records: Vec<_> = values.iter().map(|v| (None, Some(v.as_bytes()))).collect();
     build_batch_as(0, 1, Producer { id: pid, epoch, base_sequence: seq }, ATTR_TRANSACTIONAL, &records)
 }
 
 /// A transactional Produce of one batch: (error, base offset).
-fn produce_txn(c: &mut Conn, id: &str, topic: &str, partition: i32, batch: Bytes) -> (i16, i64) {
+pub(crate) fn produce_txn(c: &mut Conn, id: &str, topic: &str, partition: i32, batch: Bytes) -> (i16, i64) {
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     let req = ProduceRequest::default()
         .with_transactional_id(Some(txn_id(id)))
@@ -97,7 +97,7 @@ fn last_stable_offset(c: &mut Conn, topic: &str, partition: i32) -> i64 {
 
 /// A read_committed Fetch from `offset`: the values a consumer keeps (records of
 /// aborted transactions dropped, markers skipped), the LSO, and the aborted list.
-fn read_committed(c: &mut Conn, topic: &str, partition: i32, offset: i64) -> (Vec<String>, i64, Vec<(i64, i64)>) {
+pub(crate) fn read_committed(c: &mut Conn, topic: &str, partition: i32, offset: i64) -> (Vec<String>, i64, Vec<(i64, i64)>) {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     let fp =
         FetchPartition::default().with_partition(partition).with_fetch_offset(offset).with_partition_max_bytes(1 << 20);
