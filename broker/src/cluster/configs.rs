@@ -268,6 +268,26 @@ pub fn effective<'a>(
     Some((d.default.to_string(), Source::Default))
 }
 
+/// Cluster-level configs Kafka's controller records when it first activates
+/// (KIP-966: `min.insync.replicas`, which eligible leader replicas read from the
+/// cluster level), each with the broker's static default or Kafka's. Adds those
+/// missing from `broker` (the cluster's dynamic broker configs); true if any was.
+pub fn add_cluster_defaults(broker: &mut BTreeMap<String, String>) -> bool {
+    const RECORDED: &[&str] = &["min.insync.replicas"];
+    let mut added = false;
+    for name in RECORDED {
+        if !broker.contains_key(*name) {
+            let value = static_topic_defaults()
+                .get(*name)
+                .cloned()
+                .unwrap_or_else(|| topic_def(name).expect("a topic config").default.to_string());
+            broker.insert(name.to_string(), value);
+            added = true;
+        }
+    }
+    added
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     Topic,

@@ -459,6 +459,18 @@ pub async fn fence_silent_brokers(shard: &Rc<Shard>, controller_since: Instant) 
     commit(shard, meta).await
 }
 
+/// On a new controller: records the cluster-level defaults missing from the
+/// metadata (`configs::add_cluster_defaults`), as Kafka's controller does when it
+/// first activates.
+pub async fn record_cluster_defaults(shard: &Rc<Shard>) -> Result<(), Failure> {
+    let _turn = take_turn(shard).await;
+    let mut meta = (*shard.meta()).clone();
+    if !configs::add_cluster_defaults(&mut meta.broker_configs) {
+        return Ok(());
+    }
+    commit(shard, meta).await
+}
+
 /// One partition's reassignment as AlterPartitionReassignments asks it: the replicas
 /// to move to, or `None` to cancel the one under way.
 #[derive(Debug, Clone)]

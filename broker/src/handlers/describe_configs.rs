@@ -22,9 +22,11 @@ pub const VERSIONS: (i16, i16) = (1, 4);
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 
-// ConfigSource codes of the protocol.
+// ConfigSource codes of the protocol. Keel's dynamic broker configs are the
+// cluster's (whether altered on broker "" or on a node id), so they are
+// DYNAMIC_DEFAULT_BROKER_CONFIG.
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
-const SOURCE_DYNAMIC_BROKER: i8 = 2;
+const SOURCE_DYNAMIC_BROKER: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 

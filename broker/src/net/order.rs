@@ -1,8 +1,9 @@
-//! The order of a connection's requests. Kafka promises that requests sent on one
-//! connection take effect in the order they were sent: a request sees the effects of
-//! every request before it. Kafka keeps the promise by reading no request from a
-//! connection until the one before is answered. Keel overlaps requests only where no
-//! client can tell:
+//! The order of a connection's requests. Kafka processes the requests of one
+//! connection in the order they were sent, one at a time (it reads no request from a
+//! connection until the one before is answered), and clients rely on it: an admin
+//! client that sends DeleteRecords and then ListOffsets expects the second to see the
+//! first. Keel promises that every request sees the effects of every request sent
+//! before it on its connection, and overlaps requests only where no client can tell:
 //!
 //! - **reads with reads** ([`Order::Read`]: Fetch, Metadata, ListOffsets, the
 //!   Describe and List APIs, OffsetFetch): none changes anything another could see;
@@ -16,7 +17,12 @@
 //! finished, and nothing starts after it until it has finished. A read after a produce
 //! waits for the produce, and a produce after a read for the read. "Finished" is when
 //! the handler has its answer, which is when its effect is visible to every request
-//! on this node (each handler documents what its answer waits for).
+//! on this node: a metadata change is installed on every shard (in a cluster, on the
+//! node that relayed it too), DeleteRecords has moved the log start, an acks=-1
+//! produce is durable (acks=0 ends once its records are, though nothing is answered).
+//! Kafka's brokers apply a controller's change to what they read only after they
+//! answer it, so there Metadata right behind CreateTopics may miss the topic; here it
+//! does not.
 //!
 //! The connection's reader waits here before it starts a request's handler, so a
 //! connection waiting its turn reads nothing more (its requests queue in the socket,

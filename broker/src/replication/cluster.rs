@@ -765,6 +765,12 @@ async fn fence_loop(shard: Rc<Shard>) {
             since = None;
             continue;
         }
+        if since.is_none() {
+            if let Err((code, message)) = controller::record_cluster_defaults(&shard).await {
+                tracing::debug!(code, %message, "recording the cluster-level defaults failed; trying again");
+                continue;
+            }
+        }
         let since = *since.get_or_insert_with(std::time::Instant::now);
         if let Err((code, message)) = controller::fence_silent_brokers(&shard, since).await {
             tracing::debug!(code, %message, "fencing silent brokers failed; trying again");

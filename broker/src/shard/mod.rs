@@ -474,6 +474,12 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
         // its voters give.
         metadata.cluster_id = crate::replication::cluster::cluster_id(&peers);
     }
+    // A single node is its own controller: it records the cluster-level defaults at
+    // its first start, as a cluster's controller does when it takes over.
+    if peers.is_empty() && crate::cluster::configs::add_cluster_defaults(&mut metadata.broker_configs) {
+        metadata.version += 1;
+        MetadataStore::new(config.data_dir()).save(&metadata)?;
+    }
     let cpus = keel_tuning::pick_cpus(config.smp, config.cpuset.as_deref())?;
     // JWKS endpoints are fetched here, before any shard: one that cannot be fetched
     // stops the start, as Kafka's broker does not start then either.

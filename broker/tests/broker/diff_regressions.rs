@@ -8,7 +8,8 @@
 //! named twice; in DeleteGroups, a group named twice; in DescribeQuorum, a partition
 //! that is not the metadata log's; in ConsumerGroupDescribe, the regex and operations.
 //! Two clients found: Metadata asked by topic id with empty names (the Java consumer),
-//! and a sessionless Fetch with session id -1.
+//! and a sessionless Fetch with session id -1. One client test suite found: KIP-966's
+//! cluster-level `min.insync.replicas`.
 
 use crate::common::kafka::*;
 use crate::common::{Broker, Conn};
@@ -586,4 +587,46 @@ fn a_fetch_with_epoch_minus_one_is_sessionless_whatever_its_session_id() {
             }
         }
     }
+}
+
+/// Kafka 4.1+ (KIP-966): the controller records `min.insync.replicas` as a cluster-level
+/// config when it first activates, so DescribeConfigs of a topic without its own value
+/// reports it as DYNAMIC_DEFAULT_BROKER_CONFIG (3), not a default, with that synonym
+/// first; the cluster's broker resource ("") lists it too. The recorded value is the
+/// broker's static default when it has one, and stays across a restart.
+#[test]
+fn min_insync_replicas_is_a_cluster_level_config_as_kip_966_records_it() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::protocol::StrBytes;
+    const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
+    let describe = |c: &mut Conn, resource_type: i8, name: &str| {
+        let req = DescribeConfigsRequest::default().with_include_synonyms(true).with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(StrBytes::from_string(name.to_string()))
+                .with_configuration_keys(Some(vec![StrBytes::from_static_str("min.insync.replicas")])),
+        ]);
+        let r: DescribeConfigsResponse = c.call(ApiKey::DescribeConfigs, 4, &req);
+        let e = r.results[0].configs[0].clone();
+        let synonyms: Vec<(String, i8)> = e.synonyms.iter().map(|s| (s.name.to_string(), s.source)).collect();
+        (e.value.map(|v| v.to_string()), e.config_source, synonyms)
+    };
+    let mut b = Broker::start(1);
+    let mut c = b.connect();
+    create_topic(&mut c, "plain", 1);
+    let (value, source, synonyms) = describe(&mut c, TOPIC_RESOURCE, "plain");
+    assert_eq!((value.as_deref(), source), (Some("1"), DYNAMIC_DEFAULT_BROKER_CONFIG));
+    assert_eq!(synonyms[0], ("min.insync.replicas".to_string(), DYNAMIC_DEFAULT_BROKER_CONFIG));
+    let (value, source, _) = describe(&mut c, 4, "");
+    assert_eq!((value.as_deref(), source), (Some("1"), DYNAMIC_DEFAULT_BROKER_CONFIG));
+    b.stop();
+    b.spawn();
+    let mut c = b.connect();
+    assert_eq!(describe(&mut c, TOPIC_RESOURCE, "plain").1, DYNAMIC_DEFAULT_BROKER_CONFIG);
+
+    let b = Broker::start_with_yaml(1, "512M", &[], "topic_defaults:\n  min.insync.replicas: 2\n");
+    let mut c = b.connect();
+    create_topic(&mut c, "plain", 1);
+    let (value, source, _) = describe(&mut c, TOPIC_RESOURCE, "plain");
+    assert_eq!((value.as_deref(), source), (Some("2"), DYNAMIC_DEFAULT_BROKER_CONFIG));
 }

@@ -91,17 +91,22 @@ fn set_min_insync(c: &Cluster, via: i32, value: &str) -> i16 {
 
 /// The topic's `min.insync.replicas` as node `id` describes it.
 fn described_min_insync(c: &Cluster, id: i32) -> String {
+    min_insync_of(c, id, TOPIC).0
+}
+
+/// `topic`'s `min.insync.replicas` as node `id` describes it, and its config source.
+fn min_insync_of(c: &Cluster, id: i32, topic: &str) -> (String, i8) {
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
     use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
     use kafka_protocol::protocol::StrBytes;
     let req = DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
         .with_resource_type(2)
-        .with_resource_name(StrBytes::from_static_str(TOPIC))
+        .with_resource_name(StrBytes::from_string(topic.to_string()))
         .with_configuration_keys(Some(vec![StrBytes::from_static_str("min.insync.replicas")]))]);
     let mut k = c.try_connect(id).expect("the node answers");
     let r: DescribeConfigsResponse = k.call(ApiKey::DescribeConfigs, 4, &req);
-    let value = r.results[0].configs.first().and_then(|e| e.value.as_ref()).map(|v| v.to_string());
-    value.unwrap_or_default()
+    let entry = r.results[0].configs.first().expect("min.insync.replicas described");
+    (entry.value.as_ref().map(|v| v.to_string()).unwrap_or_default(), entry.config_source)
 }
 
 /// DescribeTopicPartitions of partition 0 through node `id`: (ISR, offline, ELR).
@@ -121,7 +126,14 @@ fn described_partition(c: &Cluster, id: i32) -> (Vec<i32>, Vec<i32>, Vec<i32>) {
 fn a_killed_follower_leaves_the_isr_and_min_insync_replicas_guards_acks_all() {
     let mut c = Cluster::start(3);
     let all = [1, 2, 3];
+    // KIP-966: the controller recorded min.insync.replicas at the cluster level, so a
+    // topic without its own reports it as DYNAMIC_DEFAULT_BROKER_CONFIG, as on Kafka 4.1+.
+    assert_eq!(c.create_topic("plain", 1, 3), 0);
+    c.wait_until("every node reports the cluster-level min.insync.replicas", Duration::from_secs(30), |c| {
+        all.iter().all(|id| min_insync_of(c, *id, "plain") == ("1".to_string(), 3))
+    });
     assert_eq!(c.create_topic_with_configs(TOPIC, 1, 3, &[("min.insync.replicas", "2")]), 0, "{}", c.logs());
+    assert_eq!(min_insync_of(&c, 1, TOPIC), ("2".to_string(), 1), "a topic's own value is DYNAMIC_TOPIC_CONFIG");
     let (leader, _) = c.wait_for_leader(&all, TOPIC, 0, None);
     wait_for_states(&c, &all, &all, &[]);
     assert_eq!(described_partition(&c, 1), (all.to_vec(), vec![], vec![]));
