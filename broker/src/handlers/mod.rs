@@ -63,10 +63,21 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::Encodable;
 use keel_protocol::frame::{self, FrameError};
 
-use crate::net::order::Order;
 use crate::security::context::RequestContext;
 use crate::shard::dispatch::MeshRequest;
 use crate::shard::Shard;
+
+/// How a request may overlap the requests before it on its connection
+/// ([`crate::net::order`] keeps it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Changes nothing: overlaps the reads before it.
+    Read,
+    /// A Produce: overlaps the produces before it.
+    Append,
+    /// Any other change: overlaps nothing.
+    Write,
+}
 
 /// The registry entry of a Kafka API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,21 +33,11 @@ use std::rc::Rc;
 
 use keel_storage::Signal;
 
-/// How a request may overlap the requests before it on its connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
-    /// Changes nothing: overlaps the reads before it.
-    Read,
-    /// A Produce: overlaps the produces before it.
-    Append,
-    /// Any other change: overlaps nothing.
-    Write,
-}
+pub use crate::handlers::Order;
 
-impl Order {
-    fn overlaps(self, running: Order) -> bool {
-        self == running && self != Order::Write
-    }
+/// Whether a request of `order` may start while requests of `running` run.
+fn overlaps(order: Order, running: Order) -> bool {
+    order == running && order != Order::Write
 }
 
 /// The requests of one connection that are running: how many, all of one order.
@@ -65,7 +55,7 @@ impl InOrder {
     /// Waits until a request of `order` may start, and counts it as running until the
     /// returned turn is dropped (its handler finished or was dropped).
     pub async fn start(self: &Rc<Self>, order: Order) -> Turn {
-        while self.running.get() > 0 && !order.overlaps(self.order.get()) {
+        while self.running.get() > 0 && !overlaps(order, self.order.get()) {
             self.finished.wait().await;
         }
         self.order.set(order);
