@@ -34,7 +34,7 @@ fn main() {
         Some(Command::Tune(args)) => std::process::exit(tune::run(args)),
         None => ServeArgs::default(),
     };
-    let result = args.into_config().and_then(keel_broker::shard::run);
+    let result = args.into_config().and_then(keel_broker::server::run);
     if let Err(e) = result {
         eprintln!("keel: {e}");
         std::process::exit(1);

@@ -9,7 +9,7 @@
 //! - at most `in_flight_requests_max` requests of the connection run ahead of their
 //!   responses;
 //! - before reading a frame's body the reader takes the frame's size from the shard's
-//!   request byte budget (see [`super::budget`]), and the writer gives it back once
+//!   request byte budget (see [`crate::shard::budget`]), and the writer gives it back once
 //!   the response is written. A frame larger than the budget could ever hold is
 //!   refused as one larger than `request_bytes_max` is (the connection is closed), so
 //!   the budget is a hard bound on the memory requests hold.

@@ -34,7 +34,7 @@ use crate::cluster::controller;
 use crate::cluster::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
 use crate::cluster::requests::ApplyMetadata;
 use crate::coordinator::{routing, OFFSETS_TOPIC};
-use crate::net;
+use crate::outbound;
 use crate::shard::partition::{journal_key, state_prefix};
 use crate::shard::Shard;
 use crate::txn::TRANSACTION_TOPIC;
@@ -547,7 +547,7 @@ pub async fn forward_to_controller(shard: &Rc<Shard>, frame: &Bytes) -> Option<B
 /// metadata version the ApiVersions answer carries.
 async fn relay(addr: &str, frame: &Bytes) -> std::io::Result<(Bytes, u64)> {
     use futures_lite::AsyncWriteExt;
-    let version_ask = net::call::request_frame(ApiKey::ApiVersions, API_VERSIONS_VERSION, &ApiVersionsRequest::default())
+    let version_ask = outbound::request_frame(ApiKey::ApiVersions, API_VERSIONS_VERSION, &ApiVersionsRequest::default())
         .map_err(std::io::Error::other)?;
     let mut stream = glommio::net::TcpStream::connect(addr).await?;
     let mut request = Vec::with_capacity(4 + frame.len() + version_ask.len());
@@ -555,10 +555,10 @@ async fn relay(addr: &str, frame: &Bytes) -> std::io::Result<(Bytes, u64)> {
     request.extend_from_slice(frame);
     request.extend_from_slice(&version_ask);
     stream.write_all(&request).await?;
-    let answer = net::call::read_frame(&mut stream, FORWARDED_RESPONSE_BYTES_MAX).await?;
-    let versions = net::call::read_frame(&mut stream, FORWARDED_RESPONSE_BYTES_MAX).await?;
+    let answer = outbound::read_frame(&mut stream, FORWARDED_RESPONSE_BYTES_MAX).await?;
+    let versions = outbound::read_frame(&mut stream, FORWARDED_RESPONSE_BYTES_MAX).await?;
     let versions: ApiVersionsResponse =
-        net::call::decode_response(ApiKey::ApiVersions, API_VERSIONS_VERSION, versions).map_err(std::io::Error::other)?;
+        outbound::decode_response(ApiKey::ApiVersions, API_VERSIONS_VERSION, versions).map_err(std::io::Error::other)?;
     Ok((answer, u64::try_from(versions.finalized_features_epoch).unwrap_or(0)))
 }
 

@@ -145,7 +145,7 @@ async fn fetch(addr: &str, group: GroupId, offset: i64) -> Result<Fetched, Strin
         .with_session_epoch(-1)
         .with_topics(vec![FetchTopic::default().with_topic_id(topic_id).with_partitions(vec![partition])]);
     let decoded: FetchResponse =
-        crate::net::call::call(addr, ApiKey::Fetch, FETCH_VERSION, &request, RESPONSE_BYTES_MAX, FETCH_TIMEOUT).await?;
+        crate::outbound::call(addr, ApiKey::Fetch, FETCH_VERSION, &request, RESPONSE_BYTES_MAX, FETCH_TIMEOUT).await?;
     if decoded.error_code != errors::NONE {
         return Ok(Fetched { error: decoded.error_code, log_start: -1, records: Bytes::new() });
     }

@@ -2,6 +2,7 @@
 //! partitions, its own memory budget, its own log writer and flush loop. Shards share
 //! nothing; they reach each other only through [`mesh`] calls.
 
+pub mod budget;
 pub mod dirs;
 pub mod dispatch;
 pub mod housekeeping;
@@ -22,7 +23,6 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use glommio::channels::channel_mesh::MeshBuilder;
-use glommio::{LocalExecutorBuilder, Placement};
 use keel_storage::cache::ShardCache;
 use keel_storage::flush::FlushQueue;
 use keel_storage::journal::Journal;
@@ -30,13 +30,10 @@ use keel_storage::kv::ShardKv;
 use keel_storage::LogConfig;
 
 use crate::cluster::controller::Controller;
-use crate::cluster::metadata::{Metadata, MetadataStore, TopicMeta};
+use crate::cluster::metadata::{Metadata, TopicMeta};
 use crate::config::BrokerConfig;
 use mesh::{Mesh, MeshMsg};
 use partition::Partition;
-
-/// Registered io_uring buffer memory per shard when the memlock limit allows it.
-const IO_MEMORY_MAX: usize = 8 << 20;
 
 /// Key of a partition in a shard's table.
 pub type TopicPartition = (String, i32);
@@ -77,7 +74,7 @@ pub struct Shard {
     pub reactor_preemptions_over_10ms: Cell<u64>,
     /// Request bytes read and not yet answered on all this shard's connections
     /// (`request_bytes_in_flight_max_per_shard`).
-    pub request_budget: crate::net::budget::RequestBudget,
+    pub request_budget: budget::RequestBudget,
     /// Produce waits while the shard holds more unflushed bytes than this
     /// (`unflushed_bytes_max_per_shard`).
     pub unflushed_bytes_max: usize,
@@ -315,7 +312,7 @@ impl Shard {
 
     /// Drops state kept for topics deleted while this shard was down (their
     /// directories went when the first partition of a same-named topic opened).
-    async fn forget_deleted_topics_state(&self) {
+    pub async fn forget_deleted_topics_state(&self) {
         let live: std::collections::HashSet<String> = self.meta().topics.values().map(|t| t.id.to_string()).collect();
         for key in self.kv.keys_with_prefix(partition::STATE_PREFIX) {
             let topic_id = key[partition::STATE_PREFIX.len()..].split('/').next().unwrap_or_default();
@@ -406,136 +403,17 @@ fn run_queue_wait_ns(file: &std::fs::File) -> Option<u64> {
     std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// What shards wait for from each other while they start (start-up only: never
-/// touched on the data path).
-#[derive(Default)]
-struct Startup {
-    /// Shards whose partitions are open.
-    recovered: std::sync::atomic::AtomicUsize,
-}
-
-impl Startup {
-    /// Shards open their partitions concurrently; none takes clients until all have,
-    /// as Kafka opens its listeners only after log recovery. Otherwise a client
-    /// reaching a ready shard early is told NOT_LEADER_OR_FOLLOWER for partitions
-    /// another shard is still opening.
-    async fn wait_for_every_shard(&self, count: usize) {
-        use std::sync::atomic::Ordering;
-        self.recovered.fetch_add(1, Ordering::AcqRel);
-        while self.recovered.load(Ordering::Acquire) < count {
-            glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
-        }
-    }
-}
-
-/// Listeners bound with SO_REUSEPORT would silently share a port with another running
-/// broker; refuses to start if something already accepts connections at `addr`.
-/// (A plain bind test would also trip over TIME_WAIT sockets after a crash.)
-fn refuse_taken_port(addr_text: &str) -> Result<(), String> {
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(addr_text)
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| format!("invalid Kafka address {addr_text}"))?;
-    // After a crash the kernel tears a dead process's io_uring down asynchronously, and
-    // its listening sockets keep accepting for a moment: only a port that keeps
-    // accepting for a few seconds belongs to a live broker.
-    let accepting = (0..15).all(|_| {
-        let open = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(300)).is_ok();
-        if open {
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
-        open
-    });
-    if accepting {
-        return Err(format!("cannot listen on {addr_text}: another process is accepting connections there"));
-    }
-    Ok(())
-}
-
-/// Starts `config.smp` shards and blocks until they stop.
-pub fn run(config: BrokerConfig) -> Result<(), String> {
-    crate::cluster::configs::set_static_topic_defaults(&config)?;
-    for dir in &config.data_dirs {
-        keel_storage::disk::create_dir_durably(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    // Listeners bound with SO_REUSEPORT would silently share the port with another
-    // running broker; refuse to start if something already accepts connections there.
-    // (A plain bind test would also trip over TIME_WAIT sockets after a crash.)
-    for listener in config.listeners()? {
-        refuse_taken_port(&listener.addr)?;
-    }
-    // Certificates and users are checked once here, so a bad file stops the start
-    // with one clear message instead of one per shard.
-    crate::security::ShardSecurity::new(&config, Vec::new())?;
-    let mut metadata = MetadataStore::new(config.data_dir()).load_or_create()?;
-    let peers = config.cluster_peers()?;
-    if !peers.is_empty() && metadata.version == 0 {
-        // Until the metadata log tells it more, every node of a cluster reports the id
-        // its voters give.
-        metadata.cluster_id = crate::replication::cluster::cluster_id(&peers);
-    }
-    // A single node is its own controller: it records the cluster-level defaults at
-    // its first start, as a cluster's controller does when it takes over.
-    if peers.is_empty() && crate::cluster::configs::add_cluster_defaults(&mut metadata.broker_configs) {
-        metadata.version += 1;
-        MetadataStore::new(config.data_dir()).save(&metadata)?;
-    }
-    let cpus = keel_tuning::pick_cpus(config.smp, config.cpuset.as_deref())?;
-    // JWKS endpoints are fetched here, before any shard: one that cannot be fetched
-    // stops the start, as Kafka's broker does not start then either.
-    let endpoints = crate::security::jwks_endpoints(&config)?;
-    let mut jwks_feeds = crate::security::jwks_endpoint::start(&endpoints, cpus.len())?.into_iter();
-    let memory = config.memory_bytes()?;
-    // Each executor registers its io_memory in three io_uring rings; it must fit the
-    // memlock limit or glommio silently falls back to unregistered buffers.
-    let memlock = keel_tuning::raise_memlock((IO_MEMORY_MAX as u64 * 3 + (4 << 20)) * config.smp as u64 + (64 << 20));
-    let io_memory = keel_tuning::io_memory_per_shard(memlock, config.smp, IO_MEMORY_MAX);
-    if !keel_protocol::alloc::avoid_reactor_stalls() {
-        tracing::warn!("could not turn transparent huge pages off: a shard's first touch of a huge page may stall it");
-    }
-    shutdown::install();
-    // Before any shard registers a metric: the recorder is installed here.
-    let admin = crate::admin::server::start(&config)?;
-    let mesh = MeshBuilder::<MeshMsg, _>::full(cpus.len(), mesh::MESH_CHANNEL_CAPACITY);
-    let per_shard_memory = memory / cpus.len() as u64;
-    tracing::info!(shards = cpus.len(), ?cpus, per_shard_memory, io_memory, "starting keel");
-    let startup = std::sync::Arc::new(Startup::default());
-    let mut handles = Vec::new();
-    for (i, cpu) in cpus.iter().enumerate() {
-        let (config, metadata, mesh, startup) = (config.clone(), metadata.clone(), mesh.clone(), startup.clone());
-        let admin = admin.clone();
-        let jwks_feeds = jwks_feeds.next().unwrap_or_default();
-        // glommio's stall detector logs a backtrace of a shard that ran 10 ms past its
-        // task quota without yielding; it is signal-based, so only on request.
-        let stall_backtraces = std::env::var_os("KEEL_STALL_BACKTRACES").is_some();
-        let handle =
-            LocalExecutorBuilder::new(Placement::Fixed(*cpu))
-                .name(&format!("keel-shard-{i}"))
-                .io_memory(io_memory)
-                .detect_stalls(stall_backtraces.then(|| {
-                    Box::new(glommio::DefaultStallDetectionHandler {}) as Box<dyn glommio::StallDetectionHandler>
-                }))
-                .spawn(move || async move {
-                    shard_main(config, metadata, mesh, per_shard_memory, startup, admin, jwks_feeds).await
-                })
-                .map_err(|e| format!("starting shard on cpu {cpu}: {e}"))?;
-        handles.push(handle);
-    }
-    for h in handles {
-        h.join().map_err(|e| format!("shard stopped: {e}"))??;
-    }
-    Ok(())
-}
-
-async fn shard_main(
+/// Opens this executor's shard: joins the mesh, probes the data directories, opens
+/// its journal, state store and (in a cluster) Raft shell, and serves the mesh. Its
+/// partitions open when metadata is applied; services start on it afterwards
+/// (`crate::server`).
+pub async fn open(
     config: BrokerConfig,
-    metadata: Metadata,
+    metadata: &Metadata,
     mesh: MeshBuilder<MeshMsg, glommio::channels::channel_mesh::Full>,
     memory: u64,
-    startup: std::sync::Arc<Startup>,
-    admin: crate::admin::server::AdminLink,
     jwks_feeds: Vec<crate::security::jwks_endpoint::ShardFeed>,
-) -> Result<(), String> {
+) -> Result<Rc<Shard>, String> {
     let dirs = dirs::DataDirs::probe(&config.data_dirs).await;
     // A failed fdatasync takes its directory's partitions offline instead of
     // stopping the process (see `dirs`).
@@ -544,7 +422,7 @@ async fn shard_main(
     let id = senders.peer_id();
     let count = senders.nr_consumers();
     let mesh = Mesh::new(senders, config.mesh_calls_in_flight_max_per_peer);
-    let controller = (id == 0).then(|| Controller::new(config.data_dir(), &metadata));
+    let controller = (id == 0).then(|| Controller::new(config.data_dir(), metadata));
     let dirs = dirs.with_home(config.home_dir_index(id));
     if let Some(e) = dirs.home().offline() {
         return Err(format!("shard {id}: its data directory {} failed: {e}", dirs.home().path.display()));
@@ -561,7 +439,7 @@ async fn shard_main(
     glommio::spawn_local(flush.clone().run()).detach();
     let kv_dir = home.join(".kv").join(format!("shard-{id}"));
     let kv = ShardKv::open(&kv_dir, flush.clone()).await.map_err(|e| format!("opening the state store: {e}"))?;
-    let request_budget = crate::net::budget::RequestBudget::new(config.request_budget_bytes(memory));
+    let request_budget = budget::RequestBudget::new(config.request_budget_bytes(memory));
     let unflushed_bytes_max = config.unflushed_bytes_max(memory);
     if config.request_bytes_max > request_budget.frame_bytes_max() {
         tracing::warn!(
@@ -653,21 +531,13 @@ async fn shard_main(
         }
     }));
     mesh::serve(&shard, receivers);
-    crate::replication::cluster::start(&shard, &peers).await?;
-    housekeeping::spawn(&shard);
+    Ok(shard)
+}
+
+/// Starts the shard's upkeep: housekeeping (retention, compaction), the reactor-lag
+/// probe and idle producers' expiry.
+pub fn spawn_upkeep(shard: &Rc<Shard>) {
+    housekeeping::spawn(shard);
     glommio::spawn_local(probe_reactor_lag(shard.clone())).detach();
-    spawn_producer_expiry(&shard);
-    shard.apply_metadata(metadata).await;
-    shard.flush.journal().expect("a shard's flush loop has a journal").finish_recovery();
-    shard.forget_deleted_topics_state().await;
-    crate::coordinator::shell::start(&shard).await;
-    crate::txn::shell::start(&shard).await;
-    tracing::info!(shard = id, partitions = shard.partitions.borrow().len(), "shard ready");
-    startup.wait_for_every_shard(count).await;
-    if id == 0 {
-        crate::admin::api::serve(&shard, admin.calls.clone());
-        admin.ready.store(true, std::sync::atomic::Ordering::Release);
-        glommio::spawn_local(shutdown::watch(shard.clone())).detach();
-    }
-    crate::net::listener::serve(shard).await
+    spawn_producer_expiry(shard);
 }

@@ -125,7 +125,7 @@ async fn write_remote(shard: &Shard, leader: i32, marker: Marker, partitions: &[
         .with_coordinator_epoch(marker.coordinator_epoch)
         .with_topics(topics)]);
     let addr = format!("{}:{}", broker.host, broker.port);
-    let answer: Result<WriteTxnMarkersResponse, String> = crate::net::call::call(
+    let answer: Result<WriteTxnMarkersResponse, String> = crate::outbound::call(
         &addr,
         ApiKey::WriteTxnMarkers,
         1,

@@ -495,7 +495,7 @@ async fn add_remote(addr: &str, txn_id: &str, producer_id: i64, epoch: i16, tp: 
             .with_name(TopicName(str_bytes(&tp.0)))
             .with_partitions(vec![tp.1])]);
     let response: AddPartitionsToTxnResponse =
-        crate::net::call::call(addr, ApiKey::AddPartitionsToTxn, 3, &request, 1 << 20, VERIFY_TIMEOUT)
+        crate::outbound::call(addr, ApiKey::AddPartitionsToTxn, 3, &request, 1 << 20, VERIFY_TIMEOUT)
             .await
             .map_err(|_| errors::COORDINATOR_NOT_AVAILABLE)?;
     let code = response
@@ -517,7 +517,7 @@ async fn describe_remote(addr: &str, txn_id: &str) -> Result<Option<TxnMeta>, i1
     let request = DescribeTransactionsRequest::default()
         .with_transactional_ids(vec![TransactionalId(crate::handlers::str_bytes(txn_id))]);
     let response: DescribeTransactionsResponse =
-        crate::net::call::call(addr, ApiKey::DescribeTransactions, 0, &request, 1 << 20, VERIFY_TIMEOUT)
+        crate::outbound::call(addr, ApiKey::DescribeTransactions, 0, &request, 1 << 20, VERIFY_TIMEOUT)
             .await
             .map_err(|_| errors::COORDINATOR_NOT_AVAILABLE)?;
     let Some(s) = response.transaction_states.into_iter().next() else {

@@ -1,7 +1,8 @@
-//! One Kafka request from this broker to another broker's Kafka listener, on a fresh
-//! connection: how a node copies a leader's log (`replication::install`) and how a
-//! transaction coordinator writes markers to partitions other nodes lead
-//! (`txn::markers`), as Kafka's brokers use each other's listeners for both.
+//! Kafka requests from this broker to another broker's Kafka listener, on a fresh
+//! connection: how a node copies a leader's log (`replication::install`), relays a
+//! request to the controller (`replication::cluster`), and how a transaction
+//! coordinator writes markers to partitions other nodes lead (`txn::markers`), as
+//! Kafka's brokers use each other's listeners. It names nothing else of the broker.
 
 use std::time::Duration;
 
