@@ -86,7 +86,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     }
     // A single node is its own controller: it records the cluster-level defaults at
     // its first start, as a cluster's controller does when it takes over.
-    if peers.is_empty() && crate::cluster::configs::add_cluster_defaults(&mut metadata.broker_configs) {
+    if peers.is_empty() && crate::cluster::configs::add_cluster_defaults(&mut metadata) {
         metadata.version += 1;
         MetadataStore::new(config.data_dir()).save(&metadata)?;
     }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::metadata::Metadata;
 use crate::config::BrokerConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,27 +272,42 @@ pub fn effective<'a>(
 /// Cluster-level configs Kafka's controller records when it first activates
 /// (KIP-966: `min.insync.replicas`, which eligible leader replicas read from the
 /// cluster level), each with the broker's static default or Kafka's. Adds those
-/// missing from `broker` (the cluster's dynamic broker configs); true if any was.
-pub fn add_cluster_defaults(broker: &mut BTreeMap<String, String>) -> bool {
+/// missing from the metadata's dynamic broker configs, as cluster-level defaults;
+/// true if any was.
+pub fn add_cluster_defaults(meta: &mut Metadata) -> bool {
     const RECORDED: &[&str] = &["min.insync.replicas"];
     let mut added = false;
     for name in RECORDED {
-        if !broker.contains_key(*name) {
+        if !meta.broker_configs.contains_key(*name) {
             let value = static_topic_defaults()
                 .get(*name)
                 .cloned()
                 .unwrap_or_else(|| topic_def(name).expect("a topic config").default.to_string());
-            broker.insert(name.to_string(), value);
+            meta.broker_configs.insert(name.to_string(), value);
+            meta.cluster_defaults.insert(name.to_string());
             added = true;
         }
     }
     added
 }
 
+/// `source` as DescribeConfigs reports a value of the broker-level config
+/// `broker_name`: a dynamic broker config the controller recorded as a cluster-level
+/// default, and nobody altered since, is [`Source::ClusterDefault`].
+pub fn reported(source: Source, broker_name: &str, meta: &Metadata) -> Source {
+    if source == Source::Broker && meta.cluster_defaults.contains(broker_name) {
+        Source::ClusterDefault
+    } else {
+        source
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     Topic,
     Broker,
+    /// A dynamic broker config recorded as a cluster-level default (KIP-966).
+    ClusterDefault,
     StaticBroker,
     Default,
 }

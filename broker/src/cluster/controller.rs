@@ -323,6 +323,15 @@ fn apply_config_change(meta: &mut Metadata, change: &ConfigChange) -> Result<(),
             return Err((errors::INVALID_CONFIG, format!("Cannot update broker config {name} dynamically")));
         }
     }
+    if change.topic.is_none() {
+        // An altered cluster-level default is the broker's own from now on.
+        for (name, _) in &change.ops {
+            meta.cluster_defaults.remove(name);
+        }
+        if change.replace {
+            meta.cluster_defaults.clear();
+        }
+    }
     let target = match &change.topic {
         Some(name) => {
             &mut meta
@@ -465,7 +474,7 @@ pub async fn fence_silent_brokers(shard: &Rc<Shard>, controller_since: Instant) 
 pub async fn record_cluster_defaults(shard: &Rc<Shard>) -> Result<(), Failure> {
     let _turn = take_turn(shard).await;
     let mut meta = (*shard.meta()).clone();
-    if !configs::add_cluster_defaults(&mut meta.broker_configs) {
+    if !configs::add_cluster_defaults(&mut meta) {
         return Ok(());
     }
     commit(shard, meta).await

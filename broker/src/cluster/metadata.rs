@@ -1,6 +1,6 @@
 //! The metadata snapshot every shard holds a copy of, and its file on disk.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -113,6 +113,11 @@ pub struct Metadata {
     pub topics: BTreeMap<String, TopicMeta>,
     /// Dynamic broker configs (AlterConfigs on the broker resource).
     pub broker_configs: BTreeMap<String, String>,
+    /// The names in `broker_configs` the controller recorded as cluster-level defaults
+    /// (KIP-966, `configs::add_cluster_defaults`) and nobody altered since: described
+    /// as DYNAMIC_DEFAULT_BROKER_CONFIG, the others as DYNAMIC_BROKER_CONFIG.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub cluster_defaults: BTreeSet<String>,
     /// Producer ids below this may have been handed out.
     pub producer_id_block_end: i64,
     /// In a cluster: the start of the producer-id block each node was granted last.

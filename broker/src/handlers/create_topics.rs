@@ -108,7 +108,7 @@ pub async fn handle(
                     if version >= 5 && !describable {
                         r.topic_config_error_code = errors::TOPIC_AUTHORIZATION_FAILED;
                     } else if version >= 5 {
-                        let entries = topic_config_entries(&topic.configs, &meta.broker_configs, None);
+                        let entries = topic_config_entries(&topic.configs, &meta, None);
                         r.configs = Some(
                             entries
                                 .into_iter()

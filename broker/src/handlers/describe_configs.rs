@@ -11,6 +11,7 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::str_bytes;
 use crate::cluster::configs::{self, Kind, Source};
+use crate::cluster::metadata::Metadata;
 use crate::config::BrokerConfig;
 use crate::errors;
 use crate::security::acl;
@@ -22,11 +23,10 @@ pub const VERSIONS: (i16, i16) = (1, 4);
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 
-// ConfigSource codes of the protocol. Keel's dynamic broker configs are the
-// cluster's (whether altered on broker "" or on a node id), so they are
-// DYNAMIC_DEFAULT_BROKER_CONFIG.
+// ConfigSource codes of the protocol.
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
-const SOURCE_DYNAMIC_BROKER: i8 = 3;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
+const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 
@@ -34,6 +34,7 @@ pub fn source_code(s: Source) -> i8 {
     match s {
         Source::Topic => SOURCE_DYNAMIC_TOPIC,
         Source::Broker => SOURCE_DYNAMIC_BROKER,
+        Source::ClusterDefault => SOURCE_DYNAMIC_DEFAULT_BROKER,
         Source::StaticBroker => SOURCE_STATIC_BROKER,
         Source::Default => SOURCE_DEFAULT,
     }
@@ -53,13 +54,16 @@ fn type_code(k: Kind) -> i8 {
 /// (name, value, source) of every topic config, optionally only `keys`.
 pub fn topic_config_entries(
     topic: &BTreeMap<String, String>,
-    broker: &BTreeMap<String, String>,
+    meta: &Metadata,
     keys: Option<&[String]>,
 ) -> Vec<(&'static str, String, Source)> {
     configs::TOPIC_CONFIGS
         .iter()
         .filter(|d| keys.map(|k| k.iter().any(|k| k == d.name)).unwrap_or(true))
-        .filter_map(|d| configs::effective(d.name, topic, broker).map(|(v, s)| (d.name, v, s)))
+        .filter_map(|d| {
+            let (value, source) = configs::effective(d.name, topic, &meta.broker_configs)?;
+            Some((d.name, value, configs::reported(source, d.broker_name, meta)))
+        })
         .collect()
 }
 
@@ -98,13 +102,13 @@ pub async fn handle(
             }
             let entries = match res.resource_type {
                 RESOURCE_TOPIC => match meta.topics.get(res.resource_name.as_str()) {
-                    Some(t) => topic_config_entries(&t.configs, &meta.broker_configs, keys.as_deref())
+                    Some(t) => topic_config_entries(&t.configs, &meta, keys.as_deref())
                         .into_iter()
                         .map(|(name, value, source)| {
                             let def = configs::topic_def(name).expect("listed config");
                             let mut e = entry(name, value, source, def.kind, version);
                             if req.include_synonyms {
-                                e.synonyms = synonyms(name, &t.configs, &meta.broker_configs);
+                                e.synonyms = synonyms(name, &t.configs, &meta);
                             }
                             e
                         })
@@ -119,7 +123,7 @@ pub async fn handle(
                     if res.resource_name.is_empty()
                         || res.resource_name.as_str() == shard.config.node_id.to_string() =>
                 {
-                    broker_entries(&shard.config, &meta.broker_configs, keys.as_deref(), version)
+                    broker_entries(&shard.config, &meta, keys.as_deref(), version)
                 }
                 RESOURCE_BROKER => {
                     out.error_code = errors::INVALID_REQUEST;
@@ -150,11 +154,7 @@ fn entry(name: &str, value: String, source: Source, kind: Kind, version: i16) ->
     e
 }
 
-fn synonyms(
-    name: &str,
-    topic: &BTreeMap<String, String>,
-    broker: &BTreeMap<String, String>,
-) -> Vec<DescribeConfigsSynonym> {
+fn synonyms(name: &str, topic: &BTreeMap<String, String>, meta: &Metadata) -> Vec<DescribeConfigsSynonym> {
     let def = configs::topic_def(name).expect("listed config");
     let mut out = Vec::new();
     if let Some(v) = topic.get(name) {
@@ -165,12 +165,12 @@ fn synonyms(
                 .with_source(SOURCE_DYNAMIC_TOPIC),
         );
     }
-    if let Some(v) = broker.get(def.broker_name) {
+    if let Some(v) = meta.broker_configs.get(def.broker_name) {
         out.push(
             DescribeConfigsSynonym::default()
                 .with_name(str_bytes(def.broker_name))
                 .with_value(Some(str_bytes(v)))
-                .with_source(SOURCE_DYNAMIC_BROKER),
+                .with_source(source_code(configs::reported(Source::Broker, def.broker_name, meta))),
         );
     }
     if let Some(v) = configs::static_topic_defaults().get(def.broker_name) {
@@ -194,7 +194,7 @@ fn synonyms(
 
 fn broker_entries(
     config: &BrokerConfig,
-    broker: &BTreeMap<String, String>,
+    meta: &Metadata,
     keys: Option<&[String]>,
     version: i16,
 ) -> Vec<DescribeConfigsResourceResult> {
@@ -202,8 +202,11 @@ fn broker_entries(
     let mut out: Vec<_> = configs::TOPIC_CONFIGS
         .iter()
         .filter(|d| !d.broker_name.is_empty() && wanted(d.broker_name))
-        .map(|d| match (broker.get(d.broker_name), configs::static_topic_defaults().get(d.broker_name)) {
-            (Some(v), _) => entry(d.broker_name, v.clone(), Source::Broker, d.kind, version),
+        .map(|d| match (meta.broker_configs.get(d.broker_name), configs::static_topic_defaults().get(d.broker_name)) {
+            (Some(v), _) => {
+                let source = configs::reported(Source::Broker, d.broker_name, meta);
+                entry(d.broker_name, v.clone(), source, d.kind, version)
+            }
             (None, Some(v)) => entry(d.broker_name, v.clone(), Source::StaticBroker, d.kind, version),
             (None, None) => entry(d.broker_name, d.default.to_string(), Source::Default, d.kind, version),
         })

@@ -623,6 +623,19 @@ fn min_insync_replicas_is_a_cluster_level_config_as_kip_966_records_it() {
     b.spawn();
     let mut c = b.connect();
     assert_eq!(describe(&mut c, TOPIC_RESOURCE, "plain").1, DYNAMIC_DEFAULT_BROKER_CONFIG);
+    // Altered on the broker, it is the broker's own: DYNAMIC_BROKER_CONFIG.
+    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_static_str("1"))
+            .with_configs(vec![kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig::default()
+                .with_name(StrBytes::from_static_str("min.insync.replicas"))
+                .with_config_operation(OP_SET)
+                .with_value(Some(StrBytes::from_static_str("1")))]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &alter);
+    assert_eq!(r.responses[0].error_code, 0);
+    assert_eq!(describe(&mut c, TOPIC_RESOURCE, "plain").1, 2, "DYNAMIC_BROKER_CONFIG once altered");
 
     let b = Broker::start_with_yaml(1, "512M", &[], "topic_defaults:\n  min.insync.replicas: 2\n");
     let mut c = b.connect();
