@@ -150,7 +150,7 @@ async fn shard_main(
     jwks_feeds: Vec<crate::security::jwks_endpoint::ShardFeed>,
 ) -> Result<(), String> {
     let peers = config.cluster_peers()?;
-    let shard = crate::shard::open(config, &metadata, mesh, memory, jwks_feeds).await?;
+    let shard = crate::shard::open(config, &metadata, &peers, mesh, memory, jwks_feeds).await?;
     let (id, count) = (shard.id, shard.count);
     crate::replication::cluster::start(&shard, &peers).await?;
     crate::shard::spawn_upkeep(&shard);

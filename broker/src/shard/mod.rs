@@ -410,6 +410,7 @@ fn run_queue_wait_ns(file: &std::fs::File) -> Option<u64> {
 pub async fn open(
     config: BrokerConfig,
     metadata: &Metadata,
+    peers: &std::collections::BTreeMap<u64, std::net::SocketAddr>,
     mesh: MeshBuilder<MeshMsg, glommio::channels::channel_mesh::Full>,
     memory: u64,
     jwks_feeds: Vec<crate::security::jwks_endpoint::ShardFeed>,
@@ -458,7 +459,6 @@ pub async fn open(
         Box::new(partition::now_ms),
     );
     let security = crate::security::ShardSecurity::new(&config, jwks_feeds)?;
-    let peers = config.cluster_peers()?;
     let replication = if peers.is_empty() {
         None
     } else {
@@ -476,7 +476,7 @@ pub async fn open(
                 node,
                 id as u16,
                 rpc,
-                &peers,
+                peers,
                 settings,
                 kv.clone(),
                 flush.clone(),

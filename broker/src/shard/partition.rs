@@ -501,9 +501,10 @@ impl Partition {
                 }
                 // acks=0 is never answered, so waiting costs its producer nothing, and
                 // a read behind it on its connection (which waits for it) sees its
-                // records, as a single Kafka broker shows them at once. A wait that
-                // times out is no error: the records are appended.
-                if acks == 0 && last_offset >= 0 && !settings.write_caching {
+                // records, as a single Kafka broker shows them at once (with write
+                // caching too: the high watermark still waits for the fsync). A wait
+                // that times out is no error: the records are appended.
+                if acks == 0 && last_offset >= 0 {
                     let _ = self.wait_durable(last_offset, timeout).await;
                 }
             }
