@@ -21,5 +21,6 @@ pub mod replication;
 pub mod security;
 pub mod server;
 pub mod shard;
+pub mod throttle;
 pub mod txn;
 pub mod util;

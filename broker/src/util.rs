@@ -1,8 +1,15 @@
-//! Small async helpers shared by handlers.
+//! Small helpers shared across the broker.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
+
+use kafka_protocol::protocol::StrBytes;
+
+/// A protocol string of `s`.
+pub fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
 
 /// Resolves when the first of `futures` does; the others are dropped.
 pub async fn first_of(mut futures: Vec<Pin<Box<dyn Future<Output = ()>>>>) {

@@ -6,17 +6,15 @@ use serde_json::Value;
 
 use super::api::{self, GroupSummary};
 use super::stats::{self, ShardStats};
-use crate::shard::dispatch::{mesh_service, Serve};
+use crate::shard::dispatch::{mesh_requests, Serve};
 use crate::shard::Shard;
 
-mesh_service! {
-    /// A read of a shard's state for the admin API.
-    Admin: AdminRequest => AdminReply {
-        /// Boxed: far larger than any other reply.
-        Stats(GatherStats) -> Box<ShardStats>,
-        PartitionLog(PartitionLog) -> Option<Value>,
-        GroupViews(GroupViews) -> (usize, Vec<GroupSummary>),
-    }
+// A read of a shard's state for the admin API.
+mesh_requests! {
+    // Boxed: far larger than any other reply.
+    GatherStats => Box<ShardStats>,
+    PartitionLog => Option<Value>,
+    GroupViews => (usize, Vec<GroupSummary>),
 }
 
 /// The target shard's statistics, for the admin API on shard `admin_shard`.

@@ -20,7 +20,7 @@ use super::configs;
 use super::metadata::{BrokerMeta, Metadata, MetadataStore, Rebuild, TopicMeta};
 use super::requests::{ApplyMetadata, CreateTopics};
 use crate::errors;
-use crate::quota::MutationQuota;
+use crate::throttle::MutationQuota;
 use crate::replication::cluster::{self, ControlRequest};
 use crate::replication::shell::{Replication, METADATA_GROUP};
 use crate::shard::Shard;

@@ -8,26 +8,24 @@ use uuid::Uuid;
 
 use super::controller::{self, ConfigChange, Failure, QuotaAlteration, Reassignment, ScramChange, TopicSpec};
 use super::metadata::{Metadata, TopicMeta};
-use crate::quota::{self, Mutated, MutationQuota};
+use crate::throttle::{self, Mutated, MutationQuota};
 use crate::security::acl::{AclBinding, AclFilter};
-use crate::shard::dispatch::{mesh_service, Serve};
+use crate::shard::dispatch::{mesh_requests, Serve};
 use crate::shard::Shard;
 
-mesh_service! {
-    /// A metadata change, on shard 0; or the install of a version, on any shard.
-    Controller: ControllerRequest => ControllerReply {
-        CreateTopics(CreateTopics) -> Mutated<TopicMeta>,
-        CreatePartitions(CreatePartitions) -> Mutated<()>,
-        DeleteTopics(DeleteTopics) -> Mutated<Uuid>,
-        CreateAcls(CreateAcls) -> Result<(), Failure>,
-        DeleteAcls(DeleteAcls) -> Result<Vec<Vec<AclBinding>>, Failure>,
-        AlterConfigs(AlterConfigs) -> Vec<Result<(), Failure>>,
-        AlterScramCredentials(AlterScramCredentials) -> Vec<Result<(), Failure>>,
-        AlterClientQuotas(AlterClientQuotas) -> Result<(), Failure>,
-        AllocateProducerId(AllocateProducerId) -> Result<i64, Failure>,
-        Reassign(Reassign) -> Vec<Result<(), Failure>>,
-        ApplyMetadata(ApplyMetadata) -> (),
-    }
+// A metadata change, on shard 0; or the install of a version, on any shard.
+mesh_requests! {
+    CreateTopics => Mutated<TopicMeta>,
+    CreatePartitions => Mutated<()>,
+    DeleteTopics => Mutated<Uuid>,
+    CreateAcls => Result<(), Failure>,
+    DeleteAcls => Result<Vec<Vec<AclBinding>>, Failure>,
+    AlterConfigs => Vec<Result<(), Failure>>,
+    AlterScramCredentials => Vec<Result<(), Failure>>,
+    AlterClientQuotas => Result<(), Failure>,
+    AllocateProducerId => Result<i64, Failure>,
+    Reassign => Vec<Result<(), Failure>>,
+    ApplyMetadata => (),
 }
 
 /// Creates topics, taking their partitions from `quota` if one applies.
@@ -41,7 +39,7 @@ impl Serve for CreateTopics {
     async fn serve(self, shard: Rc<Shard>) -> Mutated<TopicMeta> {
         let created =
             controller::create_topics(shard.clone(), self.specs, self.validate_only, self.quota.as_ref()).await;
-        quota::mutated(&shard, self.quota, created)
+        throttle::mutated(&shard, self.quota, created)
     }
 }
 
@@ -56,7 +54,7 @@ impl Serve for CreatePartitions {
     async fn serve(self, shard: Rc<Shard>) -> Mutated<()> {
         let created =
             controller::create_partitions(shard.clone(), self.changes, self.validate_only, self.quota.as_ref()).await;
-        quota::mutated(&shard, self.quota, created)
+        throttle::mutated(&shard, self.quota, created)
     }
 }
 
@@ -69,7 +67,7 @@ pub struct DeleteTopics {
 impl Serve for DeleteTopics {
     async fn serve(self, shard: Rc<Shard>) -> Mutated<Uuid> {
         let deleted = controller::delete_topics(shard.clone(), self.names, self.quota.as_ref()).await;
-        quota::mutated(&shard, self.quota, deleted)
+        throttle::mutated(&shard, self.quota, deleted)
     }
 }
 
@@ -157,4 +155,9 @@ impl Serve for ApplyMetadata {
     async fn serve(self, shard: Rc<Shard>) {
         shard.apply_metadata(self.0).await
     }
+}
+
+/// A fresh producer id from the controller.
+pub async fn allocate_producer_id(shard: &Rc<Shard>) -> Result<i64, i16> {
+    shard.call(0, AllocateProducerId).await.map_err(|(code, _)| code)
 }

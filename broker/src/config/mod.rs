@@ -505,6 +505,11 @@ impl BrokerConfig {
 /// With measured disk properties, the unflushed bytes of all shards together are what
 /// the disk writes in this long: an acks=1 burst never queues more segment writes than
 /// the disk drains in a quarter second, and the memory beyond goes to the batch cache.
+/// The internal topic of consumer groups' offsets and states.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// The internal topic of transactional ids' states.
+pub const TRANSACTION_TOPIC: &str = "__transaction_state";
+
 pub const UNFLUSHED_DRAIN_MS: u64 = 250;
 /// The least unflushed-bytes cap the disk properties may give a shard.
 pub const UNFLUSHED_BYTES_MIN_PER_SHARD: u64 = 4 << 20;

@@ -51,7 +51,7 @@ use offsets::OffsetStore;
 
 use crate::config::BrokerConfig;
 
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub use crate::config::OFFSETS_TOPIC;
 /// The protocol type of consumer groups (classic `consumer` groups and KIP-848 groups).
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 

@@ -10,25 +10,23 @@ use super::classic_ops;
 use super::consumer::{DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse};
 use super::consumer_ops::{self, Failure};
 use super::offset_ops::{self, CommitRequest, FetchRequest, FetchedOffset};
-use crate::shard::dispatch::{mesh_service, Serve};
+use crate::shard::dispatch::{mesh_requests, Serve};
 use crate::shard::Shard;
 
-mesh_service! {
-    /// A group operation, on its coordinator shard.
-    Group: GroupRequest => GroupReply {
-        Join(JoinGroup) -> JoinResult,
-        Sync(SyncGroup) -> SyncResult,
-        Heartbeat(Heartbeat) -> i16,
-        Leave(LeaveGroup) -> Result<Vec<i16>, i16>,
-        ConsumerHeartbeat(ConsumerHeartbeat) -> Result<HeartbeatResponse, Failure>,
-        ConsumerDescribe(ConsumerDescribe) -> Result<DescribedConsumerGroup, Failure>,
-        Describe(DescribeGroup) -> Result<Option<DescribedGroup>, i16>,
-        Delete(DeleteGroup) -> i16,
-        List(ListGroups) -> Result<Vec<ListedGroup>, i16>,
-        CommitOffsets(CommitOffsets) -> Vec<i16>,
-        FetchOffsets(FetchOffsets) -> Result<Vec<FetchedOffset>, i16>,
-        DeleteOffsets(DeleteOffsets) -> Result<Vec<i16>, i16>,
-    }
+// A group operation, on its coordinator shard.
+mesh_requests! {
+    JoinGroup => JoinResult,
+    SyncGroup => SyncResult,
+    Heartbeat => i16,
+    LeaveGroup => Result<Vec<i16>, i16>,
+    ConsumerHeartbeat => Result<HeartbeatResponse, Failure>,
+    ConsumerDescribe => Result<DescribedConsumerGroup, Failure>,
+    DescribeGroup => Result<Option<DescribedGroup>, i16>,
+    DeleteGroup => i16,
+    ListGroups => Result<Vec<ListedGroup>, i16>,
+    CommitOffsets => Vec<i16>,
+    FetchOffsets => Result<Vec<FetchedOffset>, i16>,
+    DeleteOffsets => Result<Vec<i16>, i16>,
 }
 
 /// JoinGroup.

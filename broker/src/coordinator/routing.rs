@@ -21,9 +21,9 @@ use crate::cluster::requests::CreateTopics;
 use crate::config::BrokerConfig;
 use crate::errors;
 use crate::replication::cluster::{self, ControlRequest};
-use crate::shard::dispatch::MeshRequest;
+use crate::shard::dispatch::Serve;
 use crate::shard::Shard;
-use crate::txn::TRANSACTION_TOPIC;
+use crate::config::TRANSACTION_TOPIC;
 
 /// Kafka's `offsets.topic.segment.bytes`: small segments so compaction has work to do.
 const OFFSETS_SEGMENT_BYTES: &str = "104857600";
@@ -98,7 +98,7 @@ async fn create_internal_topic(shard: &Rc<Shard>, topic: &'static str) -> Result
 
 /// Serves the request `request` makes of `group`'s `__consumer_offsets` partition on
 /// that partition's shard, the group's coordinator shard.
-pub async fn on_coordinator<R: MeshRequest>(
+pub async fn on_coordinator<R: Serve>(
     shard: &Rc<Shard>,
     group: &str,
     request: impl FnOnce(i32) -> R,

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use super::str_bytes;
 use crate::cluster::requests::CreatePartitions;
 use crate::errors;
-use crate::quota;
+use crate::throttle;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
@@ -43,7 +43,7 @@ pub async fn handle(
         req.topics.iter().zip(&refused).filter(|(_, r)| !**r).map(|(t, _)| (t.name.0.to_string(), t.count)).collect();
     let validate_only = req.validate_only;
     let strict = version >= MUTATION_QUOTA_STRICT_VERSION_MIN;
-    let (results, throttle) = quota::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, |quota| {
+    let (results, throttle) = throttle::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, |quota| {
         CreatePartitions { changes, validate_only, quota }
     })
     .await;

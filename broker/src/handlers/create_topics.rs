@@ -11,7 +11,7 @@ use super::str_bytes;
 use crate::cluster::controller::TopicSpec;
 use crate::cluster::requests::CreateTopics;
 use crate::errors;
-use crate::quota;
+use crate::throttle;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
@@ -80,7 +80,7 @@ pub async fn handle(
         specs.iter().zip(&early).filter(|(_, e)| e.is_none()).map(|(s, _)| s.clone()).collect();
     let validate_only = req.validate_only;
     let strict = version >= MUTATION_QUOTA_STRICT_VERSION_MIN;
-    let (created, throttle) = quota::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, |quota| {
+    let (created, throttle) = throttle::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, |quota| {
         CreateTopics { specs: to_create, validate_only, quota }
     })
     .await;

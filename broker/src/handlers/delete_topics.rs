@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::str_bytes;
 use crate::cluster::requests::DeleteTopics;
 use crate::errors;
-use crate::quota;
+use crate::throttle;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
@@ -68,7 +68,7 @@ pub async fn handle(
         wanted.iter().zip(&refused).filter(|(_, r)| !**r).filter_map(|((n, _), _)| n.clone()).collect();
     let strict = version >= MUTATION_QUOTA_STRICT_VERSION_MIN;
     let (results, throttle) =
-        quota::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, |quota| DeleteTopics { names, quota })
+        throttle::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, |quota| DeleteTopics { names, quota })
             .await;
     let mut results = results.into_iter();
     let responses = wanted

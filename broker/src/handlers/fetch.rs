@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::{scatter, str_bytes};
 use crate::errors;
-use crate::quota;
+use crate::{quota, throttle};
 use crate::replication::cluster;
 use crate::security::acl;
 use crate::security::context::RequestContext;
@@ -95,7 +95,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     // A consumer with a quota gets at most what the quota allows in its window.
     let replica = req.replica_id.0 >= 0 || req.replica_state.replica_id.0 >= 0;
     let mut response_bytes_max = (req.max_bytes.max(0) as usize).min(shard.config.fetch_max_bytes);
-    if let Some(cap) = quota::fetch_bytes_max(shard, ctx).filter(|_| !replica) {
+    if let Some(cap) = throttle::fetch_bytes_max(shard, ctx).filter(|_| !replica) {
         response_bytes_max = response_bytes_max.min(cap);
     }
     // Per topic of the request: its name, id, and per partition its index and the error
@@ -165,7 +165,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
     if !replica {
         let bytes = got.iter().map(|g| g.bytes).sum();
         let self_throttles = version >= SELF_THROTTLE_VERSION_MIN;
-        let throttle = quota::charge(shard, ctx, quota::Kind::Fetch, bytes, self_throttles, true).await;
+        let throttle = throttle::charge(shard, ctx, quota::Kind::Fetch, bytes, self_throttles, true).await;
         if let Some(throttle) = throttle.filter(|t| !t.is_zero()) {
             if !self_throttles {
                 glommio::timer::sleep(throttle).await;

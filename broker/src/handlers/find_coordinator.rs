@@ -12,12 +12,13 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::str_bytes;
-use crate::coordinator::{routing, OFFSETS_TOPIC};
+use crate::config::OFFSETS_TOPIC;
+use crate::coordinator::routing;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
-use crate::txn::TRANSACTION_TOPIC;
+use crate::config::TRANSACTION_TOPIC;
 
 pub const VERSIONS: (i16, i16) = (0, 6);
 

@@ -8,7 +8,6 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
-use crate::cluster::requests::AllocateProducerId;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
@@ -48,15 +47,10 @@ pub async fn handle(
     if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
         return resp.with_producer_id(req.producer_id).with_producer_epoch(req.producer_epoch + 1);
     }
-    match allocate(shard).await {
+    match crate::cluster::requests::allocate_producer_id(shard).await {
         Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),
         Err(code) => resp.with_error_code(code),
     }
-}
-
-/// A fresh producer id from the controller.
-pub async fn allocate(shard: &Rc<Shard>) -> Result<i64, i16> {
-    shard.call(0, AllocateProducerId).await.map_err(|(code, _)| code)
 }
 
 async fn transactional(shard: &Rc<Shard>, txn_id: String, req: &InitProducerIdRequest) -> Result<(i64, i16), i16> {

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{scatter, str_bytes, Answer};
 use crate::errors;
-use crate::quota;
+use crate::{quota, throttle};
 use crate::replication::cluster;
 use crate::security::acl;
 use crate::security::context::RequestContext;
@@ -132,7 +132,7 @@ pub async fn handle(
                 Some(errors::UNKNOWN_TOPIC_ID)
             } else if !write_allowed {
                 Some(errors::TOPIC_AUTHORIZATION_FAILED)
-            } else if [crate::coordinator::OFFSETS_TOPIC, crate::txn::TRANSACTION_TOPIC]
+            } else if [crate::config::OFFSETS_TOPIC, crate::config::TRANSACTION_TOPIC]
                 .contains(&name.as_deref().unwrap_or_default())
             {
                 // Only the coordinators write their internal topics, as in Kafka.
@@ -168,7 +168,7 @@ pub async fn handle(
     for (slot, outcome) in work_slots.into_iter().zip(outcomes) {
         slots[slot].3 = Some(outcome);
     }
-    let throttle = quota::charge(shard, ctx, quota::Kind::Produce, sent, version >= SELF_THROTTLE_VERSION_MIN, false)
+    let throttle = throttle::charge(shard, ctx, quota::Kind::Produce, sent, version >= SELF_THROTTLE_VERSION_MIN, false)
         .await
         .unwrap_or(Duration::ZERO);
     if version < SELF_THROTTLE_VERSION_MIN && !throttle.is_zero() {

@@ -22,7 +22,7 @@
 //! SASL listener the reader passes each request of a connection not yet
 //! authenticated through its [`Authenticator`] before starting any handler, and
 //! unauthenticated frames are capped at
-//! [`sasl::UNAUTHENTICATED_FRAME_BYTES_MAX`](crate::security::sasl::UNAUTHENTICATED_FRAME_BYTES_MAX).
+//! [`sasl::UNAUTHENTICATED_FRAME_BYTES_MAX`](crate::net::sasl::UNAUTHENTICATED_FRAME_BYTES_MAX).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -41,7 +41,7 @@ use super::order::{InOrder, Order, Turn};
 use super::split;
 use crate::handlers;
 use crate::security::context::{RequestContext, Session};
-use crate::security::sasl::{self, Authenticator, Gate};
+use crate::net::sasl::{self, Authenticator, Gate};
 use crate::shard::Shard;
 
 /// Read buffer of each connection: what an idle connection costs (`connections_max`
@@ -230,7 +230,7 @@ fn spawn_handler(
     let (api, version) = (request.api_key, request.version);
     let (request_bytes, started) = (request.frame.len() + 4, std::time::Instant::now());
     let run = async move {
-        let response = match crate::quota::request_quota(&shard, &ctx) {
+        let response = match crate::throttle::request_quota(&shard, &ctx) {
             None => handlers::run(&shard, &ctx, request).await,
             // A client with a request-time quota: its handler's reactor time is summed
             // over every poll, charged, and a throttle set in the answer.

@@ -1,6 +1,6 @@
 //! The accept loops of one shard, one per listener, with the per-shard share of the
 //! connection limit (all listeners together) and the connection creation rates
-//! ([`quota::admit_connection`]): past the broker's, the loop waits before it serves the
+//! ([`throttle::admit_connection`]): past the broker's, the loop waits before it serves the
 //! new connection and accepts the next; past an IP address's, the connection is closed
 //! unserved after its throttle time. A connection of a TLS listener does its
 //! handshake on its own task, bounded by `tls_handshake_timeout_ms`, before it reads
@@ -15,7 +15,7 @@ use glommio::net::{TcpListener, TcpStream};
 use super::conn;
 use crate::config::listeners::Listener;
 use crate::config::listeners::SecurityProtocol;
-use crate::quota::{self, Admission};
+use crate::throttle::{self, Admission};
 use crate::security::context::Session;
 use crate::security::principal::{self, Principal};
 use crate::shard::Shard;
@@ -50,7 +50,7 @@ async fn accept_loop(shard: Rc<Shard>, listener: Rc<Listener>, socket: TcpListen
             continue;
         }
         if let Ok(peer) = stream.peer_addr() {
-            match quota::admit_connection(&shard, peer.ip()).await {
+            match throttle::admit_connection(&shard, peer.ip()).await {
                 Admission::Serve(wait) if !wait.is_zero() => glommio::timer::sleep(wait).await,
                 Admission::Serve(_) => {}
                 Admission::Close(after) => {

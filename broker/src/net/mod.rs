@@ -4,4 +4,5 @@
 pub mod conn;
 pub mod listener;
 pub mod order;
+pub mod sasl;
 pub mod split;

@@ -33,11 +33,12 @@ use super::shell::{Replication, METADATA_GROUP};
 use crate::cluster::controller;
 use crate::cluster::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
 use crate::cluster::requests::ApplyMetadata;
-use crate::coordinator::{routing, OFFSETS_TOPIC};
+use crate::config::OFFSETS_TOPIC;
+use crate::coordinator::routing;
 use crate::outbound;
 use crate::shard::partition::{journal_key, state_prefix};
 use crate::shard::Shard;
-use crate::txn::TRANSACTION_TOPIC;
+use crate::config::TRANSACTION_TOPIC;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId};
 
 /// Directory of the metadata group's log in the first data directory.

@@ -10,19 +10,17 @@ use keel_raft::{GroupId, NodeId};
 
 use super::balance::{self, Refusal};
 use super::cluster::{self, ControlRequest, LeaderView};
-use crate::shard::dispatch::{mesh_service, Serve};
+use crate::shard::dispatch::{mesh_requests, Serve};
 use crate::shard::Shard;
 
-mesh_service! {
-    /// Cluster state: leaders, control messages, leadership hand-overs.
-    Cluster: ClusterRequest => ClusterReply {
-        RefreshLeaders(RefreshLeaders) -> (),
-        LearnLeaders(LearnLeaders) -> (),
-        SendControl(SendControl) -> (),
-        ServeControl(ServeControl) -> (),
-        HandLeadership(HandLeadership) -> Result<(), Refusal>,
-        AwaitInstalled(AwaitInstalled) -> bool,
-    }
+// Cluster state: leaders, control messages, leadership hand-overs.
+mesh_requests! {
+    RefreshLeaders => (),
+    LearnLeaders => (),
+    SendControl => (),
+    ServeControl => (),
+    HandLeadership => Result<(), Refusal>,
+    AwaitInstalled => bool,
 }
 
 /// A peer (re)started: the target shard tells it the leadership of each of its groups.

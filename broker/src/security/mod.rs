@@ -17,7 +17,6 @@ pub mod context;
 pub mod jwks_endpoint;
 pub mod oauth;
 pub mod principal;
-pub mod sasl;
 pub mod scram;
 pub mod tls;
 

@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use super::dispatch::{mesh_service, Serve};
+use super::dispatch::{mesh_requests, Serve};
 use super::Shard;
 
 /// One data directory and whether this shard saw it fail.
@@ -120,11 +120,9 @@ impl DataDirs {
     }
 }
 
-mesh_service! {
-    /// A data directory's failure, told to every shard.
-    Dirs: DirsRequest => DirsReply {
-        TakeOffline(TakeOffline) -> (),
-    }
+// A data directory's failure, told to every shard.
+mesh_requests! {
+    TakeOffline => (),
 }
 
 /// Partitions (of any shard) a failed data directory took offline, for the target

@@ -1,27 +1,22 @@
 //! Typed cross-shard requests: what one shard may ask of another.
 //!
-//! Each service that works across shards declares its requests, one type each, and
-//! the reply of each ([`mesh_service!`]): the group coordinator, transactions, the
-//! controller and cluster state, quotas, partition owners, admin statistics, shutdown.
-//! The mesh carries one [`ShardRequest`] per call and one [`ShardReply`] back, and the
-//! target shard runs the request with [`serve`], the one place where requests meet
-//! their services' handlers. A caller names a request type and gets that type's reply
-//! ([`MeshRequest`], `Shard::call`): no closure crosses the mesh, and nothing is
-//! downcast.
+//! Each service declares its requests next to their handlers, one type each, with the
+//! type of its reply ([`mesh_requests!`]) and how the target shard serves it
+//! ([`Serve`]). A caller names a request and gets that request's reply (`Shard::call`).
+//! The mesh carries a request as an [`Envelope`]: the request with the slot its reply
+//! comes back in, both of the request's own types. No closure crosses the mesh, no
+//! list of every service's requests exists, and nothing is downcast.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 use super::Shard;
 
 /// A request one shard makes of another, with the type of its reply.
 pub trait MeshRequest: Send + Sized + 'static {
     type Reply: Send + 'static;
-    /// This request as the mesh carries it.
-    fn wrap(self) -> ShardRequest;
-    /// This request's reply out of what the mesh carried back.
-    fn unwrap(reply: ShardReply) -> Self::Reply;
 }
 
 /// How the target shard serves a request: written by each service for each of its
@@ -30,106 +25,57 @@ pub trait Serve: MeshRequest {
     fn serve(self, shard: Rc<Shard>) -> impl Future<Output = Self::Reply>;
 }
 
-/// Declares a service's cross-shard requests: an enum of them, an enum of their
-/// replies (variant for variant), each request's [`MeshRequest`] as the variant
-/// `$service` of [`ShardRequest`] and [`ShardReply`] carries it, and the service's
-/// `serve`, which answers each request with its own [`Serve`] in its own variant.
-macro_rules! mesh_service {
-    (
-        $(#[$attr:meta])*
-        $service:ident: $request:ident => $reply:ident {
-            $( $(#[$vattr:meta])* $variant:ident($req:ty) -> $rep:ty, )*
-        }
-    ) => {
-        $(#[$attr])*
-        pub enum $request {
-            $( $(#[$vattr])* $variant($req), )*
-        }
-
-        #[doc = concat!("The replies to [`", stringify!($request), "`], variant for variant.")]
-        pub enum $reply {
-            $( $variant($rep), )*
-        }
-
-        impl $request {
-            /// Runs this request on `shard`, its target.
-            pub async fn serve(self, shard: std::rc::Rc<$crate::shard::Shard>) -> $reply {
-                match self {
-                    $( $request::$variant(r) => $reply::$variant($crate::shard::dispatch::Serve::serve(r, shard).await), )*
-                }
-            }
-        }
-
+/// Declares requests and the type of each one's reply ([`MeshRequest`]).
+macro_rules! mesh_requests {
+    ( $( $(#[$attr:meta])* $req:ty => $rep:ty, )* ) => {
         $(
+            $(#[$attr])*
             impl $crate::shard::dispatch::MeshRequest for $req {
                 type Reply = $rep;
-
-                fn wrap(self) -> $crate::shard::dispatch::ShardRequest {
-                    $crate::shard::dispatch::ShardRequest::$service($request::$variant(self))
-                }
-
-                // The other arm is unreachable while only one service has requests.
-                #[allow(unreachable_patterns)]
-                fn unwrap(reply: $crate::shard::dispatch::ShardReply) -> $rep {
-                    match reply {
-                        $crate::shard::dispatch::ShardReply::$service($reply::$variant(r)) => r,
-                        _ => $crate::shard::dispatch::mismatched(stringify!($req)),
-                    }
-                }
             }
         )*
     };
 }
-pub(crate) use mesh_service;
+pub(crate) use mesh_requests;
 
-/// A reply of another kind than its request: a service's `serve` answers every
-/// request in the request's own variant, so this is a bug in [`mesh_service!`].
-#[cold]
-pub fn mismatched(request: &str) -> ! {
-    unreachable!("a mesh reply of another kind than its request ({request})")
+/// Where the target shard leaves a reply for its caller. The target writes it once,
+/// then tells the caller over the mesh; the caller takes it when told. The two never
+/// hold it at once, so the lock is only ever taken uncontended.
+pub struct ReplySlot<T>(Arc<Mutex<Option<T>>>);
+
+impl<T> ReplySlot<T> {
+    pub fn new() -> (ReplySlot<T>, ReplySlot<T>) {
+        let slot = Arc::new(Mutex::new(None));
+        (ReplySlot(slot.clone()), ReplySlot(slot))
+    }
+
+    fn put(&self, value: T) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(value);
+    }
+
+    /// The reply, once the target said it is there.
+    pub fn take(&self) -> T {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take().expect("a reply is told only once it is put")
+    }
 }
 
-/// The services that take cross-shard requests: [`ShardRequest`] and [`ShardReply`]
-/// with a variant for each, and [`serve`].
-macro_rules! shard_services {
-    ( $( $(#[$attr:meta])* $service:ident($request:ty => $reply:ty), )* ) => {
-        /// Every cross-shard request, by service.
-        pub enum ShardRequest {
-            $( $(#[$attr])* $service($request), )*
-        }
-
-        /// Every cross-shard reply, by service, as [`ShardRequest`].
-        pub enum ShardReply {
-            $( $service($reply), )*
-        }
-
-        /// Runs `request` on `shard`, its target, with its service's handler. Boxed: a
-        /// handler may itself call shards, and a call to its own shard comes back here.
-        pub fn serve(shard: Rc<Shard>, request: ShardRequest) -> Pin<Box<dyn Future<Output = ShardReply>>> {
-            match request {
-                $( ShardRequest::$service(r) => Box::pin(async move { ShardReply::$service(r.serve(shard).await) }), )*
-            }
-        }
-    };
+/// A request on its way to its target shard, with the slot for its reply.
+pub trait Envelope: Send {
+    /// Serves the request on `shard` and leaves its reply in the slot.
+    fn open(self: Box<Self>, shard: Rc<Shard>) -> Pin<Box<dyn Future<Output = ()>>>;
 }
 
-shard_services! {
-    /// Group operations, on a group's coordinator shard.
-    Group(crate::coordinator::requests::GroupRequest => crate::coordinator::requests::GroupReply),
-    /// Transactional id operations, on an id's coordinator shard.
-    Txn(crate::txn::requests::TxnRequest => crate::txn::requests::TxnReply),
-    /// Metadata changes on the controller's shard, and their install on every shard.
-    Controller(crate::cluster::requests::ControllerRequest => crate::cluster::requests::ControllerReply),
-    /// Quota sensor changes, on the shard keeping the sensor.
-    Quota(crate::quota::requests::QuotaRequest => crate::quota::requests::QuotaReply),
-    /// Cluster state: leaders, control messages, leadership hand-overs.
-    Cluster(crate::replication::requests::ClusterRequest => crate::replication::requests::ClusterReply),
-    /// Data directory failures, told to every shard.
-    Dirs(super::dirs::DirsRequest => super::dirs::DirsReply),
-    /// The steps of an orderly stop.
-    Shutdown(super::shutdown::ShutdownRequest => super::shutdown::ShutdownReply),
-    /// Reads of a shard's state for the admin API.
-    Admin(crate::admin::requests::AdminRequest => crate::admin::requests::AdminReply),
-    /// A Kafka request handler's work on partition owners, or on shard 0.
-    Handler(crate::handlers::on_shard::HandlerRequest => crate::handlers::on_shard::HandlerReply),
+/// The one [`Envelope`]: a request of type `R` and its reply's slot.
+pub struct Call<R: MeshRequest> {
+    pub request: R,
+    pub reply: ReplySlot<R::Reply>,
+}
+
+impl<R: Serve> Envelope for Call<R> {
+    fn open(self: Box<Self>, shard: Rc<Shard>) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(async move {
+            let Call { request, reply } = *self;
+            reply.put(request.serve(shard).await);
+        })
+    }
 }

@@ -1,9 +1,9 @@
 //! Cross-shard calls over glommio's channel mesh, Seastar's `submit_to` style, each a
 //! typed request of a service ([`dispatch`]).
 //!
-//! A call carries a typed request ([`ShardRequest`]) to the target shard, which serves
-//! it on its own executor against its own state ([`dispatch::serve`]) and sends the
-//! typed reply back. Every channel is
+//! A call carries a typed request in its [`Envelope`] to the target shard, which serves
+//! it on its own executor against its own state, leaves the typed reply in the
+//! envelope's slot and tells the caller. Every channel is
 //! bounded; each shard drains its inbound channels in dedicated tasks that never block
 //! on outbound sends, so two shards calling each other cannot deadlock.
 //!
@@ -30,23 +30,23 @@ use glommio::channels::local_channel::{self, LocalSender};
 use glommio::sync::Semaphore;
 use keel_storage::Signal;
 
-use super::dispatch::{self, ShardReply, ShardRequest};
+use super::dispatch::{Call, Envelope, ReplySlot, Serve};
 use super::Shard;
 
-/// A message between two shards. Requests and replies travel boxed: a channel holds
-/// its messages inline, and most are small.
+/// A message between two shards. A request travels boxed in its envelope; its reply
+/// waits in the envelope's slot, and `Reply` says it is there.
 pub enum MeshMsg {
     Call {
         id: u64,
-        request: Box<ShardRequest>,
+        request: Box<dyn Envelope>,
     },
     /// The caller stopped waiting for call `id`: drop its task if it still runs.
     Cancel {
         id: u64,
     },
+    /// Call `id`'s reply is in its slot.
     Reply {
         id: u64,
-        value: Box<ShardReply>,
     },
 }
 
@@ -57,7 +57,7 @@ pub const MESH_CHANNEL_CAPACITY: usize = 1024;
 
 pub struct Mesh {
     senders: Rc<Senders<MeshMsg>>,
-    pending: RefCell<HashMap<u64, LocalSender<Box<ShardReply>>>>,
+    pending: RefCell<HashMap<u64, LocalSender<()>>>,
     next_id: Cell<u64>,
     /// Per target shard, the calls this shard may have waiting on it: uncancellable
     /// work, and cancellable waits.
@@ -157,7 +157,7 @@ impl Mesh {
     /// Serves `request` on `target` and waits for its reply. If the returned future is
     /// dropped first, the call's slot is freed and, with `cancel_on_drop`, the
     /// request's task on `target` is cancelled.
-    pub async fn call(&self, target: usize, request: ShardRequest, cancel_on_drop: bool) -> ShardReply {
+    pub async fn call<R: Serve>(&self, target: usize, request: R, cancel_on_drop: bool) -> R::Reply {
         assert_ne!(target, self.peer_id(), "a shard calls itself directly, not over the mesh");
         let slots = if cancel_on_drop { &self.wait_slots[target] } else { &self.slots[target] };
         let _slot = slots.acquire_permit(1).await.expect("mesh call slots are never closed");
@@ -166,24 +166,25 @@ impl Mesh {
         let (tx, rx) = local_channel::new_bounded(1);
         self.pending.borrow_mut().insert(id, tx);
         let mut guard = CallGuard { mesh: self, target, id, cancel_on_drop, answered: false };
-        let request = Box::new(request);
+        let (reply, theirs) = ReplySlot::new();
+        let request: Box<dyn Envelope> = Box::new(Call { request, reply: theirs });
         if self.senders.send_to(target, MeshMsg::Call { id, request }).await.is_err() {
             panic!("shard {target} is gone: the mesh only closes at shutdown");
         }
-        let reply = rx.recv().await.expect("a mesh reply for every call still waited for");
+        rx.recv().await.expect("a mesh reply for every call still waited for");
         guard.answered = true;
-        *reply
+        reply.take()
     }
 
-    fn complete(&self, id: u64, value: Box<ShardReply>) {
+    fn complete(&self, id: u64) {
         // No entry: the caller stopped waiting (a dropped or cancelled call).
         if let Some(tx) = self.pending.borrow_mut().remove(&id) {
-            let _ = tx.try_send(value);
+            let _ = tx.try_send(());
         }
     }
 
-    async fn reply(&self, to: usize, id: u64, value: Box<ShardReply>) {
-        if self.senders.send_to(to, MeshMsg::Reply { id, value }).await.is_err() {
+    async fn reply(&self, to: usize, id: u64) {
+        if self.senders.send_to(to, MeshMsg::Reply { id }).await.is_err() {
             tracing::warn!(to, "mesh peer closed before a reply");
         }
     }
@@ -198,21 +199,21 @@ impl Mesh {
     /// Runs a call from `peer` in a task of its own and replies, unless cancelled
     /// first. The call is registered before its task starts: glommio may run a new
     /// task at once, and a request served on its first poll must find its entry.
-    fn run_call(shard: &Rc<Shard>, peer: usize, id: u64, request: ShardRequest) {
+    fn run_call(shard: &Rc<Shard>, peer: usize, id: u64, request: Box<dyn Envelope>) {
         let cancel = Signal::new();
         let cancelled = cancel.wait();
         shard.mesh.running.borrow_mut().insert((peer, id), cancel);
         let s = shard.clone();
         glommio::spawn_local(async move {
-            let run = async { Some(Box::new(dispatch::serve(s.clone(), request).await)) };
-            let value = futures_lite::future::or(run, async {
+            let run = async { Some(request.open(s.clone()).await) };
+            let served = futures_lite::future::or(run, async {
                 cancelled.await;
                 None
             })
             .await;
             let still_wanted = s.mesh.running.borrow_mut().remove(&(peer, id)).is_some();
-            if let (Some(value), true) = (value, still_wanted) {
-                s.mesh.reply(peer, id, value).await;
+            if let (Some(()), true) = (served, still_wanted) {
+                s.mesh.reply(peer, id).await;
             }
         })
         .detach();
@@ -226,9 +227,9 @@ pub fn serve(shard: &Rc<Shard>, mut receivers: Receivers<MeshMsg>) {
         glommio::spawn_local(async move {
             while let Some(msg) = stream.recv().await {
                 match msg {
-                    MeshMsg::Call { id, request } => Mesh::run_call(&shard, peer, id, *request),
+                    MeshMsg::Call { id, request } => Mesh::run_call(&shard, peer, id, request),
                     MeshMsg::Cancel { id } => shard.mesh.cancel(peer, id),
-                    MeshMsg::Reply { id, value } => shard.mesh.complete(id, value),
+                    MeshMsg::Reply { id } => shard.mesh.complete(id),
                 }
             }
         })

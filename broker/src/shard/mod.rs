@@ -5,6 +5,7 @@
 pub mod budget;
 pub mod dirs;
 pub mod dispatch;
+pub mod fanout;
 pub mod housekeeping;
 pub mod log_move;
 pub mod mesh;
@@ -100,33 +101,33 @@ pub struct Shard {
 impl Shard {
     /// Serves `request` on shard `target` and returns its reply. Local calls skip the
     /// mesh. If the caller stops waiting, the request still runs to its end on `target`.
-    pub async fn call<R: dispatch::MeshRequest>(self: &Rc<Self>, target: usize, request: R) -> R::Reply {
+    pub async fn call<R: dispatch::Serve>(self: &Rc<Self>, target: usize, request: R) -> R::Reply {
         self.call_on(target, request, false).await
     }
 
     /// As `call`, but if the caller stops waiting (drops this future), the request is
     /// cancelled on `target` too. For work that may stop at any await: waits.
-    pub async fn call_cancellable<R: dispatch::MeshRequest>(self: &Rc<Self>, target: usize, request: R) -> R::Reply {
+    pub async fn call_cancellable<R: dispatch::Serve>(self: &Rc<Self>, target: usize, request: R) -> R::Reply {
         self.call_on(target, request, true).await
     }
 
-    async fn call_on<R: dispatch::MeshRequest>(
+    async fn call_on<R: dispatch::Serve>(
         self: &Rc<Self>,
         target: usize,
         request: R,
         cancel_on_drop: bool,
     ) -> R::Reply {
         assert!(target < self.count, "shard {target} does not exist ({} shards)", self.count);
-        let reply = if target == self.id {
-            dispatch::serve(self.clone(), request.wrap()).await
+        if target == self.id {
+            // Boxed: a request served here may call this shard again.
+            Box::pin(request.serve(self.clone())).await
         } else {
-            self.mesh.call(target, request.wrap(), cancel_on_drop).await
-        };
-        R::unwrap(reply)
+            self.mesh.call(target, request, cancel_on_drop).await
+        }
     }
 
     /// Serves `request` on every shard concurrently; replies in shard order.
-    pub async fn call_all<R: dispatch::MeshRequest + Clone>(self: &Rc<Self>, request: R) -> Vec<R::Reply> {
+    pub async fn call_all<R: dispatch::Serve + Clone>(self: &Rc<Self>, request: R) -> Vec<R::Reply> {
         let calls = (0..self.count).map(|s| self.call(s, request.clone())).collect();
         keel_storage::join::join_all(calls).await
     }

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::dispatch::{mesh_service, Serve};
+use super::dispatch::{mesh_requests, Serve};
 use super::Shard;
 
 static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
@@ -95,12 +95,10 @@ async fn flush_all(shard: &Shard) {
     }
 }
 
-mesh_service! {
-    /// The steps of an orderly stop, on every shard.
-    Shutdown: ShutdownRequest => ShutdownReply {
-        HandOver(HandOver) -> (),
-        Flush(Flush) -> (),
-    }
+// The steps of an orderly stop, on every shard.
+mesh_requests! {
+    HandOver => (),
+    Flush => (),
 }
 
 /// In a cluster: moves the target shard's leaderships to other voters, then stops

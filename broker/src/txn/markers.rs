@@ -11,9 +11,10 @@ use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, Wri
 use kafka_protocol::messages::{ApiKey, ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
 use super::state::TxnPartition;
-use crate::coordinator::OFFSETS_TOPIC;
+use crate::config::OFFSETS_TOPIC;
 use crate::errors;
-use crate::handlers::{answer_each, answer_partitions, str_bytes};
+use crate::shard::fanout::{answer_each, answer_partitions};
+use crate::util::str_bytes;
 use crate::replication::cluster;
 use crate::shard::dispatch::Serve;
 use crate::shard::Shard;

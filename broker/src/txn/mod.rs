@@ -40,7 +40,7 @@ use keel_storage::Signal;
 
 use state::TxnMeta;
 
-pub const TRANSACTION_TOPIC: &str = "__transaction_state";
+pub use crate::config::TRANSACTION_TOPIC;
 
 /// The transaction coordinator state of one shard: the transactional ids of the
 /// `__transaction_state` partitions it owns (and, in a cluster, leads).

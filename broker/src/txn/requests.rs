@@ -9,25 +9,23 @@ use std::time::Instant;
 use super::markers::WriteMarkers;
 use super::shell::{check, transition, wait_completed, BUSY_WAIT};
 use super::state::{Step, Then, TxnMeta, TxnPartition, EPOCH_MAX};
-use crate::coordinator::OFFSETS_TOPIC;
+use crate::config::OFFSETS_TOPIC;
 use crate::errors;
-use crate::shard::dispatch::{mesh_service, Serve};
+use crate::shard::dispatch::{mesh_requests, Serve};
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 
-mesh_service! {
-    /// A transactional id's operation, on its coordinator shard.
-    Txn: TxnRequest => TxnReply {
-        Describe(DescribeTxn) -> Result<Option<TxnMeta>, i16>,
-        AddWritten(AddWrittenPartition) -> Result<(), i16>,
-        AddOffsets(AddOffsets) -> Result<(), i16>,
-        AddPartitions(AddPartitions) -> Result<Vec<i16>, i16>,
-        End(EndTxn) -> Result<(i64, i16), i16>,
-        InitProducer(InitProducer) -> Result<(i64, i16), i16>,
-        List(ListTransactions) -> Vec<(String, TxnMeta)>,
-        /// On a partition's owner shard, not the coordinator's.
-        WriteMarkers(WriteMarkers) -> Vec<i16>,
-    }
+// A transactional id's operation, on its coordinator shard.
+mesh_requests! {
+    DescribeTxn => Result<Option<TxnMeta>, i16>,
+    AddWrittenPartition => Result<(), i16>,
+    AddOffsets => Result<(), i16>,
+    AddPartitions => Result<Vec<i16>, i16>,
+    EndTxn => Result<(i64, i16), i16>,
+    InitProducer => Result<(i64, i16), i16>,
+    ListTransactions => Vec<(String, TxnMeta)>,
+    // On a partition's owner shard, not the coordinator's.
+    WriteMarkers => Vec<i16>,
 }
 
 /// `txn_id`'s state as its coordinator holds it (None: unknown).
@@ -183,7 +181,7 @@ impl Serve for InitProducer {
         // A new producer id is needed for a new transactional id, or when the epoch
         // is exhausted; taken before the transition, which must not wait.
         let needs_id = shard.txn.borrow().txns.get(&txn_id).is_none_or(|m| m.producer_epoch >= EPOCH_MAX);
-        let fresh = if needs_id { Some(crate::handlers::init_producer_id::allocate(&shard).await?) } else { None };
+        let fresh = if needs_id { Some(crate::cluster::requests::allocate_producer_id(&shard).await?) } else { None };
         let now = now_ms();
         let decide = |current: Option<&TxnMeta>| match current {
             None => {

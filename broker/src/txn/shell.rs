@@ -17,7 +17,7 @@ use super::state::{Step, Then, TxnMeta, TxnPartition, EPOCH_MAX};
 use super::{TxnCoordinator, TRANSACTION_TOPIC};
 use crate::coordinator::{routing, shell as group_shell};
 use crate::errors;
-use crate::shard::dispatch::MeshRequest;
+use crate::shard::dispatch::Serve;
 use crate::shard::partition::{now_ms, wait_below_high_watermark, Partition};
 use crate::shard::Shard;
 
@@ -38,7 +38,7 @@ const RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// Serves the request `request` makes of `txn_id`'s `__transaction_state` partition
 /// on that partition's shard, the id's coordinator shard, creating the topic if needed.
-pub async fn on_coordinator<R: MeshRequest>(
+pub async fn on_coordinator<R: Serve>(
     shard: &Rc<Shard>,
     txn_id: &str,
     request: impl FnOnce(i32) -> R,
@@ -205,7 +205,7 @@ async fn complete(
     loop {
         let exhausted = shard.txn.borrow().txns.get(&txn_id).is_some_and(|m| m.producer_epoch >= EPOCH_MAX);
         let fresh_id = match exhausted {
-            true => crate::handlers::init_producer_id::allocate(&shard).await.ok(),
+            true => crate::cluster::requests::allocate_producer_id(&shard).await.ok(),
             false => None,
         };
         let done = {
@@ -486,7 +486,7 @@ async fn add_remote(addr: &str, txn_id: &str, producer_id: i64, epoch: i16, tp: 
     use kafka_protocol::messages::{
         AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, ProducerId, TopicName, TransactionalId,
     };
-    let str_bytes = crate::handlers::str_bytes;
+    let str_bytes = crate::util::str_bytes;
     let request = AddPartitionsToTxnRequest::default()
         .with_v3_and_below_transactional_id(TransactionalId(str_bytes(txn_id)))
         .with_v3_and_below_producer_id(ProducerId(producer_id))
@@ -515,7 +515,7 @@ async fn describe_remote(addr: &str, txn_id: &str) -> Result<Option<TxnMeta>, i1
         ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, TransactionalId,
     };
     let request = DescribeTransactionsRequest::default()
-        .with_transactional_ids(vec![TransactionalId(crate::handlers::str_bytes(txn_id))]);
+        .with_transactional_ids(vec![TransactionalId(crate::util::str_bytes(txn_id))]);
     let response: DescribeTransactionsResponse =
         crate::outbound::call(addr, ApiKey::DescribeTransactions, 0, &request, 1 << 20, VERIFY_TIMEOUT)
             .await

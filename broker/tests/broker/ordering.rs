@@ -336,25 +336,34 @@ fn offset_commit_then_offset_fetch(t: &Target, round: usize) {
     let topic = format!("order-offsets-{round}");
     drop(t.create(&topic, 1));
     let group = format!("order-group-{round}");
-    let mut c = t.connect(t.coordinator(0, &group));
-    for _ in 0..300 {
-        let r: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 7, &offset_fetch_request(&group, &topic));
-        if r.error_code == 0 {
+    for offset in [5, 9] {
+        // A commit refused with a retriable error (the coordinator moved or is still
+        // loading, as a loaded machine's elections make it) says nothing of the order:
+        // find the coordinator again and send the pair again, as a client retries.
+        let mut attempts = 0;
+        loop {
+            let mut c = t.connect(t.coordinator(0, &group));
+            let (committed, fetched): (OffsetCommitResponse, OffsetFetchResponse) = pipelined(
+                &mut c,
+                (ApiKey::OffsetCommit, 8, &offset_commit_request(&group, &topic, &[(0, offset)])),
+                (ApiKey::OffsetFetch, 7, &offset_fetch_request(&group, &topic)),
+            );
+            let code = committed.topics[0].partitions[0].error_code;
+            attempts += 1;
+            if RETRIABLE_COORDINATOR_ERRORS.contains(&code) && attempts < 100 {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            assert_eq!(code, 0, "{group}: OffsetCommit");
+            assert_eq!(fetched.error_code, 0, "{group}: OffsetFetch");
+            assert_eq!(fetched.topics[0].partitions[0].committed_offset, offset, "OffsetFetch after OffsetCommit");
             break;
         }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    for offset in [5, 9] {
-        let (committed, fetched): (OffsetCommitResponse, OffsetFetchResponse) = pipelined(
-            &mut c,
-            (ApiKey::OffsetCommit, 8, &offset_commit_request(&group, &topic, &[(0, offset)])),
-            (ApiKey::OffsetFetch, 7, &offset_fetch_request(&group, &topic)),
-        );
-        assert_eq!(committed.topics[0].partitions[0].error_code, 0, "{group}");
-        assert_eq!(fetched.error_code, 0, "{group}");
-        assert_eq!(fetched.topics[0].partitions[0].committed_offset, offset, "OffsetFetch after OffsetCommit");
     }
 }
+
+/// REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
+const RETRIABLE_COORDINATOR_ERRORS: [i16; 4] = [7, 14, 15, 16];
 
 /// CreateAcls then DescribeAcls, DeleteAcls then DescribeAcls.
 fn acl_changes_then_describe_acls(t: &Target, round: usize) {

@@ -4,16 +4,14 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::Kind;
-use crate::shard::dispatch::{mesh_service, Serve};
+use crate::quota::Kind;
+use crate::shard::dispatch::{mesh_requests, Serve};
 use crate::shard::Shard;
 
-mesh_service! {
-    /// A change of a quota sensor, on the shard that keeps it.
-    Quota: QuotaRequest => QuotaReply {
-        Record(Record) -> Duration,
-        Unrecord(Unrecord) -> (),
-    }
+// A change of a quota sensor, on the shard that keeps it.
+mesh_requests! {
+    Record => Duration,
+    Unrecord => (),
 }
 
 /// Records `value` by `identity` against a quota of `bound` per second: the throttle

@@ -29,9 +29,9 @@ use kafka_protocol::messages::{ApiKey, RequestKind, SaslAuthenticateResponse, Sa
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use keel_protocol::frame;
 
-use super::oauth::{self, OAUTHBEARER};
-use super::principal::Principal;
-use super::scram::{Mechanism, ScramServer, Step};
+use crate::security::oauth::{self, OAUTHBEARER};
+use crate::security::principal::Principal;
+use crate::security::scram::{Mechanism, ScramServer, Step};
 use crate::errors;
 use crate::handlers::Request;
 use crate::shard::Shard;
@@ -151,7 +151,7 @@ impl Authenticator {
     /// Decides what happens to a request on a SASL connection: one that arrived before
     /// authentication ended, a re-authentication, or any request once the session
     /// has expired.
-    pub fn gate(&mut self, shard: &Shard, session: &super::context::Session, req: &Request) -> Gate {
+    pub fn gate(&mut self, shard: &Shard, session: &crate::security::context::Session, req: &Request) -> Gate {
         let corr = req.header.correlation_id;
         if let State::Done(established) = &self.state {
             // As Kafka's `Processor`: a re-authentication may begin even once the session
@@ -253,7 +253,7 @@ impl Authenticator {
     fn establish(
         &mut self,
         shard: &Shard,
-        session: &super::context::Session,
+        session: &crate::security::context::Session,
         mechanism: &'static str,
         principal: Principal,
         credential_expires_at_ms: Option<i64>,
@@ -284,7 +284,7 @@ impl Authenticator {
 
     /// Takes a raw token (after a v0 handshake) and returns the raw answer (a 4-byte
     /// length and the token), or `None` if the connection must be closed.
-    pub fn raw_token(&mut self, shard: &Shard, session: &super::context::Session, token: &[u8]) -> Option<Bytes> {
+    pub fn raw_token(&mut self, shard: &Shard, session: &crate::security::context::Session, token: &[u8]) -> Option<Bytes> {
         let State::RawTokens(server) = &mut self.state else { return None };
         let mechanism = server.mechanism_name();
         let answer = match step(shard, session, server, token, self.previous.is_some()) {
@@ -324,7 +324,7 @@ fn failure(message: &str) -> SaslAuthenticateResponse {
 
 fn step(
     shard: &Shard,
-    session: &super::context::Session,
+    session: &crate::security::context::Session,
     server: &mut Server,
     token: &[u8],
     reauthenticating: bool,
@@ -362,7 +362,7 @@ fn step(
 /// One OAUTHBEARER message, as Kafka's `OAuthBearerSaslServer.evaluateResponse`.
 fn oauth_bearer(
     shard: &Shard,
-    session: &super::context::Session,
+    session: &crate::security::context::Session,
     server: &mut OAuthServer,
     token: &[u8],
     during: &str,
