@@ -14,6 +14,7 @@ pub mod config;
 pub mod coordinator;
 pub mod errors;
 pub mod handlers;
+pub mod metadata;
 pub mod net;
 pub mod outbound;
 pub mod quota;

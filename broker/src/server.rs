@@ -8,7 +8,7 @@
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
 
-use crate::cluster::metadata::{Metadata, MetadataStore};
+use crate::metadata::{Metadata, MetadataStore};
 use crate::config::BrokerConfig;
 use crate::shard::mesh::{self, MeshMsg};
 use crate::shard::shutdown;
@@ -64,7 +64,7 @@ fn refuse_taken_port(addr_text: &str) -> Result<(), String> {
 
 /// Starts `config.smp` shards and blocks until they stop.
 pub fn run(config: BrokerConfig) -> Result<(), String> {
-    crate::cluster::configs::set_static_topic_defaults(&config)?;
+    crate::metadata::configs::set_static_topic_defaults(&config)?;
     for dir in &config.data_dirs {
         keel_storage::disk::create_dir_durably(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
@@ -86,7 +86,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     }
     // A single node is its own controller: it records the cluster-level defaults at
     // its first start, as a cluster's controller does when it takes over.
-    if peers.is_empty() && crate::cluster::configs::add_cluster_defaults(&mut metadata) {
+    if peers.is_empty() && crate::metadata::configs::add_cluster_defaults(&mut metadata) {
         metadata.version += 1;
         MetadataStore::new(config.data_dir()).save(&metadata)?;
     }

@@ -271,7 +271,7 @@ impl ServeArgs {
         }
         c.memory_bytes()?;
         c.check_limits()?;
-        crate::cluster::configs::normalize_topic_defaults(&c.topic_defaults)?;
+        crate::metadata::configs::normalize_topic_defaults(&c.topic_defaults)?;
         Ok(resolved)
     }
 }

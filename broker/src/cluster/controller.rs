@@ -16,8 +16,8 @@ use uuid::Uuid;
 
 use std::time::{Duration, Instant};
 
-use super::configs;
-use super::metadata::{BrokerMeta, Metadata, MetadataStore, Rebuild, TopicMeta};
+use crate::metadata::configs;
+use crate::metadata::{BrokerMeta, Metadata, MetadataStore, Rebuild, TopicMeta};
 use super::requests::{ApplyMetadata, CreateTopics};
 use crate::errors;
 use crate::throttle::MutationQuota;

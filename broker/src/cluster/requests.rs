@@ -7,7 +7,7 @@ use std::rc::Rc;
 use uuid::Uuid;
 
 use super::controller::{self, ConfigChange, Failure, QuotaAlteration, Reassignment, ScramChange, TopicSpec};
-use super::metadata::{Metadata, TopicMeta};
+use crate::metadata::{Metadata, TopicMeta};
 use crate::throttle::{self, Mutated, MutationQuota};
 use crate::security::acl::{AclBinding, AclFilter};
 use crate::shard::dispatch::{mesh_requests, Serve};

@@ -9,7 +9,7 @@ use super::consumer::{
     ConsumerGroup, DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse, Settings, TopicLookup,
 };
 use super::{membership, routing, shell, Group};
-use crate::cluster::metadata::Metadata;
+use crate::metadata::Metadata;
 use crate::errors;
 use crate::security::acl;
 use crate::shard::partition::now_ms;

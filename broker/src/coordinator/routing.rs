@@ -67,7 +67,7 @@ pub fn internal_topic_spec(topic: &str, config: &BrokerConfig) -> TopicSpec {
 async fn create_internal_topic(shard: &Rc<Shard>, topic: &'static str) -> Result<(), i16> {
     if shard.replication.is_some() {
         let request = ControlRequest::CreateTopics { names: vec![topic.to_string()] };
-        let done = |m: &crate::cluster::metadata::Metadata| m.topics.contains_key(topic);
+        let done = |m: &crate::metadata::Metadata| m.topics.contains_key(topic);
         return match cluster::ask_until(shard, request, std::time::Duration::from_secs(5), done).await {
             true => Ok(()),
             false => Err(errors::COORDINATOR_NOT_AVAILABLE),

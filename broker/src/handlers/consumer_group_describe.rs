@@ -9,7 +9,7 @@ use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescri
 
 use super::metadata::OPERATIONS_NOT_REQUESTED;
 use super::str_bytes;
-use crate::cluster::metadata::Metadata;
+use crate::metadata::Metadata;
 use crate::coordinator::consumer::Assignment as Partitions;
 use crate::coordinator::requests::ConsumerDescribe;
 use crate::coordinator::routing;

@@ -10,8 +10,8 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::str_bytes;
-use crate::cluster::configs::{self, Kind, Source};
-use crate::cluster::metadata::Metadata;
+use crate::metadata::configs::{self, Kind, Source};
+use crate::metadata::Metadata;
 use crate::config::BrokerConfig;
 use crate::errors;
 use crate::security::acl;

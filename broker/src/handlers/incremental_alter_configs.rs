@@ -7,7 +7,7 @@ use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterC
 
 use super::alter_configs::{apply, refuse_duplicates, resource_target};
 use super::str_bytes;
-use crate::cluster::configs;
+use crate::metadata::configs;
 use crate::cluster::controller::{ConfigChange, Failure};
 use crate::errors;
 use crate::security::context::RequestContext;

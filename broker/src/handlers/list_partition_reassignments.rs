@@ -11,7 +11,7 @@ use kafka_protocol::messages::list_partition_reassignments_response::{
 use kafka_protocol::messages::{BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse};
 
 use super::str_bytes;
-use crate::cluster::metadata::TopicMeta;
+use crate::metadata::TopicMeta;
 use crate::errors;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::cluster::controller;
-use crate::cluster::metadata::TopicMeta;
+use crate::metadata::TopicMeta;
 use crate::errors;
 use crate::replication::cluster;
 use crate::security::acl;

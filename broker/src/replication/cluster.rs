@@ -31,7 +31,7 @@ use super::balance::{self, LeaderMove};
 use super::requests::{AwaitInstalled, LearnLeaders, RefreshLeaders, SendControl, ServeControl};
 use super::shell::{Replication, METADATA_GROUP};
 use crate::cluster::controller;
-use crate::cluster::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
+use crate::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
 use crate::cluster::requests::ApplyMetadata;
 use crate::config::OFFSETS_TOPIC;
 use crate::coordinator::routing;
@@ -148,7 +148,7 @@ pub fn cluster_id(peers: &BTreeMap<NodeId, SocketAddr>) -> String {
     bytes[4..8].copy_from_slice(&crc32c::crc32c_append(1, text.as_bytes()).to_be_bytes());
     bytes[8..12].copy_from_slice(&crc32c::crc32c_append(2, text.as_bytes()).to_be_bytes());
     bytes[12..].copy_from_slice(&crc32c::crc32c_append(3, text.as_bytes()).to_be_bytes());
-    crate::cluster::metadata::short_id(Uuid::from_bytes(bytes))
+    crate::metadata::short_id(Uuid::from_bytes(bytes))
 }
 
 /// Joins this shard to the cluster (nothing on a single node).

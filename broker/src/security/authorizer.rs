@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::acl::{self, Action, Requester};
 use super::context::RequestContext;
-use crate::cluster::metadata::Metadata;
+use super::SecurityRecords;
 
 const DENIAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -53,7 +53,7 @@ impl Authorizer {
     /// Whether the request's principal may do `operation` on the resource, without
     /// counting or logging a denial: for filtering lists and for authorized-operations
     /// bitfields, as Kafka asks with `logIfDenied = false`.
-    pub fn allows(&self, meta: &Metadata, ctx: &RequestContext, operation: i8, resource_type: i8, name: &str) -> bool {
+    pub fn allows(&self, meta: &impl SecurityRecords, ctx: &RequestContext, operation: i8, resource_type: i8, name: &str) -> bool {
         let Some(principal) = self.principal_to_check(ctx) else { return true };
         let who = Requester { principal: &principal, host: host_of(&ctx.session.peer) };
         self.decide(meta, who, operation, resource_type, name)
@@ -69,8 +69,8 @@ impl Authorizer {
         (!self.superusers.contains(&principal)).then_some(principal)
     }
 
-    fn decide(&self, meta: &Metadata, who: Requester, operation: i8, resource_type: i8, name: &str) -> bool {
-        acl::decide(&meta.acls, who, Action { operation, resource_type, resource_name: name }, self.allow_if_no_acl)
+    fn decide(&self, meta: &impl SecurityRecords, who: Requester, operation: i8, resource_type: i8, name: &str) -> bool {
+        acl::decide(meta.acls(), who, Action { operation, resource_type, resource_name: name }, self.allow_if_no_acl)
     }
 
     /// The request's principal and host, for checks made later or on another shard
@@ -82,7 +82,7 @@ impl Authorizer {
     /// As [`Authorizer::allows`], for a requester [`Authorizer::requester_of`] named.
     pub fn allows_requester(
         &self,
-        meta: &Metadata,
+        meta: &impl SecurityRecords,
         (principal, host): &(String, String),
         operation: i8,
         resource_type: i8,
@@ -93,16 +93,16 @@ impl Authorizer {
 
     /// Whether the principal may do `operation` on some resource of `resource_type`
     /// (Kafka's `authorizeByResourceType`): an ALLOW that no DENY covers.
-    pub fn allows_some(&self, meta: &Metadata, ctx: &RequestContext, operation: i8, resource_type: i8) -> bool {
+    pub fn allows_some(&self, meta: &impl SecurityRecords, ctx: &RequestContext, operation: i8, resource_type: i8) -> bool {
         let Some(principal) = self.principal_to_check(ctx) else { return true };
         let who = Requester { principal: &principal, host: host_of(&ctx.session.peer) };
-        acl::decide_some(&meta.acls, who, operation, resource_type)
+        acl::decide_some(meta.acls(), who, operation, resource_type)
     }
 
     /// As [`Authorizer::allows`], and a denial is counted and logged (rate limited).
     pub fn authorize(
         &self,
-        meta: &Metadata,
+        meta: &impl SecurityRecords,
         ctx: &RequestContext,
         operation: i8,
         resource_type: i8,
@@ -117,7 +117,7 @@ impl Authorizer {
 
     /// The operations of `resource_type` the principal may do on `name`, as the
     /// bitfield of Kafka's `*_authorized_operations` (bit `1 << code` per operation).
-    pub fn operations(&self, meta: &Metadata, ctx: &RequestContext, resource_type: i8, name: &str) -> i32 {
+    pub fn operations(&self, meta: &impl SecurityRecords, ctx: &RequestContext, resource_type: i8, name: &str) -> i32 {
         acl::operation::of_resource(resource_type)
             .iter()
             .filter(|op| self.allows(meta, ctx, **op, resource_type, name))

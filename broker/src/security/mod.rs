@@ -24,6 +24,24 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 pub use crate::config::listeners::SecurityProtocol;
+
+/// What security reads of the cluster metadata (which holds the ACLs and SCRAM
+/// credentials that clients create): implemented by the metadata, above this layer.
+pub trait SecurityRecords {
+    fn acls(&self) -> &[acl::AclBinding];
+    /// A user's SCRAM credential for `mechanism`, if the metadata holds one.
+    fn scram_credential(&self, user: &str, mechanism: scram::Mechanism) -> Option<&scram::Credential>;
+}
+
+impl<T: SecurityRecords> SecurityRecords for std::rc::Rc<T> {
+    fn acls(&self) -> &[acl::AclBinding] {
+        (**self).acls()
+    }
+
+    fn scram_credential(&self, user: &str, mechanism: scram::Mechanism) -> Option<&scram::Credential> {
+        (**self).scram_credential(user, mechanism)
+    }
+}
 use crate::config::{listener_sasl, listeners};
 
 /// Authentication failures are logged at most this often per shard; the ones in
@@ -193,13 +211,11 @@ impl ShardSecurity {
     /// else the configuration's.
     pub fn scram_credential(
         &self,
-        meta: &crate::cluster::metadata::Metadata,
+        meta: &impl SecurityRecords,
         user: &str,
         mechanism: scram::Mechanism,
     ) -> Option<scram::Credential> {
-        meta.scram_users
-            .get(user)
-            .and_then(|m| m.get(mechanism.name()))
+        meta.scram_credential(user, mechanism)
             .or_else(|| self.bootstrap_scram.get(&(user.to_string(), mechanism)))
             .cloned()
     }

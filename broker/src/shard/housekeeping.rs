@@ -27,7 +27,7 @@ use keel_storage::{compaction, retention, CompactionPolicy, RetentionPolicy};
 
 use super::partition::{now_ms, Partition};
 use super::Shard;
-use crate::cluster::configs::TopicSettings;
+use crate::metadata::configs::TopicSettings;
 
 /// How often every partition is checked (Kafka's `log.retention.check.interval.ms` is
 /// five minutes; the checks here are in-memory, so they can run far more often).

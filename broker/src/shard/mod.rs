@@ -31,7 +31,7 @@ use keel_storage::kv::ShardKv;
 use keel_storage::LogConfig;
 
 use crate::cluster::controller::Controller;
-use crate::cluster::metadata::{Metadata, TopicMeta};
+use crate::metadata::{Metadata, TopicMeta};
 use crate::config::BrokerConfig;
 use mesh::{Mesh, MeshMsg};
 use partition::Partition;

@@ -239,7 +239,7 @@ pub fn partition_dir(data_dir: &std::path::Path, topic: &str, index: i32) -> Pat
 /// state, then its owner record, last: a crash in between leaves the record, and the
 /// next sweep starts again from it. A replica that later moves back here starts empty
 /// and copies the log from its leader, as a new replica does.
-pub(super) async fn remove_leftover_partitions(shard: &Shard, meta: &crate::cluster::metadata::Metadata) {
+pub(super) async fn remove_leftover_partitions(shard: &Shard, meta: &crate::metadata::Metadata) {
     let node = shard.config.node_id;
     for key in shard.kv.keys_with_prefix(DIR_OWNER_PREFIX) {
         let name = &key[DIR_OWNER_PREFIX.len()..];

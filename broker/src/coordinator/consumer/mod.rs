@@ -43,12 +43,12 @@ pub trait TopicLookup {
     fn version(&self) -> u64;
 }
 
-impl TopicLookup for crate::cluster::metadata::Metadata {
+impl TopicLookup for crate::metadata::Metadata {
     fn topic_by_name(&self, name: &str) -> Option<(Uuid, i32)> {
         self.topics.get(name).map(|t| (t.id, t.partitions.len() as i32))
     }
     fn topic_name(&self, id: &Uuid) -> Option<String> {
-        crate::cluster::metadata::Metadata::topic_name(self, id).map(str::to_string)
+        crate::metadata::Metadata::topic_name(self, id).map(str::to_string)
     }
     fn topic_names(&self) -> Vec<String> {
         self.topics.keys().cloned().collect()

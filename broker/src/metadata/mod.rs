@@ -1,4 +1,8 @@
-//! The metadata snapshot every shard holds a copy of, and its file on disk.
+//! The cluster metadata every shard holds a copy of (topics, their partitions'
+//! placement, configs, ACLs, SCRAM credentials, client quotas) and its file on disk.
+//! The controller (`crate::cluster`) alone changes it.
+
+pub mod configs;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
@@ -272,6 +276,20 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     std::fs::rename(&tmp, path).map_err(fail)?;
     std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(fail)?;
     Ok(())
+}
+
+impl crate::security::SecurityRecords for Metadata {
+    fn acls(&self) -> &[crate::security::acl::AclBinding] {
+        &self.acls
+    }
+
+    fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: crate::security::scram::Mechanism,
+    ) -> Option<&crate::security::scram::Credential> {
+        self.scram_users.get(user).and_then(|m| m.get(mechanism.name()))
+    }
 }
 
 #[cfg(test)]

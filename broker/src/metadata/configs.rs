@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::metadata::Metadata;
+use super::Metadata;
 use crate::config::BrokerConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
