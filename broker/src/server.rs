@@ -150,7 +150,13 @@ async fn shard_main(
     jwks_feeds: Vec<crate::security::jwks_endpoint::ShardFeed>,
 ) -> Result<(), String> {
     let peers = config.cluster_peers()?;
-    let shard = crate::shard::open(config, &metadata, &peers, mesh, memory, jwks_feeds).await?;
+    let upcalls = crate::shard::Upcalls {
+        verify_transaction: |shard, txn_id, producer_id, epoch, partition, add| {
+            Box::pin(crate::txn::shell::verify(shard, txn_id, producer_id, epoch, partition, add))
+        },
+        ask_rebuild: crate::replication::rebuild::ask,
+    };
+    let shard = crate::shard::open(config, &metadata, &peers, mesh, memory, jwks_feeds, upcalls).await?;
     let (id, count) = (shard.id, shard.count);
     crate::replication::cluster::start(&shard, &peers).await?;
     crate::shard::spawn_upkeep(&shard);

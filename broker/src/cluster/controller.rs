@@ -8,7 +8,6 @@
 //! turn a second change started during the save would start from the old metadata and
 //! undo the first.
 
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -17,9 +16,10 @@ use uuid::Uuid;
 use std::time::{Duration, Instant};
 
 use crate::metadata::configs;
-use crate::metadata::{BrokerMeta, Metadata, MetadataStore, Rebuild, TopicMeta};
+use crate::metadata::{BrokerMeta, Metadata, Rebuild, TopicMeta};
 use super::requests::{ApplyMetadata, CreateTopics};
 use crate::errors;
+use crate::metadata::live::Controller;
 use crate::throttle::MutationQuota;
 use crate::replication::cluster::{self, ControlRequest};
 use crate::replication::shell::{Replication, METADATA_GROUP};
@@ -30,21 +30,6 @@ const PRODUCER_ID_BLOCK: i64 = 1000;
 pub const TOPIC_NAME_LEN_MAX: usize = 249;
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 
-pub struct Controller {
-    store: MetadataStore,
-    next_producer_id: Cell<i64>,
-    /// In a cluster: the end of the producer-id block this node was granted (0
-    /// until it asks for one; a restarted node never reuses its last block).
-    producer_block_end: Cell<i64>,
-    /// One permit: the change that holds it is the only one running.
-    turn: glommio::sync::Semaphore,
-    /// In a cluster: one permit for taking a new producer-id block.
-    ids_turn: glommio::sync::Semaphore,
-    /// In a cluster: committed metadata not installed yet.
-    pub installs: std::cell::RefCell<Option<Rc<crate::replication::cluster::Installs>>>,
-    /// In a cluster, on the controller: when each broker registered last.
-    heard: std::cell::RefCell<BTreeMap<i32, Instant>>,
-}
 
 /// A topic to create, as CreateTopics or auto-creation asks.
 #[derive(Debug, Clone)]
@@ -58,19 +43,6 @@ pub struct TopicSpec {
 
 pub type Failure = (i16, String);
 
-impl Controller {
-    pub fn new(data_dir: &std::path::Path, meta: &Metadata) -> Controller {
-        Controller {
-            store: MetadataStore::new(data_dir),
-            next_producer_id: Cell::new(meta.producer_id_block_end),
-            producer_block_end: Cell::new(0),
-            turn: glommio::sync::Semaphore::new(1),
-            ids_turn: glommio::sync::Semaphore::new(1),
-            installs: Default::default(),
-            heard: Default::default(),
-        }
-    }
-}
 
 /// Waits until no other metadata change runs; the change runs while this is held.
 async fn take_turn(shard: &Shard) -> glommio::sync::Permit<'_> {

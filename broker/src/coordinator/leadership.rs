@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use super::classic::{JoinResult, SyncResult};
 use super::{routing, shell, OFFSETS_TOPIC};
 use crate::errors;
-use crate::shard::partition::{wait_below_high_watermark, Partition};
+use crate::shard::partition::Partition;
+use crate::util::wait_below_high_watermark;
 use crate::shard::Shard;
 
 /// How often each shard compares the offsets partitions it leads with those it holds.

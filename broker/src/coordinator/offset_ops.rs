@@ -7,7 +7,7 @@ use std::rc::Rc;
 use super::classic::ClassicGroup;
 use super::offsets::Committed;
 use super::records::{self, OffsetValue, RecordKey};
-use super::shell::{self, KeyValue};
+use super::shell::KeyValue;
 use super::{limits, routing, Group};
 use crate::errors;
 use crate::shard::partition::now_ms;
@@ -116,7 +116,7 @@ pub async fn commit(shard: Rc<Shard>, partition: i32, req: CommitRequest) -> Vec
         Some((id, epoch)) => Producer { id, epoch, base_sequence: -1 },
         None => Producer::NONE,
     };
-    match shell::append_internal(&shard, super::OFFSETS_TOPIC, partition, producer, &writes).await {
+    match routing::append_internal(&shard, super::OFFSETS_TOPIC, partition, producer, &writes).await {
         // Committed, but this node stopped coordinating meanwhile: whoever loads the
         // partition next reads the commit from the log.
         Ok(_) if routing::check_coordinator(&shard, partition).is_err() => {}

@@ -1,6 +1,7 @@
 //! Finding a coordinator (node and shard) of a group or of a transactional id,
 //! creating its internal topic (`__consumer_offsets`, `__transaction_state`) on first
-//! use, and forwarding an operation to that shard.
+//! use, forwarding an operation to that shard, and appending a coordinator's records
+//! to its internal topic.
 //!
 //! **In a cluster the coordinator is a Raft leader.** Both internal topics are
 //! replicated topics like any other (replication factor min(3, nodes)), and a key's
@@ -15,6 +16,10 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
+use kafka_protocol::records::RecordBatchDecoder;
+use keel_protocol::batch::{build_batch_as, Producer, ATTR_TRANSACTIONAL};
+use keel_storage::log;
+
 use super::{offsets_partition, OFFSETS_TOPIC};
 use crate::cluster::controller::TopicSpec;
 use crate::cluster::requests::CreateTopics;
@@ -22,8 +27,19 @@ use crate::config::BrokerConfig;
 use crate::errors;
 use crate::replication::cluster::{self, ControlRequest};
 use crate::shard::dispatch::Serve;
+use crate::shard::partition::{now_ms, Partition};
 use crate::shard::Shard;
 use crate::config::TRANSACTION_TOPIC;
+
+/// Longest wait for a record to become durable before the request fails.
+const APPEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bytes read per step while replaying an internal topic.
+const REPLAY_READ_BYTES: usize = 1 << 20;
+
+/// A record's key and value, as a coordinator writes them.
+pub type KeyValue = (bytes::Bytes, Option<bytes::Bytes>);
+type KeyValueRef<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 
 /// Kafka's `offsets.topic.segment.bytes`: small segments so compaction has work to do.
 const OFFSETS_SEGMENT_BYTES: &str = "104857600";
@@ -208,4 +224,60 @@ fn leader_of(shard: &Shard, topic: &str, key: &str) -> Option<(i32, String, i32)
 pub fn offsets_replicas_registered(shard: &Shard) -> bool {
     let nodes = shard.config.cluster_peers().map_or(1, |p| p.len().max(1));
     shard.meta().brokers.len() >= nodes.min(3)
+}
+
+/// Appends records to a partition of an internal topic as one batch, transactional
+/// when `producer` names a producer (TxnOffsetCommit), and waits until they are
+/// durable; returns the offset of the first.
+pub async fn append_internal(
+    shard: &Rc<Shard>,
+    topic: &str,
+    partition: i32,
+    producer: Producer,
+    records: &[KeyValue],
+) -> Result<i64, i16> {
+    assert!(!records.is_empty(), "an append carries at least one record");
+    let p = shard.partition(topic, partition).ok_or(errors::NOT_COORDINATOR)?;
+    let refs: Vec<KeyValueRef> = records.iter().map(|(k, v)| (Some(&k[..]), v.as_deref())).collect();
+    let attributes = if producer.id >= 0 { ATTR_TRANSACTIONAL } else { 0 };
+    let batch = build_batch_as(0, now_ms(), producer, attributes, &refs);
+    let outcome = p.produce(shard, batch, -1, APPEND_TIMEOUT, None).await;
+    match outcome.error {
+        errors::NONE => Ok(outcome.base_offset),
+        errors::MESSAGE_TOO_LARGE | errors::RECORD_LIST_TOO_LARGE => Err(errors::INVALID_COMMIT_OFFSET_SIZE),
+        errors::NOT_LEADER_OR_FOLLOWER => Err(errors::NOT_COORDINATOR),
+        code => {
+            tracing::warn!(topic, partition, code, message = ?outcome.message, "internal topic append failed");
+            Err(errors::COORDINATOR_NOT_AVAILABLE)
+        }
+    }
+}
+
+/// Calls `f` with every record of partition `p` from its log start to its high
+/// watermark, in order (the replay of an internal topic).
+pub async fn for_each_record(
+    p: &Partition,
+    mut f: impl FnMut(&kafka_protocol::records::Record),
+) -> Result<(), String> {
+    let (mut offset, end) = {
+        let l = p.log.borrow();
+        (l.log_start_offset, l.high_watermark())
+    };
+    while offset < end {
+        let read = log::read(&p.log, offset, REPLAY_READ_BYTES, end).await.map_err(|e| e.to_string())?;
+        if read.batches.is_empty() {
+            break;
+        }
+        for batch in read.batches {
+            let header = keel_protocol::batch::BatchHeader::parse(&batch).map_err(|e| e.to_string())?;
+            let mut buf = batch.clone();
+            let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| e.to_string())?;
+            for r in set.records.iter().filter(|r| r.offset >= offset) {
+                f(r);
+            }
+            offset = header.last_offset() + 1;
+        }
+        glommio::yield_if_needed().await;
+    }
+    Ok(())
 }

@@ -6,11 +6,8 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use glommio::channels::local_channel::{self, LocalReceiver};
-use kafka_protocol::records::RecordBatchDecoder;
-use keel_protocol::batch::{build_batch_as, Producer, ATTR_TRANSACTIONAL, CONTROL_COMMIT};
-use keel_storage::log;
+use keel_protocol::batch::{Producer, CONTROL_COMMIT};
 
 use super::classic::{Action, ClassicGroup, JoinResult, SyncResult};
 use super::consumer::ConsumerGroup;
@@ -25,14 +22,9 @@ use crate::shard::Shard;
 const TICK: Duration = Duration::from_millis(50);
 /// How often expired offsets are looked for (Kafka's offsets.retention.check.interval.ms).
 const RETENTION_CHECK_INTERVAL_MS: i64 = 600_000;
-/// Longest wait for a record to become durable before the request fails.
-const APPEND_TIMEOUT: Duration = Duration::from_secs(10);
-/// Bytes read per step while replaying `__consumer_offsets`.
-const REPLAY_READ_BYTES: usize = 1 << 20;
 
 /// A record to append: key, and value or `None` for a tombstone.
-pub type KeyValue = (Bytes, Option<Bytes>);
-type KeyValueRef<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+pub use routing::KeyValue;
 
 impl Coordinator {
     /// Parks a JoinGroup response until an action completes it. A member that joins
@@ -57,34 +49,7 @@ impl Coordinator {
 /// Appends records to a `__consumer_offsets` partition and waits until they are
 /// durable; returns the offset of the first.
 pub async fn append(shard: &Rc<Shard>, partition: i32, records: &[KeyValue]) -> Result<i64, i16> {
-    append_internal(shard, OFFSETS_TOPIC, partition, Producer::NONE, records).await
-}
-
-/// Appends records to a partition of an internal topic as one batch, transactional
-/// when `producer` names a producer (TxnOffsetCommit), and waits until they are
-/// durable; returns the offset of the first.
-pub async fn append_internal(
-    shard: &Rc<Shard>,
-    topic: &str,
-    partition: i32,
-    producer: Producer,
-    records: &[KeyValue],
-) -> Result<i64, i16> {
-    assert!(!records.is_empty(), "an append carries at least one record");
-    let p = shard.partition(topic, partition).ok_or(errors::NOT_COORDINATOR)?;
-    let refs: Vec<KeyValueRef> = records.iter().map(|(k, v)| (Some(&k[..]), v.as_deref())).collect();
-    let attributes = if producer.id >= 0 { ATTR_TRANSACTIONAL } else { 0 };
-    let batch = build_batch_as(0, now_ms(), producer, attributes, &refs);
-    let outcome = p.produce(shard, batch, -1, APPEND_TIMEOUT, None).await;
-    match outcome.error {
-        errors::NONE => Ok(outcome.base_offset),
-        errors::MESSAGE_TOO_LARGE | errors::RECORD_LIST_TOO_LARGE => Err(errors::INVALID_COMMIT_OFFSET_SIZE),
-        errors::NOT_LEADER_OR_FOLLOWER => Err(errors::NOT_COORDINATOR),
-        code => {
-            tracing::warn!(topic, partition, code, message = ?outcome.message, "internal topic append failed");
-            Err(errors::COORDINATOR_NOT_AVAILABLE)
-        }
-    }
+    routing::append_internal(shard, OFFSETS_TOPIC, partition, Producer::NONE, records).await
 }
 
 /// Carries out a classic group's actions: answers parked requests, starts writes.
@@ -210,7 +175,7 @@ pub(super) async fn read_partition(shard: &Rc<Shard>, p: &Partition) -> Coordina
 
 async fn replay(shard: &Rc<Shard>, p: &Partition, c: &mut Coordinator) -> Result<(), String> {
     let lim = limits(&shard.config);
-    for_each_record(p, |r| {
+    routing::for_each_record(p, |r| {
         let now = now_ms();
         match (&r.key, r.control, r.transactional) {
             // A marker ends a producer's transactional offset commits (TxnOffsetCommit).
@@ -224,35 +189,6 @@ async fn replay(shard: &Rc<Shard>, p: &Partition, c: &mut Coordinator) -> Result
         }
     })
     .await
-}
-
-/// Calls `f` with every record of partition `p` from its log start to its high
-/// watermark, in order (the replay of an internal topic).
-pub(crate) async fn for_each_record(
-    p: &Partition,
-    mut f: impl FnMut(&kafka_protocol::records::Record),
-) -> Result<(), String> {
-    let (mut offset, end) = {
-        let l = p.log.borrow();
-        (l.log_start_offset, l.high_watermark())
-    };
-    while offset < end {
-        let read = log::read(&p.log, offset, REPLAY_READ_BYTES, end).await.map_err(|e| e.to_string())?;
-        if read.batches.is_empty() {
-            break;
-        }
-        for batch in read.batches {
-            let header = keel_protocol::batch::BatchHeader::parse(&batch).map_err(|e| e.to_string())?;
-            let mut buf = batch.clone();
-            let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| e.to_string())?;
-            for r in set.records.iter().filter(|r| r.offset >= offset) {
-                f(r);
-            }
-            offset = header.last_offset() + 1;
-        }
-        glommio::yield_if_needed().await;
-    }
-    Ok(())
 }
 
 /// Applies one replayed record to the coordinator state.

@@ -3,6 +3,7 @@
 //! The controller (`crate::cluster`) alone changes it.
 
 pub mod configs;
+pub mod live;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;

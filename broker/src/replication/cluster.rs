@@ -35,6 +35,7 @@ use crate::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
 use crate::cluster::requests::ApplyMetadata;
 use crate::config::OFFSETS_TOPIC;
 use crate::coordinator::routing;
+use crate::metadata::live::{Installs, Leadership};
 use crate::outbound;
 use crate::shard::partition::{journal_key, state_prefix};
 use crate::shard::Shard;
@@ -118,16 +119,6 @@ impl LeaderView {
     }
 }
 
-/// A replicated partition's leadership as this node last learned it, for Metadata.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Leadership {
-    /// The leader's node id, -1 while there is none.
-    pub leader: i32,
-    pub epoch: i32,
-    /// As the leader of `epoch` (or, until it tells, an earlier one) last told.
-    pub in_sync: Option<Vec<i32>>,
-    pub offline: Vec<i32>,
-}
 
 /// How often each shard tells every peer the leaders of all its groups. Changes are
 /// told at once and a restarted peer asks for everything, so this only heals a lost
@@ -373,16 +364,6 @@ async fn open_metadata_log(shard: &Rc<Shard>) -> Result<Rc<RefCell<PartitionLog>
     Ok(log)
 }
 
-/// Committed metadata waiting to be installed, in commit order.
-pub struct Installs {
-    queue: RefCell<VecDeque<Metadata>>,
-    signal: Rc<Signal>,
-    busy: std::cell::Cell<bool>,
-    /// The version every shard of this node has installed.
-    installed: std::cell::Cell<u64>,
-    /// Notified after each install.
-    installed_signal: Rc<Signal>,
-}
 
 /// Waits until every shard of this node has installed metadata `version` or a later
 /// one, for at most `timeout`; false when it has not by then. On shard 0 (which

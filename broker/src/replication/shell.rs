@@ -384,7 +384,7 @@ impl Replication {
         let Some(r) = self.replica(group) else { return Err(errors::NOT_LEADER_OR_FOLLOWER) };
         let deposed =
             || (self.multi.borrow().leader_term(group) != Some(term)).then_some(errors::NOT_LEADER_OR_FOLLOWER);
-        crate::shard::partition::wait_below_high_watermark(&r.log, last_offset, timeout, deposed).await
+        crate::util::wait_below_high_watermark(&r.log, last_offset, timeout, deposed).await
     }
 
     /// Whether this shard takes peer `node` for alive (`MultiRaft::peer_alive`).

@@ -21,6 +21,8 @@ pub mod txn_store;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
 use glommio::channels::channel_mesh::MeshBuilder;
@@ -30,7 +32,7 @@ use keel_storage::journal::Journal;
 use keel_storage::kv::ShardKv;
 use keel_storage::LogConfig;
 
-use crate::cluster::controller::Controller;
+use crate::metadata::live::Controller;
 use crate::metadata::{Metadata, TopicMeta};
 use crate::config::BrokerConfig;
 use mesh::{Mesh, MeshMsg};
@@ -89,13 +91,34 @@ pub struct Shard {
     pub replication: Option<Rc<crate::replication::shell::Replication>>,
     /// Leader node and epoch of every replicated partition as the owner shards last
     /// told (each shard tells every other one), for Metadata.
-    pub leaders: RefCell<HashMap<keel_raft::GroupId, crate::replication::cluster::Leadership>>,
+    pub leaders: RefCell<HashMap<keel_raft::GroupId, crate::metadata::live::Leadership>>,
     /// A peer (re)started: tell it the leadership of every group here at once.
     pub leaders_refresh_due: Cell<bool>,
     /// Listeners, TLS, SASL users and authentication counters of this shard.
     pub security: crate::security::ShardSecurity,
     /// This shard's metric handles and distributions.
     pub metrics: Rc<crate::admin::recorder::ShardMetrics>,
+    /// What a partition asks of the services above the shard.
+    pub upcalls: Upcalls,
+}
+
+/// What a partition asks of the services above the shard runtime, given to
+/// [`open`] by the server that starts both.
+pub struct Upcalls {
+    /// Asks a transactional id's coordinator whether a transactional write may go on
+    /// (KIP-890): the producer's epoch is current and the partition is in its
+    /// transaction, or with `add` joins it. Boxed: the coordinator's own writes come
+    /// back through the partition's produce.
+    pub verify_transaction: for<'a> fn(
+        shard: &'a Rc<Shard>,
+        txn_id: &'a str,
+        producer_id: i64,
+        epoch: i16,
+        partition: (String, i32),
+        add: bool,
+    ) -> Pin<Box<dyn Future<Output = Result<(), i16>> + 'a>>,
+    /// Asks the controller to rebuild a damaged replica from its leader, until it is.
+    pub ask_rebuild: fn(shard: std::rc::Weak<Shard>, topic: String, index: i32, group: keel_raft::GroupId),
 }
 
 impl Shard {
@@ -415,6 +438,7 @@ pub async fn open(
     mesh: MeshBuilder<MeshMsg, glommio::channels::channel_mesh::Full>,
     memory: u64,
     jwks_feeds: Vec<crate::security::jwks_endpoint::ShardFeed>,
+    upcalls: Upcalls,
 ) -> Result<Rc<Shard>, String> {
     let dirs = dirs::DataDirs::probe(&config.data_dirs).await;
     // A failed fdatasync takes its directory's partitions offline instead of
@@ -517,6 +541,7 @@ pub async fn open(
         leaders: RefCell::new(HashMap::new()),
         leaders_refresh_due: Cell::new(false),
         metrics,
+        upcalls,
     });
     watch_storage(&shard);
     let weak = Rc::downgrade(&shard);

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use keel_protocol::batch::{self, BatchError, BatchHeader};
-use keel_storage::disk;
 use keel_storage::log::{self, PartitionLog};
 use keel_storage::StorageError;
 use uuid::Uuid;
@@ -247,7 +246,7 @@ impl Partition {
     /// group stops here, or never starts, so it neither votes nor leads. Its group's record stays: the replica is damaged, not removed, and
     /// the node asks for it to be rebuilt from its leader ([`rebuild`]).
     ///
-    /// [`rebuild`]: crate::replication::rebuild
+    /// [`rebuild`]: super::Upcalls::ask_rebuild
     pub fn set_damaged(&self, shard: &Shard, why: String) {
         if self.damaged.borrow().is_some() {
             return;
@@ -257,7 +256,7 @@ impl Partition {
         *self.damaged.borrow_mut() = Some(format!("damaged replica: {why}"));
         if let (Some(r), Some(replication)) = (&self.replica, &shard.replication) {
             replication.stop_group(r.group);
-            crate::replication::rebuild::ask(shard.me.clone(), self.topic.clone(), self.index, r.group);
+            (shard.upcalls.ask_rebuild)(shard.me.clone(), self.topic.clone(), self.index, r.group);
         }
     }
 
@@ -446,9 +445,7 @@ impl Partition {
                 let tp = (self.topic.clone(), self.index);
                 let add = txn.is_some_and(|t| t.add);
                 // Boxed: the coordinator's own writes come back through `produce`.
-                let verified: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), i16>>>> =
-                    Box::pin(crate::txn::shell::verify(shard, txn_id, pid, epoch, tp, add));
-                if let Err(code) = verified.await {
+                if let Err(code) = (shard.upcalls.verify_transaction)(shard, txn_id, pid, epoch, tp, add).await {
                     return ProduceOutcome::error(
                         code,
                         format!("transaction {txn_id} does not include {}-{}", self.topic, self.index),
@@ -849,39 +846,7 @@ impl Partition {
 
     /// Waits until `offset` is fsynced (below the high watermark).
     pub async fn wait_durable(&self, offset: i64, timeout: Duration) -> Result<(), i16> {
-        wait_below_high_watermark(&self.log, offset, timeout, || None).await
-    }
-}
-
-/// Waits until `offset` is below `log`'s high watermark. Fails with `refused()`'s code
-/// as soon as it gives one, with KAFKA_STORAGE_ERROR once the log cannot be written,
-/// and with REQUEST_TIMED_OUT after `timeout`.
-pub async fn wait_below_high_watermark(
-    log: &Rc<RefCell<PartitionLog>>,
-    offset: i64,
-    timeout: Duration,
-    refused: impl Fn() -> Option<i16>,
-) -> Result<(), i16> {
-    let deadline = disk::now() + timeout;
-    loop {
-        let wait = {
-            let l = log.borrow();
-            if l.high_watermark() > offset {
-                return Ok(());
-            }
-            if let Some(code) = refused() {
-                return Err(code);
-            }
-            if l.flush_error.is_some() {
-                return Err(errors::KAFKA_STORAGE_ERROR);
-            }
-            l.changed.wait()
-        };
-        let left = deadline.saturating_sub(disk::now());
-        if left.is_zero() {
-            return Err(errors::REQUEST_TIMED_OUT);
-        }
-        futures_lite::future::or(wait, disk::sleep(left)).await;
+        crate::util::wait_below_high_watermark(&self.log, offset, timeout, || None).await
     }
 }
 

@@ -15,10 +15,11 @@ use super::records;
 use super::requests::{AddWrittenPartition, DescribeTxn};
 use super::state::{Step, Then, TxnMeta, TxnPartition, EPOCH_MAX};
 use super::{TxnCoordinator, TRANSACTION_TOPIC};
-use crate::coordinator::{routing, shell as group_shell};
+use crate::coordinator::routing;
 use crate::errors;
 use crate::shard::dispatch::Serve;
-use crate::shard::partition::{now_ms, wait_below_high_watermark, Partition};
+use crate::shard::partition::{now_ms, Partition};
+use crate::util::wait_below_high_watermark;
 use crate::shard::Shard;
 
 /// How often open transactions are checked against their timeouts (Kafka's
@@ -107,7 +108,7 @@ async fn settle(shard: &Shard, txn_id: &str, deadline: Instant) -> bool {
 /// Writes `meta` as `txn_id`'s state and takes it in once durable.
 async fn persist(shard: &Rc<Shard>, partition: i32, txn_id: &str, meta: TxnMeta) -> Result<(), i16> {
     let record = (records::encode_key(txn_id), Some(records::encode_value(&meta)));
-    group_shell::append_internal(shard, TRANSACTION_TOPIC, partition, Producer::NONE, &[record]).await?;
+    routing::append_internal(shard, TRANSACTION_TOPIC, partition, Producer::NONE, &[record]).await?;
     shard.txn.borrow_mut().txns.insert(txn_id.to_string(), meta);
     Ok(())
 }
@@ -271,7 +272,7 @@ fn txn_partitions(shard: &Shard, replicated: bool) -> Vec<Rc<Partition>> {
 /// watermark (last record wins; a tombstone removes).
 async fn read_partition(p: &Partition) -> Vec<(String, TxnMeta)> {
     let mut txns = std::collections::HashMap::new();
-    let read = group_shell::for_each_record(p, |r| {
+    let read = routing::for_each_record(p, |r| {
         let Some(id) = r.key.as_deref().and_then(records::decode_key) else { return };
         match r.value.as_deref().and_then(records::decode_value) {
             Some(meta) => txns.insert(id, meta),
