@@ -53,7 +53,10 @@ pub fn request_frame<Req: Encodable>(key: ApiKey, version: i16, request: &Req) -
 
 /// Reads one response frame, its size first; a frame larger than `bytes_max` is
 /// refused.
-pub async fn read_frame<S: futures_lite::AsyncRead + Unpin>(stream: &mut S, bytes_max: usize) -> std::io::Result<Bytes> {
+pub async fn read_frame<S: futures_lite::AsyncRead + Unpin>(
+    stream: &mut S,
+    bytes_max: usize,
+) -> std::io::Result<Bytes> {
     let mut prefix = [0u8; 4];
     stream.read_exact(&mut prefix).await?;
     let length = u32::from_be_bytes(prefix) as usize;

@@ -4,12 +4,11 @@
 //! they stop. The top of the broker's layers: it names the shard runtime, the
 //! services and the listeners, and none of them names it.
 
-
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
 
-use crate::metadata::{Metadata, MetadataStore};
 use crate::config::BrokerConfig;
+use crate::metadata::{Metadata, MetadataStore};
 use crate::shard::mesh::{self, MeshMsg};
 use crate::shard::shutdown;
 
@@ -82,7 +81,7 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     if !peers.is_empty() && metadata.version == 0 {
         // Until the metadata log tells it more, every node of a cluster reports the id
         // its voters give.
-        metadata.cluster_id = crate::replication::cluster::cluster_id(&peers);
+        metadata.cluster_id = crate::cluster::nodes::cluster_id(&peers);
     }
     // A single node is its own controller: it records the cluster-level defaults at
     // its first start, as a cluster's controller does when it takes over.
@@ -137,7 +136,6 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     Ok(())
 }
 
-
 /// One executor's life: opens its shard, starts the services on it, waits until
 /// every shard has opened its partitions, then serves Kafka clients until it stops.
 async fn shard_main(
@@ -154,11 +152,11 @@ async fn shard_main(
         verify_transaction: |shard, txn_id, producer_id, epoch, partition, add| {
             Box::pin(crate::txn::shell::verify(shard, txn_id, producer_id, epoch, partition, add))
         },
-        ask_rebuild: crate::replication::rebuild::ask,
+        ask_rebuild: crate::cluster::rebuild::ask,
     };
     let shard = crate::shard::open(config, &metadata, &peers, mesh, memory, jwks_feeds, upcalls).await?;
     let (id, count) = (shard.id, shard.count);
-    crate::replication::cluster::start(&shard, &peers).await?;
+    crate::cluster::nodes::start(&shard, &peers).await?;
     crate::shard::spawn_upkeep(&shard);
     shard.apply_metadata(metadata).await;
     shard.flush.journal().expect("a shard's flush loop has a journal").finish_recovery();

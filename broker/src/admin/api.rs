@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::requests::{GroupViews, PartitionLog};
-use super::stats::{self, ShardStats};
-use crate::replication::balance::{self, MoveError, Moved, Wanted};
-use crate::replication::cluster;
+use crate::admin::requests::{GroupViews, PartitionLog};
+use crate::admin::stats::{self, ShardStats};
+use crate::cluster::balance::{self, MoveError, Moved, Wanted};
+use crate::cluster::nodes;
 use crate::shard::Shard;
 
 /// How long a leadership move waits for the new leader before answering 504.
@@ -78,7 +78,7 @@ pub fn serve(shard: &Rc<Shard>, calls: flume::Receiver<Call>) {
 async fn answer(shard: &Rc<Shard>, query: Query) -> Answer {
     match query {
         Query::Metrics => {
-            super::publish::publish(&stats::gather(shard).await);
+            crate::admin::publish::publish(&stats::gather(shard).await);
             Ok(Value::Null)
         }
         Query::Status => Ok(status(shard, &stats::gather(shard).await)),
@@ -123,7 +123,7 @@ fn cluster_view(shard: &Shard) -> Value {
         shard.config.node_id,
         Value::String(meta.cluster_id.clone()),
         meta.brokers.len().max(usize::from(shard.replication.is_none())),
-        cluster::controller_id(shard),
+        nodes::controller_id(shard),
         led,
         leaders.len()
     ))
@@ -133,12 +133,12 @@ fn cluster_view(shard: &Shard) -> Value {
 /// a leader, all its replicas in sync and its data directory online.
 fn health(shard: &Shard, stats: &[ShardStats]) -> Value {
     let meta = shard.meta();
-    let controller = cluster::controller_id(shard);
+    let controller = nodes::controller_id(shard);
     let mut leaderless = Vec::new();
     if shard.replication.is_some() {
         for (name, t) in &meta.topics {
             for p in 0..t.partitions.len() as i32 {
-                if cluster::partition_view(shard, t, p).is_some_and(|v| v.leader < 0) {
+                if nodes::partition_view(shard, t, p).is_some_and(|v| v.leader < 0) {
                     leaderless.push(json!({"topic": name, "partition": p}));
                 }
             }
@@ -173,7 +173,7 @@ fn health(shard: &Shard, stats: &[ShardStats]) -> Value {
 /// `/v1/brokers`: the cluster's brokers (this node alone on a single node).
 fn brokers(shard: &Shard) -> Value {
     let meta = shard.meta();
-    let controller = cluster::controller_id(shard);
+    let controller = nodes::controller_id(shard);
     if meta.brokers.is_empty() {
         let (host, port) = shard.config.advertised();
         return json!([{
@@ -217,7 +217,7 @@ async fn topic(shard: &Rc<Shard>, name: &str) -> Answer {
     for (index, &owner) in t.partitions.iter().enumerate() {
         let index = index as i32;
         let owner = owner % shard.count;
-        let (leader, epoch, replicas, in_sync) = match cluster::partition_view(shard, t, index) {
+        let (leader, epoch, replicas, in_sync) = match nodes::partition_view(shard, t, index) {
             Some(v) => (
                 v.leader,
                 v.epoch,
@@ -241,14 +241,14 @@ pub(super) fn groups_of_shard(s: &Shard, only: Option<&str>) -> (usize, Vec<Grou
     let wanted = |g: &str| only.is_none_or(|o| o == g);
     for (id, g) in c.groups.iter().filter(|(id, _)| wanted(id)) {
         let members = match g {
-            crate::coordinator::Group::Classic(g) => g
+            crate::groups::Group::Classic(g) => g
                 .members()
                 .map(|m| {
                     json!({"member_id": m.id, "instance_id": m.instance_id,
                     "client_id": m.client_id, "client_host": m.client_host})
                 })
                 .collect(),
-            crate::coordinator::Group::Consumer(g) => g
+            crate::groups::Group::Consumer(g) => g
                 .members()
                 .map(|m| {
                     json!({"member_id": m.id, "instance_id": m.instance_id,
@@ -331,7 +331,7 @@ async fn groups(shard: &Rc<Shard>) -> Value {
 async fn group(shard: &Rc<Shard>, id: &str) -> Answer {
     let view = group_views(shard, Some(id.to_string())).await.into_iter().next();
     let view = view.ok_or_else(|| Refusal::new(404, format!("no group {id:?}")))?;
-    let lags = super::publish::group_lags(&stats::gather(shard).await);
+    let lags = crate::admin::publish::group_lags(&stats::gather(shard).await);
     let lag = lags.get(id).cloned().unwrap_or_default();
     let offsets: Vec<Value> = lag
         .partitions
@@ -351,12 +351,8 @@ async fn move_leader(shard: &Rc<Shard>, topic: String, partition: i32, to: Optio
     let wanted = Wanted { topic: topic.clone(), partition, to };
     let moved = balance::move_leaders(shard, vec![wanted], LEADER_MOVE_WAIT).await;
     let leader = |moved: bool| {
-        let leader = shard
-            .meta()
-            .topics
-            .get(&topic)
-            .and_then(|t| cluster::partition_view(shard, t, partition))
-            .map(|v| v.leader);
+        let leader =
+            shard.meta().topics.get(&topic).and_then(|t| nodes::partition_view(shard, t, partition)).map(|v| v.leader);
         Ok(json!({"topic": topic, "partition": partition,
             "leader": leader.unwrap_or(shard.config.node_id), "moved": moved}))
     };

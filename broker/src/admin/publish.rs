@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use metrics::Label;
 
-use super::distribution::{Percentiles, QUANTILES};
-use super::names;
-use super::stats::ShardStats;
+use crate::admin::stats::ShardStats;
+use crate::telemetry::distribution::{Percentiles, QUANTILES};
+use crate::telemetry::names;
 
 /// Groups given a lag series (the ones with the largest lag); bounds the labels.
 pub const GROUPS_WITH_SERIES_MAX: usize = 1000;

@@ -8,7 +8,7 @@
 //! ones are refused unread.
 //!
 //! This thread never touches shard state: what needs the shards goes as a [`Call`]
-//! over a bounded channel to shard 0, which answers from a task (see [`super::api`]).
+//! over a bounded channel to shard 0, which answers from a task (see [`crate::admin::api`]).
 //! While calls are out, the thread keeps accepting requests and polls for answers, so
 //! a slow call (a leadership move waits up to 10 s) delays no other request.
 
@@ -22,7 +22,7 @@ use metrics_util::MetricKindMask;
 use serde_json::{json, Value};
 use tiny_http::{Header, Method, Request, Response, Server};
 
-use super::api::{Answer, Call, Query, Refusal};
+use crate::admin::api::{Answer, Call, Query, Refusal};
 use crate::config::BrokerConfig;
 
 /// Calls waiting for shard 0 at once; past it, requests get 503.
@@ -54,7 +54,7 @@ pub fn recorder() -> PrometheusHandle {
         .get_or_init(|| {
             let recorder = PrometheusBuilder::new()
                 .set_buckets_for_metric(
-                    Matcher::Full(super::names::FLUSH_PASS_SECONDS.into()),
+                    Matcher::Full(crate::telemetry::names::FLUSH_PASS_SECONDS.into()),
                     &keel_storage::flush::PASS_TIME_BOUNDS,
                 )
                 .expect("static buckets are valid")
@@ -64,8 +64,8 @@ pub fn recorder() -> PrometheusHandle {
             if metrics::set_global_recorder(recorder).is_err() {
                 tracing::warn!("a metrics recorder was already installed: /metrics will be empty");
             }
-            super::names::describe();
-            super::publish::describe();
+            crate::telemetry::names::describe();
+            crate::admin::publish::describe();
             handle
         })
         .clone()
@@ -218,7 +218,7 @@ impl Admin {
                 (Ok(value), Then::Json) => Reply::json(200, &value),
                 (Ok(_), Then::Metrics { public }) => {
                     let text = self.metrics.render();
-                    let body = if public { super::publish::public_subset(&text) } else { text };
+                    let body = if public { crate::admin::publish::public_subset(&text) } else { text };
                     Reply { status: 200, content_type: "text/plain; version=0.0.4", body, allow: None }
                 }
             };
@@ -268,7 +268,7 @@ impl Admin {
             ["v1", "groups", group] if !group.is_empty() => only_get(ask(Query::Group(group.to_string()))),
             ["v1", "config"] => only_get(Route::Now(Reply::json(200, &self.config))),
             ["v1", "config", "log_level"] => match method {
-                Method::Get => Route::Now(Reply::json(200, &json!({"log_level": super::log_level::current()}))),
+                Method::Get => Route::Now(Reply::json(200, &json!({"log_level": crate::admin::log_level::current()}))),
                 Method::Put => Route::Now(set_log_level(request)),
                 _ => Route::Now(Reply::not_allowed("GET, PUT")),
             },
@@ -327,7 +327,7 @@ fn set_log_level(request: &mut Request) -> Reply {
     } else {
         body.trim().to_string()
     };
-    match super::log_level::set(&level) {
+    match crate::admin::log_level::set(&level) {
         Ok(()) => Reply::json(200, &json!({"log_level": level})),
         Err(e) => Reply::error(400, e),
     }

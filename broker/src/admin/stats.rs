@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use super::requests::GatherStats;
+use crate::admin::requests::GatherStats;
 use crate::shard::Shard;
 
 #[derive(Debug, Clone, Default)]
@@ -34,7 +34,7 @@ pub struct ShardStats {
     pub cache_bytes: u64,
     pub pass_times: keel_storage::flush::PassTimes,
     pub storage: keel_storage::stats::StorageStats,
-    pub member_changes: crate::coordinator::membership::MembershipCounts,
+    pub member_changes: crate::groups::membership::MembershipCounts,
     pub limits: LimitStats,
     pub raft: RaftStats,
     /// Partitions of the shard this node leads (all of them on a single node).
@@ -42,7 +42,7 @@ pub struct ShardStats {
     /// Partitions the shard leads with fewer in-sync replicas than replicas.
     pub under_replicated: usize,
     pub cache_bytes_max: u64,
-    pub distributions: super::recorder::Distributions,
+    pub distributions: crate::telemetry::recorder::Distributions,
     /// High watermark of every partition the shard leads.
     pub high_watermarks: Vec<(String, i32, i64)>,
     /// Committed offsets of the groups the shard coordinates: (group, topic,
@@ -177,7 +177,7 @@ fn led_partitions(s: &Shard) -> (Vec<(String, i32, i64)>, usize) {
             continue;
         }
         led.push((topic.clone(), *index, p.log.borrow().high_watermark()));
-        let view = meta.topics.get(topic).and_then(|t| crate::replication::cluster::partition_view(s, t, *index));
+        let view = meta.topics.get(topic).and_then(|t| crate::cluster::nodes::partition_view(s, t, *index));
         if view.is_some_and(|v| v.in_sync.len() < v.replicas.len()) {
             under_replicated += 1;
         }

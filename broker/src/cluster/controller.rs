@@ -15,21 +15,20 @@ use uuid::Uuid;
 
 use std::time::{Duration, Instant};
 
-use crate::metadata::configs;
-use crate::metadata::{BrokerMeta, Metadata, Rebuild, TopicMeta};
-use super::requests::{ApplyMetadata, CreateTopics};
+use crate::cluster::nodes::{self, ControlRequest};
+use crate::cluster::requests::{ApplyMetadata, CreateTopics};
 use crate::errors;
+use crate::metadata::configs;
 use crate::metadata::live::Controller;
-use crate::throttle::MutationQuota;
-use crate::replication::cluster::{self, ControlRequest};
+use crate::metadata::{BrokerMeta, Metadata, Rebuild, TopicMeta};
 use crate::replication::shell::{Replication, METADATA_GROUP};
 use crate::shard::Shard;
+use crate::throttle::MutationQuota;
 
 /// Producer ids reserved per metadata write.
 const PRODUCER_ID_BLOCK: i64 = 1000;
 pub const TOPIC_NAME_LEN_MAX: usize = 249;
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
-
 
 /// A topic to create, as CreateTopics or auto-creation asks.
 #[derive(Debug, Clone)]
@@ -42,7 +41,6 @@ pub struct TopicSpec {
 }
 
 pub type Failure = (i16, String);
-
 
 /// Waits until no other metadata change runs; the change runs while this is held.
 async fn take_turn(shard: &Shard) -> glommio::sync::Permit<'_> {
@@ -104,7 +102,7 @@ pub async fn auto_create_topics(shard: &Rc<Shard>, names: Vec<String>) -> Rc<Met
     if shard.replication.is_some() {
         let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
         let request = ControlRequest::CreateTopics { names: names.clone() };
-        cluster::ask_until(shard, request, Duration::from_secs(3), |m| names.iter().all(|n| m.topics.contains_key(n)))
+        nodes::ask_until(shard, request, Duration::from_secs(3), |m| names.iter().all(|n| m.topics.contains_key(n)))
             .await;
         return shard.meta();
     }
@@ -339,7 +337,7 @@ pub async fn allocate_producer_id(shard: Rc<Shard>) -> Result<i64, Failure> {
             let node = shard.config.node_id;
             let before = shard.meta().producer_id_blocks.get(&node).copied();
             let request = ControlRequest::ProducerIds { node };
-            let granted = cluster::ask_until(&shard, request, Duration::from_secs(5), |m| {
+            let granted = nodes::ask_until(&shard, request, Duration::from_secs(5), |m| {
                 m.producer_id_blocks.get(&node).copied() != before
             })
             .await;
@@ -416,7 +414,7 @@ fn add_metadata_learner(shard: &Shard, node: i32) {
 }
 
 /// On the controller: fences the brokers not heard from within the session timeout
-/// (each broker registers again every [`cluster::HEARTBEAT`]); nothing elsewhere. A
+/// (each broker registers again every [`nodes::HEARTBEAT`]); nothing elsewhere. A
 /// new controller gives every broker a whole timeout from when it took over.
 pub async fn fence_silent_brokers(shard: &Rc<Shard>, controller_since: Instant) -> Result<(), Failure> {
     let timeout = Duration::from_millis(shard.config.broker_session_timeout_ms);
@@ -630,7 +628,7 @@ async fn commit_replicated(shard: &Rc<Shard>, replication: &Replication, mut met
     let deadline = std::time::Instant::now() + timeout;
     // A new controller first installs everything its predecessors committed, so the
     // change starts from the latest metadata.
-    while !cluster::caught_up(shard) {
+    while !nodes::caught_up(shard) {
         if !replication.leads(METADATA_GROUP) {
             return Err(not_controller());
         }
@@ -643,7 +641,7 @@ async fn commit_replicated(shard: &Rc<Shard>, replication: &Replication, mut met
     meta.reindex();
     let version = meta.version;
     let (header, term) =
-        replication.propose(METADATA_GROUP, &cluster::encode_metadata(&meta), None).map_err(|(code, m)| {
+        replication.propose(METADATA_GROUP, &nodes::encode_metadata(&meta), None).map_err(|(code, m)| {
             if code == errors::NOT_LEADER_OR_FOLLOWER {
                 not_controller()
             } else {
@@ -659,7 +657,7 @@ async fn commit_replicated(shard: &Rc<Shard>, replication: &Replication, mut met
     })?;
     // Installed on every shard of this node before it is answered, as on a single node.
     let left = deadline.saturating_duration_since(std::time::Instant::now());
-    if !cluster::await_installed(shard, version, left).await {
+    if !nodes::await_installed(shard, version, left).await {
         return Err((errors::REQUEST_TIMED_OUT, "the metadata change was not installed in time".into()));
     }
     Ok(())

@@ -6,12 +6,12 @@ use std::rc::Rc;
 
 use uuid::Uuid;
 
-use super::controller::{self, ConfigChange, Failure, QuotaAlteration, Reassignment, ScramChange, TopicSpec};
+use crate::cluster::controller::{self, ConfigChange, Failure, QuotaAlteration, Reassignment, ScramChange, TopicSpec};
 use crate::metadata::{Metadata, TopicMeta};
-use crate::throttle::{self, Mutated, MutationQuota};
 use crate::security::acl::{AclBinding, AclFilter};
 use crate::shard::dispatch::{mesh_requests, Serve};
 use crate::shard::Shard;
+use crate::throttle::{self, Mutated, MutationQuota};
 
 // A metadata change, on shard 0; or the install of a version, on any shard.
 mesh_requests! {

@@ -4,9 +4,14 @@
 
 use std::rc::Rc;
 
-use super::classic::{ClassicGroup, JoinOutcome, JoinRequest, JoinResult, SyncOutcome, SyncRequest, SyncResult};
-use super::{limits, routing, shell, Group};
+use crate::cluster::routing;
+use crate::coordinator::shell;
 use crate::errors;
+use crate::groups::classic::{
+    ClassicGroup, JoinOutcome, JoinRequest, JoinResult, SyncOutcome, SyncRequest, SyncResult,
+};
+use crate::groups::limits;
+use crate::groups::Group;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 

@@ -5,12 +5,15 @@ use std::rc::Rc;
 
 use uuid::Uuid;
 
-use super::consumer::{
+use crate::cluster::routing;
+use crate::coordinator::shell;
+use crate::errors;
+use crate::groups::consumer::{
     ConsumerGroup, DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse, Settings, TopicLookup,
 };
-use super::{membership, routing, shell, Group};
+use crate::groups::membership;
+use crate::groups::Group;
 use crate::metadata::Metadata;
-use crate::errors;
 use crate::security::acl;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;

@@ -20,12 +20,14 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::classic::{JoinResult, SyncResult};
-use super::{routing, shell, OFFSETS_TOPIC};
+use crate::cluster::routing;
+use crate::config::OFFSETS_TOPIC;
+use crate::coordinator::shell;
 use crate::errors;
+use crate::groups::classic::{JoinResult, SyncResult};
 use crate::shard::partition::Partition;
-use crate::util::wait_below_high_watermark;
 use crate::shard::Shard;
+use crate::util::wait_below_high_watermark;
 
 /// How often each shard compares the offsets partitions it leads with those it holds.
 const LEADERSHIP_CHECK: Duration = Duration::from_millis(50);

@@ -4,12 +4,14 @@
 
 use std::rc::Rc;
 
-use super::classic::ClassicGroup;
-use super::offsets::Committed;
-use super::records::{self, OffsetValue, RecordKey};
-use super::shell::KeyValue;
-use super::{limits, routing, Group};
+use crate::cluster::routing;
+use crate::coordinator::shell::KeyValue;
 use crate::errors;
+use crate::groups::classic::ClassicGroup;
+use crate::groups::limits;
+use crate::groups::offsets::Committed;
+use crate::groups::records::{self, OffsetValue, RecordKey};
+use crate::groups::Group;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 use keel_protocol::batch::Producer;
@@ -107,7 +109,7 @@ pub async fn commit(shard: Rc<Shard>, partition: i32, req: CommitRequest) -> Vec
         return codes;
     }
     if let (Some(txn_id), Some((id, epoch))) = (&req.join_transaction, req.producer) {
-        let tp = (super::OFFSETS_TOPIC.to_string(), partition);
+        let tp = (crate::config::OFFSETS_TOPIC.to_string(), partition);
         if let Err(code) = crate::txn::shell::verify(&shard, txn_id, id, epoch, tp, true).await {
             return all(code);
         }
@@ -116,7 +118,7 @@ pub async fn commit(shard: Rc<Shard>, partition: i32, req: CommitRequest) -> Vec
         Some((id, epoch)) => Producer { id, epoch, base_sequence: -1 },
         None => Producer::NONE,
     };
-    match routing::append_internal(&shard, super::OFFSETS_TOPIC, partition, producer, &writes).await {
+    match routing::append_internal(&shard, crate::config::OFFSETS_TOPIC, partition, producer, &writes).await {
         // Committed, but this node stopped coordinating meanwhile: whoever loads the
         // partition next reads the commit from the log.
         Ok(_) if routing::check_coordinator(&shard, partition).is_err() => {}
@@ -245,6 +247,6 @@ pub async fn delete(
         }
         (codes, to_delete)
     };
-    super::admin_ops::delete_offsets_and_group(&shard, partition, &group_id, to_delete, false).await?;
+    crate::coordinator::admin_ops::delete_offsets_and_group(&shard, partition, &group_id, to_delete, false).await?;
     Ok(codes)
 }

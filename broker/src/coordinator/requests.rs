@@ -4,12 +4,12 @@
 
 use std::rc::Rc;
 
-use super::admin_ops::{self, DescribedGroup, ListedGroup};
-use super::classic::{JoinRequest, JoinResult, SyncRequest, SyncResult};
-use super::classic_ops;
-use super::consumer::{DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse};
-use super::consumer_ops::{self, Failure};
-use super::offset_ops::{self, CommitRequest, FetchRequest, FetchedOffset};
+use crate::coordinator::admin_ops::{self, DescribedGroup, ListedGroup};
+use crate::coordinator::classic_ops;
+use crate::coordinator::consumer_ops::{self, Failure};
+use crate::coordinator::offset_ops::{self, CommitRequest, FetchRequest, FetchedOffset};
+use crate::groups::classic::{JoinRequest, JoinResult, SyncRequest, SyncResult};
+use crate::groups::consumer::{DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse};
 use crate::shard::dispatch::{mesh_requests, Serve};
 use crate::shard::Shard;
 

@@ -9,12 +9,17 @@ use std::time::Duration;
 use glommio::channels::local_channel::{self, LocalReceiver};
 use keel_protocol::batch::{Producer, CONTROL_COMMIT};
 
-use super::classic::{Action, ClassicGroup, JoinResult, SyncResult};
-use super::consumer::ConsumerGroup;
-use super::offsets::Committed;
-use super::records::{self, Record, RecordKey};
-use super::{limits, membership, routing, Coordinator, Group, OFFSETS_TOPIC};
+use crate::cluster::routing;
+use crate::config::OFFSETS_TOPIC;
 use crate::errors;
+use crate::groups::classic::{Action, ClassicGroup, JoinResult, SyncResult};
+use crate::groups::consumer::ConsumerGroup;
+use crate::groups::limits;
+use crate::groups::membership;
+use crate::groups::offsets::Committed;
+use crate::groups::records::{self, Record, RecordKey};
+use crate::groups::Coordinator;
+use crate::groups::Group;
 use crate::shard::partition::{now_ms, Partition};
 use crate::shard::Shard;
 
@@ -113,7 +118,7 @@ pub fn persist_consumer_epoch(shard: &Rc<Shard>, group: &str, partition: i32, ep
 /// (a single node's), then start the timer. Group requests are answered
 /// COORDINATOR_LOAD_IN_PROGRESS until then. In a cluster the partitions are
 /// replicated and their groups are loaded when this node becomes leader
-/// ([`super::leadership`]).
+/// ([`crate::coordinator::leadership`]).
 pub async fn start(shard: &Rc<Shard>) {
     let owned = offsets_partitions(shard, false);
     for p in &owned {
@@ -126,7 +131,7 @@ pub async fn start(shard: &Rc<Shard>) {
         tracing::info!(shard = shard.id, partitions = owned.len(), groups = c.groups.len(), "group coordinator loaded");
     }
     spawn_timer(shard);
-    super::leadership::spawn(shard);
+    crate::coordinator::leadership::spawn(shard);
 }
 
 /// This shard's `__consumer_offsets` partitions, replicated or not, by index.
@@ -197,7 +202,7 @@ fn apply_record(
     key: &[u8],
     value: Option<&[u8]>,
     offset: i64,
-    lim: super::classic::Limits,
+    lim: crate::groups::classic::Limits,
     now: i64,
 ) {
     match records::decode(key, value) {
@@ -312,7 +317,9 @@ async fn drop_deleted_topics(shard: &Rc<Shard>) {
         let Some(partition) = routing::partition_of(shard, &group) else {
             continue;
         };
-        if let Err(code) = super::admin_ops::delete_offsets_and_group(shard, partition, &group, gone, false).await {
+        if let Err(code) =
+            crate::coordinator::admin_ops::delete_offsets_and_group(shard, partition, &group, gone, false).await
+        {
             tracing::warn!(%group, code, "deleting offsets of deleted topics failed");
         }
     }
@@ -345,7 +352,7 @@ async fn expire_offsets(shard: &Rc<Shard>, now: i64) {
             continue;
         };
         if let Err(code) =
-            super::admin_ops::delete_offsets_and_group(shard, partition, &group, expired, drop_group).await
+            crate::coordinator::admin_ops::delete_offsets_and_group(shard, partition, &group, expired, drop_group).await
         {
             tracing::warn!(%group, code, "expiring offsets failed; will retry");
         }

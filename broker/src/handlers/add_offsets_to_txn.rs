@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
-use crate::coordinator::routing;
+use crate::cluster::routing;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;

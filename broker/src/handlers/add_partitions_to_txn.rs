@@ -21,9 +21,9 @@ use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::transactions::state::TxnPartition;
 use crate::txn::requests::AddPartitions;
 use crate::txn::shell as txn_shell;
-use crate::txn::state::TxnPartition;
 
 pub const VERSIONS: (i16, i16) = (0, 5);
 /// The first version that may answer PRODUCER_FENCED ([`super::fenced_as_understood`]).

@@ -9,10 +9,10 @@ use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescri
 
 use super::metadata::OPERATIONS_NOT_REQUESTED;
 use super::str_bytes;
-use crate::metadata::Metadata;
-use crate::coordinator::consumer::Assignment as Partitions;
+use crate::cluster::routing;
 use crate::coordinator::requests::ConsumerDescribe;
-use crate::coordinator::routing;
+use crate::groups::consumer::Assignment as Partitions;
+use crate::metadata::Metadata;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;

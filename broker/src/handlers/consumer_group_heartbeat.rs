@@ -8,10 +8,10 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 use uuid::Uuid;
 
 use super::str_bytes;
-use crate::coordinator::consumer::HeartbeatRequest;
+use crate::cluster::routing;
 use crate::coordinator::requests::ConsumerHeartbeat;
-use crate::coordinator::routing;
 use crate::errors;
+use crate::groups::consumer::HeartbeatRequest;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;

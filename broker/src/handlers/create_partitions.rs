@@ -9,10 +9,10 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use super::str_bytes;
 use crate::cluster::requests::CreatePartitions;
 use crate::errors;
-use crate::throttle;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::throttle;
 
 pub const VERSIONS: (i16, i16) = (0, 3);
 

@@ -11,10 +11,10 @@ use super::str_bytes;
 use crate::cluster::controller::TopicSpec;
 use crate::cluster::requests::CreateTopics;
 use crate::errors;
-use crate::throttle;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::throttle;
 
 pub const VERSIONS: (i16, i16) = (2, 7);
 

@@ -6,8 +6,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
+use crate::cluster::routing;
 use crate::coordinator::requests::DeleteGroup;
-use crate::coordinator::routing;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;

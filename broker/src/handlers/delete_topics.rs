@@ -10,10 +10,10 @@ use uuid::Uuid;
 use super::str_bytes;
 use crate::cluster::requests::DeleteTopics;
 use crate::errors;
-use crate::throttle;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::throttle;
 
 pub const VERSIONS: (i16, i16) = (1, 6);
 
@@ -67,9 +67,10 @@ pub async fn handle(
     let names: Vec<String> =
         wanted.iter().zip(&refused).filter(|(_, r)| !**r).filter_map(|((n, _), _)| n.clone()).collect();
     let strict = version >= MUTATION_QUOTA_STRICT_VERSION_MIN;
-    let (results, throttle) =
-        throttle::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, |quota| DeleteTopics { names, quota })
-            .await;
+    let (results, throttle) = throttle::mutate(shard, ctx, strict, version >= SELF_THROTTLE_VERSION_MIN, |quota| {
+        DeleteTopics { names, quota }
+    })
+    .await;
     let mut results = results.into_iter();
     let responses = wanted
         .into_iter()

@@ -29,10 +29,10 @@ pub async fn handle(
     version: i16,
     req: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
-    let brokers = crate::replication::cluster::brokers(shard, ctx.listener_name());
+    let brokers = crate::cluster::nodes::brokers(shard, ctx.listener_name());
     let mut r = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&shard.meta().cluster_id))
-        .with_controller_id(BrokerId(crate::replication::cluster::controller_id(shard)))
+        .with_controller_id(BrokerId(crate::cluster::nodes::controller_id(shard)))
         .with_brokers(
             brokers
                 .into_iter()

@@ -10,10 +10,10 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::str_bytes;
-use crate::metadata::configs::{self, Kind, Source};
-use crate::metadata::Metadata;
 use crate::config::BrokerConfig;
 use crate::errors;
+use crate::metadata::configs::{self, Kind, Source};
+use crate::metadata::Metadata;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;

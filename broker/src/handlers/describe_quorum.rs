@@ -120,7 +120,7 @@ fn quorum(shard: &Shard, listener: &str) -> Option<Quorum> {
         .with_leader_epoch(epoch)
         .with_high_watermark(high_watermark)
         .with_current_voters(current_voters);
-    let brokers = crate::replication::cluster::brokers(shard, listener);
+    let brokers = crate::cluster::nodes::brokers(shard, listener);
     let nodes = voters
         .iter()
         .filter_map(|(id, _)| brokers.iter().find(|(b, ..)| b == id))

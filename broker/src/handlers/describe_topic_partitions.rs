@@ -99,7 +99,7 @@ pub async fn handle(
         let end = count.min(first.saturating_add(budget as i32));
         let mut partitions = Vec::new();
         for p in first..end {
-            if let Some(view) = crate::replication::cluster::partition_view(shard, t, p) {
+            if let Some(view) = crate::cluster::nodes::partition_view(shard, t, p) {
                 // A replicated partition: its Raft leader, term, in-sync and offline
                 // replicas, as Metadata answers. The eligible leader replicas (KIP-966)
                 // stay empty, as Kafka answers without ELR: Raft's election restriction

@@ -13,8 +13,8 @@ use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::transactions::state::TxnMeta;
 use crate::txn::shell as txn_shell;
-use crate::txn::state::TxnMeta;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 

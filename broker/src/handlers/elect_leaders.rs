@@ -26,9 +26,9 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 
 use super::str_bytes;
+use crate::cluster::balance::{self, MoveError, Moved, Wanted};
+use crate::cluster::nodes::partition_view;
 use crate::errors;
-use crate::replication::balance::{self, MoveError, Moved, Wanted};
-use crate::replication::cluster::partition_view;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 

@@ -19,13 +19,13 @@ use keel_storage::log;
 use uuid::Uuid;
 
 use super::{scatter, str_bytes};
+use crate::cluster::nodes;
 use crate::errors;
-use crate::{quota, throttle};
-use crate::replication::cluster;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::dispatch::Serve;
 use crate::shard::Shard;
+use crate::{quota, throttle};
 
 pub const VERSIONS: (i16, i16) = (4, 17);
 
@@ -200,7 +200,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
                     let moved = version >= 12
                         && [errors::NOT_LEADER_OR_FOLLOWER, errors::FENCED_LEADER_EPOCH].contains(&data.error_code);
                     let leader = match &name {
-                        Some(n) if moved => cluster::known_leader(shard, n, partition),
+                        Some(n) if moved => nodes::known_leader(shard, n, partition),
                         _ => None,
                     };
                     if let Some((node, epoch)) = leader {
@@ -222,7 +222,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
         .collect();
     let mut response = FetchResponse::default().with_responses(responses);
     if version >= 16 {
-        response.node_endpoints = cluster::endpoints_of(shard, ctx.listener_name(), &leaders)
+        response.node_endpoints = nodes::endpoints_of(shard, ctx.listener_name(), &leaders)
             .into_iter()
             .map(|(id, host, port)| {
                 NodeEndpoint::default().with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port)

@@ -12,13 +12,13 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
 
 use super::str_bytes;
+use crate::cluster::routing;
 use crate::config::OFFSETS_TOPIC;
-use crate::coordinator::routing;
+use crate::config::TRANSACTION_TOPIC;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
-use crate::config::TRANSACTION_TOPIC;
 
 pub const VERSIONS: (i16, i16) = (0, 6);
 
@@ -50,7 +50,7 @@ async fn find(
         return Err(refusal);
     }
     let (node, host, port) = coordinator(shard, key_type, key).await?;
-    let (host, port) = crate::replication::cluster::endpoint_of(shard, ctx.listener_name(), node, (host, port));
+    let (host, port) = crate::cluster::nodes::endpoint_of(shard, ctx.listener_name(), node, (host, port));
     Ok((node, host, port))
 }
 

@@ -5,8 +5,8 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
+use crate::cluster::routing;
 use crate::coordinator::requests::Heartbeat;
-use crate::coordinator::routing;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;

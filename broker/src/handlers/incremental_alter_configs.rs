@@ -7,9 +7,9 @@ use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterC
 
 use super::alter_configs::{apply, refuse_duplicates, resource_target};
 use super::str_bytes;
-use crate::metadata::configs;
 use crate::cluster::controller::{ConfigChange, Failure};
 use crate::errors;
+use crate::metadata::configs;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 

@@ -2,7 +2,7 @@
 //! for an idempotent producer, or the same id with a bumped epoch when a producer asks
 //! to reset its sequences (KIP-360). With one: the transaction coordinator of that id
 //! gives its producer id and a new epoch, fencing an earlier instance and aborting its
-//! open transaction first ([`crate::txn::state::TxnMeta::init`]).
+//! open transaction first ([`crate::transactions::state::TxnMeta::init`]).
 
 use std::rc::Rc;
 

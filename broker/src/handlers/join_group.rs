@@ -8,9 +8,9 @@ use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use uuid::Uuid;
 
 use super::str_bytes;
-use crate::coordinator::classic::{JoinRequest, JoinResult, Protocol};
+use crate::cluster::routing;
 use crate::coordinator::requests::JoinGroup;
-use crate::coordinator::routing;
+use crate::groups::classic::{JoinRequest, JoinResult, Protocol};
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;

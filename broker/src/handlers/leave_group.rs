@@ -6,8 +6,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
+use crate::cluster::routing;
 use crate::coordinator::requests::LeaveGroup;
-use crate::coordinator::routing;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;

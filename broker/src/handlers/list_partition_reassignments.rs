@@ -11,8 +11,8 @@ use kafka_protocol::messages::list_partition_reassignments_response::{
 use kafka_protocol::messages::{BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse};
 
 use super::str_bytes;
-use crate::metadata::TopicMeta;
 use crate::errors;
+use crate::metadata::TopicMeta;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 

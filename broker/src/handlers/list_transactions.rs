@@ -12,8 +12,8 @@ use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
+use crate::transactions::state::{TxnMeta, TxnStatus, ALL};
 use crate::txn::requests::ListTransactions;
-use crate::txn::state::{TxnMeta, TxnStatus, ALL};
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 

@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::cluster::controller;
-use crate::metadata::TopicMeta;
+use crate::cluster::nodes;
 use crate::errors;
-use crate::replication::cluster;
+use crate::metadata::TopicMeta;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::LEADER_EPOCH;
@@ -84,7 +84,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
         .filter(|n| !refused.contains(*n))
         .filter_map(|n| meta.topics.get(n))
         .collect();
-    cluster::await_elections(shard, &asked).await;
+    nodes::await_elections(shard, &asked).await;
     let include_ops = req.include_topic_authorized_operations;
     let topics = wanted
         .into_iter()
@@ -118,7 +118,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
             }
         })
         .collect();
-    let brokers = cluster::brokers(shard, ctx.listener_name());
+    let brokers = nodes::brokers(shard, ctx.listener_name());
     MetadataResponse::default()
         .with_brokers(
             brokers
@@ -132,7 +132,7 @@ pub async fn handle(shard: &Rc<Shard>, ctx: &RequestContext, version: i16, req: 
                 .collect(),
         )
         .with_cluster_id(Some(str_bytes(&meta.cluster_id)))
-        .with_controller_id(BrokerId(cluster::controller_id(shard)))
+        .with_controller_id(BrokerId(nodes::controller_id(shard)))
         .with_topics(topics)
         .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
             super::describe_cluster::cluster_operations(shard, ctx)
@@ -154,7 +154,7 @@ fn topic_response(
 ) -> MetadataResponseTopic {
     let partitions = (0..t.partitions.len() as i32)
         .map(|p| {
-            if let Some(view) = cluster::partition_view(shard, t, p) {
+            if let Some(view) = nodes::partition_view(shard, t, p) {
                 return replicated_partition(p, view);
             }
             if offline(p) {
@@ -180,7 +180,7 @@ fn topic_response(
 
 /// A replicated partition: its Raft leader and term (LEADER_NOT_AVAILABLE while it has
 /// none), its in-sync and offline replicas as its leader told.
-fn replicated_partition(p: i32, view: cluster::PartitionView) -> MetadataResponsePartition {
+fn replicated_partition(p: i32, view: nodes::PartitionView) -> MetadataResponsePartition {
     MetadataResponsePartition::default()
         .with_error_code(view.error_code())
         .with_partition_index(p)

@@ -65,8 +65,8 @@ use keel_protocol::frame::{self, FrameError};
 
 use crate::security::context::RequestContext;
 pub use crate::shard::fanout::{answer_each, answer_partitions, scatter};
-pub use crate::util::str_bytes;
 use crate::shard::Shard;
+pub use crate::util::str_bytes;
 
 /// How a request may overlap the requests before it on its connection
 /// ([`crate::net::order`] keeps it).
@@ -351,7 +351,7 @@ pub async fn run(shard: &Rc<Shard>, ctx: &RequestContext, req: Request) -> Optio
     // In a cluster, metadata changes are the controller's: a node that is not it
     // relays the request there and its answer back, as Kafka's brokers do.
     if relay(shard, ctx, &req) {
-        if let Some(answer) = crate::replication::cluster::forward_to_controller(shard, &req.frame).await {
+        if let Some(answer) = crate::cluster::nodes::forward_to_controller(shard, &req.frame).await {
             return Some(answer);
         }
     }
@@ -434,7 +434,6 @@ pub fn cluster_authorized(shard: &Shard, ctx: &RequestContext, operation: i8) ->
 pub fn operations(shard: &Shard, ctx: &RequestContext, resource_type: i8, name: &str) -> i32 {
     shard.security.authorizer.operations(&shard.meta(), ctx, resource_type, name)
 }
-
 
 #[cfg(test)]
 mod tests;

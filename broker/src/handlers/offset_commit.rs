@@ -6,9 +6,9 @@ use std::rc::Rc;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
+use crate::cluster::routing;
 use crate::coordinator::offset_ops::{CommitPartition, CommitRequest};
 use crate::coordinator::requests::CommitOffsets;
-use crate::coordinator::routing;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;

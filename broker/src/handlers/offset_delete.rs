@@ -11,8 +11,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
+use crate::cluster::routing;
 use crate::coordinator::requests::DeleteOffsets;
-use crate::coordinator::routing;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;

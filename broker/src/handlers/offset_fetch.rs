@@ -11,9 +11,9 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 
 use super::str_bytes;
+use crate::cluster::routing;
 use crate::coordinator::offset_ops::{FetchRequest, FetchedOffset};
 use crate::coordinator::requests::FetchOffsets;
-use crate::coordinator::routing;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;

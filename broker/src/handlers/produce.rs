@@ -13,14 +13,14 @@ use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, TopicN
 use uuid::Uuid;
 
 use super::{scatter, str_bytes, Answer};
+use crate::cluster::nodes;
 use crate::errors;
-use crate::{quota, throttle};
-use crate::replication::cluster;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::dispatch::Serve;
 use crate::shard::partition::{ProduceOutcome, TxnWrite};
 use crate::shard::Shard;
+use crate::{quota, throttle};
 
 pub const VERSIONS: (i16, i16) = (3, 13);
 
@@ -168,9 +168,10 @@ pub async fn handle(
     for (slot, outcome) in work_slots.into_iter().zip(outcomes) {
         slots[slot].3 = Some(outcome);
     }
-    let throttle = throttle::charge(shard, ctx, quota::Kind::Produce, sent, version >= SELF_THROTTLE_VERSION_MIN, false)
-        .await
-        .unwrap_or(Duration::ZERO);
+    let throttle =
+        throttle::charge(shard, ctx, quota::Kind::Produce, sent, version >= SELF_THROTTLE_VERSION_MIN, false)
+            .await
+            .unwrap_or(Duration::ZERO);
     if version < SELF_THROTTLE_VERSION_MIN && !throttle.is_zero() {
         glommio::timer::sleep(throttle).await;
     }
@@ -196,7 +197,7 @@ pub async fn handle(
         // wait for a metadata refresh to go there.
         let leader = if o.error == errors::NOT_LEADER_OR_FOLLOWER && version >= 10 {
             let topic = if version >= 13 { meta.topic_name(&id).unwrap_or_default() } else { name.0.as_str() };
-            cluster::known_leader(shard, topic, partition)
+            nodes::known_leader(shard, topic, partition)
         } else {
             None
         };
@@ -230,7 +231,7 @@ pub async fn handle(
             ),
         }
     }
-    let node_endpoints = cluster::endpoints_of(shard, ctx.listener_name(), &leaders)
+    let node_endpoints = nodes::endpoints_of(shard, ctx.listener_name(), &leaders)
         .into_iter()
         .map(|(id, host, port)| {
             NodeEndpoint::default().with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port)

@@ -6,9 +6,9 @@ use std::rc::Rc;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
 use super::str_bytes;
-use crate::coordinator::classic::{SyncRequest, SyncResult};
+use crate::cluster::routing;
 use crate::coordinator::requests::SyncGroup;
-use crate::coordinator::routing;
+use crate::groups::classic::{SyncRequest, SyncResult};
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;

@@ -1,7 +1,7 @@
 //! What a node holds beside the committed metadata: the controller's state (on shard
 //! 0), the committed versions waiting to be installed, and the leaderships of
 //! replicated partitions as the node learns them. Changed by `crate::cluster` and
-//! `crate::replication::cluster`; held by every shard.
+//! `crate::cluster::nodes`; held by every shard.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};

@@ -40,8 +40,8 @@ use keel_storage::Signal;
 use super::order::{InOrder, Order, Turn};
 use super::split;
 use crate::handlers;
-use crate::security::context::{RequestContext, Session};
 use crate::net::sasl::{self, Authenticator, Gate};
+use crate::security::context::{RequestContext, Session};
 use crate::shard::Shard;
 
 /// Read buffer of each connection: what an idle connection costs (`connections_max`

@@ -15,10 +15,10 @@ use glommio::net::{TcpListener, TcpStream};
 use super::conn;
 use crate::config::listeners::Listener;
 use crate::config::listeners::SecurityProtocol;
-use crate::throttle::{self, Admission};
 use crate::security::context::Session;
 use crate::security::principal::{self, Principal};
 use crate::shard::Shard;
+use crate::throttle::{self, Admission};
 
 pub async fn serve(shard: Rc<Shard>) -> Result<(), String> {
     let mut loops = Vec::new();

@@ -29,11 +29,11 @@ use kafka_protocol::messages::{ApiKey, RequestKind, SaslAuthenticateResponse, Sa
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use keel_protocol::frame;
 
+use crate::errors;
+use crate::handlers::Request;
 use crate::security::oauth::{self, OAUTHBEARER};
 use crate::security::principal::Principal;
 use crate::security::scram::{Mechanism, ScramServer, Step};
-use crate::errors;
-use crate::handlers::Request;
 use crate::shard::Shard;
 
 /// The largest frame an unauthenticated client may send (Kafka's
@@ -284,7 +284,12 @@ impl Authenticator {
 
     /// Takes a raw token (after a v0 handshake) and returns the raw answer (a 4-byte
     /// length and the token), or `None` if the connection must be closed.
-    pub fn raw_token(&mut self, shard: &Shard, session: &crate::security::context::Session, token: &[u8]) -> Option<Bytes> {
+    pub fn raw_token(
+        &mut self,
+        shard: &Shard,
+        session: &crate::security::context::Session,
+        token: &[u8],
+    ) -> Option<Bytes> {
         let State::RawTokens(server) = &mut self.state else { return None };
         let mechanism = server.mechanism_name();
         let answer = match step(shard, session, server, token, self.previous.is_some()) {

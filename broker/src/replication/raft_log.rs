@@ -15,7 +15,7 @@ use keel_storage::log::{self, PartitionLog};
 use keel_storage::StorageError;
 use serde::{Deserialize, Serialize};
 
-use super::shell::Replication;
+use crate::replication::shell::Replication;
 
 /// The state-store record of a group: HardState, voters, and Raft's own entries.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -256,5 +256,25 @@ impl EntryReader {
             }
             self.own.pop_front();
         }
+    }
+}
+
+impl Replication {
+    /// Resets this node's replica of `group` for rebuild `id`, durably: its record
+    /// keeps only the term and vote, marked as a copy to start over (the log is
+    /// emptied when the group starts next, `add_group`) and with the rebuild's id, so
+    /// the replica then waits, empty and with no members, for its leader to add it.
+    /// Stops the group here if it runs.
+    pub async fn reset_for_rebuild(&self, group: GroupId, id: u64) -> Result<(), String> {
+        self.stop_group(group);
+        let old = self.stored_record(group).unwrap_or_default();
+        let record =
+            GroupRecord { term: old.term, vote: old.vote, installing: true, rebuild: id, ..Default::default() };
+        self.write_record(group, &record).await
+    }
+
+    /// The rebuild this node's replica of `group` was last reset for (0: none).
+    pub fn reset_for(&self, group: GroupId) -> u64 {
+        self.stored_record(group).map_or(0, |r| r.rebuild)
     }
 }

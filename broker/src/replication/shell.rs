@@ -52,10 +52,10 @@ use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, PartitionLog};
 use keel_storage::{Signal, StorageError};
 
-use super::raft_log::{is_data, record_key, GroupRecord, OwnEntry};
-use super::read_index::ReadRounds;
-use super::transport::{Network, Transport, TransportConfig};
 use crate::errors;
+use crate::replication::raft_log::{is_data, record_key, GroupRecord, OwnEntry};
+use crate::replication::read_index::ReadRounds;
+use crate::replication::transport::{Network, Transport, TransportConfig};
 
 mod persist;
 mod restore;

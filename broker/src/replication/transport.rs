@@ -61,7 +61,7 @@ use keel_raft::{Envelope, NodeId};
 use keel_storage::Signal;
 use thiserror::Error;
 
-use super::frame::{self, Frame, FrameBuilder, FrameError, Outgoing, PREFIX_BYTES};
+use crate::replication::frame::{self, Frame, FrameBuilder, FrameError, Outgoing, PREFIX_BYTES};
 
 const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// Read buffer of each inbound connection; a larger frame is read straight into its own.

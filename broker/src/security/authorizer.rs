@@ -53,7 +53,14 @@ impl Authorizer {
     /// Whether the request's principal may do `operation` on the resource, without
     /// counting or logging a denial: for filtering lists and for authorized-operations
     /// bitfields, as Kafka asks with `logIfDenied = false`.
-    pub fn allows(&self, meta: &impl SecurityRecords, ctx: &RequestContext, operation: i8, resource_type: i8, name: &str) -> bool {
+    pub fn allows(
+        &self,
+        meta: &impl SecurityRecords,
+        ctx: &RequestContext,
+        operation: i8,
+        resource_type: i8,
+        name: &str,
+    ) -> bool {
         let Some(principal) = self.principal_to_check(ctx) else { return true };
         let who = Requester { principal: &principal, host: host_of(&ctx.session.peer) };
         self.decide(meta, who, operation, resource_type, name)
@@ -69,7 +76,14 @@ impl Authorizer {
         (!self.superusers.contains(&principal)).then_some(principal)
     }
 
-    fn decide(&self, meta: &impl SecurityRecords, who: Requester, operation: i8, resource_type: i8, name: &str) -> bool {
+    fn decide(
+        &self,
+        meta: &impl SecurityRecords,
+        who: Requester,
+        operation: i8,
+        resource_type: i8,
+        name: &str,
+    ) -> bool {
         acl::decide(meta.acls(), who, Action { operation, resource_type, resource_name: name }, self.allow_if_no_acl)
     }
 
@@ -93,7 +107,13 @@ impl Authorizer {
 
     /// Whether the principal may do `operation` on some resource of `resource_type`
     /// (Kafka's `authorizeByResourceType`): an ALLOW that no DENY covers.
-    pub fn allows_some(&self, meta: &impl SecurityRecords, ctx: &RequestContext, operation: i8, resource_type: i8) -> bool {
+    pub fn allows_some(
+        &self,
+        meta: &impl SecurityRecords,
+        ctx: &RequestContext,
+        operation: i8,
+        resource_type: i8,
+    ) -> bool {
         let Some(principal) = self.principal_to_check(ctx) else { return true };
         let who = Requester { principal: &principal, host: host_of(&ctx.session.peer) };
         acl::decide_some(meta.acls(), who, operation, resource_type)

@@ -32,9 +32,9 @@ use keel_storage::journal::Journal;
 use keel_storage::kv::ShardKv;
 use keel_storage::LogConfig;
 
+use crate::config::BrokerConfig;
 use crate::metadata::live::Controller;
 use crate::metadata::{Metadata, TopicMeta};
-use crate::config::BrokerConfig;
 use mesh::{Mesh, MeshMsg};
 use partition::Partition;
 
@@ -84,9 +84,9 @@ pub struct Shard {
     /// Idempotent producer states of all this shard's partitions, with their caps.
     pub producers: Rc<producer_state::ShardProducers>,
     /// Groups and offsets of the `__consumer_offsets` partitions this shard owns.
-    pub coordinator: RefCell<crate::coordinator::Coordinator>,
+    pub coordinator: RefCell<crate::groups::Coordinator>,
     /// Transactional ids of the `__transaction_state` partitions this shard owns.
-    pub txn: RefCell<crate::txn::TxnCoordinator>,
+    pub txn: RefCell<crate::transactions::TxnCoordinator>,
     /// The Raft shell of this shard, in a cluster (`peers` set).
     pub replication: Option<Rc<crate::replication::shell::Replication>>,
     /// Leader node and epoch of every replicated partition as the owner shards last
@@ -97,7 +97,7 @@ pub struct Shard {
     /// Listeners, TLS, SASL users and authentication counters of this shard.
     pub security: crate::security::ShardSecurity,
     /// This shard's metric handles and distributions.
-    pub metrics: Rc<crate::admin::recorder::ShardMetrics>,
+    pub metrics: Rc<crate::telemetry::recorder::ShardMetrics>,
     /// What a partition asks of the services above the shard.
     pub upcalls: Upcalls,
 }
@@ -134,12 +134,7 @@ impl Shard {
         self.call_on(target, request, true).await
     }
 
-    async fn call_on<R: dispatch::Serve>(
-        self: &Rc<Self>,
-        target: usize,
-        request: R,
-        cancel_on_drop: bool,
-    ) -> R::Reply {
+    async fn call_on<R: dispatch::Serve>(self: &Rc<Self>, target: usize, request: R, cancel_on_drop: bool) -> R::Reply {
         assert!(target < self.count, "shard {target} does not exist ({} shards)", self.count);
         if target == self.id {
             // Boxed: a request served here may call this shard again.
@@ -350,7 +345,7 @@ impl Shard {
 }
 
 /// Feeds the flush loop's passes and the journal's fdatasyncs to the shard's metrics,
-/// and starts a new percentile window every [`crate::admin::distribution::WINDOW`].
+/// and starts a new percentile window every [`crate::telemetry::distribution::WINDOW`].
 fn watch_storage(shard: &Rc<Shard>) {
     if !shard.metrics.enabled() {
         return;
@@ -364,7 +359,7 @@ fn watch_storage(shard: &Rc<Shard>) {
     let metrics = shard.metrics.clone();
     glommio::spawn_local(async move {
         loop {
-            glommio::timer::sleep(crate::admin::distribution::WINDOW).await;
+            glommio::timer::sleep(crate::telemetry::distribution::WINDOW).await;
             metrics.rotate();
         }
     })
@@ -509,7 +504,7 @@ pub async fn open(
             .await?,
         )
     };
-    let metrics = Rc::new(crate::admin::recorder::ShardMetrics::new(id, config.metrics));
+    let metrics = Rc::new(crate::telemetry::recorder::ShardMetrics::new(id, config.metrics));
     let shard = Rc::new_cyclic(|me| Shard {
         id,
         security,
@@ -535,8 +530,8 @@ pub async fn open(
         request_budget,
         unflushed_bytes_max,
         producers,
-        coordinator: RefCell::new(crate::coordinator::Coordinator::default()),
-        txn: RefCell::new(crate::txn::TxnCoordinator::default()),
+        coordinator: RefCell::new(crate::groups::Coordinator::default()),
+        txn: RefCell::new(crate::transactions::TxnCoordinator::default()),
         replication,
         leaders: RefCell::new(HashMap::new()),
         leaders_refresh_due: Cell::new(false),

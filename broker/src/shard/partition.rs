@@ -18,9 +18,9 @@ use super::producer_state::{ProducerStates, SeqBatch, SeqCheck};
 use super::txn_log::{AbortedTxn, PartitionTxns, TxnChange};
 use super::txn_store::{aborted_key, load_txns, persist_txn, rewrite_txns, txn_changes};
 use super::Shard;
+use crate::errors;
 use crate::metadata::configs::TopicSettings;
 use crate::metadata::{Metadata, TopicMeta};
-use crate::errors;
 use crate::replication::shell::ReplicaHooks;
 
 /// Leader epoch of every partition on a single node.

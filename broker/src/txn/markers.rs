@@ -10,14 +10,14 @@ use std::time::Duration;
 use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
 use kafka_protocol::messages::{ApiKey, ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 
-use super::state::TxnPartition;
+use crate::cluster::nodes;
 use crate::config::OFFSETS_TOPIC;
 use crate::errors;
-use crate::shard::fanout::{answer_each, answer_partitions};
-use crate::util::str_bytes;
-use crate::replication::cluster;
 use crate::shard::dispatch::Serve;
+use crate::shard::fanout::{answer_each, answer_partitions};
 use crate::shard::Shard;
+use crate::transactions::state::TxnPartition;
+use crate::util::str_bytes;
 
 /// How long one marker may wait to become durable (committed).
 const MARKER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,7 +48,7 @@ pub async fn write(shard: &Rc<Shard>, marker: Marker, partitions: &[TxnPartition
                 continue;
             }
             // An unreplicated topic (every node has its own copy): written here.
-            Some(t) => cluster::partition_view(shard, t, *p).map_or(me, |v| v.leader),
+            Some(t) => nodes::partition_view(shard, t, *p).map_or(me, |v| v.leader),
         };
         by_leader.entry(leader).or_default().push(i);
     }

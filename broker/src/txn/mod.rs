@@ -7,8 +7,8 @@
 //! a cluster, where the partition is replicated like `__consumer_offsets` and the
 //! coordinator moves with its leadership (`shell`).
 //!
-//! **Pure core, thin shell.** [`state::TxnMeta`] decides every transition; the shell
-//! writes the new state to `__transaction_state` (Kafka's record schemas, [`records`])
+//! **Pure core, thin shell.** `crate::transactions::state::TxnMeta` decides every transition; the shell
+//! writes the new state to `__transaction_state` (Kafka's record schemas, `crate::transactions::records`)
 //! and only then answers, so the log always holds what a client was told, and a new
 //! coordinator rebuilds everything by reading it.
 //!
@@ -28,35 +28,5 @@
 //! broker finalizes `transaction.version` 2, the default.
 
 pub mod markers;
-pub mod records;
 pub mod requests;
 pub mod shell;
-pub mod state;
-
-use std::collections::{HashMap, HashSet};
-use std::rc::Rc;
-
-use keel_storage::Signal;
-
-use state::TxnMeta;
-
-pub use crate::config::TRANSACTION_TOPIC;
-
-/// The transaction coordinator state of one shard: the transactional ids of the
-/// `__transaction_state` partitions it owns (and, in a cluster, leads).
-#[derive(Default)]
-pub struct TxnCoordinator {
-    pub txns: HashMap<String, TxnMeta>,
-    /// False until this shard's unreplicated `__transaction_state` partitions (a
-    /// single node's) are read at start-up.
-    pub loaded: bool,
-    /// In a cluster: the replicated partitions this node leads and whose ids this
-    /// shard holds, each with the leader epoch it was loaded in.
-    pub led: HashMap<i32, i32>,
-    /// Ids with a state change being written: another change of one of them waits
-    /// for it (up to [`shell::BUSY_WAIT`], then CONCURRENT_TRANSACTIONS, as Kafka
-    /// answers while a transition is pending).
-    pub busy: HashSet<String>,
-    /// Notified whenever a state change of any id is written (or failed).
-    pub settled: Rc<Signal>,
-}

@@ -1,4 +1,4 @@
-//! The I/O shell around [`super::state`], on each coordinator shard: routing a
+//! The I/O shell around [`crate::transactions::state`], on each coordinator shard: routing a
 //! transactional id's request to its shard, writing each new state to
 //! `__transaction_state` before it counts, the markers of a decided transaction, the
 //! timer that aborts transactions past their timeout, and reading the partitions'
@@ -10,17 +10,18 @@ use std::time::{Duration, Instant};
 
 use keel_protocol::batch::Producer;
 
-use super::markers::{self, Marker};
-use super::records;
-use super::requests::{AddWrittenPartition, DescribeTxn};
-use super::state::{Step, Then, TxnMeta, TxnPartition, EPOCH_MAX};
-use super::{TxnCoordinator, TRANSACTION_TOPIC};
-use crate::coordinator::routing;
+use crate::cluster::routing;
+use crate::config::TRANSACTION_TOPIC;
 use crate::errors;
 use crate::shard::dispatch::Serve;
 use crate::shard::partition::{now_ms, Partition};
-use crate::util::wait_below_high_watermark;
 use crate::shard::Shard;
+use crate::transactions::records;
+use crate::transactions::state::{Step, Then, TxnMeta, TxnPartition, EPOCH_MAX};
+use crate::transactions::TxnCoordinator;
+use crate::txn::markers::{self, Marker};
+use crate::txn::requests::{AddWrittenPartition, DescribeTxn};
+use crate::util::wait_below_high_watermark;
 
 /// How often open transactions are checked against their timeouts (Kafka's
 /// `transaction.abort.timed.out.transaction.cleanup.interval.ms` is 10 s).
@@ -301,7 +302,7 @@ fn resume(shard: &Rc<Shard>, partition: i32) {
         let marker = Marker {
             producer_id: m.producer_id,
             producer_epoch: m.producer_epoch,
-            commit: m.status == super::state::TxnStatus::PrepareCommit,
+            commit: m.status == crate::transactions::state::TxnStatus::PrepareCommit,
             coordinator_epoch: coordinator_epoch(shard, partition),
         };
         tracing::info!(txn_id = %id, commit = marker.commit, "finishing a prepared transaction");
@@ -471,7 +472,7 @@ pub async fn verify(
         Some(m)
             if m.producer_id == producer_id
                 && m.producer_epoch == epoch
-                && m.status == super::state::TxnStatus::Ongoing
+                && m.status == crate::transactions::state::TxnStatus::Ongoing
                 && m.partitions.contains(&tp) =>
         {
             Ok(())
@@ -529,7 +530,7 @@ async fn describe_remote(addr: &str, txn_id: &str) -> Result<Option<TxnMeta>, i1
         errors::TRANSACTIONAL_ID_NOT_FOUND => return Ok(None),
         code => return Err(code),
     }
-    let Some(status) = super::state::TxnStatus::from_name(&s.transaction_state) else {
+    let Some(status) = crate::transactions::state::TxnStatus::from_name(&s.transaction_state) else {
         return Err(errors::COORDINATOR_NOT_AVAILABLE);
     };
     let partitions =

@@ -628,10 +628,11 @@ fn min_insync_replicas_is_a_cluster_level_config_as_kip_966_records_it() {
         kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource::default()
             .with_resource_type(4)
             .with_resource_name(StrBytes::from_static_str("1"))
-            .with_configs(vec![kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig::default()
-                .with_name(StrBytes::from_static_str("min.insync.replicas"))
-                .with_config_operation(OP_SET)
-                .with_value(Some(StrBytes::from_static_str("1")))]),
+            .with_configs(vec![kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig::default(
+            )
+            .with_name(StrBytes::from_static_str("min.insync.replicas"))
+            .with_config_operation(OP_SET)
+            .with_value(Some(StrBytes::from_static_str("1")))]),
     ]);
     let r: IncrementalAlterConfigsResponse = c.call(ApiKey::IncrementalAlterConfigs, 1, &alter);
     assert_eq!(r.responses[0].error_code, 0);

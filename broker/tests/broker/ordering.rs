@@ -270,21 +270,13 @@ fn topic_changes_then_metadata(t: &Target, round: usize) {
     let more = CreatePartitionsRequest::default()
         .with_topics(vec![CreatePartitionsTopic::default().with_name(name(&topic)).with_count(5)])
         .with_timeout_ms(30_000);
-    let (grown, meta): (CreatePartitionsResponse, MetadataResponse) = pipelined(
-        &mut c,
-        (ApiKey::CreatePartitions, 3, &more),
-        (ApiKey::Metadata, 12, &metadata_request(&topic)),
-    );
+    let (grown, meta): (CreatePartitionsResponse, MetadataResponse) =
+        pipelined(&mut c, (ApiKey::CreatePartitions, 3, &more), (ApiKey::Metadata, 12, &metadata_request(&topic)));
     assert_eq!(grown.results[0].error_code, 0, "{topic}: {:?}", grown.results[0].error_message);
     assert_eq!(meta.topics[0].partitions.len(), 5, "Metadata after CreatePartitions ({topic})");
-    let delete = DeleteTopicsRequest::default()
-        .with_topic_names(vec![name(&topic)])
-        .with_timeout_ms(30_000);
-    let (deleted, meta): (DeleteTopicsResponse, MetadataResponse) = pipelined(
-        &mut c,
-        (ApiKey::DeleteTopics, 5, &delete),
-        (ApiKey::Metadata, 12, &metadata_request(&topic)),
-    );
+    let delete = DeleteTopicsRequest::default().with_topic_names(vec![name(&topic)]).with_timeout_ms(30_000);
+    let (deleted, meta): (DeleteTopicsResponse, MetadataResponse) =
+        pipelined(&mut c, (ApiKey::DeleteTopics, 5, &delete), (ApiKey::Metadata, 12, &metadata_request(&topic)));
     assert_eq!(deleted.responses[0].error_code, 0, "{topic}");
     assert_eq!(meta.topics[0].error_code, 3, "Metadata after DeleteTopics: UNKNOWN_TOPIC_OR_PARTITION ({topic})");
 }
@@ -299,18 +291,16 @@ fn config_changes_then_describe_configs(t: &Target, round: usize) {
         .with_resource_name(StrBytes::from_string(topic.clone()))
         .with_configuration_keys(Some(vec![StrBytes::from_static_str("retention.ms")]))]);
     let value = |r: &DescribeConfigsResponse| r.results[0].configs[0].value.as_ref().map(|v| v.to_string());
-    let incremental = IncrementalAlterConfigsRequest::default().with_resources(vec![iac::AlterConfigsResource::default()
-        .with_resource_type(2)
-        .with_resource_name(StrBytes::from_string(topic.clone()))
-        .with_configs(vec![iac::AlterableConfig::default()
-            .with_name(StrBytes::from_static_str("retention.ms"))
-            .with_config_operation(0)
-            .with_value(Some(StrBytes::from_static_str("1234567")))])]);
-    let (altered, described): (IncrementalAlterConfigsResponse, DescribeConfigsResponse) = pipelined(
-        &mut c,
-        (ApiKey::IncrementalAlterConfigs, 1, &incremental),
-        (ApiKey::DescribeConfigs, 4, &describe),
-    );
+    let incremental =
+        IncrementalAlterConfigsRequest::default().with_resources(vec![iac::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(topic.clone()))
+            .with_configs(vec![iac::AlterableConfig::default()
+                .with_name(StrBytes::from_static_str("retention.ms"))
+                .with_config_operation(0)
+                .with_value(Some(StrBytes::from_static_str("1234567")))])]);
+    let (altered, described): (IncrementalAlterConfigsResponse, DescribeConfigsResponse) =
+        pipelined(&mut c, (ApiKey::IncrementalAlterConfigs, 1, &incremental), (ApiKey::DescribeConfigs, 4, &describe));
     assert_eq!(altered.responses[0].error_code, 0, "{topic}");
     assert_eq!(value(&described).as_deref(), Some("1234567"), "DescribeConfigs after IncrementalAlterConfigs");
     let legacy = AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
@@ -427,11 +417,8 @@ fn quota_change_then_describe_quotas(t: &Target, round: usize) {
         .with_match_type(0)
         .with_match(Some(s(&client)))]);
     let mut c = t.admin();
-    let (altered, described): (AlterClientQuotasResponse, DescribeClientQuotasResponse) = pipelined(
-        &mut c,
-        (ApiKey::AlterClientQuotas, 1, &alter),
-        (ApiKey::DescribeClientQuotas, 1, &describe),
-    );
+    let (altered, described): (AlterClientQuotasResponse, DescribeClientQuotasResponse) =
+        pipelined(&mut c, (ApiKey::AlterClientQuotas, 1, &alter), (ApiKey::DescribeClientQuotas, 1, &describe));
     assert_eq!(altered.entries[0].error_code, 0, "{client}");
     let values: Vec<f64> = described.entries.iter().flatten().flat_map(|e| e.values.iter().map(|v| v.value)).collect();
     assert_eq!(values, [1024.0 * (round + 1) as f64], "DescribeClientQuotas after AlterClientQuotas ({client})");

@@ -97,7 +97,12 @@ fn last_stable_offset(c: &mut Conn, topic: &str, partition: i32) -> i64 {
 
 /// A read_committed Fetch from `offset`: the values a consumer keeps (records of
 /// aborted transactions dropped, markers skipped), the LSO, and the aborted list.
-pub(crate) fn read_committed(c: &mut Conn, topic: &str, partition: i32, offset: i64) -> (Vec<String>, i64, Vec<(i64, i64)>) {
+pub(crate) fn read_committed(
+    c: &mut Conn,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> (Vec<String>, i64, Vec<(i64, i64)>) {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     let fp =
         FetchPartition::default().with_partition(partition).with_fetch_offset(offset).with_partition_max_bytes(1 << 20);

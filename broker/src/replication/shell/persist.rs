@@ -3,7 +3,7 @@
 //! durable, and the writes that must wait (a snapshot being copied, entries a full
 //! disk refused).
 
-use super::*;
+use crate::replication::shell::*;
 
 impl Replication {
     /// Writes every request's entries and HardState, then waits for the one journal

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::state::{TxnMeta, TxnStatus};
+use crate::transactions::state::{TxnMeta, TxnStatus};
 
 pub fn encode_key(transactional_id: &str) -> Bytes {
     let mut b = BytesMut::with_capacity(4 + transactional_id.len());

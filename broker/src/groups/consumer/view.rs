@@ -1,10 +1,14 @@
 //! What the rest of the broker reads from a consumer group: offset commit and fetch
 //! checks, ConsumerGroupDescribe, and the classic DescribeGroups form.
 
-use super::{Assignment, ConsumerGroup, TopicLookup};
-use crate::coordinator::classic::DescribedMember;
-use crate::coordinator::consumer_protocol;
+use crate::groups::consumer::Assignment;
+
+use crate::groups::consumer::ConsumerGroup;
+
 use crate::errors;
+use crate::groups::classic::DescribedMember;
+use crate::groups::consumer::TopicLookup;
+use crate::groups::consumer_protocol;
 
 #[derive(Debug, Clone, Default)]
 pub struct DescribedConsumerMember {

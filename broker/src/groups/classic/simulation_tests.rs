@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 
 use super::*;
-use crate::coordinator::membership::Reason;
 use crate::errors;
+use crate::groups::membership::Reason;
 
 const PARTITIONS: i32 = 12;
 const SESSION_MS: i32 = 10_000;

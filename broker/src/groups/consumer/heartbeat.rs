@@ -6,13 +6,26 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
-use super::{
-    intersects, split, Assignment, ConsumerGroup, ConsumerMember, MemberState, Resolved, TopicLookup,
-    RECONCILING_HEARTBEAT_INTERVAL_MS,
-};
-use crate::coordinator::assignor::{self, MemberSpec};
-use crate::coordinator::membership::Reason;
+use crate::groups::consumer::intersects;
+
+use crate::groups::consumer::split;
+
+use crate::groups::consumer::Assignment;
+
+use crate::groups::consumer::ConsumerGroup;
+
+use crate::groups::consumer::ConsumerMember;
+
+use crate::groups::consumer::MemberState;
+
+use crate::groups::consumer::Resolved;
+
+use crate::groups::consumer::TopicLookup;
+
 use crate::errors;
+use crate::groups::assignor::{self, MemberSpec};
+use crate::groups::consumer::RECONCILING_HEARTBEAT_INTERVAL_MS;
+use crate::groups::membership::Reason;
 
 /// Member epochs with a meaning of their own.
 pub const JOIN_EPOCH: i32 = 0;

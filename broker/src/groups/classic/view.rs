@@ -5,10 +5,18 @@ use std::collections::BTreeSet;
 
 use bytes::Bytes;
 
-use super::{ClassicGroup, ClassicState, Limits, Member, Protocol};
-use crate::coordinator::consumer_protocol;
-use crate::coordinator::records::{GroupMemberValue, GroupValue};
+use crate::groups::classic::ClassicGroup;
+
+use crate::groups::classic::ClassicState;
+
+use crate::groups::classic::Limits;
+
+use crate::groups::classic::Member;
+
 use crate::errors;
+use crate::groups::classic::Protocol;
+use crate::groups::consumer_protocol;
+use crate::groups::records::{GroupMemberValue, GroupValue};
 
 /// A member as DescribeGroups shows it.
 #[derive(Debug, Clone, Default)]
@@ -75,7 +83,7 @@ impl ClassicGroup {
     /// Topics the members subscribe to (consumer protocol groups only); OffsetDelete
     /// refuses to delete their offsets while the group is active.
     pub fn subscribed_topics(&self) -> Option<BTreeSet<String>> {
-        if self.protocol_type.as_deref() != Some(super::super::CONSUMER_PROTOCOL_TYPE) {
+        if self.protocol_type.as_deref() != Some(crate::groups::CONSUMER_PROTOCOL_TYPE) {
             return None;
         }
         let protocol = self.protocol.clone()?;

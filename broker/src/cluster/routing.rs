@@ -7,7 +7,7 @@
 //! replicated topics like any other (replication factor min(3, nodes)), and a key's
 //! coordinator is the leader of the key's partition, so it moves when leadership
 //! does and the records written through Raft move with it. Every node names the same
-//! coordinator from the leaders it learns (`cluster::partition_view`); a node that
+//! coordinator from the leaders it learns (`nodes::partition_view`); a node that
 //! does not lead the partition answers NOT_COORDINATOR, and the leader answers
 //! COORDINATOR_LOAD_IN_PROGRESS until it has read the partition's state (`shell`,
 //! `txn::shell`).
@@ -20,16 +20,18 @@ use kafka_protocol::records::RecordBatchDecoder;
 use keel_protocol::batch::{build_batch_as, Producer, ATTR_TRANSACTIONAL};
 use keel_storage::log;
 
-use super::{offsets_partition, OFFSETS_TOPIC};
+use crate::groups::offsets_partition;
+
 use crate::cluster::controller::TopicSpec;
+use crate::cluster::nodes::{self, ControlRequest};
 use crate::cluster::requests::CreateTopics;
 use crate::config::BrokerConfig;
+use crate::config::OFFSETS_TOPIC;
+use crate::config::TRANSACTION_TOPIC;
 use crate::errors;
-use crate::replication::cluster::{self, ControlRequest};
 use crate::shard::dispatch::Serve;
 use crate::shard::partition::{now_ms, Partition};
 use crate::shard::Shard;
-use crate::config::TRANSACTION_TOPIC;
 
 /// Longest wait for a record to become durable before the request fails.
 const APPEND_TIMEOUT: Duration = Duration::from_secs(10);
@@ -84,7 +86,7 @@ async fn create_internal_topic(shard: &Rc<Shard>, topic: &'static str) -> Result
     if shard.replication.is_some() {
         let request = ControlRequest::CreateTopics { names: vec![topic.to_string()] };
         let done = |m: &crate::metadata::Metadata| m.topics.contains_key(topic);
-        return match cluster::ask_until(shard, request, std::time::Duration::from_secs(5), done).await {
+        return match nodes::ask_until(shard, request, std::time::Duration::from_secs(5), done).await {
             true => Ok(()),
             false => Err(errors::COORDINATOR_NOT_AVAILABLE),
         };
@@ -206,7 +208,7 @@ fn leader_of(shard: &Shard, topic: &str, key: &str) -> Option<(i32, String, i32)
     let meta = shard.meta();
     let t = meta.topics.get(topic)?;
     let partition = offsets_partition(key, t.partitions.len() as i32);
-    let leader = match cluster::partition_view(shard, t, partition) {
+    let leader = match nodes::partition_view(shard, t, partition) {
         Some(view) => view.leader,
         None => {
             let brokers: Vec<i32> = meta.brokers.keys().copied().collect();
@@ -255,10 +257,7 @@ pub async fn append_internal(
 
 /// Calls `f` with every record of partition `p` from its log start to its high
 /// watermark, in order (the replay of an internal topic).
-pub async fn for_each_record(
-    p: &Partition,
-    mut f: impl FnMut(&kafka_protocol::records::Record),
-) -> Result<(), String> {
+pub async fn for_each_record(p: &Partition, mut f: impl FnMut(&kafka_protocol::records::Record)) -> Result<(), String> {
     let (mut offset, end) = {
         let l = p.log.borrow();
         (l.log_start_offset, l.high_watermark())

@@ -8,8 +8,8 @@ use std::rc::Rc;
 use bytes::Bytes;
 use keel_raft::{GroupId, NodeId};
 
-use super::balance::{self, Refusal};
-use super::cluster::{self, ControlRequest, LeaderView};
+use crate::cluster::balance::{self, Refusal};
+use crate::cluster::nodes::{self, ControlRequest, LeaderView};
 use crate::shard::dispatch::{mesh_requests, Serve};
 use crate::shard::Shard;
 
@@ -34,7 +34,7 @@ impl Serve for RefreshLeaders {
 }
 
 /// Leaders told by this node's shards or by peer `from`, merged into the target
-/// shard's table (`cluster::learn_leaders`).
+/// shard's table (`nodes::learn_leaders`).
 #[derive(Clone)]
 pub struct LearnLeaders {
     pub from: Option<NodeId>,
@@ -43,7 +43,7 @@ pub struct LearnLeaders {
 
 impl Serve for LearnLeaders {
     async fn serve(self, shard: Rc<Shard>) {
-        cluster::merge_leaders(&shard, self.from, self.entries)
+        nodes::merge_leaders(&shard, self.from, self.entries)
     }
 }
 
@@ -72,7 +72,7 @@ pub struct ServeControl(pub ControlRequest);
 
 impl Serve for ServeControl {
     async fn serve(self, shard: Rc<Shard>) {
-        cluster::serve_control(shard, self.0).await
+        nodes::serve_control(shard, self.0).await
     }
 }
 
@@ -89,7 +89,7 @@ impl Serve for HandLeadership {
 }
 
 /// On shard 0: waits until every shard of this node has installed metadata `version`
-/// (`cluster::await_installed`).
+/// (`nodes::await_installed`).
 pub struct AwaitInstalled {
     pub version: u64,
     pub timeout: std::time::Duration,
@@ -97,6 +97,6 @@ pub struct AwaitInstalled {
 
 impl Serve for AwaitInstalled {
     async fn serve(self, shard: Rc<Shard>) -> bool {
-        cluster::await_installed(&shard, self.version, self.timeout).await
+        nodes::await_installed(&shard, self.version, self.timeout).await
     }
 }

@@ -1,5 +1,5 @@
 //! Names of the metrics the shards record themselves (the rest are published at
-//! scrape time by [`super::publish`]), and the help text of each.
+//! scrape time by [`crate::admin::publish`]), and the help text of each.
 
 pub const REQUESTS: &str = "keel_requests_total";
 pub const REQUEST_BYTES: &str = "keel_request_bytes_total";

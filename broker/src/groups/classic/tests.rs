@@ -3,8 +3,8 @@
 use bytes::Bytes;
 
 use super::*;
-use crate::coordinator::membership::Reason;
 use crate::errors;
+use crate::groups::membership::Reason;
 
 const SESSION: i32 = 10_000;
 const REBALANCE: i32 = 30_000;

@@ -27,19 +27,19 @@ use keel_storage::Signal;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::balance::{self, LeaderMove};
-use super::requests::{AwaitInstalled, LearnLeaders, RefreshLeaders, SendControl, ServeControl};
-use super::shell::{Replication, METADATA_GROUP};
+use crate::cluster::balance::{self, LeaderMove};
 use crate::cluster::controller;
-use crate::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
+use crate::cluster::node_requests::{AwaitInstalled, LearnLeaders, RefreshLeaders, SendControl, ServeControl};
 use crate::cluster::requests::ApplyMetadata;
+use crate::cluster::routing;
 use crate::config::OFFSETS_TOPIC;
-use crate::coordinator::routing;
+use crate::config::TRANSACTION_TOPIC;
 use crate::metadata::live::{Installs, Leadership};
+use crate::metadata::{BrokerMeta, Metadata, MetadataStore, TopicMeta};
 use crate::outbound;
+use crate::replication::shell::{Replication, METADATA_GROUP};
 use crate::shard::partition::{journal_key, state_prefix};
 use crate::shard::Shard;
-use crate::config::TRANSACTION_TOPIC;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId};
 
 /// Directory of the metadata group's log in the first data directory.
@@ -119,7 +119,6 @@ impl LeaderView {
     }
 }
 
-
 /// How often each shard tells every peer the leaders of all its groups. Changes are
 /// told at once and a restarted peer asks for everything, so this only heals a lost
 /// message: an idle cluster's gossip must not grow with its partition count.
@@ -146,7 +145,7 @@ pub fn cluster_id(peers: &BTreeMap<NodeId, SocketAddr>) -> String {
 pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> Result<(), String> {
     let Some(replication) = shard.replication.clone() else { return Ok(()) };
     share_leadership(shard, &replication);
-    super::rebuild::take_out_when_damaged(shard, &replication);
+    crate::cluster::rebuild::take_out_when_damaged(shard, &replication);
     let addrs_of = Rc::downgrade(shard);
     replication.set_kafka_addrs(Box::new(move |node| {
         let shard = addrs_of.upgrade()?;
@@ -154,7 +153,7 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
         Some(format!("{}:{}", broker.host, broker.port))
     }));
     balance::spawn(shard);
-    super::reassign::spawn(shard);
+    crate::cluster::reassign::spawn(shard);
     if shard.id != 0 {
         return Ok(());
     }
@@ -185,7 +184,7 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
     // waits for the controller to add it as a learner (`controller::register_broker`).
     let me = shard.config.node_id as NodeId;
     let voters = if peers.contains_key(&me) { peers.keys().copied().collect() } else { Vec::new() };
-    let hooks = super::shell::ReplicaHooks { on_commit: Some(on_commit), ..Default::default() };
+    let hooks = crate::replication::shell::ReplicaHooks { on_commit: Some(on_commit), ..Default::default() };
     if let (_, Some(why)) = replication.add_group(METADATA_GROUP, log, voters, hooks).await? {
         return Err(format!("the metadata log is damaged: {why}"));
     }
@@ -364,7 +363,6 @@ async fn open_metadata_log(shard: &Rc<Shard>) -> Result<Rc<RefCell<PartitionLog>
     Ok(log)
 }
 
-
 /// Waits until every shard of this node has installed metadata `version` or a later
 /// one, for at most `timeout`; false when it has not by then. On shard 0 (which
 /// installs) of a cluster node; elsewhere, and on a single node (whose changes are
@@ -529,8 +527,9 @@ pub async fn forward_to_controller(shard: &Rc<Shard>, frame: &Bytes) -> Option<B
 /// metadata version the ApiVersions answer carries.
 async fn relay(addr: &str, frame: &Bytes) -> std::io::Result<(Bytes, u64)> {
     use futures_lite::AsyncWriteExt;
-    let version_ask = outbound::request_frame(ApiKey::ApiVersions, API_VERSIONS_VERSION, &ApiVersionsRequest::default())
-        .map_err(std::io::Error::other)?;
+    let version_ask =
+        outbound::request_frame(ApiKey::ApiVersions, API_VERSIONS_VERSION, &ApiVersionsRequest::default())
+            .map_err(std::io::Error::other)?;
     let mut stream = glommio::net::TcpStream::connect(addr).await?;
     let mut request = Vec::with_capacity(4 + frame.len() + version_ask.len());
     request.extend_from_slice(&(frame.len() as u32).to_be_bytes());
@@ -539,8 +538,8 @@ async fn relay(addr: &str, frame: &Bytes) -> std::io::Result<(Bytes, u64)> {
     stream.write_all(&request).await?;
     let answer = outbound::read_frame(&mut stream, FORWARDED_RESPONSE_BYTES_MAX).await?;
     let versions = outbound::read_frame(&mut stream, FORWARDED_RESPONSE_BYTES_MAX).await?;
-    let versions: ApiVersionsResponse =
-        outbound::decode_response(ApiKey::ApiVersions, API_VERSIONS_VERSION, versions).map_err(std::io::Error::other)?;
+    let versions: ApiVersionsResponse = outbound::decode_response(ApiKey::ApiVersions, API_VERSIONS_VERSION, versions)
+        .map_err(std::io::Error::other)?;
     Ok((answer, u64::try_from(versions.finalized_features_epoch).unwrap_or(0)))
 }
 

@@ -37,9 +37,8 @@ use std::time::Duration;
 
 use keel_raft::GroupId;
 
-use super::cluster::{ask_controller, ControlRequest};
-use super::raft_log::GroupRecord;
-use super::shell::Replication;
+use crate::cluster::nodes::{ask_controller, ControlRequest};
+use crate::replication::shell::Replication;
 use crate::shard::Shard;
 
 /// How soon a node asks again for a replica that is still damaged: the first asks, at
@@ -83,24 +82,4 @@ pub fn take_out_when_damaged(shard: &Rc<Shard>, replication: &Replication) {
             p.set_damaged(&shard, why);
         }
     }));
-}
-
-impl Replication {
-    /// Resets this node's replica of `group` for rebuild `id`, durably: its record
-    /// keeps only the term and vote, marked as a copy to start over (the log is
-    /// emptied when the group starts next, `add_group`) and with the rebuild's id, so
-    /// the replica then waits, empty and with no members, for its leader to add it.
-    /// Stops the group here if it runs.
-    pub async fn reset_for_rebuild(&self, group: GroupId, id: u64) -> Result<(), String> {
-        self.stop_group(group);
-        let old = self.stored_record(group).unwrap_or_default();
-        let record =
-            GroupRecord { term: old.term, vote: old.vote, installing: true, rebuild: id, ..Default::default() };
-        self.write_record(group, &record).await
-    }
-
-    /// The rebuild this node's replica of `group` was last reset for (0: none).
-    pub fn reset_for(&self, group: GroupId) -> u64 {
-        self.stored_record(group).map_or(0, |r| r.rebuild)
-    }
 }

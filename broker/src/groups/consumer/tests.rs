@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
 use super::*;
-use crate::coordinator::membership::Reason;
 use crate::errors;
+use crate::groups::membership::Reason;
 
 struct Topics(BTreeMap<String, (Uuid, i32)>);
 
