@@ -1,6 +1,6 @@
 //! Kafka requests from this broker to another broker's Kafka listener, on a fresh
 //! connection: how a node copies a leader's log (`replication::install`), relays a
-//! request to the controller (`replication::cluster`), and how a transaction
+//! request to the controller (`cluster::nodes`), and how a transaction
 //! coordinator writes markers to partitions other nodes lead (`txn::markers`), as
 //! Kafka's brokers use each other's listeners. It names nothing else of the broker.
 

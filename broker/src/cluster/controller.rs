@@ -461,7 +461,7 @@ pub struct Reassignment {
 
 /// Starts or cancels reassignments (Kafka's AlterPartitionReassignments); each result
 /// is in `wanted`'s order. A reassignment only records the target replicas: each
-/// partition's leader then changes its group's members (`replication::reassign`) and
+/// partition's leader then changes its group's members (`cluster::reassign`) and
 /// asks the controller to [`complete_reassignment`]. Cancelling moves the target back
 /// to the replicas the partition had, which its leader then restores.
 pub async fn reassign(shard: Rc<Shard>, wanted: Vec<Reassignment>) -> Vec<Result<(), Failure>> {
@@ -571,7 +571,7 @@ pub async fn complete_reassignment(
 /// A node found its replica of a partition damaged: the partition's leader takes it
 /// out of the group with a reassignment to the other replicas, and
 /// [`complete_reassignment`] then adds it back, empty, with a second one that
-/// restores the replicas in their order (`replication::rebuild`); the rebuild is
+/// restores the replicas in their order (`cluster::rebuild`); the rebuild is
 /// recorded until then. Nothing happens while another reassignment or rebuild of the
 /// partition is under way, or when the node is its only replica; the node asks again
 /// while its replica stays damaged.

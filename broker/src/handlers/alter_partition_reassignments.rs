@@ -3,7 +3,7 @@
 //!
 //! Each partition's target replicas are recorded by the controller (other nodes relay
 //! the request there) and the answer comes once recorded, as Kafka's does; the move
-//! itself runs on the partition's leader (`replication::reassign`) and shows in
+//! itself runs on the partition's leader (`cluster::reassign`) and shows in
 //! ListPartitionReassignments until it completes. A null replica list cancels the
 //! move under way, restoring the replicas the partition had.
 

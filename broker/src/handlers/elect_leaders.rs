@@ -5,7 +5,7 @@
 //!   preferred replica (its first): ELECTION_NOT_NEEDED when that one leads already,
 //!   PREFERRED_LEADER_NOT_AVAILABLE when it is offline, out of sync, or there is no
 //!   leader to hand over; NONE once it leads. Any node takes the request: the
-//!   partition's leader is asked to transfer its leadership (`replication::balance`),
+//!   partition's leader is asked to transfer its leadership (`cluster::balance`),
 //!   and the answer waits, at most `timeout_ms` (capped at [`WAIT_MS_MAX`]), until the
 //!   preferred replica leads; past that, REQUEST_TIMED_OUT.
 //! - **UNCLEAN** (1): Kafka would make an out-of-sync replica leader when no in-sync one

@@ -1,7 +1,7 @@
 //! SaslAuthenticate when it reaches a handler: on a listener without SASL, or on a
 //! connection already authenticated that is not re-authenticating (KIP-368
-//! re-authentication runs on the connection, `security::sasl`).
-//! The exchange itself runs on the connection, before any handler (`security::sasl`).
+//! re-authentication runs on the connection, `net::sasl`).
+//! The exchange itself runs on the connection, before any handler (`net::sasl`).
 
 use std::rc::Rc;
 

@@ -1,7 +1,7 @@
 //! SaslHandshake when it reaches a handler: on a listener without SASL, or on a
 //! connection already authenticated whose client cannot re-authenticate (it never
 //! sent SaslAuthenticate v1+) or re-authenticated less than a second ago. Kafka answers ILLEGAL_SASL_STATE; the exchange
-//! itself runs on the connection, before any handler (`security::sasl`).
+//! itself runs on the connection, before any handler (`net::sasl`).
 
 use std::rc::Rc;
 

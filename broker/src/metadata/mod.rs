@@ -28,7 +28,7 @@ pub struct TopicMeta {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reassigning: BTreeMap<i32, Vec<i32>>,
     /// Partitions whose damaged replica is being rebuilt, by index
-    /// (`replication::rebuild`).
+    /// (`cluster::rebuild`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rebuilding: BTreeMap<i32, Rebuild>,
 }

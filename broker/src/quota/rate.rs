@@ -13,7 +13,7 @@
 //! quota's rate up to 11 seconds' worth, each partition created or deleted takes a
 //! token, and an empty bucket throttles for the time it takes to refill to zero.
 //!
-//! Every identity's sensor lives on one shard ([`super::owner`]), which every shard
+//! Every identity's sensor lives on one shard (`throttle::owner`), which every shard
 //! asks, so a quota is the broker's whatever shard a connection lands on.
 //! Sensors are per identity (user, client id, as [`super::resolve`] names it, or an
 //! IP address) and per kind. Client ids are the client's to choose, so their number

@@ -32,7 +32,7 @@ use thiserror::Error;
 
 pub const FORMAT_VERSION: u8 = 1;
 pub const KIND_RAFT_MESSAGES: u8 = 1;
-/// A node's request to the controller (`replication::cluster`): rare, small, opaque here.
+/// A node's request to the controller (`cluster::nodes`): rare, small, opaque here.
 pub const KIND_CONTROL: u8 = 2;
 /// `length` and `crc`, before the payload.
 pub const PREFIX_BYTES: usize = 8;

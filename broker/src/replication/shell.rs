@@ -439,7 +439,7 @@ impl Replication {
     }
 
     /// On `group`'s leader: its commit index and each voter's highest index known to
-    /// be in its log (for leadership moves, `replication::balance`).
+    /// be in its log (for leadership moves, `cluster::balance`).
     pub fn progress(&self, group: GroupId) -> Option<(u64, Vec<(NodeId, u64)>)> {
         let multi = self.multi.borrow();
         let voters = multi.progress(group)?;

@@ -6,7 +6,7 @@
 //!
 //! Where the work runs: every fetch is blocking network I/O, so it never runs on a
 //! shard. Each distinct endpoint has one refresher thread of its own (`keel-jwks`),
-//! started by `shard::run` before the shards. The key set is immutable; the thread
+//! started by `server::run` before the shards. The key set is immutable; the thread
 //! sends each new one, as an `Arc<Jwks>`, to every shard over a bounded channel, and a
 //! task on the shard swaps it into the shard's [`SharedJwks`]. Validating a token
 //! reads that shard-local copy: no lock and no wait on the request path. A shard that

@@ -173,7 +173,7 @@ impl Shard {
         self.learn_peers(&meta);
         let node = self.config.node_id;
         // A replica of this node that a rebuild took out of its group and that was not
-        // reset for it yet (`replication::rebuild`).
+        // reset for it yet (`cluster::rebuild`).
         let to_reset = |t: &TopicMeta, index: i32| {
             let replication = self.replication.as_ref()?;
             let id = t.rebuild_on(index, node)?;

@@ -28,7 +28,7 @@ impl Replication {
     /// voter campaigns at once instead of waiting for an election timeout. A log whose
     /// read-back meets a batch that fails its CRC, or that lost records at open
     /// (`PartitionLog::damaged_at_open`), is damaged: the replica is returned with why,
-    /// and not started (it neither votes nor leads, `replication::rebuild`).
+    /// and not started (it neither votes nor leads, `cluster::rebuild`).
     pub async fn add_group(
         &self,
         group: GroupId,
