@@ -8,7 +8,6 @@ use std::rc::Rc;
 use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 
-use super::str_bytes;
 use crate::cluster::controller::{self, QuotaAlteration};
 use crate::cluster::requests::AlterClientQuotas;
 use crate::errors;
@@ -16,6 +15,7 @@ use crate::quota::{self, Entity};
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 

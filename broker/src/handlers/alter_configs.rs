@@ -6,13 +6,13 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
-use super::str_bytes;
 use crate::cluster::controller::{ConfigChange, Failure};
 use crate::cluster::requests::AlterConfigs;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 

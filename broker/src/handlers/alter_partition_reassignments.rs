@@ -14,12 +14,12 @@ use kafka_protocol::messages::alter_partition_reassignments_response::{
 };
 use kafka_protocol::messages::{AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse};
 
-use super::str_bytes;
 use crate::cluster::controller::Reassignment;
 use crate::cluster::requests::Reassign;
 use crate::errors;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 
@@ -39,7 +39,7 @@ pub async fn handle(
     if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::ALTER) {
         return AlterPartitionReassignmentsResponse::default()
             .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED)
-            .with_error_message(Some(super::str_bytes("Cluster authorization failed.")));
+            .with_error_message(Some(crate::util::str_bytes("Cluster authorization failed.")));
     }
     let wanted: Vec<Reassignment> = req
         .topics

@@ -14,11 +14,13 @@ use kafka_protocol::messages::alter_replica_log_dirs_response::{
 };
 use kafka_protocol::messages::{AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, TopicName};
 
-use super::{scatter, str_bytes};
+use crate::shard::fanout::scatter;
+
 use crate::errors;
 use crate::security::context::RequestContext;
 use crate::shard::dispatch::Serve;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 /// Kafka 4 removed version 0.
 pub const VERSIONS: (i16, i16) = (1, 2);

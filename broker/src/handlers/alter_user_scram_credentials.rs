@@ -7,13 +7,13 @@ use std::rc::Rc;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::{AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse};
 
-use super::str_bytes;
 use crate::cluster::controller::{Failure, ScramChange};
 use crate::cluster::requests::AlterScramCredentials;
 use crate::errors;
 use crate::security::context::RequestContext;
 use crate::security::scram::{Credential, Mechanism, ITERATIONS_MAX, ITERATIONS_MIN};
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 

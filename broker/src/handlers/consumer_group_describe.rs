@@ -8,7 +8,6 @@ use kafka_protocol::messages::consumer_group_describe_response::{Assignment, Des
 use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName};
 
 use super::metadata::OPERATIONS_NOT_REQUESTED;
-use super::str_bytes;
 use crate::cluster::routing;
 use crate::coordinator::requests::ConsumerDescribe;
 use crate::groups::consumer::Assignment as Partitions;
@@ -16,6 +15,7 @@ use crate::metadata::Metadata;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 

@@ -7,7 +7,6 @@ use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, To
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 use uuid::Uuid;
 
-use super::str_bytes;
 use crate::cluster::routing;
 use crate::coordinator::requests::ConsumerHeartbeat;
 use crate::errors;
@@ -15,6 +14,7 @@ use crate::groups::consumer::HeartbeatRequest;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 

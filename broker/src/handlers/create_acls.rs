@@ -6,7 +6,9 @@ use std::rc::Rc;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 
-use super::{str_bytes, Answer};
+use crate::util::str_bytes;
+
+use super::Answer;
 use crate::cluster::requests::CreateAcls;
 use crate::errors;
 use crate::security::acl::{self, AclBinding};

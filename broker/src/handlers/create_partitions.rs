@@ -6,13 +6,13 @@ use std::rc::Rc;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 
-use super::str_bytes;
 use crate::cluster::requests::CreatePartitions;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 use crate::throttle;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 3);
 

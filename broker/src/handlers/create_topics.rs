@@ -7,7 +7,6 @@ use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, Cr
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
 use super::describe_configs::{source_code, topic_config_entries};
-use super::str_bytes;
 use crate::cluster::controller::TopicSpec;
 use crate::cluster::requests::CreateTopics;
 use crate::errors;
@@ -15,6 +14,7 @@ use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 use crate::throttle;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (2, 7);
 

@@ -6,7 +6,9 @@ use std::rc::Rc;
 use kafka_protocol::messages::delete_acls_response::{DeleteAclsFilterResult, DeleteAclsMatchingAcl};
 use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 
-use super::{str_bytes, Answer};
+use crate::util::str_bytes;
+
+use super::Answer;
 use crate::cluster::requests::DeleteAcls;
 use crate::errors;
 use crate::security::acl::{self, AclFilter};

@@ -23,12 +23,12 @@ use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionRe
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use keel_storage::retention;
 
-use super::{answer_each, answer_partitions};
 use crate::errors;
 use crate::replication::shell::Replication;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::dispatch::Serve;
+use crate::shard::fanout::{answer_each, answer_partitions};
 use crate::shard::partition::Partition;
 use crate::shard::Shard;
 use keel_raft::GroupId;

@@ -7,13 +7,13 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use uuid::Uuid;
 
-use super::str_bytes;
 use crate::cluster::requests::DeleteTopics;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 use crate::throttle;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (1, 6);
 

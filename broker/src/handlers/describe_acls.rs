@@ -8,7 +8,9 @@ use std::rc::Rc;
 use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
 use kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
 
-use super::{str_bytes, Answer};
+use crate::util::str_bytes;
+
+use super::Answer;
 use crate::errors;
 use crate::security::acl::{self, AclFilter};
 use crate::security::context::RequestContext;

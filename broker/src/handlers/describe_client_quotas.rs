@@ -7,12 +7,12 @@ use std::rc::Rc;
 use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 
-use super::str_bytes;
 use crate::errors;
 use crate::quota::{self, FilterError};
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 

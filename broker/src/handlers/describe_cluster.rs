@@ -6,10 +6,10 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
 use super::metadata::OPERATIONS_NOT_REQUESTED;
-use super::str_bytes;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 

@@ -9,7 +9,6 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
-use super::str_bytes;
 use crate::config::BrokerConfig;
 use crate::errors;
 use crate::metadata::configs::{self, Kind, Source};
@@ -17,6 +16,7 @@ use crate::metadata::Metadata;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (1, 4);
 

@@ -7,13 +7,13 @@ use std::rc::Rc;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 
-use super::str_bytes;
 use crate::cluster::routing;
 use crate::coordinator::requests::DescribeGroup;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 6);
 

@@ -11,11 +11,11 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 };
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
 
-use super::str_bytes;
 use crate::errors;
 use crate::security::context::RequestContext;
 use crate::shard::dispatch::Serve;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (1, 4);
 

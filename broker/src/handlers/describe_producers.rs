@@ -7,11 +7,11 @@ use std::rc::Rc;
 use kafka_protocol::messages::describe_producers_response::{PartitionResponse, ProducerState, TopicResponse};
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 
-use super::{answer_each, answer_partitions};
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::dispatch::Serve;
+use crate::shard::fanout::{answer_each, answer_partitions};
 use crate::shard::Shard;
 
 pub const VERSIONS: (i16, i16) = (0, 0);

@@ -8,13 +8,13 @@ use std::rc::Rc;
 use kafka_protocol::messages::describe_quorum_response::{Listener, Node, PartitionData, ReplicaState, TopicData};
 use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumResponse};
 
-use super::str_bytes;
 use crate::errors;
 use crate::replication::shell::METADATA_GROUP;
 use crate::security::context::RequestContext;
 use crate::shard::dispatch::Serve;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 
@@ -40,7 +40,7 @@ pub async fn handle(
     if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::DESCRIBE) {
         return DescribeQuorumResponse::default()
             .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED)
-            .with_error_message(Some(super::str_bytes("Cluster authorization failed.")));
+            .with_error_message(Some(crate::util::str_bytes("Cluster authorization failed.")));
     }
     let valid = matches!(req.topics.as_slice(), [t] if t.topic_name.0.as_str() == METADATA_TOPIC
         && matches!(t.partitions.as_slice(), [p] if p.partition_index == 0));

@@ -9,13 +9,13 @@ use kafka_protocol::messages::describe_topic_partitions_response::{
 use kafka_protocol::messages::{BrokerId, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName};
 
 use super::metadata::{OPERATIONS_NOT_REQUESTED, TOPIC_OPERATIONS_ALL};
-use super::str_bytes;
 use crate::cluster::controller::validate_topic_name;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 

@@ -8,13 +8,13 @@ use kafka_protocol::messages::{
     DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName, TransactionalId,
 };
 
-use super::str_bytes;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
 use crate::transactions::state::TxnMeta;
 use crate::txn::shell as txn_shell;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 

@@ -9,11 +9,11 @@ use kafka_protocol::messages::describe_user_scram_credentials_response::{
 };
 use kafka_protocol::messages::{DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse};
 
-use super::str_bytes;
 use crate::errors;
 use crate::security::context::RequestContext;
 use crate::security::scram::Mechanism;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
@@ -27,7 +27,7 @@ pub async fn handle(
     if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::DESCRIBE) {
         return DescribeUserScramCredentialsResponse::default()
             .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED)
-            .with_error_message(Some(super::str_bytes("Cluster authorization failed.")));
+            .with_error_message(Some(crate::util::str_bytes("Cluster authorization failed.")));
     }
     let known = credentials(shard);
     let result = |user: &str, code: i16, message: Option<String>, infos: Vec<CredentialInfo>| {

@@ -25,12 +25,12 @@ use std::time::Duration;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 
-use super::str_bytes;
 use crate::cluster::balance::{self, MoveError, Moved, Wanted};
 use crate::cluster::nodes::partition_view;
 use crate::errors;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 

@@ -18,13 +18,15 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId
 use keel_storage::log;
 use uuid::Uuid;
 
-use super::{scatter, str_bytes};
+use crate::shard::fanout::scatter;
+
 use crate::cluster::nodes;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::dispatch::Serve;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 use crate::{quota, throttle};
 
 pub const VERSIONS: (i16, i16) = (4, 17);

@@ -11,7 +11,6 @@ use std::rc::Rc;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
 
-use super::str_bytes;
 use crate::cluster::routing;
 use crate::config::OFFSETS_TOPIC;
 use crate::config::TRANSACTION_TOPIC;
@@ -19,6 +18,7 @@ use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 6);
 

@@ -6,12 +6,12 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 
 use super::alter_configs::{apply, refuse_duplicates, resource_target};
-use super::str_bytes;
 use crate::cluster::controller::{ConfigChange, Failure};
 use crate::errors;
 use crate::metadata::configs;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 

@@ -7,13 +7,13 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use uuid::Uuid;
 
-use super::str_bytes;
 use crate::cluster::routing;
 use crate::coordinator::requests::JoinGroup;
 use crate::groups::classic::{JoinRequest, JoinResult, Protocol};
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 9);
 

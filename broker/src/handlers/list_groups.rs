@@ -6,12 +6,12 @@ use std::rc::Rc;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
-use super::str_bytes;
 use crate::coordinator::requests::ListGroups;
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 5);
 

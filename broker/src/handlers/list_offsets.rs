@@ -7,11 +7,11 @@ use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionRespon
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use keel_storage::log;
 
-use super::{answer_each, answer_partitions};
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::dispatch::Serve;
+use crate::shard::fanout::{answer_each, answer_partitions};
 use crate::shard::partition::{Partition, LEADER_EPOCH};
 use crate::shard::Shard;
 

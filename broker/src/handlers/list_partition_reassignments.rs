@@ -10,11 +10,11 @@ use kafka_protocol::messages::list_partition_reassignments_response::{
 };
 use kafka_protocol::messages::{BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse};
 
-use super::str_bytes;
 use crate::errors;
 use crate::metadata::TopicMeta;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 0);
 
@@ -28,7 +28,7 @@ pub async fn handle(
     if !super::cluster_authorized(shard, ctx, crate::security::acl::operation::DESCRIBE) {
         return ListPartitionReassignmentsResponse::default()
             .with_error_code(errors::CLUSTER_AUTHORIZATION_FAILED)
-            .with_error_message(Some(super::str_bytes("Cluster authorization failed.")));
+            .with_error_message(Some(crate::util::str_bytes("Cluster authorization failed.")));
     }
     let meta = shard.meta();
     let asked: Vec<(String, Option<Vec<i32>>)> = match req.topics {

@@ -7,13 +7,13 @@ use std::rc::Rc;
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId};
 
-use super::str_bytes;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 use crate::transactions::state::{TxnMeta, TxnStatus, ALL};
 use crate::txn::requests::ListTransactions;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 1);
 

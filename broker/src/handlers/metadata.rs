@@ -8,7 +8,6 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use uuid::Uuid;
 
-use super::str_bytes;
 use crate::cluster::controller;
 use crate::cluster::nodes;
 use crate::errors;
@@ -17,6 +16,7 @@ use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 13);
 

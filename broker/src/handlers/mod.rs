@@ -64,9 +64,7 @@ use kafka_protocol::protocol::Encodable;
 use keel_protocol::frame::{self, FrameError};
 
 use crate::security::context::RequestContext;
-pub use crate::shard::fanout::{answer_each, answer_partitions, scatter};
 use crate::shard::Shard;
-pub use crate::util::str_bytes;
 
 /// How a request may overlap the requests before it on its connection
 /// ([`crate::net::order`] keeps it).

@@ -10,7 +10,6 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 
-use super::str_bytes;
 use crate::cluster::routing;
 use crate::coordinator::offset_ops::{FetchRequest, FetchedOffset};
 use crate::coordinator::requests::FetchOffsets;
@@ -18,6 +17,7 @@ use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (1, 9);
 

@@ -6,11 +6,11 @@ use std::rc::Rc;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
-use super::{answer_each, answer_partitions};
 use crate::errors;
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::dispatch::Serve;
+use crate::shard::fanout::{answer_each, answer_partitions};
 use crate::shard::partition::LEADER_EPOCH;
 use crate::shard::Shard;
 

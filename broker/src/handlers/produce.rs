@@ -12,7 +12,11 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, TopicName};
 use uuid::Uuid;
 
-use super::{scatter, str_bytes, Answer};
+use crate::shard::fanout::scatter;
+
+use crate::util::str_bytes;
+
+use super::Answer;
 use crate::cluster::nodes;
 use crate::errors;
 use crate::security::acl;

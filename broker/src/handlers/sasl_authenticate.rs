@@ -7,10 +7,10 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 
-use super::str_bytes;
 use crate::errors;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 2);
 

@@ -5,13 +5,13 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
-use super::str_bytes;
 use crate::cluster::routing;
 use crate::coordinator::requests::SyncGroup;
 use crate::groups::classic::{SyncRequest, SyncResult};
 use crate::security::acl;
 use crate::security::context::RequestContext;
 use crate::shard::Shard;
+use crate::util::str_bytes;
 
 pub const VERSIONS: (i16, i16) = (0, 5);
 
