@@ -78,6 +78,16 @@ pub fn run(config: BrokerConfig) -> Result<(), String> {
     crate::security::ShardSecurity::new(&config, Vec::new())?;
     let mut metadata = MetadataStore::new(config.data_dir()).load_or_create()?;
     let peers = config.cluster_peers()?;
+    if let Some((cert, key, ca)) = config.rpc_tls_files()? {
+        // A bad certificate file stops the start here, with one message.
+        crate::replication::rpc_tls::RpcTls::new(cert, key, ca)?;
+    } else if !peers.is_empty() && config.rpc_socket_addr().is_ok_and(|a| !a.ip().is_loopback()) {
+        tracing::warn!(
+            rpc_addr = ?config.rpc_addr,
+            "the node-to-node port listens beyond loopback without TLS: anyone who reaches it can speak as a \
+             node of this cluster (set --rpc-tls-cert, --rpc-tls-key and --rpc-tls-ca)"
+        );
+    }
     if !peers.is_empty() && metadata.version == 0 {
         // Until the metadata log tells it more, every node of a cluster reports the id
         // its voters give.

@@ -73,6 +73,9 @@ fn series() -> &'static [Series] {
         ("keel_raft_bad_frames_total", "counter", "Node-to-node frames refused (CRC, size, format)", |s| {
             s.raft.transport.bad_frames
         }),
+        ("keel_rpc_peers_refused_total", "counter", "Node-to-node peers refused (TLS handshake, certificate not naming the node)", |s| {
+            s.raft.transport.peers_refused
+        }),
         (
             "keel_read_ahead_hits_total",
             "counter",

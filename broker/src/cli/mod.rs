@@ -227,6 +227,20 @@ pub struct ServeArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_addr: Option<String>,
+    /// PEM certificate chain of this node on the node-to-node port; with
+    /// --rpc-tls-key and --rpc-tls-ca every node-to-node connection is mutual TLS, and
+    /// a node's certificate names it keel-node-ID (common name or DNS name).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_tls_cert: Option<PathBuf>,
+    /// PEM private key of --rpc-tls-cert.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_tls_key: Option<PathBuf>,
+    /// PEM CA certificates that sign every node's certificate.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_tls_ca: Option<PathBuf>,
     /// The cluster's voters, ID@HOST:RPCPORT,... (this node among them). Without it
     /// Keel runs as a single node.
     #[arg(long, value_delimiter = ',')]

@@ -193,6 +193,12 @@ pub struct BrokerConfig {
     /// Node-to-node listener of a cluster (`--rpc-addr`); shard `s` listens on its
     /// port + `s`. Without `peers` Keel is a single node and this is unused.
     pub rpc_addr: Option<String>,
+    /// Mutual TLS on the node-to-node port: this node's certificate chain and key,
+    /// and the CA that signs every node's (all three or none;
+    /// `replication::rpc_tls`).
+    pub rpc_tls_cert: Option<PathBuf>,
+    pub rpc_tls_key: Option<PathBuf>,
+    pub rpc_tls_ca: Option<PathBuf>,
     /// The cluster's voters, `id@host:rpcport` each, this node among them. Empty: a
     /// single node, as before replication.
     pub peers: Vec<String>,
@@ -300,6 +306,9 @@ impl Default for BrokerConfig {
             journal_file_bytes: 64 << 20,
             journal_checkpoint_interval_ms: 60_000,
             rpc_addr: None,
+            rpc_tls_cert: None,
+            rpc_tls_key: None,
+            rpc_tls_ca: None,
             peers: Vec::new(),
             raft_tick_ms: 50,
             raft_election_ticks: 10,
@@ -432,7 +441,17 @@ impl BrokerConfig {
                 return Err("a cluster node needs --rpc-addr".into());
             }
         }
+        self.rpc_tls_files()?;
         Ok(peers)
+    }
+
+    /// The node-to-node port's certificate, key and CA, when TLS is on.
+    pub fn rpc_tls_files(&self) -> Result<Option<(PathBuf, PathBuf, PathBuf)>, String> {
+        match (&self.rpc_tls_cert, &self.rpc_tls_key, &self.rpc_tls_ca) {
+            (None, None, None) => Ok(None),
+            (Some(cert), Some(key), Some(ca)) => Ok(Some((cert.clone(), key.clone(), ca.clone()))),
+            _ => Err("--rpc-tls-cert, --rpc-tls-key and --rpc-tls-ca go together".into()),
+        }
     }
 
     /// This node's node-to-node listener address.

@@ -15,5 +15,6 @@ pub mod frame;
 pub mod install;
 mod raft_log;
 pub mod read_index;
+pub mod rpc_tls;
 pub mod shell;
 pub mod transport;

@@ -202,8 +202,9 @@ pub struct Replication {
 pub type KafkaAddrs = Box<dyn Fn(NodeId) -> Option<String>>;
 
 impl Replication {
-    /// Starts the shell of shard `shard`: binds its node-to-node listener and runs its
-    /// driver and tick.
+    /// Starts the shell of shard `shard`: binds its node-to-node listener (mutual TLS
+    /// with `tls`) and runs its driver and tick.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start(
         node: NodeId,
         shard: u16,
@@ -212,12 +213,13 @@ impl Replication {
         settings: RaftSettings,
         kv: Rc<ShardKv>,
         flush: Rc<FlushQueue>,
+        tls: Option<Rc<crate::replication::rpc_tls::RpcTls>>,
     ) -> Result<Rc<Replication>, String> {
         let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64);
         let seed = seed.unwrap_or(0) ^ node.rotate_left(17) ^ u64::from(shard);
         let others = peers.iter().filter(|(id, _)| **id != node).map(|(id, a)| (*id, *a)).collect();
         let me = Replication::new(node, shard, seed, settings, kv, flush, |inbound| {
-            Transport::new(node, shard, others, TransportConfig::default(), inbound)
+            Transport::new(node, shard, others, TransportConfig { tls, ..TransportConfig::default() }, inbound)
         });
         me.transport
             .listen(rpc_addr)

@@ -61,7 +61,8 @@ use keel_raft::{Envelope, NodeId};
 use keel_storage::Signal;
 use thiserror::Error;
 
-use crate::replication::frame::{self, Frame, FrameBuilder, FrameError, Outgoing, PREFIX_BYTES};
+use crate::replication::frame::{self, Frame, FrameBuilder, FrameError, Inbound, Outgoing, PREFIX_BYTES};
+use crate::replication::rpc_tls::{Identity, RpcTls};
 
 const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// Read buffer of each inbound connection; a larger frame is read straight into its own.
@@ -80,6 +81,8 @@ pub struct TransportConfig {
     pub queued_bytes_max: usize,
     pub reconnect_backoff_max: Duration,
     pub connect_timeout: Duration,
+    /// Mutual TLS on every connection, each peer's certificate naming its node.
+    pub tls: Option<Rc<RpcTls>>,
 }
 
 impl Default for TransportConfig {
@@ -89,6 +92,7 @@ impl Default for TransportConfig {
             queued_bytes_max: 32 << 20,
             reconnect_backoff_max: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(1),
+            tls: None,
         }
     }
 }
@@ -109,6 +113,10 @@ pub struct TransportStats {
     /// frame, or queued for a destination that could not be reached.
     pub dropped_messages: u64,
     pub bad_frames: u64,
+    /// Peers refused: a failed TLS handshake either way (no certificate, another CA,
+    /// a certificate not naming the node asked for), or a frame from a node other
+    /// than the one the connection's certificate names.
+    pub peers_refused: u64,
     /// Outbound connections established.
     pub connects: u64,
     /// Bytes queued or in flight, all destinations together.
@@ -285,12 +293,11 @@ impl Transport {
         let shared = self.shared.clone();
         self.shared.spawn(async move {
             let Ok(addr) = shard_addr(rpc_addr, to_shard) else { return };
-            let connected = TcpStream::connect_timeout(addr, shared.config.connect_timeout).await;
-            let Ok(mut stream) = connected else { return };
-            if write_all_vectored(&mut stream, &frame.parts()).await.is_ok() {
+            let Ok(mut stream) = open(&shared, to, addr).await else { return };
+            if stream.write_parts(&frame.parts()).await.is_ok() {
                 shared.count(|stats| stats.frames_sent += 1);
             }
-            let _ = stream.close().await;
+            stream.close().await;
         });
     }
 
@@ -417,6 +424,12 @@ impl Shared {
         glommio::spawn_local(futures_lite::future::or(self.stopped.wait(), task)).detach();
     }
 
+    /// Refuses a peer: counted, logged, its connection closed by the caller.
+    fn refuse(&self, peer: &str, why: &str) {
+        tracing::warn!(node = self.node, shard = self.shard, %peer, why, "node-to-node peer refused");
+        self.count(|stats| stats.peers_refused += 1);
+    }
+
     fn bad_frame(&self, peer: &str, error: &FrameError) {
         tracing::warn!(node = self.node, shard = self.shard, %peer, %error, "bad Raft frame; closing the connection");
         self.count(|stats| stats.bad_frames += 1);
@@ -534,14 +547,14 @@ async fn write_loop(shared: Rc<Shared>, outbox: Rc<Outbox>) {
 async fn send_queued(
     shared: &Shared,
     outbox: &Outbox,
-    connection: &mut Option<(TcpStream, SocketAddr)>,
+    connection: &mut Option<(RpcStream, SocketAddr)>,
 ) -> Result<(), SendError> {
     let (stream, addr) = match connection {
         Some(open) => open,
         None => connection.insert(connect(shared, outbox).await?),
     };
     while let Some(flight) = outbox.next_frame(shared) {
-        let written = write_all_vectored(stream, &flight.frame.parts()).await;
+        let written = stream.write_parts(&flight.frame.parts()).await;
         outbox.bytes.set(outbox.bytes.get() - flight.bytes);
         let messages = u64::from(flight.frame.messages());
         if let Err(source) = written {
@@ -558,18 +571,58 @@ async fn send_queued(
     Ok(())
 }
 
-async fn connect(shared: &Shared, outbox: &Outbox) -> Result<(TcpStream, SocketAddr), SendError> {
+async fn connect(shared: &Shared, outbox: &Outbox) -> Result<(RpcStream, SocketAddr), SendError> {
     let rpc_addr = shared.peers.borrow().get(&outbox.to).copied();
     let rpc_addr =
         rpc_addr.ok_or_else(|| SendError::Address(io::Error::other(format!("node {} unknown", outbox.to))))?;
     let addr = shard_addr(rpc_addr, outbox.to_shard).map_err(SendError::Address)?;
-    let stream = TcpStream::connect_timeout(addr, shared.config.connect_timeout)
-        .await
-        .map_err(|error| SendError::Connect { addr, source: error.into() })?;
-    // Raft's messages are small and latency-bound; frames are already batched.
-    stream.set_nodelay(true).map_err(|error| SendError::Connect { addr, source: error.into() })?;
+    let stream = open(shared, outbox.to, addr).await.map_err(|source| SendError::Connect { addr, source })?;
     shared.count(|stats| stats.connects += 1);
     Ok((stream, addr))
+}
+
+/// Opens a connection to node `to` at `addr`: TLS when the transport has it.
+async fn open(shared: &Shared, to: NodeId, addr: SocketAddr) -> io::Result<RpcStream> {
+    let stream = TcpStream::connect_timeout(addr, shared.config.connect_timeout).await?;
+    // Raft's messages are small and latency-bound; frames are already batched.
+    stream.set_nodelay(true)?;
+    match &shared.config.tls {
+        None => Ok(RpcStream::Plain(stream)),
+        Some(tls) => match tls.connect(stream, to).await {
+            Ok(tls) => Ok(RpcStream::Tls(Box::new(tls))),
+            Err(why) => {
+                shared.refuse(&addr.to_string(), &why);
+                Err(io::Error::other(why))
+            }
+        },
+    }
+}
+
+/// A connection this shard writes to.
+enum RpcStream {
+    Plain(TcpStream),
+    Tls(Box<futures_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl RpcStream {
+    /// Writes `parts` in order: in place with `sendmsg` on a plain connection, as one
+    /// buffer (which rustls cuts into records) on TLS.
+    async fn write_parts(&mut self, parts: &[&[u8]]) -> io::Result<()> {
+        match self {
+            RpcStream::Plain(stream) => write_all_vectored(stream, parts).await,
+            RpcStream::Tls(stream) => {
+                stream.write_all(&parts.concat()).await?;
+                stream.flush().await
+            }
+        }
+    }
+
+    async fn close(&mut self) {
+        let _ = match self {
+            RpcStream::Plain(stream) => stream.close().await,
+            RpcStream::Tls(stream) => stream.close().await,
+        };
+    }
 }
 
 /// Writes `parts` in order with as few `sendmsg` calls as the socket allows, straight
@@ -626,7 +679,21 @@ fn try_send_vectored(fd: RawFd, slices: &[IoSlice<'_>]) -> Option<io::Result<usi
 async fn accept_loop(shared: Rc<Shared>, listener: TcpListener) {
     loop {
         match listener.accept().await {
-            Ok(stream) => shared.spawn(read_loop(shared.clone(), stream)),
+            Ok(stream) => {
+                let peer = stream.peer_addr().map(|addr| addr.to_string()).unwrap_or_else(|_| "unknown peer".into());
+                match shared.config.tls.clone() {
+                    None => shared.spawn(read_loop(shared.clone(), peer, stream, None)),
+                    Some(tls) => {
+                        let shared = shared.clone();
+                        shared.clone().spawn(async move {
+                            match tls.accept(stream).await {
+                                Ok((stream, identity)) => read_loop(shared, peer, stream, Some(identity)).await,
+                                Err(why) => shared.refuse(&peer, &why),
+                            }
+                        });
+                    }
+                }
+            }
             Err(error) => {
                 tracing::warn!(shard = shared.shard, %error, "accepting a Raft connection failed");
                 glommio::timer::sleep(Duration::from_millis(10)).await;
@@ -637,8 +704,7 @@ async fn accept_loop(shared: Rc<Shared>, listener: TcpListener) {
 
 /// Reads one inbound connection's frames and hands their messages on, until the peer
 /// closes it or sends a bad frame.
-async fn read_loop(shared: Rc<Shared>, stream: TcpStream) {
-    let peer = stream.peer_addr().map(|addr| addr.to_string()).unwrap_or_else(|_| "unknown peer".into());
+async fn read_loop(shared: Rc<Shared>, peer: String, stream: impl AsyncRead + Unpin, identity: Option<Identity>) {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     // The node whose Raft messages this connection carried; control frames come on
     // connections of their own that close after one frame, and do not count.
@@ -671,6 +737,9 @@ async fn read_loop(shared: Rc<Shared>, stream: TcpStream) {
             Ok(inbound) => inbound,
             Err(error) => return shared.bad_frame(&peer, &error),
         };
+        if let Err(why) = check_sender(&inbound, identity.as_ref()) {
+            return shared.refuse(&peer, &why);
+        }
         let messages = inbound.envelopes.len() as u64;
         shared.count(|stats| {
             stats.frames_received += 1;
@@ -687,6 +756,20 @@ async fn read_loop(shared: Rc<Shared>, stream: TcpStream) {
                 receiver(inbound.from, payload);
             }
         }
+    }
+}
+
+/// Whether a frame speaks only for the node it comes from, and that node is the one
+/// the connection's certificate names (with TLS).
+fn check_sender(inbound: &Inbound, identity: Option<&Identity>) -> Result<(), String> {
+    if let Some(e) = inbound.envelopes.iter().find(|e| e.message.from != inbound.from) {
+        return Err(format!("a message from node {} in a frame from node {}", e.message.from, inbound.from));
+    }
+    match identity {
+        Some(identity) if !identity.admits(inbound.from) => {
+            Err(format!("a frame from node {} on a connection whose certificate does not name it", inbound.from))
+        }
+        _ => Ok(()),
     }
 }
 

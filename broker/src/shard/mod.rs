@@ -491,6 +491,10 @@ pub async fn open(
         };
         let rpc = config.rpc_socket_addr()?;
         let node = config.node_id as u64;
+        let tls = match config.rpc_tls_files()? {
+            Some((cert, key, ca)) => Some(Rc::new(crate::replication::rpc_tls::RpcTls::new(cert, key, ca)?)),
+            None => None,
+        };
         Some(
             crate::replication::shell::Replication::start(
                 node,
@@ -500,6 +504,7 @@ pub async fn open(
                 settings,
                 kv.clone(),
                 flush.clone(),
+                tls,
             )
             .await?,
         )

@@ -27,6 +27,7 @@ mod offsets_restart;
 mod ordering;
 mod quotas;
 mod reassign;
+mod rpc_tls;
 mod security;
 mod storage;
 mod transactions;

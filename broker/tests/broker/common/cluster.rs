@@ -20,6 +20,8 @@ use super::{free_port, Broker, Conn};
 
 pub struct Cluster {
     pub nodes: Vec<Broker>,
+    /// Each node's node-to-node port (shard 0's), by node id - 1.
+    pub rpc: Vec<u16>,
     /// `--peers` of every node: the metadata voters.
     peers: String,
     yaml: String,
@@ -34,6 +36,11 @@ impl Cluster {
 
     /// As [`Cluster::start`], every node with `yaml` as its configuration file.
     pub fn start_with_yaml(n: usize, yaml: &str) -> Cluster {
+        Cluster::start_with_node_args(n, yaml, |_| Vec::new())
+    }
+
+    /// As [`Cluster::start_with_yaml`], node `id` with `node_args(id)` as more flags.
+    pub fn start_with_node_args(n: usize, yaml: &str, node_args: impl Fn(i32) -> Vec<String>) -> Cluster {
         let rpc: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let peers: Vec<String> = rpc.iter().enumerate().map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1)).collect();
         let peers = peers.join(",");
@@ -41,11 +48,13 @@ impl Cluster {
             .map(|i| {
                 let node_id = (i + 1).to_string();
                 let rpc_addr = format!("127.0.0.1:{}", rpc[i]);
-                let args = ["--node-id", node_id.as_str(), "--rpc-addr", &rpc_addr, "--peers", &peers];
+                let more = node_args(i as i32 + 1);
+                let mut args = vec!["--node-id", node_id.as_str(), "--rpc-addr", &rpc_addr, "--peers", &peers];
+                args.extend(more.iter().map(String::as_str));
                 Broker::start_with_yaml(1, "256M", &args, yaml)
             })
             .collect();
-        let cluster = Cluster { nodes, peers, yaml: yaml.to_string() };
+        let cluster = Cluster { nodes, rpc, peers, yaml: yaml.to_string() };
         cluster.wait_until("every node lists every broker and a controller", Duration::from_secs(60), |c| {
             (1..=n as i32).all(|id| c.metadata(id, None).is_some_and(|m| m.brokers.len() == n && m.controller_id.0 > 0))
         });
@@ -57,7 +66,9 @@ impl Cluster {
     pub fn join(&mut self) -> i32 {
         let id = self.nodes.len() as i32 + 1;
         let node_id = id.to_string();
-        let rpc_addr = format!("127.0.0.1:{}", free_port());
+        let rpc_port = free_port();
+        self.rpc.push(rpc_port);
+        let rpc_addr = format!("127.0.0.1:{rpc_port}");
         let args = ["--node-id", node_id.as_str(), "--rpc-addr", &rpc_addr, "--peers", &self.peers];
         self.nodes.push(Broker::start_with_yaml(1, "256M", &args, &self.yaml));
         let n = self.nodes.len();
