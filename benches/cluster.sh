@@ -13,6 +13,9 @@
 #
 #   benches/cluster.sh        SYSTEMS="keel kafka" RATE=20000 MAX_RECORDS=500000 ...
 #
+# SYSTEMS may also name keel-tls: Keel with mutual TLS on the node-to-node port
+# (certificates from compat/security/node-certs.sh); ratios are to the last system.
+#
 # Keel: compat/cluster.sh start 3 (base port 25092, --smp 1 per node), which pins node i
 # to core (i-1) mod cores with --cpuset: 0, 1, 0 on two cores.
 # Kafka: compat/kafka/cluster.sh start 3 (base port 26092, -Xmx512m -Xms512m per node).
@@ -41,7 +44,10 @@ bootstrap_of() { seq -s, "$1" "$(( $1 + 2 ))" | sed 's/\([0-9]*\)/127.0.0.1:\1/g
 start_system() { # system dir
   local s=$1 dir=$2
   rm -rf "$dir"; mkdir -p "$dir"
-  if [[ $s == keel ]]; then
+  if [[ $s == keel-tls ]]; then
+    compat/security/node-certs.sh "$dir/certs" 3 >/dev/null
+    KEEL_RPC_TLS_DIR="$dir/certs" timeout 180 compat/cluster.sh start 3 "$dir" "$keel_base" --smp 1
+  elif [[ $s == keel ]]; then
     timeout 180 compat/cluster.sh start 3 "$dir" "$keel_base" --smp 1
   else
     KAFKA_HEAP_OPTS="-Xmx512m -Xms512m" timeout 240 compat/kafka/cluster.sh start 3 "$dir" "$kafka_base"
@@ -49,12 +55,12 @@ start_system() { # system dir
 }
 
 stop_system() { # system dir
-  if [[ $1 == keel ]]; then timeout 60 compat/cluster.sh stop "$2" || true
+  if [[ $1 == keel* ]]; then timeout 60 compat/cluster.sh stop "$2" || true
   else timeout 120 compat/kafka/cluster.sh stop "$2" || true; fi
 }
 
 pids_of() { # system dir
-  if [[ $1 == keel ]]; then cat "$2"/node-*/keel.pid; else compat/kafka/cluster.sh pids "$2"; fi
+  if [[ $1 == keel* ]]; then cat "$2"/node-*/keel.pid; else compat/kafka/cluster.sh pids "$2"; fi
 }
 
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$(( t + $(awk '{ print $14 + $15 }' "/proc/$p/stat") )); done; echo "$t"; }
@@ -146,7 +152,7 @@ declare -A result
 log "keel binary $(stat -c '%y' target/release/keel | cut -c1-19), md5 $(md5sum <target/release/keel | cut -c1-12); git HEAD $(git rev-parse --short HEAD)"
 for s in $systems; do
   dir="$runs/$s"
-  base=$([[ $s == keel ]] && echo $keel_base || echo $kafka_base)
+  base=$([[ $s == keel* ]] && echo $keel_base || echo $kafka_base)
   bs=$(bootstrap_of "$base")
   log "$s: loopback baseline, no cluster, ${idle_seconds}s"
   l0=$(lo_bytes); sleep "$idle_seconds"; l1=$(lo_bytes)
@@ -204,9 +210,11 @@ for s in $systems; do
   done
 done
 
-python3 - "$out" "$rate" "$rate_seconds" "$max_records" "$partitions" "$idle_partitions" "$idle_seconds" <<PY
+python3 - "$out" "$rate" "$rate_seconds" "$max_records" "$partitions" "$idle_partitions" "$idle_seconds" $systems <<PY
 import sys
-out, rate, rate_s, max_records, parts, idle_parts, idle_s = sys.argv[1:]
+out, rate, rate_s, max_records, parts, idle_parts, idle_s = sys.argv[1:8]
+systems = sys.argv[8:]
+names = {"keel": "Keel", "keel-tls": "Keel, RPC TLS", "kafka": "Apache Kafka"}
 r = {$(for k in "${!result[@]}"; do printf '"%s": "%s", ' "$k" "${result[$k]}"; done)}
 rows = [
   ("(a) max rate, MB/s", "max_mb"), ("(a) max rate, records/s", "max_rps"), ("(a) max rate, p99 ms (queue-bound)", "max_p99"),
@@ -222,18 +230,21 @@ def ratio(a, b):
     try: return "%.2fx" % (float(a) / float(b))
     except (ValueError, ZeroDivisionError): return ""
 get = lambda s, k: r.get(s + "." + k, "n/a")
-for s in ("keel", "kafka"):
+for s in systems:
     if s + ".lo_base" in r: r[s + ".lo_base"] = "%.0f" % (float(r[s + ".lo_base"]) / float(idle_s))
-md = ["# Three-node cluster, RF 3, acks=all: Keel vs Apache Kafka", "",
+md = ["# Three-node cluster, RF 3, acks=all: " + " vs ".join(names.get(s, s) for s in systems), "",
       "ProducerPerformance, 1 KiB records, acks=all, linger.ms=5, batch.size=65536, topic of %s partitions RF 3 (min.insync.replicas=2); "
       "(a) %s records at --throughput -1; (b) %s records/s for %s s; (c) idle topic of %s partitions, %s s window." % (parts, max_records, rate, rate_s, idle_parts, idle_s), "",
-      "| | Keel | Apache Kafka | Keel / Kafka |", "|---|---:|---:|---:|"]
-tsv = ["figure\tkeel\tkafka\tratio"]
+      "| | " + " | ".join(names.get(s, s) for s in systems) + " | "
+      + " | ".join("%s / %s" % (names.get(s, s), names.get(systems[-1], systems[-1])) for s in systems[:-1]) + " |",
+      "|---|" + "---:|" * (2 * len(systems) - 1)]
+tsv = ["figure\t" + "\t".join(systems) + "".join("\t%s/%s" % (s, systems[-1]) for s in systems[:-1])]
 for name, k in rows:
-    a, b = get("keel", k), get("kafka", k)
-    md.append("| %s | %s | %s | %s |" % (name, a, b, ratio(a, b)))
-    tsv.append("%s\t%s\t%s\t%s" % (name, a, b, ratio(a, b)))
-for s in ("keel", "kafka"):
+    vals = [get(s, k) for s in systems]
+    ratios = [ratio(v, vals[-1]) for v in vals[:-1]]
+    md.append("| %s | %s | %s |" % (name, " | ".join(vals), " | ".join(ratios)))
+    tsv.append("\t".join([name] + vals + ratios))
+for s in systems:
     if s + ".status" in r: md.append("\n%s: %s" % (s, r[s + ".status"]))
 open(out + "/summary.md", "w").write("\n".join(md) + "\n")
 open(out + "/summary.tsv", "w").write("\n".join(tsv) + "\n")

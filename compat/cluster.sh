@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Starts and stops a Keel cluster on loopback, one `--smp 1` broker per node.
 #   compat/cluster.sh start <n> [dir] [base-port] [extra `keel serve` flags...]
+#     KEEL_RPC_TLS_DIR=DIR: mutual TLS on the node-to-node port with the certificates
+#     compat/security/node-certs.sh made in DIR (node i: keel-node-i.crt/.key, ca.pem)
 #   compat/cluster.sh stop [dir]
 #   compat/cluster.sh kill <node> [dir]      (kill -9 one node)
 #   compat/cluster.sh pause <node> [dir]     (SIGSTOP; resume: SIGCONT)
@@ -32,9 +34,13 @@ case "$cmd" in
     echo "$n $base $peers" >"$(mkdir -p "$dir" && echo "$dir")/cluster.conf"
     (( $# )) && printf '%s\n' "$@" >"$dir/extra-flags" || : >"$dir/extra-flags"
     for i in $(seq 1 "$n"); do
-      port=$((base + i - 1))
+      port=$((base + i - 1)) tls=()
+      if [[ -n ${KEEL_RPC_TLS_DIR:-} ]]; then
+        tls=(--rpc-tls-cert "$KEEL_RPC_TLS_DIR/keel-node-$i.crt" --rpc-tls-key "$KEEL_RPC_TLS_DIR/keel-node-$i.key"
+          --rpc-tls-ca "$KEEL_RPC_TLS_DIR/ca.pem")
+      fi
       "$here/keel.sh" start "$dir/node-$i" "$port" --node-id "$i" --rpc-addr "127.0.0.1:$((port + 200))" \
-        --peers "$peers" --cpuset "$(cpu_of "$i")" "$@" >/dev/null
+        --peers "$peers" --cpuset "$(cpu_of "$i")" "${tls[@]}" "$@" >/dev/null
     done
     deadline=$((SECONDS + 60))
     bootstrap=$(seq -s, "$base" "$((base + n - 1))" | sed 's/\([0-9]*\)/127.0.0.1:\1/g')
