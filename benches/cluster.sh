@@ -235,14 +235,14 @@ for s in systems:
 md = ["# Three-node cluster, RF 3, acks=all: " + " vs ".join(names.get(s, s) for s in systems), "",
       "ProducerPerformance, 1 KiB records, acks=all, linger.ms=5, batch.size=65536, topic of %s partitions RF 3 (min.insync.replicas=2); "
       "(a) %s records at --throughput -1; (b) %s records/s for %s s; (c) idle topic of %s partitions, %s s window." % (parts, max_records, rate, rate_s, idle_parts, idle_s), "",
-      "| | " + " | ".join(names.get(s, s) for s in systems) + " | "
-      + " | ".join("%s / %s" % (names.get(s, s), names.get(systems[-1], systems[-1])) for s in systems[:-1]) + " |",
+      "| " + " | ".join([""] + [names.get(s, s) for s in systems]
+      + ["%s / %s" % (names.get(s, s), names.get(systems[-1], systems[-1])) for s in systems[:-1]]) + " |",
       "|---|" + "---:|" * (2 * len(systems) - 1)]
 tsv = ["figure\t" + "\t".join(systems) + "".join("\t%s/%s" % (s, systems[-1]) for s in systems[:-1])]
 for name, k in rows:
     vals = [get(s, k) for s in systems]
     ratios = [ratio(v, vals[-1]) for v in vals[:-1]]
-    md.append("| %s | %s | %s |" % (name, " | ".join(vals), " | ".join(ratios)))
+    md.append("| " + " | ".join([name] + vals + ratios) + " |")
     tsv.append("\t".join([name] + vals + ratios))
 for s in systems:
     if s + ".status" in r: md.append("\n%s: %s" % (s, r[s + ".status"]))
