@@ -176,7 +176,7 @@ registry! {
     ElectLeaders (Write) => elect_leaders;
     AlterPartitionReassignments (Write) => alter_partition_reassignments, relayed;
     ListPartitionReassignments (Read) => list_partition_reassignments;
-    // Authentication (the exchange runs on the connection: security::sasl) and SCRAM users.
+    // Authentication (the exchange runs on the connection: net::sasl) and SCRAM users.
     SaslHandshake (Write) => sasl_handshake;
     SaslAuthenticate (Write) => sasl_authenticate;
     DescribeUserScramCredentials (Read) => describe_user_scram_credentials;
