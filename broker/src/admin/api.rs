@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::admin::requests::{GroupViews, PartitionLog};
-use crate::admin::stats::{self, ShardStats};
+use super::requests::{GroupViews, PartitionLog};
+use super::stats::{self, ShardStats};
 use crate::cluster::balance::{self, MoveError, Moved, Wanted};
 use crate::cluster::nodes;
 use crate::shard::Shard;
@@ -78,7 +78,7 @@ pub fn serve(shard: &Rc<Shard>, calls: flume::Receiver<Call>) {
 async fn answer(shard: &Rc<Shard>, query: Query) -> Answer {
     match query {
         Query::Metrics => {
-            crate::admin::publish::publish(&stats::gather(shard).await);
+            super::publish::publish(&stats::gather(shard).await);
             Ok(Value::Null)
         }
         Query::Status => Ok(status(shard, &stats::gather(shard).await)),
@@ -331,7 +331,7 @@ async fn groups(shard: &Rc<Shard>) -> Value {
 async fn group(shard: &Rc<Shard>, id: &str) -> Answer {
     let view = group_views(shard, Some(id.to_string())).await.into_iter().next();
     let view = view.ok_or_else(|| Refusal::new(404, format!("no group {id:?}")))?;
-    let lags = crate::admin::publish::group_lags(&stats::gather(shard).await);
+    let lags = super::publish::group_lags(&stats::gather(shard).await);
     let lag = lags.get(id).cloned().unwrap_or_default();
     let offsets: Vec<Value> = lag
         .partitions

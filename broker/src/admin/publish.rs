@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use metrics::Label;
 
-use crate::admin::stats::ShardStats;
+use super::stats::ShardStats;
 use crate::telemetry::distribution::{Percentiles, QUANTILES};
 use crate::telemetry::names;
 

@@ -4,8 +4,8 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-use crate::admin::api::{self, GroupSummary};
-use crate::admin::stats::{self, ShardStats};
+use super::api::{self, GroupSummary};
+use super::stats::{self, ShardStats};
 use crate::shard::dispatch::{mesh_requests, Serve};
 use crate::shard::Shard;
 

@@ -22,7 +22,7 @@ use metrics_util::MetricKindMask;
 use serde_json::{json, Value};
 use tiny_http::{Header, Method, Request, Response, Server};
 
-use crate::admin::api::{Answer, Call, Query, Refusal};
+use super::api::{Answer, Call, Query, Refusal};
 use crate::config::BrokerConfig;
 
 /// Calls waiting for shard 0 at once; past it, requests get 503.
@@ -65,7 +65,7 @@ pub fn recorder() -> PrometheusHandle {
                 tracing::warn!("a metrics recorder was already installed: /metrics will be empty");
             }
             crate::telemetry::names::describe();
-            crate::admin::publish::describe();
+            super::publish::describe();
             handle
         })
         .clone()
@@ -218,7 +218,7 @@ impl Admin {
                 (Ok(value), Then::Json) => Reply::json(200, &value),
                 (Ok(_), Then::Metrics { public }) => {
                     let text = self.metrics.render();
-                    let body = if public { crate::admin::publish::public_subset(&text) } else { text };
+                    let body = if public { super::publish::public_subset(&text) } else { text };
                     Reply { status: 200, content_type: "text/plain; version=0.0.4", body, allow: None }
                 }
             };
@@ -268,7 +268,7 @@ impl Admin {
             ["v1", "groups", group] if !group.is_empty() => only_get(ask(Query::Group(group.to_string()))),
             ["v1", "config"] => only_get(Route::Now(Reply::json(200, &self.config))),
             ["v1", "config", "log_level"] => match method {
-                Method::Get => Route::Now(Reply::json(200, &json!({"log_level": crate::admin::log_level::current()}))),
+                Method::Get => Route::Now(Reply::json(200, &json!({"log_level": super::log_level::current()}))),
                 Method::Put => Route::Now(set_log_level(request)),
                 _ => Route::Now(Reply::not_allowed("GET, PUT")),
             },
@@ -327,7 +327,7 @@ fn set_log_level(request: &mut Request) -> Reply {
     } else {
         body.trim().to_string()
     };
-    match crate::admin::log_level::set(&level) {
+    match super::log_level::set(&level) {
         Ok(()) => Reply::json(200, &json!({"log_level": level})),
         Err(e) => Reply::error(400, e),
     }

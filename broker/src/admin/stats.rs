@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use crate::admin::requests::GatherStats;
+use super::requests::GatherStats;
 use crate::shard::Shard;
 
 #[derive(Debug, Clone, Default)]

@@ -50,8 +50,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use uuid::Uuid;
 
-use crate::cluster::node_requests::HandLeadership;
-use crate::cluster::nodes::{partition_view, ControlRequest};
+use super::node_requests::HandLeadership;
+use super::nodes::{partition_view, ControlRequest};
 use crate::shard::partition::group_id;
 use crate::shard::Shard;
 

@@ -15,8 +15,8 @@ use uuid::Uuid;
 
 use std::time::{Duration, Instant};
 
-use crate::cluster::nodes::{self, ControlRequest};
-use crate::cluster::requests::{ApplyMetadata, CreateTopics};
+use super::nodes::{self, ControlRequest};
+use super::requests::{ApplyMetadata, CreateTopics};
 use crate::errors;
 use crate::metadata::configs;
 use crate::metadata::live::Controller;

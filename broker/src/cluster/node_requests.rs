@@ -8,8 +8,8 @@ use std::rc::Rc;
 use bytes::Bytes;
 use keel_raft::{GroupId, NodeId};
 
-use crate::cluster::balance::{self, Refusal};
-use crate::cluster::nodes::{self, ControlRequest, LeaderView};
+use super::balance::{self, Refusal};
+use super::nodes::{self, ControlRequest, LeaderView};
 use crate::shard::dispatch::{mesh_requests, Serve};
 use crate::shard::Shard;
 

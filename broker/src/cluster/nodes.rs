@@ -27,11 +27,11 @@ use keel_storage::Signal;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::cluster::balance::{self, LeaderMove};
-use crate::cluster::controller;
-use crate::cluster::node_requests::{AwaitInstalled, LearnLeaders, RefreshLeaders, SendControl, ServeControl};
-use crate::cluster::requests::ApplyMetadata;
-use crate::cluster::routing;
+use super::balance::{self, LeaderMove};
+use super::controller;
+use super::node_requests::{AwaitInstalled, LearnLeaders, RefreshLeaders, SendControl, ServeControl};
+use super::requests::ApplyMetadata;
+use super::routing;
 use crate::config::OFFSETS_TOPIC;
 use crate::config::TRANSACTION_TOPIC;
 use crate::metadata::live::{Installs, Leadership};
@@ -145,7 +145,7 @@ pub fn cluster_id(peers: &BTreeMap<NodeId, SocketAddr>) -> String {
 pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> Result<(), String> {
     let Some(replication) = shard.replication.clone() else { return Ok(()) };
     share_leadership(shard, &replication);
-    crate::cluster::rebuild::take_out_when_damaged(shard, &replication);
+    super::rebuild::take_out_when_damaged(shard, &replication);
     let addrs_of = Rc::downgrade(shard);
     replication.set_kafka_addrs(Box::new(move |node| {
         let shard = addrs_of.upgrade()?;
@@ -153,7 +153,7 @@ pub async fn start(shard: &Rc<Shard>, peers: &BTreeMap<NodeId, SocketAddr>) -> R
         Some(format!("{}:{}", broker.host, broker.port))
     }));
     balance::spawn(shard);
-    crate::cluster::reassign::spawn(shard);
+    super::reassign::spawn(shard);
     if shard.id != 0 {
         return Ok(());
     }

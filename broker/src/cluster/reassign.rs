@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use keel_raft::{ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, GroupId, NodeId};
 
-use crate::cluster::balance;
-use crate::cluster::nodes::{ask_controller, ControlRequest};
+use super::balance;
+use super::nodes::{ask_controller, ControlRequest};
 use crate::shard::Shard;
 
 /// How often each shard looks at the reassignments of the groups it leads.

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use keel_raft::GroupId;
 
-use crate::cluster::nodes::{ask_controller, ControlRequest};
+use super::nodes::{ask_controller, ControlRequest};
 use crate::replication::shell::Replication;
 use crate::shard::Shard;
 

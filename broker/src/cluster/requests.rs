@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use uuid::Uuid;
 
-use crate::cluster::controller::{self, ConfigChange, Failure, QuotaAlteration, Reassignment, ScramChange, TopicSpec};
+use super::controller::{self, ConfigChange, Failure, QuotaAlteration, Reassignment, ScramChange, TopicSpec};
 use crate::metadata::{Metadata, TopicMeta};
 use crate::security::acl::{AclBinding, AclFilter};
 use crate::shard::dispatch::{mesh_requests, Serve};

@@ -22,9 +22,9 @@ use keel_storage::log;
 
 use crate::groups::offsets_partition;
 
-use crate::cluster::controller::TopicSpec;
-use crate::cluster::nodes::{self, ControlRequest};
-use crate::cluster::requests::CreateTopics;
+use super::controller::TopicSpec;
+use super::nodes::{self, ControlRequest};
+use super::requests::CreateTopics;
 use crate::config::BrokerConfig;
 use crate::config::OFFSETS_TOPIC;
 use crate::config::TRANSACTION_TOPIC;

@@ -4,8 +4,8 @@
 
 use std::rc::Rc;
 
+use super::shell::{self, KeyValue};
 use crate::cluster::routing;
-use crate::coordinator::shell::{self, KeyValue};
 use crate::errors;
 use crate::groups::classic::DescribedMember;
 use crate::groups::records::{self, RecordKey};
@@ -31,7 +31,7 @@ pub struct DescribedGroup {
 
 /// This shard's groups, or COORDINATOR_LOAD_IN_PROGRESS while it replays.
 pub fn list(shard: &Shard) -> Result<Vec<ListedGroup>, i16> {
-    if !shard.coordinator.borrow().loaded || crate::coordinator::leadership::loading(shard) {
+    if !shard.coordinator.borrow().loaded || super::leadership::loading(shard) {
         return Err(errors::COORDINATOR_LOAD_IN_PROGRESS);
     }
     let c = shard.coordinator.borrow();

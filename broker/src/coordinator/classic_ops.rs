@@ -4,8 +4,8 @@
 
 use std::rc::Rc;
 
+use super::shell;
 use crate::cluster::routing;
-use crate::coordinator::shell;
 use crate::errors;
 use crate::groups::classic::{
     ClassicGroup, JoinOutcome, JoinRequest, JoinResult, SyncOutcome, SyncRequest, SyncResult,

@@ -5,8 +5,8 @@ use std::rc::Rc;
 
 use uuid::Uuid;
 
+use super::shell;
 use crate::cluster::routing;
-use crate::coordinator::shell;
 use crate::errors;
 use crate::groups::consumer::{
     ConsumerGroup, DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse, Settings, TopicLookup,

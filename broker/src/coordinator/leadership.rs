@@ -20,9 +20,9 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use super::shell;
 use crate::cluster::routing;
 use crate::config::OFFSETS_TOPIC;
-use crate::coordinator::shell;
 use crate::errors;
 use crate::groups::classic::{JoinResult, SyncResult};
 use crate::shard::partition::Partition;

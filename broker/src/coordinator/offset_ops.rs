@@ -4,8 +4,8 @@
 
 use std::rc::Rc;
 
+use super::shell::KeyValue;
 use crate::cluster::routing;
-use crate::coordinator::shell::KeyValue;
 use crate::errors;
 use crate::groups::classic::ClassicGroup;
 use crate::groups::limits;
@@ -247,6 +247,6 @@ pub async fn delete(
         }
         (codes, to_delete)
     };
-    crate::coordinator::admin_ops::delete_offsets_and_group(&shard, partition, &group_id, to_delete, false).await?;
+    super::admin_ops::delete_offsets_and_group(&shard, partition, &group_id, to_delete, false).await?;
     Ok(codes)
 }

@@ -4,10 +4,10 @@
 
 use std::rc::Rc;
 
-use crate::coordinator::admin_ops::{self, DescribedGroup, ListedGroup};
-use crate::coordinator::classic_ops;
-use crate::coordinator::consumer_ops::{self, Failure};
-use crate::coordinator::offset_ops::{self, CommitRequest, FetchRequest, FetchedOffset};
+use super::admin_ops::{self, DescribedGroup, ListedGroup};
+use super::classic_ops;
+use super::consumer_ops::{self, Failure};
+use super::offset_ops::{self, CommitRequest, FetchRequest, FetchedOffset};
 use crate::groups::classic::{JoinRequest, JoinResult, SyncRequest, SyncResult};
 use crate::groups::consumer::{DescribedConsumerGroup, HeartbeatRequest, HeartbeatResponse};
 use crate::shard::dispatch::{mesh_requests, Serve};

@@ -131,7 +131,7 @@ pub async fn start(shard: &Rc<Shard>) {
         tracing::info!(shard = shard.id, partitions = owned.len(), groups = c.groups.len(), "group coordinator loaded");
     }
     spawn_timer(shard);
-    crate::coordinator::leadership::spawn(shard);
+    super::leadership::spawn(shard);
 }
 
 /// This shard's `__consumer_offsets` partitions, replicated or not, by index.
@@ -317,9 +317,7 @@ async fn drop_deleted_topics(shard: &Rc<Shard>) {
         let Some(partition) = routing::partition_of(shard, &group) else {
             continue;
         };
-        if let Err(code) =
-            crate::coordinator::admin_ops::delete_offsets_and_group(shard, partition, &group, gone, false).await
-        {
+        if let Err(code) = super::admin_ops::delete_offsets_and_group(shard, partition, &group, gone, false).await {
             tracing::warn!(%group, code, "deleting offsets of deleted topics failed");
         }
     }
@@ -352,7 +350,7 @@ async fn expire_offsets(shard: &Rc<Shard>, now: i64) {
             continue;
         };
         if let Err(code) =
-            crate::coordinator::admin_ops::delete_offsets_and_group(shard, partition, &group, expired, drop_group).await
+            super::admin_ops::delete_offsets_and_group(shard, partition, &group, expired, drop_group).await
         {
             tracing::warn!(%group, code, "expiring offsets failed; will retry");
         }

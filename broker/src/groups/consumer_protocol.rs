@@ -5,7 +5,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::groups::records::Reader;
+use super::records::Reader;
 
 /// Topics of a ConsumerProtocolSubscription (any version: the list comes first).
 pub fn subscription_topics(metadata: &[u8]) -> Option<Vec<String>> {

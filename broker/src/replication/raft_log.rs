@@ -15,7 +15,7 @@ use keel_storage::log::{self, PartitionLog};
 use keel_storage::StorageError;
 use serde::{Deserialize, Serialize};
 
-use crate::replication::shell::Replication;
+use super::shell::Replication;
 
 /// The state-store record of a group: HardState, voters, and Raft's own entries.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use keel_raft::{GroupId, ReadConfirmed};
 
+use super::shell::{refusal, Replica, Replication};
 use crate::errors;
-use crate::replication::shell::{refusal, Replica, Replication};
 
 /// The read rounds of one group on its leader.
 #[derive(Debug, Default)]

@@ -52,10 +52,10 @@ use keel_storage::kv::ShardKv;
 use keel_storage::log::{self, PartitionLog};
 use keel_storage::{Signal, StorageError};
 
+use super::raft_log::{is_data, record_key, GroupRecord, OwnEntry};
+use super::read_index::ReadRounds;
+use super::transport::{Network, Transport, TransportConfig};
 use crate::errors;
-use crate::replication::raft_log::{is_data, record_key, GroupRecord, OwnEntry};
-use crate::replication::read_index::ReadRounds;
-use crate::replication::transport::{Network, Transport, TransportConfig};
 
 mod persist;
 mod restore;
@@ -213,7 +213,7 @@ impl Replication {
         settings: RaftSettings,
         kv: Rc<ShardKv>,
         flush: Rc<FlushQueue>,
-        tls: Option<Rc<crate::replication::rpc_tls::RpcTls>>,
+        tls: Option<Rc<super::rpc_tls::RpcTls>>,
     ) -> Result<Rc<Replication>, String> {
         let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64);
         let seed = seed.unwrap_or(0) ^ node.rotate_left(17) ^ u64::from(shard);

@@ -61,8 +61,8 @@ use keel_raft::{Envelope, NodeId};
 use keel_storage::Signal;
 use thiserror::Error;
 
-use crate::replication::frame::{self, Frame, FrameBuilder, FrameError, Inbound, Outgoing, PREFIX_BYTES};
-use crate::replication::rpc_tls::{Identity, RpcTls};
+use super::frame::{self, Frame, FrameBuilder, FrameError, Inbound, Outgoing, PREFIX_BYTES};
+use super::rpc_tls::{Identity, RpcTls};
 
 const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// Read buffer of each inbound connection; a larger frame is read straight into its own.

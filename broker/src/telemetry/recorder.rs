@@ -23,7 +23,7 @@ use std::time::Duration;
 use kafka_protocol::messages::ApiKey;
 use metrics::{Counter, Label};
 
-use crate::telemetry::distribution::{Distribution, Percentiles};
+use super::distribution::{Distribution, Percentiles};
 
 /// Topics a shard gives series of their own; later ones share `topic="_other"`.
 pub const TOPICS_WITH_SERIES_MAX: usize = 1000;
@@ -80,7 +80,7 @@ impl ShardMetrics {
     pub fn new(shard: usize, enabled: bool) -> ShardMetrics {
         let shard = shard.to_string();
         let flush_pass_seconds = if enabled {
-            metrics::histogram!(crate::telemetry::names::FLUSH_PASS_SECONDS, "shard" => shard.clone())
+            metrics::histogram!(super::names::FLUSH_PASS_SECONDS, "shard" => shard.clone())
         } else {
             metrics::Histogram::noop()
         };
@@ -112,7 +112,7 @@ impl ShardMetrics {
         let Some(slot) = apis.get_mut(api as i16 as usize) else { return };
         let m = slot.get_or_insert_with(|| {
             let labels = vec![Label::new("shard", self.shard.clone()), Label::new("api", api_name(api))];
-            use crate::telemetry::names::*;
+            use super::names::*;
             ApiMetrics {
                 requests: metrics::counter!(REQUESTS, labels.clone()),
                 request_bytes: metrics::counter!(REQUEST_BYTES, labels.clone()),
@@ -211,7 +211,7 @@ impl ShardMetrics {
 
     fn topic_metrics(&self, topic: &str) -> TopicMetrics {
         let labels = vec![Label::new("shard", self.shard.clone()), Label::new("topic", topic.to_string())];
-        use crate::telemetry::names::*;
+        use super::names::*;
         TopicMetrics {
             bytes_in: metrics::counter!(TOPIC_BYTES_IN, labels.clone()),
             records_in: metrics::counter!(TOPIC_RECORDS_IN, labels.clone()),

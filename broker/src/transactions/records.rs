@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::transactions::state::{TxnMeta, TxnStatus};
+use super::state::{TxnMeta, TxnStatus};
 
 pub fn encode_key(transactional_id: &str) -> Bytes {
     let mut b = BytesMut::with_capacity(4 + transactional_id.len());

@@ -6,14 +6,14 @@
 use std::rc::Rc;
 use std::time::Instant;
 
+use super::markers::WriteMarkers;
+use super::shell::{check, transition, wait_completed, BUSY_WAIT};
 use crate::config::OFFSETS_TOPIC;
 use crate::errors;
 use crate::shard::dispatch::{mesh_requests, Serve};
 use crate::shard::partition::now_ms;
 use crate::shard::Shard;
 use crate::transactions::state::{Step, Then, TxnMeta, TxnPartition, EPOCH_MAX};
-use crate::txn::markers::WriteMarkers;
-use crate::txn::shell::{check, transition, wait_completed, BUSY_WAIT};
 
 // A transactional id's operation, on its coordinator shard.
 mesh_requests! {

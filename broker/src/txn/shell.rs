@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use keel_protocol::batch::Producer;
 
+use super::markers::{self, Marker};
+use super::requests::{AddWrittenPartition, DescribeTxn};
 use crate::cluster::routing;
 use crate::config::TRANSACTION_TOPIC;
 use crate::errors;
@@ -19,8 +21,6 @@ use crate::shard::Shard;
 use crate::transactions::records;
 use crate::transactions::state::{Step, Then, TxnMeta, TxnPartition, EPOCH_MAX};
 use crate::transactions::TxnCoordinator;
-use crate::txn::markers::{self, Marker};
-use crate::txn::requests::{AddWrittenPartition, DescribeTxn};
 use crate::util::wait_below_high_watermark;
 
 /// How often open transactions are checked against their timeouts (Kafka's

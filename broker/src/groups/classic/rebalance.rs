@@ -5,18 +5,11 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
+use super::{
+    Action, ClassicGroup, ClassicState, JoinOutcome, JoinRequest, JoinResult, Member, SyncOutcome, SyncRequest,
+    SyncResult, NEW_MEMBER_JOIN_TIMEOUT_MS,
+};
 use crate::errors;
-use crate::groups::classic::Action;
-use crate::groups::classic::ClassicGroup;
-use crate::groups::classic::ClassicState;
-use crate::groups::classic::JoinOutcome;
-use crate::groups::classic::JoinRequest;
-use crate::groups::classic::JoinResult;
-use crate::groups::classic::Member;
-use crate::groups::classic::SyncOutcome;
-use crate::groups::classic::SyncRequest;
-use crate::groups::classic::SyncResult;
-use crate::groups::classic::NEW_MEMBER_JOIN_TIMEOUT_MS;
 use crate::groups::membership::Reason;
 
 impl ClassicGroup {

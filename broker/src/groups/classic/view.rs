@@ -5,16 +5,16 @@ use std::collections::BTreeSet;
 
 use bytes::Bytes;
 
-use crate::groups::classic::ClassicGroup;
+use super::ClassicGroup;
 
-use crate::groups::classic::ClassicState;
+use super::ClassicState;
 
-use crate::groups::classic::Limits;
+use super::Limits;
 
-use crate::groups::classic::Member;
+use super::Member;
 
+use super::Protocol;
 use crate::errors;
-use crate::groups::classic::Protocol;
 use crate::groups::consumer_protocol;
 use crate::groups::records::{GroupMemberValue, GroupValue};
 

@@ -6,25 +6,25 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
-use crate::groups::consumer::intersects;
+use super::intersects;
 
-use crate::groups::consumer::split;
+use super::split;
 
-use crate::groups::consumer::Assignment;
+use super::Assignment;
 
-use crate::groups::consumer::ConsumerGroup;
+use super::ConsumerGroup;
 
-use crate::groups::consumer::ConsumerMember;
+use super::ConsumerMember;
 
-use crate::groups::consumer::MemberState;
+use super::MemberState;
 
-use crate::groups::consumer::Resolved;
+use super::Resolved;
 
-use crate::groups::consumer::TopicLookup;
+use super::TopicLookup;
 
+use super::RECONCILING_HEARTBEAT_INTERVAL_MS;
 use crate::errors;
 use crate::groups::assignor::{self, MemberSpec};
-use crate::groups::consumer::RECONCILING_HEARTBEAT_INTERVAL_MS;
 use crate::groups::membership::Reason;
 
 /// Member epochs with a meaning of their own.

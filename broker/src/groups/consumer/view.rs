@@ -1,13 +1,13 @@
 //! What the rest of the broker reads from a consumer group: offset commit and fetch
 //! checks, ConsumerGroupDescribe, and the classic DescribeGroups form.
 
-use crate::groups::consumer::Assignment;
+use super::Assignment;
 
-use crate::groups::consumer::ConsumerGroup;
+use super::ConsumerGroup;
 
+use super::TopicLookup;
 use crate::errors;
 use crate::groups::classic::DescribedMember;
-use crate::groups::consumer::TopicLookup;
 use crate::groups::consumer_protocol;
 
 #[derive(Debug, Clone, Default)]

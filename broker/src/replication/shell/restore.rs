@@ -7,18 +7,18 @@ use std::rc::Rc;
 use keel_raft::{GroupId, GroupStorage, HardState, LogBase, NodeId};
 use keel_storage::log::{self, PartitionLog};
 
-use crate::replication::shell::hard_state_term;
+use super::hard_state_term;
 
-use crate::replication::shell::log_start_of;
+use super::log_start_of;
 
-use crate::replication::shell::ReadRounds;
+use super::ReadRounds;
 
-use crate::replication::shell::Replica;
+use super::Replica;
 
-use crate::replication::shell::ReplicaHooks;
+use super::ReplicaHooks;
 
+use super::Replication;
 use crate::replication::raft_log::{record_key, EntryReader, GroupRecord};
-use crate::replication::shell::Replication;
 
 /// Bytes of batches read per step of a restart.
 const RESTORE_READ_BYTES: usize = 1 << 20;

@@ -10,15 +10,15 @@ use std::time::Duration;
 
 use keel_raft::GroupId;
 
-use crate::replication::shell::record_change;
+use super::record_change;
 
-use crate::replication::shell::wait_durable;
+use super::wait_durable;
 
-use crate::replication::shell::Replica;
+use super::Replica;
 
-use crate::replication::shell::Replication;
+use super::Replication;
 
-use crate::replication::shell::StateChange;
+use super::StateChange;
 
 /// How often writes that failed (a full disk) are tried again.
 pub(super) const PERSIST_RETRY_INTERVAL: Duration = Duration::from_millis(100);
